@@ -1,0 +1,10 @@
+//! shardis: a Redis-protocol sharding proxy.
+//!
+//! `resp` (framing, command table) and `ring` (placement) are pure and depend on
+//! nothing of ours; `backend` (the built-in cache node) uses `resp`; `proxy` uses
+//! `resp` and `ring`. Only `main.rs` knows clap, signals and tracing-subscriber.
+
+pub mod backend;
+pub mod proxy;
+pub mod resp;
+pub mod ring;
