@@ -16,11 +16,13 @@
 //! Points live in a sorted `Vec<u64>` with a parallel `Vec<u32>` of owners, so
 //! the binary search touches only the dense point array.
 
+mod diff;
 mod hash;
 mod points;
 #[cfg(test)]
 mod tests;
 
+pub use diff::losing_nodes;
 pub use hash::{hash_tag, ketama_hash, md5_u32, md5_u64};
 
 use std::fmt;
