@@ -9,7 +9,7 @@ use super::keys::{par_chunks, thread_count, want_progress, KeyGen, MAX_KEY_LEN};
 use super::strategies::node_specs;
 use super::table::{bytes, count, duration, pct, si, Table};
 use super::SimArgs;
-use crate::ring::{Ring, RingConfig, MAX_POINTS};
+use crate::ring::{Ring, RingConfig};
 use serde::Serialize;
 use std::hint::black_box;
 use std::io::Write;
@@ -34,7 +34,7 @@ pub struct Report {
     pub capacity: Capacity,
     pub join: Option<Movement>,
     pub leave: Option<Movement>,
-    pub hot_key: Option<HotKey>,
+    pub hot_key: Option<super::hot_key::HotKey>,
     pub perf: Perf,
 }
 
@@ -87,25 +87,6 @@ pub struct Movement {
     pub per_node: Vec<u64>,
     /// Moves that did not need to happen (join: to an old node; leave: off a remaining node).
     pub unnecessary: u64,
-}
-
-/// Load when one key takes a fixed share of all requests.
-#[derive(Debug, Clone, Serialize)]
-pub struct HotKey {
-    pub share: f64,
-    pub key: String,
-    /// Per vnodes setting: (vnodes, hot node, hot node's load, max/avg load).
-    pub by_vnodes: Vec<HotRow>,
-}
-
-/// Hot-key load under one vnodes setting (from hash-space shares).
-#[derive(Debug, Clone, Serialize)]
-pub struct HotRow {
-    pub vnodes: u32,
-    pub node: String,
-    pub node_load: f64,
-    pub max_over_avg_load: f64,
-    pub max_over_avg_without_hot_key: f64,
 }
 
 /// Speed of the pass and of a lookup.
@@ -277,7 +258,7 @@ pub fn run(args: &SimArgs) -> Result<Report, String> {
     });
     let lookups_per_key = 1 + usize::from(joined.is_some()) + usize::from(left.is_some());
     let hot_key = match args.hot_key_share {
-        Some(s) => Some(hot_key(&base, &gen, s)?),
+        Some(s) => Some(super::hot_key::measure(&base, &gen, s)?),
         None => None,
     };
     Ok(Report {
@@ -309,52 +290,6 @@ fn add_into(total: &mut [u64], part: &[u64]) {
     for (t, p) in total.iter_mut().zip(part) {
         *t += p;
     }
-}
-
-/// Hot-key load for the given vnodes and two larger settings, from hash-space
-/// shares (no extra pass): more points even out the cold keys but cannot split
-/// one key.
-fn hot_key(base: &Ring, gen: &KeyGen, share: f64) -> Result<HotKey, String> {
-    let mut buf = [0u8; MAX_KEY_LEN];
-    let key = gen.key(0, &mut buf).to_vec();
-    let c = base.config();
-    let mut by_vnodes = Vec::new();
-    for vnodes in [
-        c.vnodes,
-        c.vnodes.saturating_mul(10),
-        c.vnodes.saturating_mul(100),
-    ] {
-        let points = u64::from(vnodes)
-            * base
-                .nodes()
-                .iter()
-                .map(|s| u64::from(s.weight))
-                .sum::<u64>();
-        if points > MAX_POINTS / 2 && vnodes != c.vnodes {
-            continue;
-        }
-        let ring = Ring::new(base.nodes().to_vec(), RingConfig { vnodes, ..c }, 0)
-            .map_err(|e| e.to_string())?;
-        let hot = ring.locate(&key);
-        let n = ring.nodes().len() as f64;
-        let load = |i: usize| (1.0 - share) * ring.share_of(i) + if i == hot { share } else { 0.0 };
-        let max_load = (0..ring.nodes().len()).map(load).fold(0.0, f64::max);
-        let max_cold = (0..ring.nodes().len())
-            .map(|i| ring.share_of(i))
-            .fold(0.0, f64::max);
-        by_vnodes.push(HotRow {
-            vnodes,
-            node: ring.node(hot).name.clone(),
-            node_load: load(hot),
-            max_over_avg_load: max_load * n,
-            max_over_avg_without_hot_key: max_cold * n,
-        });
-    }
-    Ok(HotKey {
-        share,
-        key: String::from_utf8_lossy(&key).into_owned(),
-        by_vnodes,
-    })
 }
 
 /// Nanoseconds per `locate_hash` over 2^20 precomputed pseudo-random hashes.
@@ -478,34 +413,7 @@ pub fn write(r: &Report, out: &mut dyn Write) -> std::io::Result<()> {
         writeln!(out, "  spread over {spread} of {} nodes", m.per_node.len())?;
     }
     if let Some(h) = &r.hot_key {
-        writeln!(
-            out,
-            "\nHot key '{}' takes {} of requests (loads from hash-space shares):",
-            h.key,
-            pct(h.share)
-        )?;
-        let mut t = Table::new(&[
-            "vnodes",
-            "hot key's node",
-            "its load",
-            "max/avg load",
-            "max/avg without it",
-        ]);
-        for row in &h.by_vnodes {
-            t.row(vec![
-                row.vnodes.to_string(),
-                row.node.clone(),
-                pct(row.node_load),
-                format!("{:.3}", row.max_over_avg_load),
-                format!("{:.3}", row.max_over_avg_without_hot_key),
-            ]);
-        }
-        t.write(out)?;
-        writeln!(
-            out,
-            "  more vnodes even out the other keys; the hot key's node stays above {}",
-            pct(h.share)
-        )?;
+        super::hot_key::write(h, out)?;
     }
     let p = &r.perf;
     writeln!(

@@ -12,6 +12,7 @@
 pub mod avalanche;
 pub mod compare;
 pub mod distribution;
+pub mod hot_key;
 pub mod keys;
 pub mod strategies;
 pub mod sweep;
