@@ -6,7 +6,7 @@
 //! every strategy's current, grown and shrunk placement.
 
 use super::avalanche::{self, Avalanche};
-use super::keys::{par_chunks, thread_count, want_progress, KeyGen, MAX_KEY_LEN};
+use super::keys::{best_ns_per_op, par_chunks, thread_count, want_progress, KeyGen, MAX_KEY_LEN};
 use super::strategies::{all, KeyHash, Placement};
 use super::table::{count, pct, Table};
 use super::{SimArgs, AVALANCHE_KEYS};
@@ -156,27 +156,28 @@ fn timing_sample(gen: &KeyGen) -> (Vec<u8>, Vec<(usize, usize, u64)>) {
 }
 
 fn lookup_ns(p: &dyn Placement, (arena, index): &(Vec<u8>, Vec<(usize, usize, u64)>)) -> f64 {
-    let t = Instant::now();
-    let mut acc = 0usize;
-    for &(s, e, h64) in index {
-        acc = acc.wrapping_add(p.locate(black_box(&KeyHash {
-            tagged: &arena[s..e],
-            h64,
-        })));
-    }
-    black_box(acc);
-    t.elapsed().as_nanos() as f64 / index.len() as f64
+    best_ns_per_op(index.len(), || {
+        let mut acc = 0usize;
+        for &(s, e, h64) in index {
+            let kh = KeyHash {
+                tagged: &arena[s..e],
+                h64,
+            };
+            acc = acc.wrapping_add(p.locate(black_box(&kh)));
+        }
+        black_box(acc);
+    })
 }
 
 fn md5_ns(gen: &KeyGen) -> f64 {
     let mut buf = [0u8; MAX_KEY_LEN];
-    let t = Instant::now();
-    let mut acc = 0u64;
-    for i in 0..TIMING_KEYS as u64 {
-        acc = acc.wrapping_add(KeyHash::new(black_box(gen.key(i, &mut buf))).h64);
-    }
-    black_box(acc);
-    t.elapsed().as_nanos() as f64 / TIMING_KEYS as f64
+    best_ns_per_op(TIMING_KEYS, || {
+        let mut acc = 0u64;
+        for i in 0..TIMING_KEYS as u64 {
+            acc = acc.wrapping_add(KeyHash::new(black_box(gen.key(i, &mut buf))).h64);
+        }
+        black_box(acc);
+    })
 }
 
 /// Writes the comparison table and the avalanche table.

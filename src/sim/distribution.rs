@@ -5,7 +5,7 @@
 //! One parallel pass over the key stream hashes each key once and locates it
 //! on the current ring and, when asked, on the grown and shrunk rings.
 
-use super::keys::{par_chunks, thread_count, want_progress, KeyGen, MAX_KEY_LEN};
+use super::keys::{best_ns_per_op, par_chunks, thread_count, want_progress, KeyGen, MAX_KEY_LEN};
 use super::strategies::node_specs;
 use super::table::{bytes, count, duration, pct, si, Table};
 use super::SimArgs;
@@ -292,7 +292,7 @@ fn add_into(total: &mut [u64], part: &[u64]) {
     }
 }
 
-/// Nanoseconds per `locate_hash` over 2^20 precomputed pseudo-random hashes.
+/// Nanoseconds per `locate_hash` over 2^20 precomputed pseudo-random hashes (best of 5).
 pub fn lookup_ns(ring: &Ring) -> f64 {
     let mask = match ring.config().scheme {
         crate::ring::PointScheme::Ketama => u64::from(u32::MAX),
@@ -301,26 +301,26 @@ pub fn lookup_ns(ring: &Ring) -> f64 {
     let hashes: Vec<u64> = (0..1u64 << 20)
         .map(|i| super::keys::splitmix64(i) & mask)
         .collect();
-    let t = Instant::now();
-    let mut acc = 0usize;
-    for &h in &hashes {
-        acc = acc.wrapping_add(ring.locate_hash(black_box(h)));
-    }
-    black_box(acc);
-    t.elapsed().as_nanos() as f64 / hashes.len() as f64
+    best_ns_per_op(hashes.len(), || {
+        let mut acc = 0usize;
+        for &h in &hashes {
+            acc = acc.wrapping_add(ring.locate_hash(black_box(h)));
+        }
+        black_box(acc);
+    })
 }
 
-/// Nanoseconds per key hash (tag + MD5) over 200 000 keys.
+/// Nanoseconds per key hash (tag + MD5) over 200 000 keys (best of 5).
 fn key_hash_ns(ring: &Ring, gen: &KeyGen) -> f64 {
     const N: u64 = 200_000;
     let mut buf = [0u8; MAX_KEY_LEN];
-    let t = Instant::now();
-    let mut acc = 0u64;
-    for i in 0..N {
-        acc = acc.wrapping_add(ring.key_hash(black_box(gen.key(i, &mut buf))));
-    }
-    black_box(acc);
-    t.elapsed().as_nanos() as f64 / N as f64
+    best_ns_per_op(N as usize, || {
+        let mut acc = 0u64;
+        for i in 0..N {
+            acc = acc.wrapping_add(ring.key_hash(black_box(gen.key(i, &mut buf))));
+        }
+        black_box(acc);
+    })
 }
 
 /// Writes the report as tables.
@@ -378,7 +378,7 @@ pub fn write(r: &Report, out: &mut dyn Write) -> std::io::Result<()> {
     )?;
     writeln!(
         out,
-        "  fullest node {} of {} per node: {} (headroom {}); nodes of this size needed: {}",
+        "  fullest node {} of {} per node: {} (headroom {}); about {} nodes of this size needed at this imbalance",
         bytes(c.max_node_bytes),
         bytes(c.node_capacity as f64),
         if c.fits { "FITS" } else { "DOES NOT FIT" },

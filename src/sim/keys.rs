@@ -93,6 +93,18 @@ pub fn splitmix64(mut z: u64) -> u64 {
     z ^ (z >> 31)
 }
 
+/// Nanoseconds per operation of `run` (which performs `ops` operations): the
+/// best of 5 runs, so a run preempted on shared cores does not inflate it.
+pub fn best_ns_per_op(ops: usize, mut run: impl FnMut()) -> f64 {
+    (0..5)
+        .map(|_| {
+            let t = Instant::now();
+            run();
+            t.elapsed().as_nanos() as f64 / ops.max(1) as f64
+        })
+        .fold(f64::MAX, f64::min)
+}
+
 /// Number of worker threads for `requested` (0 = every core).
 pub fn thread_count(requested: usize) -> usize {
     if requested > 0 {

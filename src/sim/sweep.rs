@@ -175,7 +175,12 @@ pub fn svg(r: &Report) -> String {
         y0 = y0.min(i.min_over_avg);
         y1 = y1.max(i.max_over_avg);
     }
-    let (y0, y1) = ((y0 * 10.0).floor() / 10.0, (y1 * 10.0).ceil() / 10.0);
+    // Axis on a round step giving at most ~10 grid lines.
+    let step = [0.05, 0.1, 0.2, 0.25, 0.5, 1.0, 2.0, 5.0]
+        .into_iter()
+        .find(|s| (y1 - y0) / s <= 10.0)
+        .unwrap_or(10.0);
+    let (y0, y1) = ((y0 / step).floor() * step, (y1 / step).ceil() * step);
     let px = |x: f64| L + (x - x0) / (x1 - x0) * (W - L - R);
     let py = |y: f64| T + (y1 - y) / (y1 - y0).max(1e-9) * (H - T - B);
 
@@ -192,7 +197,6 @@ pub fn svg(r: &Report) -> String {
         r.nodes,
         count(r.keys)
     );
-    // Grid and y labels every 0.1.
     let mut y = y0;
     while y <= y1 + 1e-9 {
         let _ = writeln!(
@@ -203,11 +207,11 @@ pub fn svg(r: &Report) -> String {
         );
         let _ = writeln!(
             s,
-            r#"<text x="{}" y="{:.1}" text-anchor="end">{y:.1}</text>"#,
+            r#"<text x="{}" y="{:.1}" text-anchor="end">{y:.2}</text>"#,
             L - 8.0,
             py(y) + 4.0
         );
-        y += 0.1;
+        y += step;
     }
     for (row, &x) in r.rows.iter().zip(&xs) {
         let _ = writeln!(
