@@ -31,6 +31,9 @@ enum Cmd {
     Proxy(ProxyArgs),
     /// Run one built-in in-memory cache node.
     Node(NodeArgs),
+    /// Distribution science without storing data: up to 10^9 synthetic keys,
+    /// imbalance, movement on join/leave, strategies side by side.
+    Sim(shardis::sim::SimArgs),
 }
 
 #[derive(Args)]
@@ -97,6 +100,7 @@ fn main() -> ExitCode {
         Cmd::Up(a) => up(a),
         Cmd::Proxy(a) => run_proxy(a),
         Cmd::Node(a) => node(a),
+        Cmd::Sim(a) => shardis::sim::run(&a, &mut std::io::stdout().lock()),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
