@@ -80,7 +80,7 @@ impl Proxy {
         let nodes = ring.nodes().iter().map(|spec| pool[&spec.name].clone()).collect();
         let proxy = Arc::new(Proxy {
             port,
-            routing: ArcSwap::from_pointee(Routing::new(Arc::new(ring), nodes, None)),
+            routing: ArcSwap::from_pointee(Routing::new(Arc::new(ring), nodes, None, false)),
             stats: Stats::default(),
             next_client_id: AtomicU64::new(1),
             started: Instant::now(),

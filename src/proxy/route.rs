@@ -9,6 +9,7 @@
 use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
+use tokio::sync::oneshot;
 
 use super::migration;
 use super::session::{ClientSession, Pending};
@@ -45,18 +46,39 @@ fn key_positions(spec: &CommandSpec, req: &Request) -> Result<Vec<usize>, String
     spec.key_positions(&req.args)
 }
 
-/// Makes every moving key among `keys` live at its new owner; on failure the
-/// error reply to send instead of forwarding.
-async fn settle(s: &ClientSession, routing: &Routing, keys: impl Iterator<Item = &Bytes>) -> Result<(), Bytes> {
-    if routing.migration.is_none() {
-        return Ok(());
+/// During a change's cutover, requests on moving keys wait for it to end;
+/// true when this request had to wait (the caller then routes it afresh).
+async fn wait_cutover(routing: &Routing, keys: impl Iterator<Item = &Bytes>) -> bool {
+    let Some(m) = &routing.migration else { return false };
+    if !m.paused {
+        return false;
     }
-    for key in keys {
-        if let Some((old, new)) = routing.moving(key) {
-            migration::ensure_moved(&s.proxy, old, new, key, s.id).await?;
-        }
+    let mut keys = keys;
+    if !keys.any(|k| routing.is_moving(k)) {
+        return false;
     }
-    Ok(())
+    let mut rx = m.resume.subscribe();
+    let _ = rx.wait_for(|done| *done).await;
+    true
+}
+
+/// The moving keys a write touches, to be marked dirty when it is answered.
+fn moving_writes(routing: &Routing, spec: &CommandSpec, keys: impl Iterator<Item = Bytes>) -> Option<Vec<Bytes>> {
+    routing.migration.as_ref()?;
+    if !spec.write {
+        return None;
+    }
+    let moving: Vec<Bytes> = keys.filter(|k| routing.is_moving(k)).map(|k| Bytes::copy_from_slice(&k)).collect();
+    (!moving.is_empty()).then_some(moving)
+}
+
+/// Sends a request, tracking it if it writes moving keys.
+async fn send_tracked(s: &ClientSession, routing: &Routing, node: &Node, raw: Bytes, track: Option<Vec<Bytes>>) -> oneshot::Receiver<Bytes> {
+    let rx = node.upstream(s.proto, s.id).send(raw).await;
+    match (track, &routing.migration) {
+        (Some(keys), Some(m)) => migration::track_write(&m.dirty, keys, rx),
+        _ => rx,
+    }
 }
 
 async fn keyed(s: &mut ClientSession, spec: &'static CommandSpec, req: Request) {
@@ -72,7 +94,12 @@ async fn keyed(s: &mut ClientSession, spec: &'static CommandSpec, req: Request) 
             ))
             .await;
     }
-    let routing = s.proxy.routing.load_full();
+    let routing = loop {
+        let routing = s.proxy.routing.load_full();
+        if !wait_cutover(&routing, positions.iter().map(|&p| &req.args[p])).await {
+            break routing;
+        }
+    };
     let _gate = routing.enter();
     let node = routing.owner(&req.args[positions[0]]).clone();
     for &p in &positions[1..] {
@@ -82,10 +109,8 @@ async fn keyed(s: &mut ClientSession, spec: &'static CommandSpec, req: Request) 
                 .await;
         }
     }
-    if let Err(e) = settle(s, &routing, positions.iter().map(|&p| &req.args[p])).await {
-        return s.push(Pending::Ready(e)).await;
-    }
-    let rx = node.upstream(s.proto, s.id).send(req.raw).await;
+    let track = moving_writes(&routing, spec, positions.iter().map(|&p| req.args[p].clone()));
+    let rx = send_tracked(s, &routing, &node, req.raw, track).await;
     s.push(Pending::One(rx)).await;
 }
 
@@ -97,7 +122,12 @@ async fn split(s: &mut ClientSession, spec: &'static CommandSpec, req: Request, 
     if merge == Merge::AllOk && req.args.len() % 2 == 0 {
         return s.error(&arity_error(spec)).await;
     }
-    let routing = s.proxy.routing.load_full();
+    let routing = loop {
+        let routing = s.proxy.routing.load_full();
+        if !wait_cutover(&routing, positions.iter().map(|&p| &req.args[p])).await {
+            break routing;
+        }
+    };
     let _gate = routing.enter();
     // Group keys by owner node (not by ring point), keeping each key's position.
     let mut groups: Vec<(Arc<Node>, Vec<usize>)> = Vec::new();
@@ -108,11 +138,9 @@ async fn split(s: &mut ClientSession, spec: &'static CommandSpec, req: Request, 
             None => groups.push((node.clone(), vec![p])),
         }
     }
-    if let Err(e) = settle(s, &routing, positions.iter().map(|&p| &req.args[p])).await {
-        return s.push(Pending::Ready(e)).await;
-    }
     if groups.len() == 1 {
-        let rx = groups[0].0.upstream(s.proto, s.id).send(req.raw).await;
+        let track = moving_writes(&routing, spec, positions.iter().map(|&p| req.args[p].clone()));
+        let rx = send_tracked(s, &routing, &groups[0].0, req.raw, track).await;
         return s.push(Pending::One(rx)).await;
     }
     // One fragment per node: the command name, then that node's keys (and values).
@@ -127,7 +155,8 @@ async fn split(s: &mut ClientSession, spec: &'static CommandSpec, req: Request, 
         }
         let mut raw = BytesMut::new();
         encode::command(&mut raw, &parts);
-        waits.push(node.upstream(s.proto, s.id).send(raw.freeze()).await);
+        let track = moving_writes(&routing, spec, ps.iter().map(|&p| req.args[p].clone()));
+        waits.push(send_tracked(s, &routing, node, raw.freeze(), track).await);
     }
     let order: Vec<Vec<usize>> = groups.into_iter().map(|(_, ps)| ps).collect();
     let total = positions.len();
@@ -194,27 +223,24 @@ fn lost() -> Bytes {
     Bytes::from_static(b"-ERR upstream connection lost before the reply arrived\r\n")
 }
 
-/// Every node that may hold keys now: the current ring's, plus, during a
-/// migration, old owners that are leaving.
+/// The nodes that own keys now (during a change, the current ring's: the
+/// joining node only holds copies until the cutover).
 pub fn all_nodes(routing: &Routing) -> Vec<Arc<Node>> {
-    let mut nodes = routing.nodes.clone();
-    if let Some(m) = &routing.migration {
-        for (i, n) in m.prev_nodes.iter().enumerate() {
-            if !m.lost[i] && !nodes.iter().any(|x| Arc::ptr_eq(x, n)) {
-                nodes.push(n.clone());
-            }
-        }
-    }
-    nodes
+    routing.nodes.clone()
 }
 
 async fn fan_out(s: &mut ClientSession, req: Request, agg: Aggregate) {
     let routing = s.proxy.routing.load_full();
     let _gate = routing.enter();
+    if agg == Aggregate::AllOk && (routing.migration.is_some() || routing.filter_keys) {
+        return s
+            .error("ERR FLUSHALL/FLUSHDB are refused while a topology change runs; retry when CLUSTER INFO shows state:ok")
+            .await;
+    }
     let nodes = all_nodes(&routing);
     let (proto, id) = (s.proto, s.id);
     match agg {
-        Aggregate::Scan => return scan(s, req, nodes).await,
+        Aggregate::Scan => return scan(s, req, routing.clone()).await,
         Aggregate::AnyNonNil => {
             let start = (id as usize) % nodes.len();
             let raw = req.raw.clone();
@@ -239,10 +265,15 @@ async fn fan_out(s: &mut ClientSession, req: Request, agg: Aggregate) {
     for n in &nodes {
         waits.push(n.upstream(proto, id).send(req.raw.clone()).await);
     }
+    let filter = routing.filter_keys.then(|| routing.clone());
     s.push(Pending::Later(Box::pin(async move {
         let mut replies = Vec::with_capacity(waits.len());
-        for w in waits {
-            replies.push(w.await.unwrap_or_else(|_| lost()));
+        for (i, w) in waits.into_iter().enumerate() {
+            let r = w.await.unwrap_or_else(|_| lost());
+            replies.push(match (&filter, agg) {
+                (Some(routing), Aggregate::Concat) => owned_only(&r, routing, i),
+                _ => r,
+            });
         }
         aggregate(agg, &replies)
     })))
@@ -283,7 +314,34 @@ pub fn aggregate(agg: Aggregate, replies: &[Bytes]) -> Bytes {
     out.freeze()
 }
 
-async fn scan(s: &mut ClientSession, req: Request, nodes: Vec<Arc<Node>>) {
+/// Keeps, in an array of keys returned by node `idx`, only the keys it owns.
+fn owned_only(r: &Bytes, routing: &Routing, idx: usize) -> Bytes {
+    let Some(els) = elements(r) else { return r.clone() };
+    let kept: Vec<&[u8]> = els
+        .into_iter()
+        .map(|e| &r[e])
+        .filter(|el| match bulk_payload(el) {
+            Some(k) => routing.ring.locate(k) == idx,
+            None => true,
+        })
+        .collect();
+    let mut out = BytesMut::new();
+    encode::array_len(&mut out, kept.len());
+    for k in kept {
+        out.extend_from_slice(k);
+    }
+    out.freeze()
+}
+
+/// The payload of one `$n\r\n…\r\n` element.
+fn bulk_payload(el: &[u8]) -> Option<&[u8]> {
+    let nl = el.iter().position(|&b| b == b'\n')?;
+    let n = parse_i64(el.get(1..nl.checked_sub(1)?)?)?;
+    el.get(nl + 1..nl + 1 + usize::try_from(n).ok()?)
+}
+
+async fn scan(s: &mut ClientSession, req: Request, routing: Arc<Routing>) {
+    let nodes = all_nodes(&routing);
     let cursor = std::str::from_utf8(&req.args[1]).ok().and_then(|c| c.parse::<u64>().ok());
     let Some(cursor) = cursor else {
         return s.error("ERR invalid cursor").await;
@@ -303,7 +361,20 @@ async fn scan(s: &mut ClientSession, req: Request, nodes: Vec<Arc<Node>>) {
     let n = nodes.len();
     s.push(Pending::Later(Box::pin(async move {
         let r = rx.await.unwrap_or_else(|_| lost());
-        scan_reply(&r, idx, n)
+        let r = scan_reply(&r, idx, n);
+        if !routing.filter_keys {
+            return r;
+        }
+        // Drop copies this node holds but does not own.
+        match elements(&r) {
+            Some(els) if els.len() == 2 => {
+                let keys = Bytes::copy_from_slice(&r[els[1].clone()]);
+                let mut out = BytesMut::from(&r[..els[1].start]);
+                out.extend_from_slice(&owned_only(&keys, &routing, idx));
+                out.freeze()
+            }
+            _ => r,
+        }
     })))
     .await;
 }

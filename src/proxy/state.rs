@@ -21,12 +21,12 @@ pub struct SavedNode {
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SavedMigration {
-    /// Epoch of the ring before the change.
-    pub prev_epoch: u64,
-    pub prev_nodes: Vec<SavedNode>,
-    /// Names of old owners whose keys were declared lost.
-    #[serde(default)]
-    pub lost: Vec<String>,
+    /// `copy` (the file's ring still routes; `other` is the next ring) or
+    /// `sweep` (the file's ring routes; `other` is the previous ring, whose
+    /// leftover copies are being deleted).
+    pub phase: String,
+    pub other_epoch: u64,
+    pub other_nodes: Vec<SavedNode>,
     /// The node being added, if the change was an ADDNODE.
     #[serde(default)]
     pub joining: Option<String>,
@@ -106,7 +106,7 @@ mod tests {
         let path = path.to_str().unwrap();
         assert_eq!(load(path).unwrap(), None);
         let nodes = vec![NodeSpec { name: "a".into(), addr: "127.0.0.1:1".into(), weight: 2 }];
-        let m = SavedMigration { prev_epoch: 3, prev_nodes: to_saved(&nodes), lost: vec![], joining: Some("a".into()) };
+        let m = SavedMigration { phase: "copy".into(), other_epoch: 5, other_nodes: to_saved(&nodes), joining: Some("a".into()) };
         save(path, 4, &nodes, Some(&m)).unwrap();
         let back = load(path).unwrap().unwrap();
         assert_eq!(back, Saved { epoch: 4, nodes, migration: Some(m) });

@@ -73,19 +73,18 @@ impl Node {
     }
 }
 
-/// The keys that change owner between two rings, while a migration runs.
+/// A topology change in its copy phase: the current ring still routes every
+/// request; `next` is the ring being moved to.
 pub struct MigrationRoute {
-    /// The ring before the change.
-    pub prev: Arc<Ring>,
-    /// Nodes of `prev`, aligned with `prev.nodes()`.
-    pub prev_nodes: Vec<Arc<Node>>,
-    /// Old owners whose keys are known lost (a removed node that is down):
-    /// their keys are not moved, just routed to their new owner.
-    pub lost: Vec<bool>,
-    /// Set once no request routed by the previous ring can still reach an old
-    /// owner; ensure-moves wait for it, so a late write can never land behind
-    /// its key's move.
-    pub ready: tokio::sync::watch::Sender<bool>,
+    pub next: Arc<Ring>,
+    /// Aligned with `next.nodes()`.
+    pub next_nodes: Vec<Arc<Node>>,
+    /// Moving keys written since the copy began (see `migration::Dirty`).
+    pub dirty: Arc<crate::proxy::migration::Dirty>,
+    /// During cutover: requests on moving keys wait for `resume`.
+    pub paused: bool,
+    /// Becomes true when the cutover ends (either way).
+    pub resume: Arc<tokio::sync::watch::Sender<bool>>,
 }
 
 /// What a session routes by: an immutable snapshot, swapped whole.
@@ -93,15 +92,18 @@ pub struct Routing {
     pub ring: Arc<Ring>,
     /// Aligned with `ring.nodes()`.
     pub nodes: Vec<Arc<Node>>,
-    /// Present while keys are moving to their new owners.
+    /// Present while keys are being copied to their next owners.
     pub migration: Option<Arc<MigrationRoute>>,
+    /// Nodes may hold copies of keys they do not own (during a migration or
+    /// its sweep): KEYS and SCAN drop those.
+    pub filter_keys: bool,
     /// Requests being dispatched with this snapshot right now (the epoch gate).
     dispatching: AtomicUsize,
 }
 
 impl Routing {
-    pub fn new(ring: Arc<Ring>, nodes: Vec<Arc<Node>>, migration: Option<Arc<MigrationRoute>>) -> Routing {
-        Routing { ring, nodes, migration, dispatching: AtomicUsize::new(0) }
+    pub fn new(ring: Arc<Ring>, nodes: Vec<Arc<Node>>, migration: Option<Arc<MigrationRoute>>, filter_keys: bool) -> Routing {
+        Routing { ring, nodes, migration, filter_keys, dispatching: AtomicUsize::new(0) }
     }
 
     /// The node owning `key` in the current ring.
@@ -122,19 +124,11 @@ impl Routing {
         }
     }
 
-    /// For a key whose owner changed: (old owner, new owner), else `None`.
-    pub fn moving(&self, key: &[u8]) -> Option<(&Arc<Node>, &Arc<Node>)> {
-        let m = self.migration.as_ref()?;
-        let old = m.prev.locate(key);
-        if m.lost[old] {
-            return None;
-        }
-        let old_node = &m.prev_nodes[old];
-        let new_node = self.owner(key);
-        if Arc::ptr_eq(old_node, new_node) {
-            None
-        } else {
-            Some((old_node, new_node))
+    /// True when `key`'s owner in the next ring differs from its owner now.
+    pub fn is_moving(&self, key: &[u8]) -> bool {
+        match &self.migration {
+            Some(m) => !Arc::ptr_eq(&m.next_nodes[m.next.locate(key)], self.owner(key)),
+            None => false,
         }
     }
 }
