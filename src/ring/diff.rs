@@ -34,7 +34,8 @@ mod tests {
     fn ring(names: &[&str]) -> Ring {
         let nodes = names
             .iter()
-            .map(|n| NodeSpec { name: n.to_string(), addr: format!("127.0.0.1:{}", 7000 + n.len()), weight: 1 })
+            .enumerate()
+            .map(|(i, n)| NodeSpec { name: n.to_string(), addr: format!("127.0.0.1:{}", 7001 + i), weight: 1 })
             .collect();
         Ring::new(nodes, RingConfig::default(), 1).unwrap()
     }
