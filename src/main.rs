@@ -34,6 +34,10 @@ enum Cmd {
     /// Distribution science without storing data: up to 10^9 synthetic keys,
     /// imbalance, movement on join/leave, strategies side by side.
     Sim(shardis::sim::SimArgs),
+    /// Consistency checker: starts its own cluster and proxy, runs concurrent
+    /// clients through ADDNODE, REMOVENODE, a joining node killed mid-copy and a
+    /// proxy restarted mid-copy, then verifies every acknowledged operation.
+    Check(shardis::check::CheckArgs),
 }
 
 #[derive(Args)]
@@ -101,6 +105,11 @@ fn main() -> ExitCode {
         Cmd::Proxy(a) => run_proxy(a),
         Cmd::Node(a) => node(a),
         Cmd::Sim(a) => shardis::sim::run(&a, &mut std::io::stdout().lock()),
+        Cmd::Check(a) => match shardis::check::run(&a) {
+            Ok(true) => Ok(()),
+            Ok(false) => Err("consistency violations found (see the report above)".into()),
+            Err(e) => Err(e),
+        },
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
