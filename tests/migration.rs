@@ -100,7 +100,7 @@ fn adding_and_removing_nodes_moves_only_the_keys_that_must_move() {
         100.0 / 11.0
     );
     assert!(
-        fraction <= 0.12 && fraction >= 0.05,
+        (0.05..=0.12).contains(&fraction),
         "moved fraction {fraction}"
     );
     assert_eq!(field(&info, "migration_keys_copied"), moved.to_string());
