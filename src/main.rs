@@ -38,6 +38,9 @@ enum Cmd {
     /// clients through ADDNODE, REMOVENODE, a joining node killed mid-copy and a
     /// proxy restarted mid-copy, then verifies every acknowledged operation.
     Check(shardis::check::CheckArgs),
+    /// Print the command table as markdown (the README's list).
+    #[command(hide = true)]
+    Commands,
 }
 
 #[derive(Args)]
@@ -105,6 +108,10 @@ fn main() -> ExitCode {
         Cmd::Proxy(a) => run_proxy(a),
         Cmd::Node(a) => node(a),
         Cmd::Sim(a) => shardis::sim::run(&a, &mut std::io::stdout().lock()),
+        Cmd::Commands => {
+            print!("{}", shardis::resp::command::markdown_table());
+            Ok(())
+        }
         Cmd::Check(a) => match shardis::check::run(&a) {
             Ok(true) => Ok(()),
             Ok(false) => Err("consistency violations found (see the report above)".into()),
