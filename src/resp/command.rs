@@ -495,7 +495,12 @@ pub fn unknown_command_error(args: &[Bytes]) -> String {
 /// README equal to it).
 pub fn markdown_table() -> String {
     let names = |pred: &dyn Fn(&CommandSpec) -> bool| {
-        TABLE.iter().filter(|s| pred(s)).map(|s| format!("`{}`", s.name)).collect::<Vec<_>>().join(" ")
+        TABLE
+            .iter()
+            .filter(|s| pred(s))
+            .map(|s| format!("`{}`", s.name))
+            .collect::<Vec<_>>()
+            .join(" ")
     };
     let mut out = String::from("| how the proxy handles it | commands |\n|---|---|\n");
     out.push_str(&format!(
@@ -510,8 +515,14 @@ pub fn markdown_table() -> String {
         "| sent to every node, replies aggregated | {} |\n",
         names(&|s| matches!(s.kind, Kind::FanOut(_)))
     ));
-    out.push_str(&format!("| answered by the proxy | {} |\n", names(&|s| s.kind == Kind::Local)));
-    out.push_str(&format!("| topology administration | {} |\n", names(&|s| s.kind == Kind::Admin)));
+    out.push_str(&format!(
+        "| answered by the proxy | {} |\n",
+        names(&|s| s.kind == Kind::Local)
+    ));
+    out.push_str(&format!(
+        "| topology administration | {} |\n",
+        names(&|s| s.kind == Kind::Admin)
+    ));
     let mut reasons: Vec<&str> = Vec::new();
     for spec in TABLE {
         if let Kind::Refused(why) = spec.kind {
