@@ -6,8 +6,8 @@
 //! `evict` (LRU eviction, active expiry), `scan` (cursors, KEYS),
 //! `glob` (patterns), `commands/*` (one file per command family, the table
 //! and dispatcher), `server` (accept loop and pipelined client loop),
-//! `error` (the one place errors become `-ERR` lines), `wire` (RESP framing
-//! as `crate::resp` exports it).
+//! `error` (the one place errors become `-ERR` lines). RESP framing comes
+//! from `crate::resp`.
 //!
 //! Uses only `resp` of our modules; never talks to the proxy or the ring.
 
@@ -18,10 +18,9 @@ mod glob;
 mod scan;
 mod server;
 mod store;
-mod wire;
 
+pub use crate::resp::Limits;
 pub use server::{Node, REDIS_VERSION};
-pub use wire::Limits;
 
 use std::future::Future;
 use std::net::SocketAddr;

@@ -4,7 +4,7 @@
 use super::{parse_f64, parse_i64, CmdResult, Ctx};
 use crate::backend::error::CmdError;
 use crate::backend::store::Entry;
-use crate::backend::wire::encode;
+use crate::resp::encode;
 use bytes::Bytes;
 
 fn incr_by(ctx: &mut Ctx, key: &[u8], delta: i64) -> CmdResult {

@@ -5,7 +5,7 @@
 use super::{parse_i64, CmdResult, Ctx};
 use crate::backend::error::CmdError;
 use crate::backend::glob;
-use crate::backend::wire::{encode, eq_ignore_case};
+use crate::resp::{encode, eq_ignore_case};
 use bytes::Bytes;
 
 /// DEL key [key ...] and UNLINK key [key ...]

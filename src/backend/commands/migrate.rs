@@ -15,7 +15,7 @@ use super::{parse_i64, CmdResult, Ctx};
 use crate::backend::error::CmdError;
 use crate::backend::server::Node;
 use crate::backend::store::{now_ms, Entry};
-use crate::backend::wire::{encode, eq_ignore_case};
+use crate::resp::{encode, eq_ignore_case};
 use bytes::{Bytes, BytesMut};
 use std::collections::HashMap;
 use std::time::{Duration, Instant};

@@ -15,7 +15,7 @@ mod strings;
 
 use super::error::CmdError;
 use super::server::Node;
-use super::wire::encode;
+use crate::resp::encode;
 use bytes::{Bytes, BytesMut};
 use std::collections::HashMap;
 use std::sync::atomic::Ordering::Relaxed;
@@ -287,38 +287,10 @@ pub fn arity_ok(arity: i32, n: usize) -> bool {
     }
 }
 
-/// Parses an integer exactly as Redis's `string2ll`: optional `-`, no `+`,
-/// no leading zeros or blanks, within i64.
+/// Parses an integer exactly as Redis's `string2ll` (see
+/// [`crate::resp::parse_i64`]).
 pub fn parse_i64(b: &[u8]) -> Result<i64, CmdError> {
-    let err = CmdError::NotInteger;
-    let (neg, digits) = match b.split_first() {
-        Some((b'-', rest)) => (true, rest),
-        _ => (false, b),
-    };
-    match digits {
-        [] => return Err(err),
-        [b'0'] if !neg => return Ok(0),
-        [b'1'..=b'9', ..] if digits.len() <= 19 => {}
-        _ => return Err(err),
-    }
-    let mut v: u64 = 0;
-    for &c in digits {
-        if !c.is_ascii_digit() {
-            return Err(err);
-        }
-        v = v
-            .checked_mul(10)
-            .and_then(|v| v.checked_add((c - b'0') as u64))
-            .ok_or(CmdError::NotInteger)?;
-    }
-    if neg {
-        if v > i64::MAX as u64 + 1 {
-            return Err(err);
-        }
-        Ok((v as i64).wrapping_neg())
-    } else {
-        i64::try_from(v).map_err(|_| err)
-    }
+    crate::resp::parse_i64(b).ok_or(CmdError::NotInteger)
 }
 
 /// Parses a float as Redis's `string2ld`: no blanks, no NaN.

@@ -6,7 +6,7 @@
 use super::{parse_i64, CmdResult, Ctx};
 use crate::backend::error::CmdError;
 use crate::backend::store::{Entry, Store};
-use crate::backend::wire::{encode, eq_ignore_case};
+use crate::resp::{encode, eq_ignore_case};
 use bytes::Bytes;
 
 /// Largest string value (Redis `proto-max-bulk-len`).
