@@ -247,6 +247,13 @@ impl Locked<'_> {
         Some(e)
     }
 
+    /// The live entry for `key` without touching its LRU clock or deleting
+    /// anything (OBJECT, MEMORY USAGE).
+    pub fn peek(&self, hash: u64, key: &[u8]) -> Option<&Entry> {
+        let e = self.shard.table.get(table_hash(hash), same_key(key))?;
+        (!e.is_expired(self.now)).then_some(e)
+    }
+
     /// Like [`Locked::get`], and counts a keyspace hit or miss.
     pub fn read(&mut self, hash: u64, key: &[u8]) -> Option<&mut Entry> {
         let counters = self.counters;
@@ -261,23 +268,12 @@ impl Locked<'_> {
     }
 
     /// Whether `key` exists (and has not expired), without touching its LRU.
+    /// An expired entry found here is removed.
     pub fn contains(&mut self, hash: u64, key: &[u8]) -> bool {
-        let lru = self
-            .shard
-            .table
-            .get(table_hash(hash), same_key(key))
-            .map(|e| e.lru);
-        match lru {
-            Some(lru) => {
-                let found = self.get(hash, key);
-                if let Some(e) = found {
-                    e.lru = lru;
-                    true
-                } else {
-                    false
-                }
-            }
+        match self.shard.table.get(table_hash(hash), same_key(key)) {
             None => false,
+            Some(e) if !e.is_expired(self.now) => true,
+            Some(_) => self.get(hash, key).is_some(),
         }
     }
 

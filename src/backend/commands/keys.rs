@@ -176,8 +176,12 @@ fn expiry_of(ctx: &mut Ctx, key: &[u8]) -> Option<u64> {
     let store = &ctx.node.store;
     let h = store.hash(key);
     let mut s = store.lock(h, ctx.now);
-    let lru = s.get(h, key).map(|e| (e.expire_at, e.lru));
-    lru.map(|(at, _)| at)
+    // Reading a TTL is not an access (Redis: LOOKUP_NOTOUCH), but an expired
+    // key is reclaimed here.
+    if !s.contains(h, key) {
+        return None;
+    }
+    s.peek(h, key).map(|e| e.expire_at)
 }
 
 fn ttl_generic(ctx: &mut Ctx, key: &[u8], ms: bool, absolute: bool) -> CmdResult {

@@ -10,6 +10,7 @@ mod connection;
 mod counters;
 mod keys;
 pub(crate) mod migrate;
+mod object;
 mod server;
 mod strings;
 
@@ -201,6 +202,11 @@ pub static COMMANDS: &[Command] = &[
     cmd!("scan", -2, READONLY, NOKEYS, keys::scan),
     cmd!("keys", 2, READONLY, NOKEYS, keys::keys),
     cmd!("randomkey", 1, READONLY, NOKEYS, keys::randomkey),
+    cmd!("rename", 3, WRITE, (1, 2, 1), object::rename),
+    cmd!("renamenx", 3, WRITE | FAST, (1, 2, 1), object::renamenx),
+    cmd!("copy", -3, RW, (1, 2, 1), object::copy),
+    cmd!("object", -2, READONLY, (2, 2, 1), object::object),
+    cmd!("memory", -2, READONLY, NOKEYS, object::memory),
     // migration
     cmd!("dump", 2, READONLY, KEY1, migrate::dump),
     cmd!("restore", -4, RW, KEY1, migrate::restore),
