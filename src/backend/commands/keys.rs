@@ -272,7 +272,7 @@ pub fn scan(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
         j += 2;
     }
     let (next, keys) = ctx.node.store.scan(cursor, count, ctx.now, |e| {
-        type_ok && pattern.is_none_or(|p| glob::matches(p, &e.key))
+        type_ok && pattern.is_none_or(|p| glob::matches(p, e.key()))
     });
     encode::array_len(ctx.out, 2);
     encode::bulk(ctx.out, next.to_string().as_bytes());

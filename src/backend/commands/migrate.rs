@@ -14,7 +14,7 @@
 use super::{parse_i64, CmdResult, Ctx};
 use crate::backend::error::CmdError;
 use crate::backend::server::Node;
-use crate::backend::store::{now_ms, Entry};
+use crate::backend::store::now_ms;
 use crate::resp::{encode, eq_ignore_case};
 use bytes::{Bytes, BytesMut};
 use std::collections::HashMap;
@@ -85,7 +85,7 @@ pub fn dump(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let payload = store
         .lock(h, ctx.now)
         .get(h, &args[1])
-        .map(|e| dump_payload(&e.value));
+        .map(|e| dump_payload(e.value()));
     ctx.bulk_or_null(payload.as_deref());
     Ok(())
 }
@@ -137,7 +137,7 @@ pub fn restore(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
         // Already expired: nothing to create, but REPLACE still removes.
         s.remove(h, key);
     } else {
-        s.insert(Entry::new(h, key, value.to_vec(), expire_at, now));
+        s.put(h, key, value, expire_at);
     }
     ctx.ok();
     Ok(())
@@ -311,7 +311,7 @@ pub async fn migrate(node: &Node, args: &[Bytes]) -> Result<BytesMut, CmdError> 
             let found = store
                 .lock(h, now)
                 .get(h, key)
-                .map(|e| (e.value.clone(), e.expire_at));
+                .map(|e| (e.value().to_vec(), e.expire_at));
             if let Some((value, expire_at)) = found {
                 bytes += value.len();
                 batch.push(Sent {
@@ -435,7 +435,7 @@ fn delete_if_unchanged(node: &Node, sent: &Sent) {
     let mut s = store.lock(sent.hash, now_ms());
     let same = s
         .get(sent.hash, &sent.key)
-        .is_some_and(|e| e.value == sent.value && e.expire_at == sent.expire_at);
+        .is_some_and(|e| e.value() == sent.value && e.expire_at == sent.expire_at);
     if same {
         let old = s.remove(sent.hash, &sent.key);
         drop(s);

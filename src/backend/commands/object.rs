@@ -23,8 +23,8 @@ fn transfer(ctx: &mut Ctx, src: &[u8], dst: &[u8], nx: bool, copy: bool) -> Opti
     if !copy {
         locked[is].as_mut()?.remove(hs, src);
     }
-    let moved = Entry::new(hd, dst, entry.value, entry.expire_at, ctx.now);
-    locked[id].as_mut()?.insert(moved);
+    let moved = Entry::new(dst, entry.value(), entry.expire_at, ctx.now);
+    locked[id].as_mut()?.insert(hd, moved);
     Some(true)
 }
 
@@ -131,10 +131,13 @@ pub fn object(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let h = store.hash(&args[2]);
     let s = store.lock(h, ctx.now);
     // OBJECT must not count as an access: read the entry without touching it.
-    let Some((enc, lru, int)) = s
-        .peek(h, &args[2])
-        .map(|e| (encoding(&e.value), e.lru, crate::resp::parse_i64(&e.value)))
-    else {
+    let Some((enc, lru, int)) = s.peek(h, &args[2]).map(|e| {
+        (
+            encoding(e.value()),
+            e.lru,
+            crate::resp::parse_i64(e.value()),
+        )
+    }) else {
         drop(s);
         encode::null(ctx.out, ctx.client.proto);
         return Ok(());

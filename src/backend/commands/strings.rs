@@ -115,7 +115,7 @@ pub fn get(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let h = store.hash(&args[1]);
     let mut s = store.lock(h, ctx.now);
     match s.read(h, &args[1]) {
-        Some(e) => encode::bulk(ctx.out, &e.value),
+        Some(e) => encode::bulk(ctx.out, e.value()),
         None => encode::null(ctx.out, ctx.client.proto),
     }
     Ok(())
@@ -141,7 +141,7 @@ pub fn set(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     };
     if o.get {
         match &old {
-            Some(e) => encode::bulk(ctx.out, &e.value),
+            Some(e) => encode::bulk(ctx.out, e.value()),
             None => encode::null(ctx.out, ctx.client.proto),
         }
     }
@@ -156,7 +156,7 @@ pub fn set(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
         // Already in the past: the key ends up deleted, as in Redis.
         s.remove(h, key);
     } else {
-        s.insert(Entry::new(h, key, value.to_vec(), expire_at, ctx.now));
+        s.put(h, key, value, expire_at);
     }
     if !o.get {
         ctx.ok();
@@ -168,9 +168,7 @@ pub fn set(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
 fn put(ctx: &mut Ctx, key: &[u8], value: &[u8], expire_at: u64) {
     let store = &ctx.node.store;
     let h = store.hash(key);
-    store
-        .lock(h, ctx.now)
-        .insert(Entry::new(h, key, value.to_vec(), expire_at, ctx.now));
+    store.lock(h, ctx.now).put(h, key, value, expire_at);
 }
 
 /// SETNX key value
@@ -180,7 +178,7 @@ pub fn setnx(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let mut s = store.lock(h, ctx.now);
     let created = !s.contains(h, &args[1]);
     if created {
-        s.insert(Entry::new(h, &args[1], args[2].to_vec(), 0, ctx.now));
+        s.put(h, &args[1], &args[2], 0);
     }
     encode::integer(ctx.out, created as i64);
     Ok(())
@@ -206,10 +204,8 @@ pub fn psetex(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
 pub fn getset(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let store = &ctx.node.store;
     let h = store.hash(&args[1]);
-    let old = store
-        .lock(h, ctx.now)
-        .insert(Entry::new(h, &args[1], args[2].to_vec(), 0, ctx.now));
-    ctx.bulk_or_null(old.as_ref().map(|e| &e.value[..]));
+    let old = store.lock(h, ctx.now).put(h, &args[1], &args[2], 0);
+    ctx.bulk_or_null(old.as_ref().map(|e| e.value()));
     Ok(())
 }
 
@@ -218,7 +214,7 @@ pub fn getdel(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let store = &ctx.node.store;
     let h = store.hash(&args[1]);
     let old = store.lock(h, ctx.now).remove(h, &args[1]);
-    ctx.bulk_or_null(old.as_ref().map(|e| &e.value[..]));
+    ctx.bulk_or_null(old.as_ref().map(|e| e.value()));
     Ok(())
 }
 
@@ -238,16 +234,16 @@ pub fn getex(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
         None => None,
     };
     let value = match (at, o.persist) {
-        (Some(at), _) if at <= now => s.remove(h, key).map(|e| e.value),
+        (Some(at), _) if at <= now => s.remove(h, key).map(|e| e.value().to_vec()),
         (Some(at), _) => s.update(h, key, |e| {
             e.expire_at = at;
-            e.value.clone()
+            e.value().to_vec()
         }),
         (None, true) => s.update(h, key, |e| {
             e.expire_at = 0;
-            e.value.clone()
+            e.value().to_vec()
         }),
-        (None, false) => s.get(h, key).map(|e| e.value.clone()),
+        (None, false) => s.get(h, key).map(|e| e.value().to_vec()),
     };
     ctx.bulk_or_null(value.as_deref());
     Ok(())
@@ -261,7 +257,7 @@ pub fn mget(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
         let h = store.hash(key);
         let mut s = store.lock(h, ctx.now);
         match s.read(h, key) {
-            Some(e) => encode::bulk(ctx.out, &e.value),
+            Some(e) => encode::bulk(ctx.out, e.value()),
             None => encode::null(ctx.out, ctx.client.proto),
         }
     }
@@ -293,7 +289,7 @@ fn mset_generic(ctx: &mut Ctx, args: &[Bytes], nx: bool, name: &str) -> CmdResul
     }
     for &(h, k, v) in &pairs {
         if let Some(s) = locked[Store::shard_of(h)].as_mut() {
-            s.insert(Entry::new(h, k, v.to_vec(), 0, ctx.now));
+            s.put(h, k, v, 0);
         }
     }
     if nx {
@@ -320,19 +316,19 @@ pub fn append(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let (key, add) = (&args[1][..], &args[2][..]);
     let h = store.hash(key);
     let mut s = store.lock(h, ctx.now);
-    let len = match s.get(h, key).map(|e| e.value.len()) {
+    let len = match s.get(h, key).map(|e| e.value().len()) {
         Some(cur) => {
             if cur + add.len() > MAX_STRING_LEN {
                 return Err(CmdError::StringTooLong);
             }
             s.update(h, key, |e| {
-                e.value.extend_from_slice(add);
-                e.value.len()
+                e.append(add);
+                e.value().len()
             })
             .unwrap_or(0)
         }
         None => {
-            s.insert(Entry::new(h, key, add.to_vec(), 0, ctx.now));
+            s.put(h, key, add, 0);
             add.len()
         }
     };
@@ -347,7 +343,7 @@ pub fn strlen(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let len = store
         .lock(h, ctx.now)
         .read(h, &args[1])
-        .map_or(0, |e| e.value.len());
+        .map_or(0, |e| e.value().len());
     encode::integer(ctx.out, len as i64);
     Ok(())
 }
@@ -378,7 +374,7 @@ pub fn getrange(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let store = &ctx.node.store;
     let h = store.hash(&args[1]);
     let mut s = store.lock(h, ctx.now);
-    let v = s.read(h, &args[1]).map(|e| &e.value[..]).unwrap_or(b"");
+    let v = s.read(h, &args[1]).map(|e| e.value()).unwrap_or(b"");
     let slice = clamp_range(start, end, v.len()).map_or(&b""[..], |(a, b)| &v[a..b]);
     encode::bulk(ctx.out, slice);
     Ok(())
@@ -394,7 +390,7 @@ pub fn setrange(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let store = &ctx.node.store;
     let h = store.hash(key);
     let mut s = store.lock(h, ctx.now);
-    let cur = s.get(h, key).map(|e| e.value.len());
+    let cur = s.get(h, key).map(|e| e.value().len());
     if add.is_empty() {
         encode::integer(ctx.out, cur.unwrap_or(0) as i64);
         return Ok(());
@@ -403,19 +399,17 @@ pub fn setrange(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
         return Err(CmdError::StringTooLong);
     }
     let offset = offset as usize;
-    let write = |v: &mut Vec<u8>| {
-        if v.len() < offset + add.len() {
-            v.resize(offset + add.len(), 0);
-        }
-        v[offset..offset + add.len()].copy_from_slice(add);
-        v.len()
-    };
     let len = if cur.is_some() {
-        s.update(h, key, |e| write(&mut e.value)).unwrap_or(0)
+        s.update(h, key, |e| {
+            e.write_at(offset, add);
+            e.value().len()
+        })
+        .unwrap_or(0)
     } else {
-        let mut v = Vec::new();
-        let len = write(&mut v);
-        s.insert(Entry::new(h, key, v, 0, ctx.now));
+        let mut e = Entry::new(key, b"", 0, ctx.now);
+        e.write_at(offset, add);
+        let len = e.value().len();
+        s.insert(h, e);
         len
     };
     encode::integer(ctx.out, len as i64);
