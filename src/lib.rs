@@ -7,6 +7,7 @@
 //! flags so `main.rs` can embed them), signals and tracing-subscriber.
 
 pub mod backend;
+pub mod check;
 pub mod proxy;
 pub mod resp;
 pub mod ring;

@@ -108,7 +108,9 @@ pub async fn probe(addr: &str, args: &[&[u8]], timeout: Duration) -> Result<Byte
             }
         }
     };
-    tokio::time::timeout(timeout, fut).await.map_err(|_| "timed out".to_string())?
+    tokio::time::timeout(timeout, fut)
+        .await
+        .map_err(|_| "timed out".to_string())?
 }
 
 async fn add_node(proxy: &std::sync::Arc<super::Proxy>, args: &[Bytes]) -> Result<(), String> {
@@ -133,18 +135,29 @@ async fn add_node(proxy: &std::sync::Arc<super::Proxy>, args: &[Bytes]) -> Resul
                 return Err("NAME must be non-empty without spaces".into());
             }
         } else {
-            return Err(format!("syntax error near '{}'", String::from_utf8_lossy(&args[i])));
+            return Err(format!(
+                "syntax error near '{}'",
+                String::from_utf8_lossy(&args[i])
+            ));
         }
         i += 2;
     }
-    let _lock = proxy.admin_lock.try_lock().map_err(|_| "another topology change is being applied".to_string())?;
+    let _lock = proxy
+        .admin_lock
+        .try_lock()
+        .map_err(|_| "another topology change is being applied".to_string())?;
     let routing = proxy.routing.load_full();
     if routing.migration.is_some() || routing.filter_keys {
-        return Err("a topology change is in progress; retry when CLUSTER INFO shows state:ok".into());
+        return Err(
+            "a topology change is in progress; retry when CLUSTER INFO shows state:ok".into(),
+        );
     }
     for n in routing.ring.nodes() {
         if n.addr == addr {
-            return Err(format!("node {addr} is already in the ring (as {})", n.name));
+            return Err(format!(
+                "node {addr} is already in the ring (as {})",
+                n.name
+            ));
         }
         if n.name == name {
             return Err(format!("a node named {name} is already in the ring"));
@@ -163,12 +176,20 @@ async fn add_node(proxy: &std::sync::Arc<super::Proxy>, args: &[Bytes]) -> Resul
 }
 
 async fn remove_node(proxy: &std::sync::Arc<super::Proxy>, which: &str) -> Result<(), String> {
-    let _lock = proxy.admin_lock.try_lock().map_err(|_| "another topology change is being applied".to_string())?;
+    let _lock = proxy
+        .admin_lock
+        .try_lock()
+        .map_err(|_| "another topology change is being applied".to_string())?;
     let routing = proxy.routing.load_full();
     if routing.migration.is_some() || routing.filter_keys {
-        return Err("a topology change is in progress; retry when CLUSTER INFO shows state:ok".into());
+        return Err(
+            "a topology change is in progress; retry when CLUSTER INFO shows state:ok".into(),
+        );
     }
-    let idx = routing.ring.index_of(which).ok_or_else(|| format!("no node named or at '{which}' in the ring"))?;
+    let idx = routing
+        .ring
+        .index_of(which)
+        .ok_or_else(|| format!("no node named or at '{which}' in the ring"))?;
     if routing.ring.nodes().len() == 1 {
         return Err("cannot remove the last node".into());
     }
@@ -223,7 +244,10 @@ async fn cluster_nodes(proxy: &super::Proxy, proto: u8, client: u64) -> Bytes {
     // Members first; during a change, also the node joining (or leaving).
     let mut nodes: Vec<(std::sync::Arc<super::topology::Node>, &str)> = Vec::new();
     for n in &routing.nodes {
-        let leaving = routing.migration.as_ref().is_some_and(|m| m.next.index_of(&n.spec.name).is_none());
+        let leaving = routing
+            .migration
+            .as_ref()
+            .is_some_and(|m| m.next.index_of(&n.spec.name).is_none());
         nodes.push((n.clone(), if leaving { "leaving" } else { "member" }));
     }
     if let Some(m) = &routing.migration {
@@ -235,7 +259,11 @@ async fn cluster_nodes(proxy: &super::Proxy, proto: u8, client: u64) -> Bytes {
     }
     let mut waits = Vec::new();
     for (n, _) in &nodes {
-        waits.push(n.upstream(2, client).send(Bytes::from_static(b"*1\r\n$6\r\nDBSIZE\r\n")).await);
+        waits.push(
+            n.upstream(2, client)
+                .send(Bytes::from_static(b"*1\r\n$6\r\nDBSIZE\r\n"))
+                .await,
+        );
     }
     let mut text = String::new();
     for ((n, role), w) in nodes.iter().zip(waits) {

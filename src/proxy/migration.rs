@@ -77,7 +77,11 @@ impl Dirty {
 /// Wraps the reply of a write on moving `keys`: once the reply arrives (the
 /// write has executed at the old owner) the keys are marked dirty. Runs in its
 /// own task so a slow client cannot delay the mark.
-pub fn track_write(dirty: &Arc<Dirty>, keys: Vec<Bytes>, rx: oneshot::Receiver<Bytes>) -> oneshot::Receiver<Bytes> {
+pub fn track_write(
+    dirty: &Arc<Dirty>,
+    keys: Vec<Bytes>,
+    rx: oneshot::Receiver<Bytes>,
+) -> oneshot::Receiver<Bytes> {
     dirty.in_flight.fetch_add(1, Ordering::AcqRel);
     let dirty = dirty.clone();
     let (tx, out) = oneshot::channel();
@@ -121,7 +125,13 @@ pub struct TrackerText {
 
 impl Tracker {
     fn reset(&self, change: String) {
-        for c in [&self.keys_copied, &self.keys_resynced, &self.keys_scanned, &self.keys_to_scan, &self.keys_swept] {
+        for c in [
+            &self.keys_copied,
+            &self.keys_resynced,
+            &self.keys_scanned,
+            &self.keys_to_scan,
+            &self.keys_swept,
+        ] {
             c.store(0, Ordering::Relaxed);
         }
         self.last_pause_ms.store(0, Ordering::Relaxed);
@@ -142,7 +152,14 @@ impl Tracker {
 
     pub fn text(&self) -> TrackerText {
         let t = self.info.lock().expect("tracker lock").clone();
-        TrackerText { state: if t.state.is_empty() { "ok".into() } else { t.state }, ..t }
+        TrackerText {
+            state: if t.state.is_empty() {
+                "ok".into()
+            } else {
+                t.state
+            },
+            ..t
+        }
     }
 }
 
@@ -162,7 +179,10 @@ pub enum Change {
 pub fn begin(proxy: &Arc<Proxy>, change: Change) -> Result<u64, String> {
     let cur = proxy.routing.load_full();
     if cur.migration.is_some() || cur.filter_keys {
-        return Err("a topology change is already in progress; retry when CLUSTER INFO shows state:ok".into());
+        return Err(
+            "a topology change is already in progress; retry when CLUSTER INFO shows state:ok"
+                .into(),
+        );
     }
     let (specs, label, joining) = match &change {
         Change::Add(spec) => {
@@ -171,14 +191,23 @@ pub fn begin(proxy: &Arc<Proxy>, change: Change) -> Result<u64, String> {
             (v, format!("add {}", spec.name), Some(spec.name.clone()))
         }
         Change::Remove(name) => {
-            let v = cur.ring.nodes().iter().filter(|n| &n.name != name).cloned().collect::<Vec<_>>();
+            let v = cur
+                .ring
+                .nodes()
+                .iter()
+                .filter(|n| &n.name != name)
+                .cloned()
+                .collect::<Vec<_>>();
             (v, format!("remove {name}"), None)
         }
     };
     let t0 = Instant::now();
     let next = cur.ring.with_nodes(specs).map_err(|e| e.to_string())?;
     let rebuild_us = t0.elapsed().as_micros() as u64;
-    proxy.migration.last_rebuild_us.store(rebuild_us, Ordering::Relaxed);
+    proxy
+        .migration
+        .last_rebuild_us
+        .store(rebuild_us, Ordering::Relaxed);
     proxy.migration.changes.fetch_add(1, Ordering::Relaxed);
     proxy.migration.reset(label);
     let saved = SavedMigration {
@@ -189,7 +218,12 @@ pub fn begin(proxy: &Arc<Proxy>, change: Change) -> Result<u64, String> {
     };
     persist(proxy, &cur.ring, Some(&saved))?;
     let route = new_route(proxy, Arc::new(next));
-    let old = proxy.routing.swap(Arc::new(Routing::new(cur.ring.clone(), cur.nodes.clone(), Some(route), true)));
+    let old = proxy.routing.swap(Arc::new(Routing::new(
+        cur.ring.clone(),
+        cur.nodes.clone(),
+        Some(route),
+        true,
+    )));
     let p = proxy.clone();
     tokio::spawn(async move {
         // Writes routed before tracking began must be answered before the copy
@@ -207,19 +241,37 @@ pub fn begin(proxy: &Arc<Proxy>, change: Change) -> Result<u64, String> {
 fn new_route(proxy: &Proxy, next: Arc<Ring>) -> Arc<MigrationRoute> {
     let next_nodes = proxy.nodes_for(&next);
     let (resume, _) = tokio::sync::watch::channel(false);
-    Arc::new(MigrationRoute { next, next_nodes, dirty: Arc::new(Dirty::default()), paused: false, resume: Arc::new(resume) })
+    Arc::new(MigrationRoute {
+        next,
+        next_nodes,
+        dirty: Arc::new(Dirty::default()),
+        paused: false,
+        resume: Arc::new(resume),
+    })
 }
 
 /// Restores an unfinished change after a restart and resumes it.
 pub fn resume(proxy: &Arc<Proxy>, saved: SavedMigration) -> Result<(), String> {
     let cur = proxy.routing.load_full();
     let other = Arc::new(
-        Ring::new(state::to_specs(&saved.other_nodes), proxy.config.ring, saved.other_epoch).map_err(|e| e.to_string())?,
+        Ring::new(
+            state::to_specs(&saved.other_nodes),
+            proxy.config.ring,
+            saved.other_epoch,
+        )
+        .map_err(|e| e.to_string())?,
     );
-    proxy.migration.reset(format!("resumed {} after restart", saved.phase));
+    proxy
+        .migration
+        .reset(format!("resumed {} after restart", saved.phase));
     let p = proxy.clone();
     if saved.phase == "sweep" {
-        proxy.routing.store(Arc::new(Routing::new(cur.ring.clone(), cur.nodes.clone(), None, true)));
+        proxy.routing.store(Arc::new(Routing::new(
+            cur.ring.clone(),
+            cur.nodes.clone(),
+            None,
+            true,
+        )));
         proxy.migration.state("sweeping");
         tokio::spawn(async move {
             let prev_nodes = p.nodes_for(&other);
@@ -227,7 +279,12 @@ pub fn resume(proxy: &Arc<Proxy>, saved: SavedMigration) -> Result<(), String> {
         });
     } else {
         let route = new_route(proxy, other);
-        proxy.routing.store(Arc::new(Routing::new(cur.ring.clone(), cur.nodes.clone(), Some(route), true)));
+        proxy.routing.store(Arc::new(Routing::new(
+            cur.ring.clone(),
+            cur.nodes.clone(),
+            Some(route),
+            true,
+        )));
         tokio::spawn(drive(p, true));
     }
     Ok(())
@@ -255,7 +312,11 @@ impl Conn {
             .map_err(|_| format!("connect to {addr} timed out"))?
             .map_err(|e| format!("{addr}: {e}"))?;
         let _ = sock.set_nodelay(true);
-        Ok(Conn { sock, buf: BytesMut::with_capacity(64 * 1024), timeout })
+        Ok(Conn {
+            sock,
+            buf: BytesMut::with_capacity(64 * 1024),
+            timeout,
+        })
     }
 
     async fn call(&mut self, args: &[&[u8]]) -> Result<Bytes, String> {
@@ -267,12 +328,20 @@ impl Conn {
                 if let Some(n) = reply_len(&self.buf).map_err(|e| e.to_string())? {
                     return Ok(self.buf.split_to(n).freeze());
                 }
-                if self.sock.read_buf(&mut self.buf).await.map_err(|e| e.to_string())? == 0 {
+                if self
+                    .sock
+                    .read_buf(&mut self.buf)
+                    .await
+                    .map_err(|e| e.to_string())?
+                    == 0
+                {
                     return Err("connection closed".to_string());
                 }
             }
         };
-        tokio::time::timeout(self.timeout, fut).await.map_err(|_| "timed out".to_string())?
+        tokio::time::timeout(self.timeout, fut)
+            .await
+            .map_err(|_| "timed out".to_string())?
     }
 }
 
@@ -290,16 +359,27 @@ struct NodeError {
 
 impl Conns {
     fn new(timeout: Duration) -> Conns {
-        Conns { by_name: HashMap::new(), timeout }
+        Conns {
+            by_name: HashMap::new(),
+            timeout,
+        }
     }
 
     async fn call(&mut self, node: &Node, args: &[&[u8]]) -> Result<Bytes, NodeError> {
-        let err = |why: String| NodeError { node: node.spec.name.clone(), why };
+        let err = |why: String| NodeError {
+            node: node.spec.name.clone(),
+            why,
+        };
         if !self.by_name.contains_key(&node.spec.name) {
-            let c = Conn::open(&node.spec.addr, self.timeout).await.map_err(err)?;
+            let c = Conn::open(&node.spec.addr, self.timeout)
+                .await
+                .map_err(err)?;
             self.by_name.insert(node.spec.name.clone(), c);
         }
-        let conn = self.by_name.get_mut(&node.spec.name).expect("just inserted");
+        let conn = self
+            .by_name
+            .get_mut(&node.spec.name)
+            .expect("just inserted");
         match conn.call(args).await {
             Ok(r) => Ok(r),
             Err(e) => {
@@ -324,15 +404,25 @@ fn bulk_value(el: &[u8]) -> Option<&[u8]> {
 }
 
 /// Walks `node` with SCAN, calling `f` with each batch of keys.
-async fn scan_node<F>(conns: &mut Conns, node: &Node, batch: usize, mut f: F) -> Result<(), NodeError>
+async fn scan_node<F>(
+    conns: &mut Conns,
+    node: &Node,
+    batch: usize,
+    mut f: F,
+) -> Result<(), NodeError>
 where
     F: AsyncBatch,
 {
     let count = batch.to_string();
     let mut cursor = b"0".to_vec();
     loop {
-        let r = conns.call(node, &[b"SCAN", &cursor, b"COUNT", count.as_bytes()]).await?;
-        let bad = || NodeError { node: node.spec.name.clone(), why: format!("bad SCAN reply {:?}", String::from_utf8_lossy(&r)) };
+        let r = conns
+            .call(node, &[b"SCAN", &cursor, b"COUNT", count.as_bytes()])
+            .await?;
+        let bad = || NodeError {
+            node: node.spec.name.clone(),
+            why: format!("bad SCAN reply {:?}", String::from_utf8_lossy(&r)),
+        };
         let els = elements(&r).filter(|e| e.len() == 2).ok_or_else(bad)?;
         let next = bulk_value(&r[els[0].clone()]).ok_or_else(bad)?.to_vec();
         let keys_reply = &r[els[1].clone()];
@@ -355,10 +445,25 @@ trait AsyncBatch {
 }
 
 /// Copies `keys` from `source` to `target` (COPY REPLACE: the source keeps them).
-async fn copy_keys(conns: &mut Conns, source: &Node, target: &Node, keys: &[Bytes], timeout_ms: &str) -> Result<bool, NodeError> {
+async fn copy_keys(
+    conns: &mut Conns,
+    source: &Node,
+    target: &Node,
+    keys: &[Bytes],
+    timeout_ms: &str,
+) -> Result<bool, NodeError> {
     let (host, port) = host_port(&target.spec.addr);
-    let mut args: Vec<&[u8]> =
-        vec![b"MIGRATE", host.as_bytes(), port.as_bytes(), b"", b"0", timeout_ms.as_bytes(), b"COPY", b"REPLACE", b"KEYS"];
+    let mut args: Vec<&[u8]> = vec![
+        b"MIGRATE",
+        host.as_bytes(),
+        port.as_bytes(),
+        b"",
+        b"0",
+        timeout_ms.as_bytes(),
+        b"COPY",
+        b"REPLACE",
+        b"KEYS",
+    ];
     args.extend(keys.iter().map(|k| k.as_ref()));
     let r = conns.call(source, &args).await?;
     if r.starts_with(b"+OK") {
@@ -367,7 +472,10 @@ async fn copy_keys(conns: &mut Conns, source: &Node, target: &Node, keys: &[Byte
         Ok(false)
     } else {
         // MIGRATE's errors are about the target (IOERR, refused RESTORE).
-        Err(NodeError { node: target.spec.name.clone(), why: String::from_utf8_lossy(&r).trim_end().to_string() })
+        Err(NodeError {
+            node: target.spec.name.clone(),
+            why: String::from_utf8_lossy(&r).trim_end().to_string(),
+        })
     }
 }
 
@@ -376,11 +484,18 @@ async fn delete_keys(conns: &mut Conns, node: &Node, keys: &[Bytes]) -> Result<i
     let mut args: Vec<&[u8]> = vec![b"DEL"];
     args.extend(keys.iter().map(|k| k.as_ref()));
     let r = conns.call(node, &args).await?;
-    integer(&r).ok_or_else(|| NodeError { node: node.spec.name.clone(), why: String::from_utf8_lossy(&r).trim_end().to_string() })
+    integer(&r).ok_or_else(|| NodeError {
+        node: node.spec.name.clone(),
+        why: String::from_utf8_lossy(&r).trim_end().to_string(),
+    })
 }
 
 /// Groups keys by (current owner, next owner) for those that move.
-fn group_moves(routing: &Routing, m: &MigrationRoute, keys: impl IntoIterator<Item = Bytes>) -> Vec<(Arc<Node>, Arc<Node>, Vec<Bytes>)> {
+fn group_moves(
+    routing: &Routing,
+    m: &MigrationRoute,
+    keys: impl IntoIterator<Item = Bytes>,
+) -> Vec<(Arc<Node>, Arc<Node>, Vec<Bytes>)> {
     let mut groups: Vec<(Arc<Node>, Arc<Node>, Vec<Bytes>)> = Vec::new();
     for k in keys {
         let from = routing.owner(&k);
@@ -388,7 +503,10 @@ fn group_moves(routing: &Routing, m: &MigrationRoute, keys: impl IntoIterator<It
         if Arc::ptr_eq(from, to) {
             continue;
         }
-        match groups.iter_mut().find(|(f, t, _)| Arc::ptr_eq(f, from) && Arc::ptr_eq(t, to)) {
+        match groups
+            .iter_mut()
+            .find(|(f, t, _)| Arc::ptr_eq(f, from) && Arc::ptr_eq(t, to))
+        {
             Some((_, _, v)) => v.push(k),
             None => groups.push((from.clone(), to.clone(), vec![k])),
         }
@@ -400,7 +518,9 @@ fn group_moves(routing: &Routing, m: &MigrationRoute, keys: impl IntoIterator<It
 async fn drive(proxy: Arc<Proxy>, restarted: bool) {
     let started = Instant::now();
     let routing = proxy.routing.load_full();
-    let Some(m) = routing.migration.clone() else { return };
+    let Some(m) = routing.migration.clone() else {
+        return;
+    };
     let cfg = proxy.config.migration;
     let timeout = Duration::from_millis(cfg.timeout_ms);
     let mut conns = Conns::new(timeout);
@@ -422,19 +542,36 @@ async fn drive(proxy: Arc<Proxy>, restarted: bool) {
         Ok(()) => {
             let prev_nodes = routing.nodes.clone();
             sweep_and_finish(&proxy, &routing.ring, &prev_nodes).await;
-            proxy.migration.set(|t| t.last_duration_ms = started.elapsed().as_millis() as u64);
+            proxy
+                .migration
+                .set(|t| t.last_duration_ms = started.elapsed().as_millis() as u64);
         }
         Err(e) => abort(&proxy, &routing, &m, &format!("node {}: {}", e.node, e.why)).await,
     }
 }
 
 /// Copies every key that changes owner from each old owner that loses keys.
-async fn copy_walk(proxy: &Proxy, routing: &Routing, m: &MigrationRoute, conns: &mut Conns, started: Instant) -> Result<(), NodeError> {
+async fn copy_walk(
+    proxy: &Proxy,
+    routing: &Routing,
+    m: &MigrationRoute,
+    conns: &mut Conns,
+    started: Instant,
+) -> Result<(), NodeError> {
     let losing = losing_nodes(&routing.ring, &m.next);
-    let sources: Vec<Arc<Node>> = routing.nodes.iter().zip(&losing).filter(|(_, l)| **l).map(|(n, _)| n.clone()).collect();
+    let sources: Vec<Arc<Node>> = routing
+        .nodes
+        .iter()
+        .zip(&losing)
+        .filter(|(_, l)| **l)
+        .map(|(n, _)| n.clone())
+        .collect();
     for s in &sources {
         if let Ok(r) = conns.call(s, &[b"DBSIZE"]).await {
-            proxy.migration.keys_to_scan.fetch_add(integer(&r).unwrap_or(0).max(0) as u64, Ordering::Relaxed);
+            proxy
+                .migration
+                .keys_to_scan
+                .fetch_add(integer(&r).unwrap_or(0).max(0) as u64, Ordering::Relaxed);
         }
     }
     struct Copy<'a> {
@@ -447,44 +584,82 @@ async fn copy_walk(proxy: &Proxy, routing: &Routing, m: &MigrationRoute, conns: 
     impl AsyncBatch for Copy<'_> {
         async fn batch(&mut self, conns: &mut Conns, keys: Vec<Bytes>) -> Result<(), NodeError> {
             let t = &self.proxy.migration;
-            t.keys_scanned.fetch_add(keys.len() as u64, Ordering::Relaxed);
+            t.keys_scanned
+                .fetch_add(keys.len() as u64, Ordering::Relaxed);
             for (from, to, keys) in group_moves(self.routing, self.m, keys) {
                 if copy_keys(conns, &from, &to, &keys, &self.timeout_ms).await? {
-                    t.keys_copied.fetch_add(keys.len() as u64, Ordering::Relaxed);
+                    t.keys_copied
+                        .fetch_add(keys.len() as u64, Ordering::Relaxed);
                 }
             }
             let cap = self.proxy.config.migration.max_keys_per_sec;
             if cap > 0 {
-                let due = Duration::from_secs_f64(t.keys_copied.load(Ordering::Relaxed) as f64 / cap as f64);
+                let due = Duration::from_secs_f64(
+                    t.keys_copied.load(Ordering::Relaxed) as f64 / cap as f64,
+                );
                 if let Some(wait) = due.checked_sub(self.started.elapsed()) {
                     tokio::time::sleep(wait).await;
                 }
             }
             if self.m.dirty.len() > MAX_DIRTY_KEYS {
-                return Err(NodeError { node: "proxy".into(), why: "too many keys written during the copy".into() });
+                return Err(NodeError {
+                    node: "proxy".into(),
+                    why: "too many keys written during the copy".into(),
+                });
             }
             Ok(())
         }
     }
     let batch = proxy.config.migration.batch;
     for s in &sources {
-        let step = Copy { proxy, routing, m, timeout_ms: proxy.config.migration.timeout_ms.to_string(), started };
+        let step = Copy {
+            proxy,
+            routing,
+            m,
+            timeout_ms: proxy.config.migration.timeout_ms.to_string(),
+            started,
+        };
         scan_node(conns, s, batch, step).await?;
     }
     Ok(())
 }
 
+/// Fault injection for the consistency checker's self-test: with
+/// `SHARDIS_FAULT_SKIP_RESYNC=1` writes made during a copy are never re-synced,
+/// which must make `shardis check` report lost writes.
+fn fault_skip_resync() -> bool {
+    std::env::var_os("SHARDIS_FAULT_SKIP_RESYNC").is_some_and(|v| v == "1")
+}
+
 /// Re-syncs dirty keys: delete at the next owner, copy again from the current
 /// one. In a catch-up round (`live`), a key is forgotten only if no write to it
 /// was answered meanwhile; at cutover everything is synced and forgotten.
-async fn resync(proxy: &Proxy, routing: &Routing, m: &MigrationRoute, conns: &mut Conns, live: bool) -> Result<(), NodeError> {
-    let snapshot: Vec<(Bytes, u64)> = m.dirty.keys.iter().map(|e| (e.key().clone(), *e.value())).collect();
+async fn resync(
+    proxy: &Proxy,
+    routing: &Routing,
+    m: &MigrationRoute,
+    conns: &mut Conns,
+    live: bool,
+) -> Result<(), NodeError> {
+    if fault_skip_resync() {
+        m.dirty.keys.clear();
+        return Ok(());
+    }
+    let snapshot: Vec<(Bytes, u64)> = m
+        .dirty
+        .keys
+        .iter()
+        .map(|e| (e.key().clone(), *e.value()))
+        .collect();
     let timeout_ms = proxy.config.migration.timeout_ms.to_string();
     for chunk in snapshot.chunks(proxy.config.migration.batch) {
         for (from, to, keys) in group_moves(routing, m, chunk.iter().map(|(k, _)| k.clone())) {
             delete_keys(conns, &to, &keys).await?;
             copy_keys(conns, &from, &to, &keys, &timeout_ms).await?;
-            proxy.migration.keys_resynced.fetch_add(keys.len() as u64, Ordering::Relaxed);
+            proxy
+                .migration
+                .keys_resynced
+                .fetch_add(keys.len() as u64, Ordering::Relaxed);
         }
         for (k, g) in chunk {
             if live {
@@ -499,7 +674,12 @@ async fn resync(proxy: &Proxy, routing: &Routing, m: &MigrationRoute, conns: &mu
 
 /// After a restart mid-copy: delete copies at targets whose key no longer
 /// exists at its source (it was deleted there while this proxy was down).
-async fn reconcile(proxy: &Proxy, routing: &Routing, m: &MigrationRoute, conns: &mut Conns) -> Result<(), NodeError> {
+async fn reconcile(
+    proxy: &Proxy,
+    routing: &Routing,
+    m: &MigrationRoute,
+    conns: &mut Conns,
+) -> Result<(), NodeError> {
     struct Check<'a> {
         routing: &'a Routing,
         m: &'a MigrationRoute,
@@ -524,18 +704,29 @@ async fn reconcile(proxy: &Proxy, routing: &Routing, m: &MigrationRoute, conns: 
     let gaining: Vec<Arc<Node>> = m
         .next_nodes
         .iter()
-        .filter(|n| losing_nodes(&m.next, &routing.ring)[m.next.index_of(&n.spec.name).unwrap_or(0)])
+        .filter(|n| {
+            losing_nodes(&m.next, &routing.ring)[m.next.index_of(&n.spec.name).unwrap_or(0)]
+        })
         .cloned()
         .collect();
     for target in gaining {
-        let step = Check { routing, m, target: target.clone() };
+        let step = Check {
+            routing,
+            m,
+            target: target.clone(),
+        };
         scan_node(conns, &target, proxy.config.migration.batch, step).await?;
     }
     Ok(())
 }
 
 /// Pauses requests on moving keys, syncs what is left, swaps the new ring in.
-async fn cutover(proxy: &Proxy, routing: &Arc<Routing>, m: &Arc<MigrationRoute>, conns: &mut Conns) -> Result<(), NodeError> {
+async fn cutover(
+    proxy: &Proxy,
+    routing: &Arc<Routing>,
+    m: &Arc<MigrationRoute>,
+    conns: &mut Conns,
+) -> Result<(), NodeError> {
     proxy.migration.state("cutover");
     let t0 = Instant::now();
     let paused_route = Arc::new(MigrationRoute {
@@ -545,7 +736,12 @@ async fn cutover(proxy: &Proxy, routing: &Arc<Routing>, m: &Arc<MigrationRoute>,
         paused: true,
         resume: m.resume.clone(),
     });
-    let paused = Arc::new(Routing::new(routing.ring.clone(), routing.nodes.clone(), Some(paused_route), true));
+    let paused = Arc::new(Routing::new(
+        routing.ring.clone(),
+        routing.nodes.clone(),
+        Some(paused_route),
+        true,
+    ));
     let live = proxy.routing.swap(paused.clone());
     let result = async {
         live.drained().await;
@@ -559,14 +755,25 @@ async fn cutover(proxy: &Proxy, routing: &Arc<Routing>, m: &Arc<MigrationRoute>,
             other_nodes: state::to_saved(routing.ring.nodes()),
             joining: None,
         };
-        persist(proxy, &m.next, Some(&saved)).map_err(|why| NodeError { node: "state file".into(), why })
+        persist(proxy, &m.next, Some(&saved)).map_err(|why| NodeError {
+            node: "state file".into(),
+            why,
+        })
     }
     .await;
     match result {
         Ok(()) => {
-            proxy.routing.store(Arc::new(Routing::new(m.next.clone(), m.next_nodes.clone(), None, true)));
+            proxy.routing.store(Arc::new(Routing::new(
+                m.next.clone(),
+                m.next_nodes.clone(),
+                None,
+                true,
+            )));
             m.resume.send_replace(true);
-            proxy.migration.last_pause_ms.store(t0.elapsed().as_millis() as u64, Ordering::Relaxed);
+            proxy
+                .migration
+                .last_pause_ms
+                .store(t0.elapsed().as_millis() as u64, Ordering::Relaxed);
             proxy.migration.state("sweeping");
             Ok(())
         }
@@ -580,7 +787,12 @@ async fn cutover(proxy: &Proxy, routing: &Arc<Routing>, m: &Arc<MigrationRoute>,
 }
 
 /// Deletes, on each of `nodes`, the keys it holds but does not own in `ring`.
-async fn sweep_nodes(proxy: &Proxy, ring: &Ring, nodes: &[Arc<Node>], conns: &mut Conns) -> Result<(), NodeError> {
+async fn sweep_nodes(
+    proxy: &Proxy,
+    ring: &Ring,
+    nodes: &[Arc<Node>],
+    conns: &mut Conns,
+) -> Result<(), NodeError> {
     struct Sweep<'a> {
         proxy: &'a Proxy,
         ring: &'a Ring,
@@ -588,16 +800,26 @@ async fn sweep_nodes(proxy: &Proxy, ring: &Ring, nodes: &[Arc<Node>], conns: &mu
     }
     impl AsyncBatch for Sweep<'_> {
         async fn batch(&mut self, conns: &mut Conns, keys: Vec<Bytes>) -> Result<(), NodeError> {
-            let strays: Vec<Bytes> = keys.into_iter().filter(|k| self.ring.node(self.ring.locate(k)).name != self.node.spec.name).collect();
+            let strays: Vec<Bytes> = keys
+                .into_iter()
+                .filter(|k| self.ring.node(self.ring.locate(k)).name != self.node.spec.name)
+                .collect();
             if !strays.is_empty() {
                 let n = delete_keys(conns, &self.node, &strays).await?;
-                self.proxy.migration.keys_swept.fetch_add(n.max(0) as u64, Ordering::Relaxed);
+                self.proxy
+                    .migration
+                    .keys_swept
+                    .fetch_add(n.max(0) as u64, Ordering::Relaxed);
             }
             Ok(())
         }
     }
     for node in nodes {
-        let step = Sweep { proxy, ring, node: node.clone() };
+        let step = Sweep {
+            proxy,
+            ring,
+            node: node.clone(),
+        };
         scan_node(conns, node, proxy.config.migration.batch, step).await?;
     }
     Ok(())
@@ -607,7 +829,12 @@ async fn sweep_nodes(proxy: &Proxy, ring: &Ring, nodes: &[Arc<Node>], conns: &mu
 async fn sweep_and_finish(proxy: &Arc<Proxy>, prev: &Ring, prev_nodes: &[Arc<Node>]) {
     let routing = proxy.routing.load_full();
     let losing = losing_nodes(prev, &routing.ring);
-    let sources: Vec<Arc<Node>> = prev_nodes.iter().zip(&losing).filter(|(_, l)| **l).map(|(n, _)| n.clone()).collect();
+    let sources: Vec<Arc<Node>> = prev_nodes
+        .iter()
+        .zip(&losing)
+        .filter(|(_, l)| **l)
+        .map(|(n, _)| n.clone())
+        .collect();
     let mut conns = Conns::new(Duration::from_millis(proxy.config.migration.timeout_ms));
     loop {
         match sweep_nodes(proxy, &routing.ring, &sources, &mut conns).await {
@@ -615,7 +842,9 @@ async fn sweep_and_finish(proxy: &Arc<Proxy>, prev: &Ring, prev_nodes: &[Arc<Nod
             // A node that left and is gone holds nothing anyone reads.
             Err(e) if routing.ring.index_of(&e.node).is_none() => break,
             Err(e) => {
-                proxy.migration.set(|t| t.last_error = format!("sweep: node {}: {}", e.node, e.why));
+                proxy
+                    .migration
+                    .set(|t| t.last_error = format!("sweep: node {}: {}", e.node, e.why));
                 tokio::time::sleep(Duration::from_secs(1)).await;
             }
         }
@@ -623,7 +852,12 @@ async fn sweep_and_finish(proxy: &Arc<Proxy>, prev: &Ring, prev_nodes: &[Arc<Nod
     if let Err(e) = persist(proxy, &routing.ring, None) {
         proxy.migration.set(|t| t.last_error = e);
     }
-    proxy.routing.store(Arc::new(Routing::new(routing.ring.clone(), routing.nodes.clone(), None, false)));
+    proxy.routing.store(Arc::new(Routing::new(
+        routing.ring.clone(),
+        routing.nodes.clone(),
+        None,
+        false,
+    )));
     for n in prev_nodes {
         if routing.ring.index_of(&n.spec.name).is_none() {
             proxy.release(&n.spec.name);
@@ -642,7 +876,12 @@ async fn sweep_and_finish(proxy: &Arc<Proxy>, prev: &Ring, prev_nodes: &[Arc<Nod
 /// partial copies on the targets that are still up, forget the next ring.
 async fn abort(proxy: &Arc<Proxy>, routing: &Arc<Routing>, m: &MigrationRoute, why: &str) {
     tracing::warn!(reason = %why, "topology change aborted");
-    let plain = Arc::new(Routing::new(routing.ring.clone(), routing.nodes.clone(), None, true));
+    let plain = Arc::new(Routing::new(
+        routing.ring.clone(),
+        routing.nodes.clone(),
+        None,
+        true,
+    ));
     let old = proxy.routing.swap(plain);
     old.drained().await;
     let mut conns = Conns::new(Duration::from_millis(proxy.config.migration.timeout_ms));
@@ -657,7 +896,12 @@ async fn abort(proxy: &Arc<Proxy>, routing: &Arc<Routing>, m: &MigrationRoute, w
         let _ = sweep_nodes(proxy, &routing.ring, std::slice::from_ref(t), &mut conns).await;
     }
     let _ = persist(proxy, &routing.ring, None);
-    proxy.routing.store(Arc::new(Routing::new(routing.ring.clone(), routing.nodes.clone(), None, false)));
+    proxy.routing.store(Arc::new(Routing::new(
+        routing.ring.clone(),
+        routing.nodes.clone(),
+        None,
+        false,
+    )));
     for n in &m.next_nodes {
         if routing.ring.index_of(&n.spec.name).is_none() {
             proxy.release(&n.spec.name);
@@ -675,25 +919,43 @@ async fn abort(proxy: &Arc<Proxy>, routing: &Arc<Routing>, m: &MigrationRoute, w
 pub fn remove_unreachable(proxy: &Arc<Proxy>, name: &str) -> Result<u64, String> {
     let cur = proxy.routing.load_full();
     if cur.migration.is_some() || cur.filter_keys {
-        return Err("a topology change is already in progress; retry when CLUSTER INFO shows state:ok".into());
+        return Err(
+            "a topology change is already in progress; retry when CLUSTER INFO shows state:ok"
+                .into(),
+        );
     }
     let t0 = Instant::now();
     let next = cur
         .ring
-        .with_nodes(cur.ring.nodes().iter().filter(|n| n.name != name).cloned().collect())
+        .with_nodes(
+            cur.ring
+                .nodes()
+                .iter()
+                .filter(|n| n.name != name)
+                .cloned()
+                .collect(),
+        )
         .map_err(|e| e.to_string())?;
     let rebuild_us = t0.elapsed().as_micros() as u64;
-    proxy.migration.last_rebuild_us.store(rebuild_us, Ordering::Relaxed);
+    proxy
+        .migration
+        .last_rebuild_us
+        .store(rebuild_us, Ordering::Relaxed);
     proxy.migration.changes.fetch_add(1, Ordering::Relaxed);
-    proxy.migration.reset(format!("remove {name} (unreachable)"));
+    proxy
+        .migration
+        .reset(format!("remove {name} (unreachable)"));
     persist(proxy, &next, None)?;
     let next = Arc::new(next);
     let nodes = proxy.nodes_for(&next);
-    proxy.routing.store(Arc::new(Routing::new(next, nodes, None, false)));
+    proxy
+        .routing
+        .store(Arc::new(Routing::new(next, nodes, None, false)));
     proxy.release(name);
     proxy.migration.set(|t| {
         t.state = "ok".into();
-        t.last_error = format!("node {name} was unreachable when removed: the keys it held are lost");
+        t.last_error =
+            format!("node {name} was unreachable when removed: the keys it held are lost");
     });
     Ok(rebuild_us)
 }

@@ -34,13 +34,22 @@ pub async fn dispatch(s: &mut ClientSession, req: Request) {
         Kind::FanOut(agg) => fan_out(s, req, agg).await,
         Kind::Local => super::local::handle(s, spec, req).await,
         Kind::Admin => super::admin::handle(s, req).await,
-        Kind::Refused(why) => s.error(&format!("ERR '{}' is not supported by shardis: {why}", spec.name)).await,
+        Kind::Refused(why) => {
+            s.error(&format!(
+                "ERR '{}' is not supported by shardis: {why}",
+                spec.name
+            ))
+            .await
+        }
     }
 }
 
 fn key_positions(spec: &CommandSpec, req: &Request) -> Result<Vec<usize>, String> {
     // The common case, one key at position 1, without walking the spec.
-    if let KeySpec::Range { first: 1, last: 1, .. } = spec.keys {
+    if let KeySpec::Range {
+        first: 1, last: 1, ..
+    } = spec.keys
+    {
         return Ok(vec![1]);
     }
     spec.key_positions(&req.args)
@@ -49,7 +58,9 @@ fn key_positions(spec: &CommandSpec, req: &Request) -> Result<Vec<usize>, String
 /// During a change's cutover, requests on moving keys wait for it to end;
 /// true when this request had to wait (the caller then routes it afresh).
 async fn wait_cutover(routing: &Routing, keys: impl Iterator<Item = &Bytes>) -> bool {
-    let Some(m) = &routing.migration else { return false };
+    let Some(m) = &routing.migration else {
+        return false;
+    };
     if !m.paused {
         return false;
     }
@@ -63,17 +74,30 @@ async fn wait_cutover(routing: &Routing, keys: impl Iterator<Item = &Bytes>) -> 
 }
 
 /// The moving keys a write touches, to be marked dirty when it is answered.
-fn moving_writes(routing: &Routing, spec: &CommandSpec, keys: impl Iterator<Item = Bytes>) -> Option<Vec<Bytes>> {
+fn moving_writes(
+    routing: &Routing,
+    spec: &CommandSpec,
+    keys: impl Iterator<Item = Bytes>,
+) -> Option<Vec<Bytes>> {
     routing.migration.as_ref()?;
     if !spec.write {
         return None;
     }
-    let moving: Vec<Bytes> = keys.filter(|k| routing.is_moving(k)).map(|k| Bytes::copy_from_slice(&k)).collect();
+    let moving: Vec<Bytes> = keys
+        .filter(|k| routing.is_moving(k))
+        .map(|k| Bytes::copy_from_slice(&k))
+        .collect();
     (!moving.is_empty()).then_some(moving)
 }
 
 /// Sends a request, tracking it if it writes moving keys.
-async fn send_tracked(s: &ClientSession, routing: &Routing, node: &Node, raw: Bytes, track: Option<Vec<Bytes>>) -> oneshot::Receiver<Bytes> {
+async fn send_tracked(
+    s: &ClientSession,
+    routing: &Routing,
+    node: &Node,
+    raw: Bytes,
+    track: Option<Vec<Bytes>>,
+) -> oneshot::Receiver<Bytes> {
     let rx = node.upstream(s.proto, s.id).send(raw).await;
     match (track, &routing.migration) {
         (Some(keys), Some(m)) => migration::track_write(&m.dirty, keys, rx),
@@ -109,7 +133,11 @@ async fn keyed(s: &mut ClientSession, spec: &'static CommandSpec, req: Request) 
                 .await;
         }
     }
-    let track = moving_writes(&routing, spec, positions.iter().map(|&p| req.args[p].clone()));
+    let track = moving_writes(
+        &routing,
+        spec,
+        positions.iter().map(|&p| req.args[p].clone()),
+    );
     let rx = send_tracked(s, &routing, &node, req.raw, track).await;
     s.push(Pending::One(rx)).await;
 }
@@ -119,7 +147,7 @@ async fn split(s: &mut ClientSession, spec: &'static CommandSpec, req: Request, 
         Ok(p) => p,
         Err(e) => return s.error(&e).await,
     };
-    if merge == Merge::AllOk && req.args.len() % 2 == 0 {
+    if merge == Merge::AllOk && req.args.len().is_multiple_of(2) {
         return s.error(&arity_error(spec)).await;
     }
     let routing = loop {
@@ -139,7 +167,11 @@ async fn split(s: &mut ClientSession, spec: &'static CommandSpec, req: Request, 
         }
     }
     if groups.len() == 1 {
-        let track = moving_writes(&routing, spec, positions.iter().map(|&p| req.args[p].clone()));
+        let track = moving_writes(
+            &routing,
+            spec,
+            positions.iter().map(|&p| req.args[p].clone()),
+        );
         let rx = send_tracked(s, &routing, &groups[0].0, req.raw, track).await;
         return s.push(Pending::One(rx)).await;
     }
@@ -172,7 +204,13 @@ async fn split(s: &mut ClientSession, spec: &'static CommandSpec, req: Request, 
 }
 
 /// Merges per-node fragment replies back into one reply in the client's key order.
-pub fn merge_fragments(merge: Merge, replies: &[Bytes], order: &[Vec<usize>], total: usize, first_key: usize) -> Bytes {
+pub fn merge_fragments(
+    merge: Merge,
+    replies: &[Bytes],
+    order: &[Vec<usize>],
+    total: usize,
+    first_key: usize,
+) -> Bytes {
     if let Some(err) = replies.iter().find(|r| is_error(r)) {
         return err.clone();
     }
@@ -182,7 +220,9 @@ pub fn merge_fragments(merge: Merge, replies: &[Bytes], order: &[Vec<usize>], to
             let step = 1;
             let mut slots: Vec<Option<&[u8]>> = vec![None; total];
             for (r, ps) in replies.iter().zip(order) {
-                let Some(els) = elements(r) else { return bad_fragment(r) };
+                let Some(els) = elements(r) else {
+                    return bad_fragment(r);
+                };
                 if els.len() != ps.len() {
                     return bad_fragment(r);
                 }
@@ -214,7 +254,10 @@ fn bad_fragment(r: &Bytes) -> Bytes {
     let mut out = BytesMut::new();
     encode::error(
         &mut out,
-        &format!("ERR unexpected fragment reply from a node: {}", String::from_utf8_lossy(&r[..r.len().min(64)])),
+        &format!(
+            "ERR unexpected fragment reply from a node: {}",
+            String::from_utf8_lossy(&r[..r.len().min(64)])
+        ),
     );
     out.freeze()
 }
@@ -301,7 +344,9 @@ pub fn aggregate(agg: Aggregate, replies: &[Bytes]) -> Bytes {
         Aggregate::Concat => {
             let mut parts = Vec::new();
             for r in replies {
-                let Some(els) = elements(r) else { return bad_fragment(r) };
+                let Some(els) = elements(r) else {
+                    return bad_fragment(r);
+                };
                 parts.extend(els.into_iter().map(|e| &r[e]));
             }
             encode::array_len(&mut out, parts.len());
@@ -316,7 +361,9 @@ pub fn aggregate(agg: Aggregate, replies: &[Bytes]) -> Bytes {
 
 /// Keeps, in an array of keys returned by node `idx`, only the keys it owns.
 fn owned_only(r: &Bytes, routing: &Routing, idx: usize) -> Bytes {
-    let Some(els) = elements(r) else { return r.clone() };
+    let Some(els) = elements(r) else {
+        return r.clone();
+    };
     let kept: Vec<&[u8]> = els
         .into_iter()
         .map(|e| &r[e])
@@ -342,7 +389,9 @@ fn bulk_payload(el: &[u8]) -> Option<&[u8]> {
 
 async fn scan(s: &mut ClientSession, req: Request, routing: Arc<Routing>) {
     let nodes = all_nodes(&routing);
-    let cursor = std::str::from_utf8(&req.args[1]).ok().and_then(|c| c.parse::<u64>().ok());
+    let cursor = std::str::from_utf8(&req.args[1])
+        .ok()
+        .and_then(|c| c.parse::<u64>().ok());
     let Some(cursor) = cursor else {
         return s.error("ERR invalid cursor").await;
     };
@@ -385,13 +434,18 @@ pub fn scan_reply(r: &Bytes, idx: usize, n: usize) -> Bytes {
     if is_error(r) {
         return r.clone();
     }
-    let Some(els) = elements(r) else { return bad_fragment(r) };
+    let Some(els) = elements(r) else {
+        return bad_fragment(r);
+    };
     if els.len() != 2 {
         return bad_fragment(r);
     }
     let cur = &r[els[0].clone()];
     // `$len\r\ncursor\r\n`
-    let digits = cur.split(|&b| b == b'\n').nth(1).map(|d| d.strip_suffix(b"\r").unwrap_or(d));
+    let digits = cur
+        .split(|&b| b == b'\n')
+        .nth(1)
+        .map(|d| d.strip_suffix(b"\r").unwrap_or(d));
     let Some(node_cursor) = digits.and_then(parse_i64).map(|c| c as u64) else {
         return bad_fragment(r);
     };
@@ -423,35 +477,65 @@ mod tests {
     #[test]
     fn mget_fragments_merge_in_key_order() {
         // Keys at positions 1..=4; node A had 1 and 3, node B had 2 and 4.
-        let replies = [b("*2\r\n$1\r\na\r\n$-1\r\n"), b("*2\r\n$1\r\nb\r\n$1\r\nd\r\n")];
+        let replies = [
+            b("*2\r\n$1\r\na\r\n$-1\r\n"),
+            b("*2\r\n$1\r\nb\r\n$1\r\nd\r\n"),
+        ];
         let order = vec![vec![1, 3], vec![2, 4]];
         let merged = merge_fragments(Merge::Values, &replies, &order, 4, 1);
-        assert_eq!(&merged[..], b"*4\r\n$1\r\na\r\n$1\r\nb\r\n$-1\r\n$1\r\nd\r\n");
+        assert_eq!(
+            &merged[..],
+            b"*4\r\n$1\r\na\r\n$1\r\nb\r\n$-1\r\n$1\r\nd\r\n"
+        );
     }
 
     #[test]
     fn sums_and_errors_merge() {
         let order = vec![vec![1], vec![2]];
-        assert_eq!(&merge_fragments(Merge::Sum, &[b(":1\r\n"), b(":2\r\n")], &order, 2, 1)[..], b":3\r\n");
-        assert_eq!(&merge_fragments(Merge::AllOk, &[b("+OK\r\n"), b("+OK\r\n")], &order, 2, 1)[..], b"+OK\r\n");
-        assert_eq!(&merge_fragments(Merge::Sum, &[b(":1\r\n"), b("-ERR x\r\n")], &order, 2, 1)[..], b"-ERR x\r\n");
-        assert!(merge_fragments(Merge::Sum, &[b(":1\r\n"), b("+OK\r\n")], &order, 2, 1).starts_with(b"-ERR"));
+        assert_eq!(
+            &merge_fragments(Merge::Sum, &[b(":1\r\n"), b(":2\r\n")], &order, 2, 1)[..],
+            b":3\r\n"
+        );
+        assert_eq!(
+            &merge_fragments(Merge::AllOk, &[b("+OK\r\n"), b("+OK\r\n")], &order, 2, 1)[..],
+            b"+OK\r\n"
+        );
+        assert_eq!(
+            &merge_fragments(Merge::Sum, &[b(":1\r\n"), b("-ERR x\r\n")], &order, 2, 1)[..],
+            b"-ERR x\r\n"
+        );
+        assert!(
+            merge_fragments(Merge::Sum, &[b(":1\r\n"), b("+OK\r\n")], &order, 2, 1)
+                .starts_with(b"-ERR")
+        );
     }
 
     #[test]
     fn aggregates_combine_node_replies() {
-        assert_eq!(&aggregate(Aggregate::Sum, &[b(":5\r\n"), b(":7\r\n")])[..], b":12\r\n");
         assert_eq!(
-            &aggregate(Aggregate::Concat, &[b("*1\r\n$1\r\na\r\n"), b("*0\r\n"), b("*1\r\n$1\r\nb\r\n")])[..],
+            &aggregate(Aggregate::Sum, &[b(":5\r\n"), b(":7\r\n")])[..],
+            b":12\r\n"
+        );
+        assert_eq!(
+            &aggregate(
+                Aggregate::Concat,
+                &[b("*1\r\n$1\r\na\r\n"), b("*0\r\n"), b("*1\r\n$1\r\nb\r\n")]
+            )[..],
             b"*2\r\n$1\r\na\r\n$1\r\nb\r\n"
         );
-        assert_eq!(&aggregate(Aggregate::AllOk, &[b("+OK\r\n"), b("-ERR no\r\n")])[..], b"-ERR no\r\n");
+        assert_eq!(
+            &aggregate(Aggregate::AllOk, &[b("+OK\r\n"), b("-ERR no\r\n")])[..],
+            b"-ERR no\r\n"
+        );
     }
 
     #[test]
     fn scan_cursor_walks_node_after_node() {
         let mid = b("*2\r\n$2\r\n17\r\n*1\r\n$1\r\nk\r\n");
-        assert_eq!(&scan_reply(&mid, 3, 10)[..], format!("*2\r\n$5\r\n{}\r\n*1\r\n$1\r\nk\r\n", (17 << 10) | 3).as_bytes());
+        assert_eq!(
+            &scan_reply(&mid, 3, 10)[..],
+            format!("*2\r\n$5\r\n{}\r\n*1\r\n$1\r\nk\r\n", (17 << 10) | 3).as_bytes()
+        );
         let done = b("*2\r\n$1\r\n0\r\n*0\r\n");
         assert_eq!(&scan_reply(&done, 3, 10)[..], b"*2\r\n$1\r\n4\r\n*0\r\n");
         assert_eq!(&scan_reply(&done, 9, 10)[..], b"*2\r\n$1\r\n0\r\n*0\r\n");

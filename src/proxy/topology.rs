@@ -27,7 +27,12 @@ pub struct Node {
 
 impl Node {
     /// Creates the node's connection actors (they connect on first use).
-    pub fn new(spec: NodeSpec, conns: usize, connect_timeout: Duration, request_timeout: Duration) -> Node {
+    pub fn new(
+        spec: NodeSpec,
+        conns: usize,
+        connect_timeout: Duration,
+        request_timeout: Duration,
+    ) -> Node {
         let health = Arc::new(Health::default());
         let opts = UpstreamOptions {
             label: format!("{} ({})", spec.name, spec.addr),
@@ -36,8 +41,17 @@ impl Node {
             connect_timeout,
             request_timeout,
         };
-        let resp2 = (0..conns).map(|_| Upstream::spawn(opts.clone(), health.clone())).collect();
-        Node { spec, health, resp2, resp3: OnceLock::new(), opts, conns }
+        let resp2 = (0..conns)
+            .map(|_| Upstream::spawn(opts.clone(), health.clone()))
+            .collect();
+        Node {
+            spec,
+            health,
+            resp2,
+            resp3: OnceLock::new(),
+            opts,
+            conns,
+        }
     }
 
     /// The connection for a client: pinned by client id, so one client's
@@ -45,8 +59,13 @@ impl Node {
     pub fn upstream(&self, proto: u8, client: u64) -> &Upstream {
         let pool = if proto >= 3 {
             self.resp3.get_or_init(|| {
-                let opts = UpstreamOptions { proto: 3, ..self.opts.clone() };
-                (0..self.conns).map(|_| Upstream::spawn(opts.clone(), self.health.clone())).collect()
+                let opts = UpstreamOptions {
+                    proto: 3,
+                    ..self.opts.clone()
+                };
+                (0..self.conns)
+                    .map(|_| Upstream::spawn(opts.clone(), self.health.clone()))
+                    .collect()
             })
         } else {
             &self.resp2
@@ -64,7 +83,11 @@ impl Node {
     pub async fn barrier(&self) {
         let ping = Bytes::from_static(b"*1\r\n$4\r\nPING\r\n");
         let mut waits = Vec::new();
-        for u in self.resp2.iter().chain(self.resp3.get().into_iter().flatten()) {
+        for u in self
+            .resp2
+            .iter()
+            .chain(self.resp3.get().into_iter().flatten())
+        {
             waits.push(u.send(ping.clone()).await);
         }
         for w in waits {
@@ -102,8 +125,19 @@ pub struct Routing {
 }
 
 impl Routing {
-    pub fn new(ring: Arc<Ring>, nodes: Vec<Arc<Node>>, migration: Option<Arc<MigrationRoute>>, filter_keys: bool) -> Routing {
-        Routing { ring, nodes, migration, filter_keys, dispatching: AtomicUsize::new(0) }
+    pub fn new(
+        ring: Arc<Ring>,
+        nodes: Vec<Arc<Node>>,
+        migration: Option<Arc<MigrationRoute>>,
+        filter_keys: bool,
+    ) -> Routing {
+        Routing {
+            ring,
+            nodes,
+            migration,
+            filter_keys,
+            dispatching: AtomicUsize::new(0),
+        }
     }
 
     /// The node owning `key` in the current ring.

@@ -1,0 +1,344 @@
+//! The checker's clients: each worker owns its keys, so it knows exactly what
+//! every read must return.
+//!
+//! - `s` keys: single-writer, strictly increasing values. A read must return
+//!   the last acknowledged value (or a value whose write failed ambiguously);
+//!   nil after an acknowledged write is a lost write, an older value a stale read.
+//! - `d` keys: written once, then deleted; after the DEL is acknowledged the
+//!   key must stay gone (else: resurrected).
+//! - `c` keys: INCR counters; the final value must lie between the number of
+//!   acknowledged INCRs and that plus the ambiguous ones.
+//! - `t` keys: written with a one-hour TTL; the TTL must survive every move.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use super::client::{Client, Reply};
+
+const S_KEYS: usize = 64;
+const C_KEYS: usize = 4;
+const TTL_MS: i64 = 3_600_000;
+
+/// Counters shared by all workers and the per-second reporter.
+#[derive(Default)]
+pub struct Shared {
+    pub ops: AtomicU64,
+    pub errors: AtomicU64,
+    pub lost: AtomicU64,
+    pub stale: AtomicU64,
+    pub resurrected: AtomicU64,
+    pub max_error_window_ms: AtomicU64,
+    phase: Mutex<String>,
+}
+
+impl Shared {
+    pub fn set_phase(&self, p: &str) {
+        *self.phase.lock().expect("phase lock") = p.to_string();
+    }
+
+    pub fn phase(&self) -> String {
+        self.phase.lock().expect("phase lock").clone()
+    }
+}
+
+/// What one worker knows when it stops.
+pub struct WorkerState {
+    id: usize,
+    acked: Vec<u64>,
+    /// Values written by requests that failed ambiguously since the last ack.
+    pending: Vec<Vec<u64>>,
+    incr_acked: Vec<i64>,
+    incr_unknown: Vec<i64>,
+    deleted: Vec<u64>,
+    ttl_keys: Vec<u64>,
+}
+
+pub struct Worker {
+    st: WorkerState,
+    client: Client,
+    shared: Arc<Shared>,
+    stop: Arc<AtomicBool>,
+    rng: u64,
+    next_d: u64,
+    next_t: u64,
+    error_since: Option<Instant>,
+}
+
+fn key(w: usize, kind: &str, i: u64) -> Vec<u8> {
+    format!("chk:{w}:{kind}:{i}").into_bytes()
+}
+
+impl Worker {
+    pub fn new(id: usize, proxy: &str, shared: Arc<Shared>, stop: Arc<AtomicBool>) -> Worker {
+        Worker {
+            st: WorkerState {
+                id,
+                acked: vec![0; S_KEYS],
+                pending: vec![Vec::new(); S_KEYS],
+                incr_acked: vec![0; C_KEYS],
+                incr_unknown: vec![0; C_KEYS],
+                deleted: Vec::new(),
+                ttl_keys: Vec::new(),
+            },
+            client: Client::new(proxy, Duration::from_secs(5)),
+            shared,
+            stop,
+            rng: 0x9E37_79B9_7F4A_7C15 ^ (id as u64 + 1).wrapping_mul(0x2545_F491_4F6C_DD1D),
+            next_d: 0,
+            next_t: 0,
+            error_since: None,
+        }
+    }
+
+    fn rand(&mut self, n: u64) -> u64 {
+        self.rng ^= self.rng << 13;
+        self.rng ^= self.rng >> 7;
+        self.rng ^= self.rng << 17;
+        self.rng % n
+    }
+
+    /// One request; records errors and the error window.
+    async fn call(&mut self, args: &[&[u8]]) -> Option<Reply> {
+        self.shared.ops.fetch_add(1, Ordering::Relaxed);
+        match self.client.call(args).await {
+            Ok(Reply::Error(_)) | Err(_) => {
+                self.shared.errors.fetch_add(1, Ordering::Relaxed);
+                self.error_since.get_or_insert_with(Instant::now);
+                // Back off a little so a restarting proxy is not hammered.
+                tokio::time::sleep(Duration::from_millis(5)).await;
+                None
+            }
+            Ok(r) => {
+                if let Some(since) = self.error_since.take() {
+                    self.shared
+                        .max_error_window_ms
+                        .fetch_max(since.elapsed().as_millis() as u64, Ordering::Relaxed);
+                }
+                Some(r)
+            }
+        }
+    }
+
+    pub async fn run(mut self) -> WorkerState {
+        let w = self.st.id;
+        let deadline = Instant::now() + Duration::from_secs(900);
+        while !self.stop.load(Ordering::Relaxed) && Instant::now() < deadline {
+            match self.rand(10) {
+                0..=3 => {
+                    let i = self.rand(S_KEYS as u64) as usize;
+                    let v = self.st.acked[i]
+                        .max(self.st.pending[i].iter().copied().max().unwrap_or(0))
+                        + 1;
+                    let (k, val) = (key(w, "s", i as u64), v.to_string());
+                    match self.call(&[b"SET", &k, val.as_bytes()]).await {
+                        Some(Reply::Simple(_)) => {
+                            self.st.acked[i] = v;
+                            self.st.pending[i].clear();
+                        }
+                        _ => self.st.pending[i].push(v),
+                    }
+                }
+                4..=6 => {
+                    let i = self.rand(S_KEYS as u64) as usize;
+                    if let Some(r) = self.call(&[b"GET", &key(w, "s", i as u64)]).await {
+                        check_s(&mut self.st, i, &r, &self.shared);
+                    }
+                }
+                7 => {
+                    let j = self.rand(C_KEYS as u64) as usize;
+                    match self.call(&[b"INCR", &key(w, "c", j as u64)]).await {
+                        Some(Reply::Int(_)) => self.st.incr_acked[j] += 1,
+                        _ => self.st.incr_unknown[j] += 1,
+                    }
+                }
+                8 => {
+                    // Write once, delete, and read an older deleted key back.
+                    let n = self.next_d;
+                    self.next_d += 1;
+                    let k = key(w, "d", n);
+                    if let Some(Reply::Simple(_)) = self.call(&[b"SET", &k, b"1"]).await {
+                        if let Some(Reply::Int(1)) = self.call(&[b"DEL", &k]).await {
+                            self.st.deleted.push(n);
+                        }
+                    }
+                    if !self.st.deleted.is_empty() {
+                        let at = self.rand(self.st.deleted.len() as u64) as usize;
+                        let pick = self.st.deleted[at];
+                        if let Some(Reply::Bulk(Some(_))) =
+                            self.call(&[b"GET", &key(w, "d", pick)]).await
+                        {
+                            self.shared.resurrected.fetch_add(1, Ordering::Relaxed);
+                        }
+                    }
+                }
+                _ => {
+                    let n = self.next_t;
+                    self.next_t += 1;
+                    let ttl = TTL_MS.to_string();
+                    if let Some(Reply::Simple(_)) = self
+                        .call(&[b"SET", &key(w, "t", n), b"v", b"PX", ttl.as_bytes()])
+                        .await
+                    {
+                        self.st.ttl_keys.push(n);
+                    }
+                }
+            }
+        }
+        self.st
+    }
+}
+
+/// Checks a read of `s` key `i` against what the worker knows; returns a violation kind.
+fn check_s(st: &mut WorkerState, i: usize, r: &Reply, shared: &Shared) -> Option<&'static str> {
+    let got = match r {
+        Reply::Bulk(None) => None,
+        Reply::Bulk(Some(b)) => std::str::from_utf8(b)
+            .ok()
+            .and_then(|s| s.parse::<u64>().ok()),
+        _ => return None,
+    };
+    match got {
+        None if st.acked[i] > 0 => {
+            shared.lost.fetch_add(1, Ordering::Relaxed);
+            Some("lost")
+        }
+        None => None,
+        Some(v) if v == st.acked[i] => None,
+        Some(v) if st.pending[i].contains(&v) => {
+            // An ambiguous write did apply.
+            st.acked[i] = v;
+            st.pending[i].retain(|&p| p > v);
+            None
+        }
+        Some(_) => {
+            shared.stale.fetch_add(1, Ordering::Relaxed);
+            Some("stale")
+        }
+    }
+}
+
+/// The final verdict.
+#[derive(Default)]
+pub struct Report {
+    pub lost: u64,
+    pub stale: u64,
+    pub resurrected: u64,
+    pub wrong_counters: u64,
+    pub lost_ttls: u64,
+    pub lost_untouched: u64,
+    pub orphans: u64,
+    pub ops: u64,
+    pub errors: u64,
+    pub max_error_window_ms: u64,
+    pub seconds: f64,
+    pub phases: Vec<(&'static str, Vec<(String, String)>)>,
+}
+
+impl Report {
+    pub fn violations(&self) -> u64 {
+        self.lost
+            + self.stale
+            + self.resurrected
+            + self.wrong_counters
+            + self.lost_ttls
+            + self.lost_untouched
+            + self.orphans
+    }
+
+    fn phase_line(&self, name: &str, info: &[(String, String)]) -> String {
+        let f = |k: &str| {
+            info.iter()
+                .find(|(key, _)| key == k)
+                .map(|(_, v)| v.as_str())
+                .unwrap_or("-")
+        };
+        format!(
+            "  {name:<14} state={:<8} epoch={:<3} copied={:<7} resynced={:<5} swept={:<7} pause_ms={:<4} rebuild_us={:<5} {}\n",
+            f("state"),
+            f("epoch"),
+            f("migration_keys_copied"),
+            f("migration_keys_resynced"),
+            f("migration_keys_swept"),
+            f("migration_cutover_pause_ms"),
+            f("ring_rebuild_us"),
+            f("last_error"),
+        )
+    }
+
+    pub fn text(&self, backend: &str) -> String {
+        let mut s = format!(
+            "consistency check over {backend} nodes: {:.1} s, {} operations, {} errors\n",
+            self.seconds, self.ops, self.errors
+        );
+        s.push_str("phases:\n");
+        for (name, info) in &self.phases {
+            s.push_str(&self.phase_line(name, info));
+        }
+        s.push_str(&format!(
+            "lost acknowledged writes: {}\nstale reads: {}\nresurrected deletes: {}\nwrong counters: {}\nlost TTLs: {}\nlost or changed untouched keys: {}\norphaned copies: {}\nlongest client-visible error window: {} ms\n",
+            self.lost, self.stale, self.resurrected, self.wrong_counters, self.lost_ttls, self.lost_untouched, self.orphans, self.max_error_window_ms
+        ));
+        s.push_str(&format!(
+            "verdict: {}\n",
+            if self.violations() == 0 {
+                "PASS (0 violations)"
+            } else {
+                "FAIL"
+            }
+        ));
+        s
+    }
+
+    pub fn json(&self, backend: &str) -> String {
+        format!(
+            "{{\"backend\":\"{backend}\",\"seconds\":{:.1},\"ops\":{},\"errors\":{},\"lost\":{},\"stale\":{},\"resurrected\":{},\"wrong_counters\":{},\"lost_ttls\":{},\"lost_untouched\":{},\"orphans\":{},\"max_error_window_ms\":{},\"violations\":{}}}",
+            self.seconds, self.ops, self.errors, self.lost, self.stale, self.resurrected, self.wrong_counters, self.lost_ttls, self.lost_untouched, self.orphans, self.max_error_window_ms, self.violations()
+        )
+    }
+}
+
+/// Final reads through the proxy against what each worker knows.
+pub async fn verify(proxy: &str, workers: &[WorkerState]) -> Result<Report, String> {
+    let shared = Shared::default();
+    let mut c = Client::new(proxy, Duration::from_secs(10));
+    let mut report = Report::default();
+    for st in workers {
+        let mut st = WorkerState {
+            id: st.id,
+            acked: st.acked.clone(),
+            pending: st.pending.clone(),
+            incr_acked: st.incr_acked.clone(),
+            incr_unknown: st.incr_unknown.clone(),
+            deleted: st.deleted.clone(),
+            ttl_keys: st.ttl_keys.clone(),
+        };
+        let w = st.id;
+        for i in 0..S_KEYS {
+            let r = c.call(&[b"GET", &key(w, "s", i as u64)]).await?;
+            check_s(&mut st, i, &r, &shared);
+        }
+        for j in 0..C_KEYS {
+            let r = c.call(&[b"GET", &key(w, "c", j as u64)]).await?;
+            let v = r.as_int().unwrap_or(0);
+            if v < st.incr_acked[j] || v > st.incr_acked[j] + st.incr_unknown[j] {
+                report.wrong_counters += 1;
+            }
+        }
+        for &n in &st.deleted {
+            if let Reply::Bulk(Some(_)) = c.call(&[b"GET", &key(w, "d", n)]).await? {
+                report.resurrected += 1;
+            }
+        }
+        for &n in &st.ttl_keys {
+            let r = c.call(&[b"PTTL", &key(w, "t", n)]).await?;
+            match r.as_int() {
+                Some(ms) if ms > 0 && ms <= TTL_MS => {}
+                _ => report.lost_ttls += 1,
+            }
+        }
+    }
+    report.lost = shared.lost.load(Ordering::Relaxed);
+    report.stale = shared.stale.load(Ordering::Relaxed);
+    Ok(report)
+}

@@ -1,0 +1,292 @@
+//! Topology changes at runtime: ADDNODE / REMOVENODE with online migration,
+//! admin errors, persistence, and the consistency checker (including proof that
+//! it catches a broken migration).
+
+mod common;
+
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use common::*;
+use redis::Commands;
+
+fn cluster_info(con: &mut redis::Connection) -> String {
+    redis::cmd("CLUSTER").arg("INFO").query(con).unwrap()
+}
+
+fn field(info: &str, key: &str) -> String {
+    info.lines()
+        .find_map(|l| l.strip_prefix(&format!("{key}:")))
+        .unwrap_or("")
+        .trim()
+        .to_string()
+}
+
+fn wait_ok(con: &mut redis::Connection) -> String {
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        let info = cluster_info(con);
+        if field(&info, "state") == "ok" {
+            return info;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "migration did not finish: {info}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn dbsize(port: u16) -> i64 {
+    redis::cmd("DBSIZE").query(&mut connect(port)).unwrap()
+}
+
+fn write_keys(con: &mut redis::Connection, n: usize) {
+    for chunk in (0..n).collect::<Vec<_>>().chunks(500) {
+        let pairs: Vec<(String, String)> = chunk
+            .iter()
+            .map(|i| (format!("user:{i}"), format!("v{i}")))
+            .collect();
+        let _: () = con.mset(&pairs).unwrap();
+    }
+}
+
+fn all_keys_readable(con: &mut redis::Connection, n: usize) -> usize {
+    let mut found = 0;
+    for chunk in (0..n).collect::<Vec<_>>().chunks(500) {
+        let keys: Vec<String> = chunk.iter().map(|i| format!("user:{i}")).collect();
+        let vals: Vec<Option<String>> = con.mget(&keys).unwrap();
+        for (i, v) in chunk.iter().zip(vals) {
+            if v.as_deref() == Some(format!("v{i}").as_str()) {
+                found += 1;
+            }
+        }
+    }
+    found
+}
+
+#[test]
+fn adding_and_removing_nodes_moves_only_the_keys_that_must_move() {
+    let n = 40_000;
+    let mut c = Cluster::builtin(10);
+    let mut con = c.client();
+    write_keys(&mut con, n);
+    let extra = start_node(free_port());
+    let before: Vec<i64> = c.nodes.iter().map(|x| dbsize(x.port)).collect();
+    let _: () = redis::cmd("CLUSTER")
+        .arg("ADDNODE")
+        .arg(extra.addr())
+        .arg("NAME")
+        .arg("node11")
+        .query(&mut con)
+        .unwrap();
+    // Readable throughout the change.
+    assert_eq!(
+        all_keys_readable(&mut con, n),
+        n,
+        "every key readable during the migration"
+    );
+    let info = wait_ok(&mut con);
+    assert_eq!(
+        all_keys_readable(&mut con, n),
+        n,
+        "every key readable after the migration"
+    );
+    let moved = dbsize(extra.port);
+    let fraction = moved as f64 / n as f64;
+    eprintln!(
+        "10 -> 11 nodes: {moved} of {n} keys moved ({:.2}%, ideal {:.2}%)",
+        fraction * 100.0,
+        100.0 / 11.0
+    );
+    assert!(
+        (0.05..=0.12).contains(&fraction),
+        "moved fraction {fraction}"
+    );
+    assert_eq!(field(&info, "migration_keys_copied"), moved.to_string());
+    // Only the keys the new node took left their old nodes, and each old node lost some.
+    let after: Vec<i64> = c.nodes.iter().map(|x| dbsize(x.port)).collect();
+    assert_eq!(
+        before.iter().sum::<i64>() - after.iter().sum::<i64>(),
+        moved
+    );
+    assert!(
+        before.iter().zip(&after).all(|(b, a)| a < b),
+        "keys come from every old node: {before:?} -> {after:?}"
+    );
+    let owner: String = redis::cmd("CLUSTER")
+        .arg("KEYNODE")
+        .arg("user:1")
+        .query(&mut con)
+        .unwrap();
+    assert!(owner.starts_with("node"));
+    let nodes: String = redis::cmd("CLUSTER").arg("NODES").query(&mut con).unwrap();
+    assert_eq!(nodes.lines().count(), 11, "{nodes}");
+
+    // Remove node3: its keys are served by their new owners, none lost.
+    let node3_keys = dbsize(c.nodes[2].port);
+    let _: () = redis::cmd("CLUSTER")
+        .arg("REMOVENODE")
+        .arg("node3")
+        .query(&mut con)
+        .unwrap();
+    let info = wait_ok(&mut con);
+    assert_eq!(
+        field(&info, "migration_keys_copied"),
+        node3_keys.to_string()
+    );
+    assert_eq!(dbsize(c.nodes[2].port), 0, "the removed node was emptied");
+    assert_eq!(all_keys_readable(&mut con, n), n);
+    let rebuild_us: u64 = field(&info, "ring_rebuild_us").parse().unwrap();
+    eprintln!("ring rebuild on remove: {rebuild_us} us");
+    assert!(rebuild_us < 1_000_000);
+    c.nodes.push(extra);
+}
+
+#[test]
+fn bad_topology_changes_are_refused_with_clear_errors() {
+    let c = Cluster::builtin(2);
+    let mut con = c.client();
+    let err = |con: &mut redis::Connection, args: &[&str]| -> String {
+        let r: redis::RedisResult<()> = redis::cmd(args[0]).arg(&args[1..]).query(con);
+        r.unwrap_err().to_string()
+    };
+    let dead = format!("127.0.0.1:{}", free_port());
+    assert!(err(&mut con, &["CLUSTER", "ADDNODE", &dead]).contains("cannot reach node"));
+    assert!(err(&mut con, &["CLUSTER", "ADDNODE", "nonsense"]).contains("invalid node address"));
+    assert!(
+        err(&mut con, &["CLUSTER", "ADDNODE", &c.nodes[0].addr()]).contains("already in the ring")
+    );
+    assert!(err(&mut con, &["CLUSTER", "REMOVENODE", "nosuch"]).contains("no node named"));
+    let full = start_node(free_port());
+    let _: () = connect(full.port).set("x", 1).unwrap();
+    assert!(err(&mut con, &["CLUSTER", "ADDNODE", &full.addr()]).contains("not empty"));
+    let _: () = redis::cmd("CLUSTER")
+        .arg("REMOVENODE")
+        .arg("node1")
+        .query(&mut con)
+        .unwrap();
+    wait_ok(&mut con);
+    assert!(err(&mut con, &["CLUSTER", "REMOVENODE", "node2"]).contains("last node"));
+    assert!(err(&mut con, &["CLUSTER", "SLOTS"]).contains("cluster support disabled"));
+    let info = cluster_info(&mut con);
+    assert_eq!(field(&info, "nodes"), "1");
+}
+
+#[test]
+fn a_restarted_proxy_routes_exactly_as_before_including_added_nodes() {
+    let nodes: Vec<Proc> = (0..3).map(|_| start_node(free_port())).collect();
+    let dir = tempdir::Dir::new();
+    let state = dir.path().join("topology.toml");
+    let port = free_port();
+    let mut cfg = format!(
+        "[proxy]\nlisten = \"127.0.0.1:{port}\"\nstate_file = \"{}\"\n",
+        state.display()
+    );
+    for (i, n) in nodes.iter().enumerate() {
+        cfg.push_str(&format!(
+            "[[nodes]]\naddr = \"{}\"\nname = \"node{}\"\n",
+            n.addr(),
+            i + 1
+        ));
+    }
+    let path = dir.path().join("proxy.toml");
+    std::fs::write(&path, cfg).unwrap();
+    let mut proxy = start_proxy_with(&path, port);
+    let mut con = connect(port);
+    write_keys(&mut con, 3000);
+    let extra = start_node(free_port());
+    let _: () = redis::cmd("CLUSTER")
+        .arg("ADDNODE")
+        .arg(extra.addr())
+        .arg("NAME")
+        .arg("node4")
+        .query(&mut con)
+        .unwrap();
+    wait_ok(&mut con);
+    let owners: Vec<String> = (0..200)
+        .map(|i| {
+            redis::cmd("CLUSTER")
+                .arg("KEYNODE")
+                .arg(format!("user:{i}"))
+                .query(&mut con)
+                .unwrap()
+        })
+        .collect();
+    proxy.kill();
+    let _proxy = start_proxy_with(&path, port);
+    let mut con = connect(port);
+    let info = cluster_info(&mut con);
+    assert_eq!(field(&info, "nodes"), "4", "{info}");
+    for (i, want) in owners.iter().enumerate() {
+        let got: String = redis::cmd("CLUSTER")
+            .arg("KEYNODE")
+            .arg(format!("user:{i}"))
+            .query(&mut con)
+            .unwrap();
+        assert_eq!(&got, want);
+    }
+    assert_eq!(all_keys_readable(&mut con, 3000), 3000);
+}
+
+fn run_check(args: &[&str], env: &[(&str, &str)]) -> (bool, String) {
+    let out = Command::new(BIN)
+        .arg("check")
+        .args(args)
+        .envs(env.iter().copied())
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    eprintln!(
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+            .lines()
+            .rev()
+            .take(3)
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+    (out.status.success(), text)
+}
+
+#[test]
+fn consistency_checker_passes_over_builtin_nodes() {
+    let (ok, report) = run_check(&["--short", "--backend", "builtin"], &[]);
+    assert!(ok && report.contains("PASS (0 violations)"), "{report}");
+    for line in [
+        "lost acknowledged writes: 0",
+        "stale reads: 0",
+        "resurrected deletes: 0",
+        "orphaned copies: 0",
+    ] {
+        assert!(report.contains(line), "{line} in {report}");
+    }
+}
+
+#[test]
+fn consistency_checker_passes_over_redis_server_nodes() {
+    if !have_tool("redis-server") {
+        return;
+    }
+    let (ok, report) = run_check(&["--short", "--backend", "redis"], &[]);
+    assert!(ok && report.contains("PASS (0 violations)"), "{report}");
+}
+
+#[test]
+fn consistency_checker_catches_a_migration_that_skips_resync() {
+    let (ok, report) = run_check(
+        &[
+            "--short",
+            "--backend",
+            "builtin",
+            "--workers",
+            "8",
+            "--inject-skip-resync",
+        ],
+        &[],
+    );
+    assert!(
+        !ok && report.contains("verdict: FAIL"),
+        "the checker must catch the injected fault: {report}"
+    );
+}
