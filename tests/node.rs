@@ -670,3 +670,23 @@ async fn client_commands_track_the_connection() {
     let id = c.call(&["CLIENT", "ID"]).await;
     assert!(id.starts_with(':'), "{id}");
 }
+
+#[tokio::test]
+async fn shutdown_stops_accepting_and_run_returns() {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (tx, rx) = oneshot::channel::<()>();
+    let server = tokio::spawn(run(listener, NodeConfig::default(), async {
+        let _ = rx.await;
+    }));
+    let mut c = Client {
+        sock: TcpStream::connect(addr).await.unwrap(),
+        buf: BytesMut::new(),
+    };
+    c.check(&["PING"], "+PONG\r\n").await;
+    tx.send(()).unwrap();
+    let finished = tokio::time::timeout(Duration::from_secs(5), server).await;
+    assert!(matches!(finished, Ok(Ok(Ok(())))), "run did not return");
+    c.expect_closed().await;
+    assert!(TcpStream::connect(addr).await.is_err(), "still accepting");
+}
