@@ -12,6 +12,7 @@ mod keys;
 pub(crate) mod migrate;
 mod object;
 mod server;
+mod set_options;
 mod strings;
 
 use super::error::CmdError;
