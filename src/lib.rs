@@ -2,9 +2,12 @@
 //!
 //! `resp` (framing, command table) and `ring` (placement) are pure and depend on
 //! nothing of ours; `backend` (the built-in cache node) uses `resp`; `proxy` uses
-//! `resp` and `ring`. Only `main.rs` knows clap, signals and tracing-subscriber.
+//! `resp` and `ring`; `sim` (distribution science for `shardis sim`) uses
+//! `ring`. Only `main.rs` knows clap (besides `sim::SimArgs`, which derives its
+//! flags so `main.rs` can embed them), signals and tracing-subscriber.
 
 pub mod backend;
 pub mod proxy;
 pub mod resp;
 pub mod ring;
+pub mod sim;

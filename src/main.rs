@@ -1,1 +1,280 @@
-fn main() {}
+//! The `shardis` binary: command line, signals, logging, and the process
+//! supervision of `shardis up`. Everything else lives in the library.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand};
+use tokio::net::TcpListener;
+
+use shardis::proxy::{self, Config};
+use shardis::ring::NodeSpec;
+
+/// A Redis-protocol sharding proxy: consistent hashing over many cache nodes,
+/// with nodes added and removed at runtime while clients keep being served.
+#[derive(Parser)]
+#[command(name = "shardis", version, propagate_version = true)]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Start the whole cluster in the foreground: N built-in cache nodes (separate
+    /// processes on 127.0.0.1:7001…) and the proxy on 127.0.0.1:7000. Ctrl-C or
+    /// SIGTERM stops all of them.
+    Up(UpArgs),
+    /// Run the proxy alone, over the backends listed in the config file
+    /// (built-in nodes or redis-server / valkey).
+    Proxy(ProxyArgs),
+    /// Run one built-in in-memory cache node.
+    Node(NodeArgs),
+    /// Distribution science without storing data: up to 10^9 synthetic keys,
+    /// imbalance, movement on join/leave, strategies side by side.
+    Sim(shardis::sim::SimArgs),
+}
+
+#[derive(Args)]
+struct UpArgs {
+    /// Number of built-in nodes to start [default: up.nodes in the config, 10].
+    #[arg(long)]
+    nodes: Option<usize>,
+    /// Proxy port on 127.0.0.1 [default: from proxy.listen, 7000].
+    #[arg(long)]
+    port: Option<u16>,
+    /// First node port; nodes take consecutive ports [default: up.first_node_port, 7001].
+    #[arg(long)]
+    first_node_port: Option<u16>,
+    /// Memory limit of each node in bytes, 0 = unlimited [default: up.node_maxmemory].
+    #[arg(long)]
+    node_maxmemory: Option<u64>,
+    /// Configuration file (TOML). Used when it exists; built-in defaults otherwise.
+    #[arg(long, default_value = "config/default.toml")]
+    config: PathBuf,
+    /// Validate the configuration, print a summary and exit.
+    #[arg(long)]
+    check_config: bool,
+}
+
+#[derive(Args)]
+struct ProxyArgs {
+    /// Configuration file (TOML) listing the backend nodes.
+    #[arg(long)]
+    config: PathBuf,
+    /// Override proxy.listen (host:port).
+    #[arg(long)]
+    listen: Option<String>,
+    /// Validate the configuration, print a summary and exit.
+    #[arg(long)]
+    check_config: bool,
+}
+
+#[derive(Args)]
+struct NodeArgs {
+    /// TCP port to listen on.
+    #[arg(long)]
+    port: u16,
+    /// Address to bind.
+    #[arg(long, default_value = "127.0.0.1")]
+    bind: String,
+    /// Memory limit in bytes for keys and values; past it, approximately
+    /// least-recently-used keys are evicted. 0 = unlimited.
+    #[arg(long, default_value_t = 0)]
+    maxmemory: u64,
+    /// Exit when the parent process exits (used by `shardis up`, so nodes never outlive it).
+    #[arg(long, hide = true)]
+    exit_with_parent: bool,
+}
+
+fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let cli = Cli::parse();
+    let result = match cli.cmd {
+        Cmd::Up(a) => up(a),
+        Cmd::Proxy(a) => run_proxy(a),
+        Cmd::Node(a) => node(a),
+        Cmd::Sim(a) => shardis::sim::run(&a, &mut std::io::stdout().lock()),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn multi_thread() -> Result<tokio::runtime::Runtime, String> {
+    tokio::runtime::Builder::new_multi_thread().enable_all().build().map_err(|e| e.to_string())
+}
+
+/// Resolves on Ctrl-C or SIGTERM.
+async fn stop_signal() {
+    let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+        Ok(s) => s,
+        Err(_) => return std::future::pending().await,
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {},
+        _ = term.recv() => {},
+    }
+}
+
+fn load_config(path: &Path, must_exist: bool) -> Result<Config, String> {
+    if !must_exist && !path.exists() {
+        return Ok(Config::default());
+    }
+    Config::load(path)
+}
+
+fn print_config(c: &Config) {
+    println!("config ok: listen {}, ring {} with {} points per node", c.listen, c.ring.scheme, c.ring.vnodes);
+    for n in &c.nodes {
+        println!("  node {} at {} weight {}", n.name, n.addr, n.weight);
+    }
+}
+
+fn run_proxy(a: ProxyArgs) -> Result<(), String> {
+    let mut config = load_config(&a.config, true)?;
+    if let Some(l) = a.listen {
+        config.listen = l;
+    }
+    if config.nodes.is_empty() && config.state_file.is_none() {
+        return Err(format!("{}: nodes: at least one [[nodes]] entry is required", a.config.display()));
+    }
+    if a.check_config {
+        print_config(&config);
+        return Ok(());
+    }
+    multi_thread()?.block_on(async move {
+        let listener = TcpListener::bind(&config.listen)
+            .await
+            .map_err(|e| format!("cannot listen on {}: {e}", config.listen))?;
+        tracing::info!(listen = %config.listen, nodes = config.nodes.len(), "proxy ready");
+        proxy::run(listener, config, stop_signal()).await
+    })
+}
+
+fn node(a: NodeArgs) -> Result<(), String> {
+    if a.exit_with_parent {
+        let parent = std::os::unix::process::parent_id();
+        std::thread::spawn(move || loop {
+            std::thread::sleep(Duration::from_millis(200));
+            if std::os::unix::process::parent_id() != parent {
+                std::process::exit(0);
+            }
+        });
+    }
+    // One thread per node: `up` runs ten of them on two cores, and a
+    // current-thread runtime avoids cross-thread wakeups on every request.
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(|e| e.to_string())?;
+    rt.block_on(async move {
+        let addr = format!("{}:{}", a.bind, a.port);
+        let listener = TcpListener::bind(&addr).await.map_err(|e| format!("cannot listen on {addr}: {e}"))?;
+        let config = shardis::backend::NodeConfig { maxmemory: a.maxmemory, ..Default::default() };
+        shardis::backend::run(listener, config, stop_signal()).await.map_err(|e| e.to_string())
+    })
+}
+
+fn up(a: UpArgs) -> Result<(), String> {
+    let mut config = load_config(&a.config, false)?;
+    if let Some(n) = a.nodes {
+        config.up.nodes = n;
+    }
+    if let Some(p) = a.first_node_port {
+        config.up.first_node_port = p;
+    }
+    if let Some(m) = a.node_maxmemory {
+        config.up.node_maxmemory = m;
+    }
+    if let Some(p) = a.port {
+        let host = config.listen.rsplit_once(':').map(|(h, _)| h.to_string()).unwrap_or("127.0.0.1".into());
+        config.listen = format!("{host}:{p}");
+    }
+    if config.up.nodes == 0 || config.up.nodes > 1000 {
+        return Err("--nodes: expected 1..=1000".into());
+    }
+    let first = config.up.first_node_port as usize;
+    if first + config.up.nodes > 65_536 {
+        return Err("--first-node-port: the node ports would pass 65535".into());
+    }
+    config.nodes = (0..config.up.nodes)
+        .map(|i| NodeSpec {
+            name: format!("node{}", i + 1),
+            addr: format!("127.0.0.1:{}", first + i),
+            weight: 1,
+        })
+        .collect();
+    if a.check_config {
+        print_config(&config);
+        return Ok(());
+    }
+    multi_thread()?.block_on(up_async(config))
+}
+
+/// A started node process; killed when dropped, so no path leaves an orphan.
+struct Child {
+    port: u16,
+    proc: tokio::process::Child,
+}
+
+async fn up_async(config: Config) -> Result<(), String> {
+    // Bind the proxy first: if its port is taken, no node was started for nothing.
+    let listener = TcpListener::bind(&config.listen)
+        .await
+        .map_err(|e| format!("cannot listen on {}: {e}", config.listen))?;
+    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+    let mut children = Vec::new();
+    for spec in &config.nodes {
+        let port: u16 = spec.addr.rsplit_once(':').and_then(|(_, p)| p.parse().ok()).expect("generated address");
+        let proc = tokio::process::Command::new(&exe)
+            .args(["node", "--port", &port.to_string(), "--exit-with-parent"])
+            .args(["--maxmemory", &config.up.node_maxmemory.to_string()])
+            .kill_on_drop(true)
+            .spawn()
+            .map_err(|e| format!("cannot start node on port {port}: {e}"))?;
+        children.push(Child { port, proc });
+    }
+    // Every node must answer PING before the proxy serves.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    for c in &mut children {
+        loop {
+            if let Ok(Some(status)) = c.proc.try_wait() {
+                return Err(format!("node on port {} exited during start-up ({status}); is the port in use?", c.port));
+            }
+            let addr = format!("127.0.0.1:{}", c.port);
+            if let Ok(r) = proxy::admin::probe(&addr, &[b"PING"], Duration::from_millis(500)).await {
+                if r.starts_with(b"+PONG") {
+                    break;
+                }
+            }
+            if tokio::time::Instant::now() > deadline {
+                return Err(format!("node on port {} did not answer PING within 10 s", c.port));
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+    let n = children.len();
+    println!(
+        "shardis: {n} nodes on 127.0.0.1:{}..{}, proxy on {} ({} ring, {} points per node). Ctrl-C stops everything.",
+        children[0].port,
+        children[n - 1].port,
+        config.listen,
+        config.ring.scheme,
+        config.ring.vnodes
+    );
+    println!("try: redis-cli -p {} SET user:42 hello", listener.local_addr().map(|a| a.port()).unwrap_or(0));
+    let result = proxy::run(listener, config, stop_signal()).await;
+    for c in &mut children {
+        let _ = c.proc.kill().await;
+    }
+    println!("shardis: stopped the proxy and {n} nodes");
+    result
+}

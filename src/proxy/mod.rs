@@ -1,0 +1,166 @@
+//! The proxy: listener, client sessions, routing, upstream connections,
+//! multi-key split and merge, local and admin commands, topology state and
+//! online migration.
+//!
+//! ```text
+//!  client ─► session ─decode─► command table ─► route ──ring.locate(key)──► node's upstream ─► node
+//!              ▲                                  │ (split / fan-out / local / admin)            │
+//!              └──────── replies in request order ◄──────────── FIFO-matched replies ◄───────────┘
+//! ```
+//!
+//! Entry point: [`run`]. Uses `resp` and `ring`; never clap or signals.
+
+pub mod admin;
+pub mod config;
+pub mod local;
+pub mod migration;
+pub mod route;
+pub mod session;
+pub mod state;
+pub mod topology;
+pub mod upstream;
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use arc_swap::ArcSwap;
+use tokio::io::AsyncWriteExt;
+use tokio::net::TcpListener;
+
+pub use config::Config;
+use session::ClientSession;
+use topology::{Node, Routing};
+
+use crate::ring::{NodeSpec, Ring};
+
+/// Counters shown by INFO.
+#[derive(Default)]
+pub struct Stats {
+    pub clients: AtomicUsize,
+    pub connections: AtomicU64,
+    pub rejected: AtomicU64,
+    pub commands: AtomicU64,
+}
+
+/// State shared by every session of one proxy.
+pub struct Proxy {
+    pub config: Config,
+    /// The port actually bound (config may say 0).
+    pub port: u16,
+    /// Read on every request; replaced whole on topology change.
+    pub routing: ArcSwap<Routing>,
+    pub stats: Stats,
+    pub next_client_id: AtomicU64,
+    pub started: Instant,
+    /// Nodes by name, so a node keeps its connections across epochs. A std
+    /// mutex: held only to look up or insert, never across `.await`.
+    pool: Mutex<HashMap<String, Arc<Node>>>,
+    /// One topology change at a time (held across the change's awaits).
+    pub admin_lock: tokio::sync::Mutex<()>,
+    pub migration: migration::Tracker,
+}
+
+impl Proxy {
+    /// Builds the proxy's state from a config (and its persisted topology, if any).
+    pub fn new(config: Config, port: u16) -> Result<Arc<Proxy>, String> {
+        let saved = match &config.state_file {
+            Some(path) => state::load(path)?,
+            None => None,
+        };
+        let (specs, epoch) = match &saved {
+            Some(s) => (s.nodes.clone(), s.epoch),
+            None => (config.nodes.clone(), 1),
+        };
+        let ring = Ring::new(specs, config.ring, epoch).map_err(|e| format!("nodes: {e}"))?;
+        let pool: HashMap<String, Arc<Node>> =
+            ring.nodes().iter().map(|spec| (spec.name.clone(), Arc::new(new_node(spec, &config)))).collect();
+        let nodes = ring.nodes().iter().map(|spec| pool[&spec.name].clone()).collect();
+        let proxy = Arc::new(Proxy {
+            port,
+            routing: ArcSwap::from_pointee(Routing::new(Arc::new(ring), nodes, None)),
+            stats: Stats::default(),
+            next_client_id: AtomicU64::new(1),
+            started: Instant::now(),
+            pool: Mutex::new(pool),
+            admin_lock: tokio::sync::Mutex::new(()),
+            migration: migration::Tracker::default(),
+            config,
+        });
+        if let Some(s) = saved {
+            if let Some(m) = s.migration {
+                migration::resume(&proxy, m)?;
+            }
+        }
+        Ok(proxy)
+    }
+
+    /// The pooled node for each of `ring`'s nodes, creating missing ones.
+    pub fn nodes_for(&self, ring: &Ring) -> Vec<Arc<Node>> {
+        let mut pool = self.pool.lock().expect("pool lock");
+        ring.nodes()
+            .iter()
+            .map(|spec| {
+                pool.entry(spec.name.clone()).or_insert_with(|| Arc::new(new_node(spec, &self.config))).clone()
+            })
+            .collect()
+    }
+
+    /// Drops a node's pooled connections (after it left the ring).
+    pub fn release(&self, name: &str) {
+        self.pool.lock().expect("pool lock").remove(name);
+    }
+}
+
+fn new_node(spec: &NodeSpec, config: &Config) -> Node {
+    Node::new(
+        spec.clone(),
+        config.connections_per_node,
+        Duration::from_millis(config.connect_timeout_ms),
+        Duration::from_millis(config.request_timeout_ms),
+    )
+}
+
+/// Serves clients on `listener` until `shutdown` completes.
+pub async fn run(listener: TcpListener, config: Config, shutdown: impl Future<Output = ()>) -> Result<(), String> {
+    let port = listener.local_addr().map(|a| a.port()).unwrap_or(0);
+    let proxy = Proxy::new(config, port)?;
+    serve(listener, proxy, shutdown).await;
+    Ok(())
+}
+
+/// Accept loop over an already-built proxy.
+pub async fn serve(listener: TcpListener, proxy: Arc<Proxy>, shutdown: impl Future<Output = ()>) {
+    tokio::pin!(shutdown);
+    loop {
+        let accepted = tokio::select! {
+            _ = &mut shutdown => break,
+            a = listener.accept() => a,
+        };
+        let (mut sock, _) = match accepted {
+            Ok(a) => a,
+            Err(e) => {
+                // Out of file descriptors and the like: back off, keep serving.
+                tracing::warn!(error = %e, "accept failed");
+                tokio::time::sleep(Duration::from_millis(10)).await;
+                continue;
+            }
+        };
+        proxy.stats.connections.fetch_add(1, Ordering::Relaxed);
+        if proxy.stats.clients.load(Ordering::Relaxed) >= proxy.config.max_clients {
+            proxy.stats.rejected.fetch_add(1, Ordering::Relaxed);
+            tokio::spawn(async move {
+                let _ = sock.write_all(b"-ERR max number of clients reached\r\n").await;
+            });
+            continue;
+        }
+        proxy.stats.clients.fetch_add(1, Ordering::Relaxed);
+        let p = proxy.clone();
+        tokio::spawn(async move {
+            ClientSession::run(p.clone(), sock).await;
+            p.stats.clients.fetch_sub(1, Ordering::Relaxed);
+        });
+    }
+}

@@ -1,0 +1,114 @@
+//! RESP framing over `BytesMut`, with no sockets: decode a client request
+//! (multibulk or inline), find the end of one reply (RESP2 and RESP3), encode
+//! replies, and the command table that classifies every request.
+//!
+//! Called by the proxy's client sessions and upstream connections and by the
+//! built-in node. It must never touch a socket, block, or allocate an amount of
+//! memory chosen by the peer before checking it against [`Limits`].
+
+pub mod command;
+pub mod encode;
+pub mod reply;
+pub mod request;
+
+pub use command::{lookup, CommandSpec, KeySpec, Kind};
+pub use reply::{reply_len, ReplyError};
+pub use request::{decode_request, ProtocolError, Request};
+
+/// Redis's `proto-max-bulk-len` default: 512 MB.
+pub const DEFAULT_MAX_BULK_LEN: usize = 512 * 1024 * 1024;
+/// Arguments accepted in one request (Redis allows up to INT_MAX; we bound it).
+pub const DEFAULT_MAX_ARGS: usize = 1024 * 1024;
+/// Redis's `PROTO_INLINE_MAX_SIZE`: longest inline request or count line.
+pub const DEFAULT_MAX_INLINE_LEN: usize = 64 * 1024;
+/// Redis's `client-query-buffer-limit` default: 1 GB.
+pub const DEFAULT_MAX_QUERY_BUFFER: usize = 1024 * 1024 * 1024;
+
+/// Bounds on what a peer may make us buffer or allocate, checked before allocating.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Limits {
+    /// Most arguments in one request.
+    pub max_args: usize,
+    /// Longest bulk string argument, in bytes.
+    pub max_bulk_len: usize,
+    /// Longest inline request line (and multibulk / bulk count line), in bytes.
+    pub max_inline_len: usize,
+    /// Most unparsed bytes buffered for one client.
+    pub max_query_buffer: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_args: DEFAULT_MAX_ARGS,
+            max_bulk_len: DEFAULT_MAX_BULK_LEN,
+            max_inline_len: DEFAULT_MAX_INLINE_LEN,
+            max_query_buffer: DEFAULT_MAX_QUERY_BUFFER,
+        }
+    }
+}
+
+/// ASCII case-insensitive comparison, without allocating.
+pub fn eq_ignore_case(a: &[u8], b: &[u8]) -> bool {
+    a.eq_ignore_ascii_case(b)
+}
+
+/// Parses a decimal i64 the way Redis's `string2ll` does: optional '-', digits
+/// only, no leading '+', no spaces, no leading zeros except "0" itself.
+pub fn parse_i64(s: &[u8]) -> Option<i64> {
+    if s.is_empty() || s.len() > 20 {
+        return None;
+    }
+    let (neg, digits) = match s[0] {
+        b'-' => (true, &s[1..]),
+        _ => (false, s),
+    };
+    if digits.is_empty() || (digits[0] == b'0' && (digits.len() > 1 || neg)) {
+        return None;
+    }
+    let mut v: i64 = 0;
+    for &c in digits {
+        if !c.is_ascii_digit() {
+            return None;
+        }
+        let d = (c - b'0') as i64;
+        v = if neg {
+            v.checked_mul(10)?.checked_sub(d)?
+        } else {
+            v.checked_mul(10)?.checked_add(d)?
+        };
+    }
+    Some(v)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parse_i64_follows_redis_string2ll() {
+        let cases: &[(&[u8], Option<i64>)] = &[
+            (b"0", Some(0)),
+            (b"42", Some(42)),
+            (b"-42", Some(-42)),
+            (b"9223372036854775807", Some(i64::MAX)),
+            (b"-9223372036854775808", Some(i64::MIN)),
+            (b"9223372036854775808", None),
+            (b"", None),
+            (b"-", None),
+            (b"-0", None),
+            (b"007", None),
+            (b"+1", None),
+            (b" 1", None),
+            (b"1a", None),
+        ];
+        for (input, want) in cases {
+            assert_eq!(
+                parse_i64(input),
+                *want,
+                "{:?}",
+                String::from_utf8_lossy(input)
+            );
+        }
+    }
+}

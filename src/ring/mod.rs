@@ -1,0 +1,364 @@
+//! The consistent-hash ring: which node owns a key.
+//!
+//! Owns node specs, points, weights, hash tags, lookup and the topology epoch.
+//! The proxy builds a [`Ring`] from its config and swaps snapshots atomically on
+//! topology change; the simulator and benches use it directly. Pure: no I/O, no
+//! tokio, no global state. A ring never changes after it is built — a change
+//! builds a new one with a higher epoch ([`Ring::with_nodes`]).
+//!
+//! Two point schemes:
+//! - [`PointScheme::Ketama`] (default) places keys exactly as twemproxy does with
+//!   `hash: md5`, `distribution: ketama` over the same server names and weights.
+//! - [`PointScheme::Vnode`] puts one 64-bit point per virtual node at
+//!   `md5("{name}:{i}")`, `vnodes × weight` per node.
+//!
+//! Lookup is the first point ≥ the key hash, wrapping to the first point.
+//! Points live in a sorted `Vec<u64>` with a parallel `Vec<u32>` of owners, so
+//! the binary search touches only the dense point array.
+
+mod diff;
+mod hash;
+mod points;
+#[cfg(test)]
+mod tests;
+
+pub use diff::losing_nodes;
+pub use hash::{hash_tag, ketama_hash, md5_u32, md5_u64};
+
+use std::fmt;
+use std::str::FromStr;
+
+/// Default number of points per unit of weight (ketama: per node at equal weights).
+pub const DEFAULT_VNODES: u32 = 160;
+
+/// Upper bound on the points of one ring: 10 million points is 120 MB of
+/// arrays and seconds of MD5; anything larger is a configuration mistake.
+pub const MAX_POINTS: u64 = 10_000_000;
+
+/// How node points are placed and keys hashed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PointScheme {
+    /// twemproxy-compatible ketama: 32-bit points, four per MD5 of `"{name}-{i}"`.
+    Ketama,
+    /// One 64-bit point per virtual node at MD5 of `"{name}:{i}"`.
+    Vnode,
+}
+
+impl FromStr for PointScheme {
+    type Err = RingError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        if s.eq_ignore_ascii_case("ketama") {
+            Ok(PointScheme::Ketama)
+        } else if s.eq_ignore_ascii_case("vnode") {
+            Ok(PointScheme::Vnode)
+        } else {
+            Err(RingError::UnknownScheme(s.to_string()))
+        }
+    }
+}
+
+impl fmt::Display for PointScheme {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            PointScheme::Ketama => "ketama",
+            PointScheme::Vnode => "vnode",
+        })
+    }
+}
+
+/// One node of the ring. `name` decides placement (its point labels), `addr`
+/// is where it lives; the caller fills `name` with `addr` when none is given,
+/// so a named node can move address without moving keys.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NodeSpec {
+    /// Placement identity; point labels are derived from it.
+    pub name: String,
+    /// `host:port` of the node.
+    pub addr: String,
+    /// Relative capacity; a weight-2 node owns about twice the keys of weight 1.
+    pub weight: u32,
+}
+
+/// Ring parameters that stay the same across epochs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RingConfig {
+    /// Point scheme.
+    pub scheme: PointScheme,
+    /// Points per node (ketama, scaled by weight share) or per unit of weight (vnode).
+    pub vnodes: u32,
+}
+
+impl Default for RingConfig {
+    fn default() -> Self {
+        RingConfig {
+            scheme: PointScheme::Ketama,
+            vnodes: DEFAULT_VNODES,
+        }
+    }
+}
+
+/// Why a ring could not be built.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RingError {
+    /// The node list is empty.
+    NoNodes,
+    /// A node (by name) has weight 0.
+    ZeroWeight(String),
+    /// Two nodes share a name.
+    DuplicateName(String),
+    /// Two nodes share an address.
+    DuplicateAddr(String),
+    /// A node has an empty name (and no address to default to).
+    EmptyName,
+    /// `vnodes` is 0.
+    ZeroVnodes,
+    /// A node's weight is so small next to the others that ketama gives it no
+    /// point; it would never receive a key.
+    NoPoints(String),
+    /// More than [`MAX_POINTS`] points in total.
+    TooManyPoints,
+    /// Not `ketama` or `vnode`.
+    UnknownScheme(String),
+}
+
+impl fmt::Display for RingError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RingError::NoNodes => write!(f, "ring has no nodes"),
+            RingError::ZeroWeight(n) => write!(f, "node '{n}' has weight 0"),
+            RingError::DuplicateName(n) => write!(f, "duplicate node name '{n}'"),
+            RingError::DuplicateAddr(a) => write!(f, "duplicate node address '{a}'"),
+            RingError::EmptyName => write!(f, "node name is empty"),
+            RingError::ZeroVnodes => write!(f, "vnodes must be at least 1"),
+            RingError::NoPoints(n) => {
+                write!(
+                    f,
+                    "node '{n}' gets no ketama points: its weight is too small next to the others"
+                )
+            }
+            RingError::TooManyPoints => write!(f, "ring would have more than {MAX_POINTS} points"),
+            RingError::UnknownScheme(s) => {
+                write!(f, "unknown point scheme '{s}' (expected ketama or vnode)")
+            }
+        }
+    }
+}
+
+impl std::error::Error for RingError {}
+
+/// An immutable consistent-hash ring over a node list (Send + Sync; share it
+/// behind an `Arc`).
+#[derive(Debug, Clone)]
+pub struct Ring {
+    nodes: Vec<NodeSpec>,
+    config: RingConfig,
+    epoch: u64,
+    /// Sorted point positions (ketama values are < 2^32).
+    points: Vec<u64>,
+    /// `owners[i]` is the node index of `points[i]`.
+    owners: Vec<u32>,
+    /// Points generated per node.
+    point_counts: Vec<usize>,
+    /// Fraction of the hash space each node owns.
+    shares: Vec<f64>,
+}
+
+impl Ring {
+    /// Builds the ring for `nodes` (their order is the index order of
+    /// [`Ring::locate`]) at `epoch`.
+    ///
+    /// Equal point values (MD5 collisions of labels; twemproxy leaves their
+    /// order to `qsort`) are ordered by node name, then label index, so the
+    /// placement never depends on the order of the node list: the node with
+    /// the smaller name wins the tie.
+    pub fn new(nodes: Vec<NodeSpec>, config: RingConfig, epoch: u64) -> Result<Ring, RingError> {
+        validate(&nodes, config)?;
+        let mut counts = Vec::with_capacity(nodes.len());
+        let mut total = 0u64;
+        for idx in 0..nodes.len() {
+            let n = points::count(&nodes, idx, config);
+            if n == 0 {
+                return Err(RingError::NoPoints(nodes[idx].name.clone()));
+            }
+            total = total.saturating_add(n);
+            if total > MAX_POINTS {
+                return Err(RingError::TooManyPoints);
+            }
+            counts.push(n);
+        }
+
+        // Generated in node order, label order within a node: a stable sort
+        // by (value, name rank) then keeps label order inside a tie.
+        let mut pairs = Vec::with_capacity(total as usize);
+        for (idx, node) in nodes.iter().enumerate() {
+            points::generate(node, idx as u32, counts[idx], config.scheme, &mut pairs);
+        }
+        let rank = name_ranks(&nodes);
+        pairs.sort_by_key(|&(value, idx)| (value, rank[idx as usize]));
+
+        let space = match config.scheme {
+            PointScheme::Ketama => 2f64.powi(32),
+            PointScheme::Vnode => 2f64.powi(64),
+        };
+        let mut shares = vec![0f64; nodes.len()];
+        let last = pairs.last().map_or(0, |p| p.0);
+        let mut prev: Option<u64> = None;
+        for &(value, idx) in &pairs {
+            // Point `value` owns (prev, value]; the first one also owns the wrap (last, end).
+            let arc = match prev {
+                Some(p) => (value - p) as f64,
+                None => space - last as f64 + value as f64,
+            };
+            shares[idx as usize] += arc / space;
+            prev = Some(value);
+        }
+
+        Ok(Ring {
+            point_counts: counts.iter().map(|&c| c as usize).collect(),
+            points: pairs.iter().map(|p| p.0).collect(),
+            owners: pairs.iter().map(|p| p.1).collect(),
+            shares,
+            nodes,
+            config,
+            epoch,
+        })
+    }
+
+    /// Index into [`Ring::nodes`] of the node owning `key` (hash tags applied).
+    #[inline]
+    pub fn locate(&self, key: &[u8]) -> usize {
+        self.locate_hash(self.key_hash(key))
+    }
+
+    /// Index of the node owning hash `hash`: the first point ≥ `hash`, wrapping.
+    #[inline]
+    pub fn locate_hash(&self, hash: u64) -> usize {
+        let i = self.points.partition_point(|&p| p < hash);
+        let i = if i == self.points.len() { 0 } else { i };
+        self.owners[i] as usize
+    }
+
+    /// The hash of `key`'s tagged part under this ring's scheme (ketama: 32-bit).
+    #[inline]
+    pub fn key_hash(&self, key: &[u8]) -> u64 {
+        scheme_key_hash(self.config.scheme, key)
+    }
+
+    /// The nodes, in the order given to [`Ring::new`].
+    pub fn nodes(&self) -> &[NodeSpec] {
+        &self.nodes
+    }
+
+    /// Node `idx`; panics if out of range.
+    pub fn node(&self, idx: usize) -> &NodeSpec {
+        &self.nodes[idx]
+    }
+
+    /// Index of the node with this name, else of the node with this address.
+    pub fn index_of(&self, name_or_addr: &str) -> Option<usize> {
+        self.nodes
+            .iter()
+            .position(|n| n.name == name_or_addr)
+            .or_else(|| self.nodes.iter().position(|n| n.addr == name_or_addr))
+    }
+
+    /// Topology epoch this ring was built for.
+    pub fn epoch(&self) -> u64 {
+        self.epoch
+    }
+
+    /// Scheme and vnodes.
+    pub fn config(&self) -> RingConfig {
+        self.config
+    }
+
+    /// Number of points node `idx` has on the ring.
+    pub fn points_of(&self, idx: usize) -> usize {
+        self.point_counts[idx]
+    }
+
+    /// Total points on the ring.
+    pub fn total_points(&self) -> usize {
+        self.points.len()
+    }
+
+    /// Fraction (0..=1) of the hash space node `idx` owns: its expected share
+    /// of uniformly hashed keys.
+    pub fn share_of(&self, idx: usize) -> f64 {
+        self.shares[idx]
+    }
+
+    /// Bytes of point tables (what a lookup walks plus the owner array).
+    pub fn metadata_bytes(&self) -> usize {
+        self.points.len() * (std::mem::size_of::<u64>() + std::mem::size_of::<u32>())
+    }
+
+    /// A ring over `nodes` with the same config at the next epoch.
+    pub fn with_nodes(&self, nodes: Vec<NodeSpec>) -> Result<Ring, RingError> {
+        Ring::new(nodes, self.config, self.epoch + 1)
+    }
+}
+
+/// The key hash of `scheme` over `key`'s hash tag, without a ring.
+///
+/// Ketama hashes the empty key to 0, not MD5(""): twemproxy's
+/// `server_pool_hash` returns 0 for `keylen == 0`, so the empty key goes to the
+/// owner of the first point there too.
+#[inline]
+pub fn scheme_key_hash(scheme: PointScheme, key: &[u8]) -> u64 {
+    let tagged = hash_tag(key);
+    match scheme {
+        PointScheme::Ketama if tagged.is_empty() => 0,
+        PointScheme::Ketama => u64::from(md5_u32(tagged)),
+        PointScheme::Vnode => md5_u64(tagged),
+    }
+}
+
+fn validate(nodes: &[NodeSpec], config: RingConfig) -> Result<(), RingError> {
+    if nodes.is_empty() {
+        return Err(RingError::NoNodes);
+    }
+    if config.vnodes == 0 {
+        return Err(RingError::ZeroVnodes);
+    }
+    if nodes.len() > u32::MAX as usize {
+        return Err(RingError::TooManyPoints);
+    }
+    let mut names: Vec<&str> = Vec::with_capacity(nodes.len());
+    let mut addrs: Vec<&str> = Vec::with_capacity(nodes.len());
+    for n in nodes {
+        if n.name.is_empty() {
+            return Err(RingError::EmptyName);
+        }
+        if n.weight == 0 {
+            return Err(RingError::ZeroWeight(n.name.clone()));
+        }
+        names.push(&n.name);
+        // An empty address means "none given" (simulations); only real ones must differ.
+        if !n.addr.is_empty() {
+            addrs.push(&n.addr);
+        }
+    }
+    // Sorting then comparing neighbours: O(n log n) and no hashing of strings.
+    names.sort_unstable();
+    if let Some(w) = names.windows(2).find(|w| w[0] == w[1]) {
+        return Err(RingError::DuplicateName(w[0].to_string()));
+    }
+    addrs.sort_unstable();
+    if let Some(w) = addrs.windows(2).find(|w| w[0] == w[1]) {
+        return Err(RingError::DuplicateAddr(w[0].to_string()));
+    }
+    Ok(())
+}
+
+/// `rank[i]` = position of node `i`'s name in sorted name order.
+fn name_ranks(nodes: &[NodeSpec]) -> Vec<u32> {
+    let mut order: Vec<usize> = (0..nodes.len()).collect();
+    order.sort_by(|&a, &b| nodes[a].name.cmp(&nodes[b].name));
+    let mut rank = vec![0u32; nodes.len()];
+    for (r, &i) in order.iter().enumerate() {
+        rank[i] = r as u32;
+    }
+    rank
+}

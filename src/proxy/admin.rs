@@ -1,0 +1,250 @@
+//! `CLUSTER …` on the proxy port: inspect and change the topology.
+//!
+//! | command | reply |
+//! |---|---|
+//! | `CLUSTER ADDNODE host:port [WEIGHT w] [NAME n]` | `+OK` once the new epoch routes |
+//! | `CLUSTER REMOVENODE name-or-addr` | `+OK` once the new epoch routes |
+//! | `CLUSTER NODES` | one line per node |
+//! | `CLUSTER INFO` | `key:value` lines |
+//! | `CLUSTER KEYNODE key` | the owner's name |
+//! | `CLUSTER SLOTS` / `SHARDS` | Redis's "cluster support disabled" error |
+//!
+//! Changes are validated before the ring changes, one at a time.
+
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+use super::migration::{self, Change};
+use super::route::all_nodes;
+use super::session::{ClientSession, Pending};
+use crate::resp::reply::{integer, reply_len};
+use crate::resp::{encode, eq_ignore_case, parse_i64, Request};
+use crate::ring::NodeSpec;
+
+pub async fn handle(s: &mut ClientSession, req: Request) {
+    let args = req.args;
+    let sub = String::from_utf8_lossy(&args[1]).to_ascii_lowercase();
+    let proto = s.proto;
+    let proxy = s.proxy.clone();
+    let client = s.id;
+    match sub.as_str() {
+        "slots" | "shards" | "myid" | "addslots" | "meet" | "reset" | "failover" | "replicate" => {
+            s.error("ERR This instance has cluster support disabled").await
+        }
+        "keynode" if args.len() == 3 => {
+            let routing = proxy.routing.load();
+            let mut out = BytesMut::new();
+            encode::bulk(&mut out, routing.owner(&args[2]).spec.name.as_bytes());
+            s.reply(out).await
+        }
+        "info" if args.len() == 2 => {
+            let text = cluster_info(&proxy);
+            let mut out = BytesMut::new();
+            encode::verbatim(&mut out, text.as_bytes(), proto);
+            s.reply(out).await
+        }
+        "nodes" if args.len() == 2 => {
+            let (tx, rx) = tokio::sync::oneshot::channel();
+            tokio::spawn(async move {
+                let _ = tx.send(cluster_nodes(&proxy, proto, client).await);
+            });
+            s.push(Pending::One(rx)).await
+        }
+        "addnode" if args.len() >= 3 => {
+            let (tx, rx) = tokio::sync::oneshot::channel();
+            tokio::spawn(async move {
+                let r = add_node(&proxy, &args[2..]).await;
+                let _ = tx.send(ok_or_err(r));
+            });
+            s.push(Pending::One(rx)).await
+        }
+        "removenode" if args.len() == 3 => {
+            let (tx, rx) = tokio::sync::oneshot::channel();
+            tokio::spawn(async move {
+                let r = remove_node(&proxy, &String::from_utf8_lossy(&args[2])).await;
+                let _ = tx.send(ok_or_err(r));
+            });
+            s.push(Pending::One(rx)).await
+        }
+        "keynode" | "info" | "nodes" | "addnode" | "removenode" => {
+            s.error(&format!("ERR wrong number of arguments for 'cluster|{sub}' command")).await
+        }
+        _ => {
+            s.error(&format!(
+                "ERR unknown subcommand '{}'. Try CLUSTER ADDNODE, REMOVENODE, NODES, INFO or KEYNODE.",
+                String::from_utf8_lossy(&args[1])
+            ))
+            .await
+        }
+    }
+}
+
+fn ok_or_err(r: Result<(), String>) -> Bytes {
+    let mut out = BytesMut::new();
+    match r {
+        Ok(()) => encode::simple(&mut out, "OK"),
+        Err(e) => encode::error(&mut out, &format!("ERR {e}")),
+    }
+    out.freeze()
+}
+
+/// Sends one command on a fresh connection and reads one reply (admin checks).
+pub async fn probe(addr: &str, args: &[&[u8]], timeout: Duration) -> Result<Bytes, String> {
+    let fut = async {
+        let mut sock = TcpStream::connect(addr).await.map_err(|e| e.to_string())?;
+        let mut raw = BytesMut::new();
+        encode::command(&mut raw, args);
+        sock.write_all(&raw).await.map_err(|e| e.to_string())?;
+        let mut buf = BytesMut::new();
+        loop {
+            if let Some(n) = reply_len(&buf).map_err(|e| e.to_string())? {
+                return Ok(buf.split_to(n).freeze());
+            }
+            if sock.read_buf(&mut buf).await.map_err(|e| e.to_string())? == 0 {
+                return Err("connection closed".to_string());
+            }
+        }
+    };
+    tokio::time::timeout(timeout, fut).await.map_err(|_| "timed out".to_string())?
+}
+
+async fn add_node(proxy: &std::sync::Arc<super::Proxy>, args: &[Bytes]) -> Result<(), String> {
+    let addr = String::from_utf8_lossy(&args[0]).to_string();
+    if addr.parse::<std::net::SocketAddr>().is_err() {
+        return Err(format!("invalid node address '{addr}': expected ip:port"));
+    }
+    let mut weight = 1u32;
+    let mut name = addr.clone();
+    let mut i = 1;
+    while i < args.len() {
+        if i + 1 >= args.len() {
+            return Err("syntax error: expected WEIGHT <w> or NAME <name>".into());
+        }
+        if eq_ignore_case(&args[i], b"WEIGHT") {
+            weight = parse_i64(&args[i + 1])
+                .filter(|w| (1..=1_000).contains(w))
+                .ok_or("WEIGHT must be an integer from 1 to 1000")? as u32;
+        } else if eq_ignore_case(&args[i], b"NAME") {
+            name = String::from_utf8_lossy(&args[i + 1]).to_string();
+            if name.is_empty() || name.contains(char::is_whitespace) {
+                return Err("NAME must be non-empty without spaces".into());
+            }
+        } else {
+            return Err(format!("syntax error near '{}'", String::from_utf8_lossy(&args[i])));
+        }
+        i += 2;
+    }
+    let _lock = proxy.admin_lock.try_lock().map_err(|_| "another topology change is being applied".to_string())?;
+    let routing = proxy.routing.load_full();
+    if routing.migration.is_some() {
+        return Err("a migration is in progress; retry when CLUSTER INFO shows state:ok".into());
+    }
+    for n in routing.ring.nodes() {
+        if n.addr == addr {
+            return Err(format!("node {addr} is already in the ring (as {})", n.name));
+        }
+        if n.name == name {
+            return Err(format!("a node named {name} is already in the ring"));
+        }
+    }
+    let timeout = Duration::from_millis(proxy.config.connect_timeout_ms.max(1000));
+    let size = probe(&addr, &[b"DBSIZE"], timeout)
+        .await
+        .map_err(|e| format!("cannot reach node {addr}: {e}; the ring is unchanged"))?;
+    match integer(&size) {
+        Some(0) => {}
+        Some(n) => return Err(format!("node {addr} is not empty ({n} keys); add an empty node so no stale key can shadow a live one")),
+        None => return Err(format!("node {addr} answered DBSIZE with {:?}", String::from_utf8_lossy(&size).trim_end())),
+    }
+    migration::begin(proxy, Change::Add(NodeSpec { name, addr, weight })).await.map(|_| ())
+}
+
+async fn remove_node(proxy: &std::sync::Arc<super::Proxy>, which: &str) -> Result<(), String> {
+    let _lock = proxy.admin_lock.try_lock().map_err(|_| "another topology change is being applied".to_string())?;
+    let routing = proxy.routing.load_full();
+    if routing.migration.is_some() {
+        return Err("a migration is in progress; retry when CLUSTER INFO shows state:ok".into());
+    }
+    let idx = routing.ring.index_of(which).ok_or_else(|| format!("no node named or at '{which}' in the ring"))?;
+    if routing.ring.nodes().len() == 1 {
+        return Err("cannot remove the last node".into());
+    }
+    let spec = routing.ring.node(idx).clone();
+    let timeout = Duration::from_millis(proxy.config.connect_timeout_ms.max(1000));
+    let reachable = probe(&spec.addr, &[b"PING"], timeout).await.is_ok();
+    migration::begin(proxy, Change::Remove { name: spec.name, reachable }).await.map(|_| ())
+}
+
+fn cluster_info(proxy: &super::Proxy) -> String {
+    let routing = proxy.routing.load();
+    let m = &proxy.migration;
+    let t = m.text();
+    let moved = m.keys_moved.load(Ordering::Relaxed) + m.keys_moved_by_clients.load(Ordering::Relaxed);
+    let scanned = m.keys_scanned.load(Ordering::Relaxed);
+    let to_scan = m.keys_to_scan.load(Ordering::Relaxed);
+    let progress = if routing.migration.is_none() {
+        100.0
+    } else if to_scan == 0 {
+        0.0
+    } else {
+        (scanned as f64 / to_scan as f64 * 100.0).min(99.9)
+    };
+    let state = if routing.migration.is_some() { "migrating".to_string() } else { t.state.clone() };
+    let elapsed = match (routing.migration.is_some(), t.started) {
+        (true, Some(s)) => s.elapsed().as_millis() as u64,
+        _ => t.last_duration_ms,
+    };
+    format!(
+        "state:{state}\r\nepoch:{}\r\nnodes:{}\r\npoints:{}\r\nscheme:{}\r\nlast_change:{}\r\nring_rebuild_us:{}\r\nmigration_keys_moved:{moved}\r\nmigration_keys_moved_by_mover:{}\r\nmigration_keys_moved_on_access:{}\r\nmigration_keys_scanned:{scanned}\r\nmigration_keys_to_scan:{to_scan}\r\nmigration_progress:{progress:.1}%\r\nmigration_moved_fraction:{:.4}\r\nmigration_ms:{elapsed}\r\nmigration_keys_lost:{}\r\nlast_error:{}\r\n",
+        routing.ring.epoch(),
+        routing.ring.nodes().len(),
+        routing.ring.total_points(),
+        routing.ring.config().scheme,
+        if t.change.is_empty() { "none" } else { &t.change },
+        m.last_rebuild_us.load(Ordering::Relaxed),
+        m.keys_moved.load(Ordering::Relaxed),
+        m.keys_moved_by_clients.load(Ordering::Relaxed),
+        if to_scan == 0 { 0.0 } else { moved as f64 / to_scan as f64 },
+        m.keys_lost.load(Ordering::Relaxed),
+        t.last_error,
+    )
+}
+
+async fn cluster_nodes(proxy: &super::Proxy, proto: u8, client: u64) -> Bytes {
+    let routing = proxy.routing.load_full();
+    let nodes = all_nodes(&routing);
+    let mut waits = Vec::new();
+    for n in &nodes {
+        waits.push(n.upstream(2, client).send(Bytes::from_static(b"*1\r\n$6\r\nDBSIZE\r\n")).await);
+    }
+    let mut text = String::new();
+    for (n, w) in nodes.iter().zip(waits) {
+        let keys = match w.await.ok().as_deref().and_then(integer) {
+            Some(k) => k.to_string(),
+            None => "?".into(),
+        };
+        let (points, share) = match routing.ring.index_of(&n.spec.name) {
+            Some(i) => (routing.ring.points_of(i), routing.ring.share_of(i) * 100.0),
+            None => (0, 0.0),
+        };
+        let role = if routing.ring.index_of(&n.spec.name).is_some() { "member" } else { "leaving" };
+        text.push_str(&format!(
+            "{} {} weight={} points={} share={:.2}% keys={} state={} role={}\n",
+            n.spec.name,
+            n.spec.addr,
+            n.spec.weight,
+            points,
+            share,
+            keys,
+            n.health.state(),
+            role
+        ));
+    }
+    let mut out = BytesMut::new();
+    encode::verbatim(&mut out, text.as_bytes(), proto);
+    out.freeze()
+}

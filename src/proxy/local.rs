@@ -1,0 +1,428 @@
+//! Commands the proxy answers itself: connection handshake (HELLO, AUTH,
+//! CLIENT, SELECT), introspection (COMMAND, INFO, CONFIG GET, TIME) and PING,
+//! ECHO, QUIT. Replies follow redis-server 7 so that client libraries'
+//! handshakes succeed unchanged.
+//!
+//! Called by `route::dispatch`. INFO's keyspace section asks every node.
+
+use std::sync::atomic::Ordering;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use bytes::{Bytes, BytesMut};
+
+use super::route::all_nodes;
+use super::session::{ClientSession, Pending};
+use crate::resp::command::TABLE;
+use crate::resp::reply::is_error;
+use crate::resp::{encode, eq_ignore_case, lookup, parse_i64, CommandSpec, KeySpec, Kind, Request};
+
+/// The Redis version the proxy reports; clients gate features on it.
+pub const REDIS_COMPAT_VERSION: &str = "7.0.0";
+
+pub async fn handle(s: &mut ClientSession, spec: &'static CommandSpec, req: Request) {
+    let args = &req.args;
+    let mut out = BytesMut::new();
+    match spec.name {
+        "ping" => match args.len() {
+            1 => encode::simple(&mut out, "PONG"),
+            2 => encode::bulk(&mut out, &args[1]),
+            _ => return s.error("ERR wrong number of arguments for 'ping' command").await,
+        },
+        "echo" => encode::bulk(&mut out, &args[1]),
+        "quit" => {
+            encode::simple(&mut out, "OK");
+            s.reply(out).await;
+            return s.push(Pending::Close).await;
+        }
+        "hello" => return hello(s, args).await,
+        "auth" => {
+            if args.len() == 2 {
+                return s
+                    .error("ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?")
+                    .await;
+            }
+            if args.len() != 3 {
+                return s.error("ERR syntax error").await;
+            }
+            encode::simple(&mut out, "OK");
+        }
+        "select" => match parse_i64(&args[1]) {
+            Some(0) => encode::simple(&mut out, "OK"),
+            Some(_) => return s.error("ERR DB index is out of range (shardis serves database 0 only)").await,
+            None => return s.error("ERR value is not an integer or out of range").await,
+        },
+        "client" => return client(s, args).await,
+        "command" => return command(s, args).await,
+        "info" => return info(s, args).await,
+        "config" => return config(s, args).await,
+        "time" => {
+            let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
+            encode::array_len(&mut out, 2);
+            encode::bulk(&mut out, now.as_secs().to_string().as_bytes());
+            encode::bulk(&mut out, now.subsec_micros().to_string().as_bytes());
+        }
+        "readonly" | "readwrite" => return s.error("ERR This instance has cluster support disabled").await,
+        "reset" => {
+            s.proto = 2;
+            s.name = None;
+            encode::simple(&mut out, "RESET");
+        }
+        other => return s.error(&format!("ERR unhandled local command '{other}'")).await,
+    }
+    s.reply(out).await;
+}
+
+async fn hello(s: &mut ClientSession, args: &[Bytes]) {
+    let mut proto = s.proto;
+    let mut name = None;
+    let mut i = 1;
+    if args.len() > 1 {
+        match parse_i64(&args[1]) {
+            Some(v @ 2..=3) => proto = v as u8,
+            Some(_) => return s.error("NOPROTO unsupported protocol version").await,
+            None => return s.error("ERR Protocol version is not an integer or out of range").await,
+        }
+        i = 2;
+    }
+    while i < args.len() {
+        let more = args.len() - i - 1;
+        if eq_ignore_case(&args[i], b"AUTH") && more >= 2 {
+            i += 3;
+        } else if eq_ignore_case(&args[i], b"SETNAME") && more >= 1 {
+            if !is_valid_client_name(&args[i + 1]) {
+                return s.error("ERR Client names cannot contain spaces, newlines or special characters.").await;
+            }
+            name = Some(args[i + 1].clone());
+            i += 2;
+        } else {
+            return s
+                .error(&format!("ERR Syntax error in HELLO option '{}'", String::from_utf8_lossy(&args[i])))
+                .await;
+        }
+    }
+    s.proto = proto;
+    if name.is_some() {
+        s.name = name;
+    }
+    let mut out = BytesMut::new();
+    encode::map_len(&mut out, 7, proto);
+    encode::bulk(&mut out, b"server");
+    encode::bulk(&mut out, b"redis");
+    encode::bulk(&mut out, b"version");
+    encode::bulk(&mut out, REDIS_COMPAT_VERSION.as_bytes());
+    encode::bulk(&mut out, b"proto");
+    encode::integer(&mut out, proto as i64);
+    encode::bulk(&mut out, b"id");
+    encode::integer(&mut out, s.id as i64);
+    encode::bulk(&mut out, b"mode");
+    encode::bulk(&mut out, b"standalone");
+    encode::bulk(&mut out, b"role");
+    encode::bulk(&mut out, b"master");
+    encode::bulk(&mut out, b"modules");
+    encode::array_len(&mut out, 0);
+    s.reply(out).await;
+}
+
+fn is_valid_client_name(name: &[u8]) -> bool {
+    name.iter().all(|&c| (b'!'..=b'~').contains(&c))
+}
+
+async fn client(s: &mut ClientSession, args: &[Bytes]) {
+    let sub = String::from_utf8_lossy(&args[1]).to_ascii_lowercase();
+    let mut out = BytesMut::new();
+    match (sub.as_str(), args.len()) {
+        ("setname", 3) => {
+            if !is_valid_client_name(&args[2]) {
+                return s.error("ERR Client names cannot contain spaces, newlines or special characters.").await;
+            }
+            s.name = if args[2].is_empty() { None } else { Some(args[2].clone()) };
+            encode::simple(&mut out, "OK");
+        }
+        ("getname", 2) => match &s.name {
+            Some(n) => encode::bulk(&mut out, n),
+            None => encode::null(&mut out, s.proto),
+        },
+        ("id", 2) => encode::integer(&mut out, s.id as i64),
+        ("setinfo", 4) => {
+            let attr = String::from_utf8_lossy(&args[2]).to_ascii_lowercase();
+            if attr != "lib-name" && attr != "lib-ver" {
+                return s.error(&format!("ERR Unrecognized option '{}'", String::from_utf8_lossy(&args[2]))).await;
+            }
+            encode::simple(&mut out, "OK");
+        }
+        ("info", 2) | ("list", _) => {
+            let line = format!(
+                "id={} addr={} name={} db=0 resp={} lib=shardis-proxy\n",
+                s.id,
+                s.peer,
+                s.name.as_deref().map(String::from_utf8_lossy).unwrap_or_default(),
+                s.proto
+            );
+            encode::verbatim(&mut out, line.as_bytes(), s.proto);
+        }
+        ("no-evict" | "no-touch", 3) => encode::simple(&mut out, "OK"),
+        ("setname" | "getname" | "id" | "setinfo" | "info" | "no-evict" | "no-touch", _) => {
+            return s
+                .error(&format!("ERR wrong number of arguments for 'client|{sub}' command"))
+                .await;
+        }
+        _ => {
+            return s
+                .error(&format!(
+                    "ERR unknown subcommand '{}'. Try CLIENT HELP.",
+                    String::from_utf8_lossy(&args[1])
+                ))
+                .await
+        }
+    }
+    s.reply(out).await;
+}
+
+fn command_entry(out: &mut BytesMut, spec: &CommandSpec) {
+    let (first, last, step) = match spec.keys {
+        KeySpec::None => (0, 0, 0),
+        KeySpec::Range { first, last, step } => (first as i64, last as i64, step as i64),
+        KeySpec::NumKeys { .. } => (0, 0, 0),
+    };
+    encode::array_len(out, 10);
+    encode::bulk(out, spec.name.as_bytes());
+    encode::integer(out, spec.arity as i64);
+    let mut flags = vec![if spec.write { "write" } else { "readonly" }];
+    if matches!(spec.kind, Kind::Refused(_)) {
+        flags.push("noscript");
+    }
+    encode::array_len(out, flags.len());
+    for f in flags {
+        out.extend_from_slice(format!("+{f}\r\n").as_bytes());
+    }
+    encode::integer(out, first);
+    encode::integer(out, last);
+    encode::integer(out, step);
+    for _ in 0..4 {
+        encode::array_len(out, 0);
+    }
+}
+
+async fn command(s: &mut ClientSession, args: &[Bytes]) {
+    let mut out = BytesMut::new();
+    if args.len() == 1 {
+        encode::array_len(&mut out, TABLE.len());
+        for spec in TABLE {
+            command_entry(&mut out, spec);
+        }
+        return s.reply(out).await;
+    }
+    let sub = String::from_utf8_lossy(&args[1]).to_ascii_lowercase();
+    match sub.as_str() {
+        "count" => encode::integer(&mut out, TABLE.len() as i64),
+        "info" => {
+            let names: Vec<&Bytes> = args[2..].iter().collect();
+            if names.is_empty() {
+                encode::array_len(&mut out, TABLE.len());
+                for spec in TABLE {
+                    command_entry(&mut out, spec);
+                }
+            } else {
+                encode::array_len(&mut out, names.len());
+                for n in names {
+                    match lookup(n) {
+                        Some(spec) => command_entry(&mut out, spec),
+                        None => encode::null_array(&mut out, s.proto),
+                    }
+                }
+            }
+        }
+        // redis-cli asks for docs to show hints; none is a valid answer.
+        "docs" => encode::map_len(&mut out, 0, s.proto),
+        "list" => {
+            encode::array_len(&mut out, TABLE.len());
+            for spec in TABLE {
+                encode::bulk(&mut out, spec.name.as_bytes());
+            }
+        }
+        _ => {
+            return s
+                .error(&format!(
+                    "ERR unknown subcommand '{}'. Try COMMAND HELP.",
+                    String::from_utf8_lossy(&args[1])
+                ))
+                .await
+        }
+    }
+    s.reply(out).await;
+}
+
+/// Parameters `CONFIG GET` reports: enough for redis-benchmark and clients that probe.
+const CONFIG_PARAMS: &[(&str, &str)] = &[
+    ("appendonly", "no"),
+    ("databases", "1"),
+    ("maxmemory", "0"),
+    ("maxmemory-policy", "allkeys-lru"),
+    ("save", ""),
+    ("timeout", "0"),
+    ("cluster-enabled", "no"),
+    ("proto-max-bulk-len", "536870912"),
+];
+
+async fn config(s: &mut ClientSession, args: &[Bytes]) {
+    let sub = String::from_utf8_lossy(&args[1]).to_ascii_lowercase();
+    let mut out = BytesMut::new();
+    match sub.as_str() {
+        "get" if args.len() >= 3 => {
+            let mut found: Vec<(&str, &str)> = Vec::new();
+            for pat in &args[2..] {
+                for &(k, v) in CONFIG_PARAMS {
+                    if glob_match(pat, k.as_bytes()) && !found.iter().any(|(f, _)| *f == k) {
+                        found.push((k, v));
+                    }
+                }
+            }
+            encode::map_len(&mut out, found.len(), s.proto);
+            for (k, v) in found {
+                encode::bulk(&mut out, k.as_bytes());
+                encode::bulk(&mut out, v.as_bytes());
+            }
+        }
+        "resetstat" => encode::simple(&mut out, "OK"),
+        "get" => return s.error("ERR wrong number of arguments for 'config|get' command").await,
+        "set" | "rewrite" => {
+            return s
+                .error("ERR CONFIG SET/REWRITE is not available through the proxy; configure each node directly")
+                .await
+        }
+        _ => {
+            return s
+                .error(&format!(
+                    "ERR unknown subcommand '{}'. Try CONFIG HELP.",
+                    String::from_utf8_lossy(&args[1])
+                ))
+                .await
+        }
+    }
+    s.reply(out).await;
+}
+
+/// Minimal glob for CONFIG GET: `*` and `?`, case-insensitive.
+fn glob_match(pat: &[u8], s: &[u8]) -> bool {
+    match (pat.first(), s.first()) {
+        (None, None) => true,
+        (Some(b'*'), _) => glob_match(&pat[1..], s) || (!s.is_empty() && glob_match(pat, &s[1..])),
+        (Some(b'?'), Some(_)) => glob_match(&pat[1..], &s[1..]),
+        (Some(p), Some(c)) if p.eq_ignore_ascii_case(c) => glob_match(&pat[1..], &s[1..]),
+        _ => false,
+    }
+}
+
+async fn info(s: &mut ClientSession, args: &[Bytes]) {
+    let section = args.get(1).map(|a| String::from_utf8_lossy(a).to_ascii_lowercase());
+    let want = |name: &str| match section.as_deref() {
+        None | Some("all") | Some("default") | Some("everything") => true,
+        Some(x) => x == name,
+    };
+    let p = &s.proxy;
+    let routing = p.routing.load_full();
+    let mut text = String::new();
+    if want("server") {
+        text.push_str(&format!(
+            "# Server\r\nredis_version:{REDIS_COMPAT_VERSION}\r\nshardis_version:{}\r\nredis_mode:standalone\r\nos:{}\r\narch_bits:64\r\nprocess_id:{}\r\ntcp_port:{}\r\nuptime_in_seconds:{}\r\nuptime_in_days:{}\r\n\r\n",
+            env!("CARGO_PKG_VERSION"),
+            std::env::consts::OS,
+            std::process::id(),
+            p.port,
+            p.started.elapsed().as_secs(),
+            p.started.elapsed().as_secs() / 86_400,
+        ));
+    }
+    if want("clients") {
+        text.push_str(&format!(
+            "# Clients\r\nconnected_clients:{}\r\nmaxclients:{}\r\n\r\n",
+            p.stats.clients.load(Ordering::Relaxed),
+            p.config.max_clients
+        ));
+    }
+    if want("persistence") {
+        text.push_str("# Persistence\r\nloading:0\r\nrdb_changes_since_last_save:0\r\naof_enabled:0\r\n\r\n");
+    }
+    if want("stats") {
+        text.push_str(&format!(
+            "# Stats\r\ntotal_connections_received:{}\r\ntotal_commands_processed:{}\r\nrejected_connections:{}\r\n\r\n",
+            p.stats.connections.load(Ordering::Relaxed),
+            p.stats.commands.load(Ordering::Relaxed),
+            p.stats.rejected.load(Ordering::Relaxed),
+        ));
+    }
+    if want("replication") {
+        text.push_str("# Replication\r\nrole:master\r\nconnected_slaves:0\r\n\r\n");
+    }
+    if want("cluster") {
+        text.push_str(&format!(
+            "# Cluster\r\ncluster_enabled:0\r\nshardis_epoch:{}\r\nshardis_nodes:{}\r\nshardis_migrating:{}\r\n\r\n",
+            routing.ring.epoch(),
+            routing.nodes.len(),
+            routing.migration.is_some() as u8
+        ));
+    }
+    let proto = s.proto;
+    if !want("keyspace") {
+        let mut out = BytesMut::new();
+        encode::verbatim(&mut out, text.trim_end_matches("\r\n").as_bytes(), proto);
+        return s.reply(out).await;
+    }
+    // The keyspace is the sum over nodes: ask each one.
+    let nodes = all_nodes(&routing);
+    let mut waits = Vec::with_capacity(nodes.len());
+    for n in &nodes {
+        waits.push(n.upstream(2, s.id).send(Bytes::from_static(b"*2\r\n$4\r\nINFO\r\n$8\r\nkeyspace\r\n")).await);
+    }
+    s.push(Pending::Later(Box::pin(async move {
+        let (mut keys, mut expires) = (0u64, 0u64);
+        for w in waits {
+            let Ok(r) = w.await else { continue };
+            if is_error(&r) {
+                continue;
+            }
+            let (k, e) = parse_keyspace(&String::from_utf8_lossy(&r));
+            keys += k;
+            expires += e;
+        }
+        text.push_str("# Keyspace\r\n");
+        if keys > 0 {
+            text.push_str(&format!("db0:keys={keys},expires={expires},avg_ttl=0\r\n"));
+        }
+        let mut out = BytesMut::new();
+        encode::verbatim(&mut out, text.trim_end_matches("\r\n").as_bytes(), proto);
+        out.freeze()
+    })))
+    .await;
+}
+
+/// Reads `db0:keys=N,expires=M` out of an INFO keyspace reply.
+pub fn parse_keyspace(text: &str) -> (u64, u64) {
+    let Some(line) = text.lines().find(|l| l.starts_with("db0:")) else { return (0, 0) };
+    let field = |name: &str| {
+        line[4..]
+            .split(',')
+            .find_map(|kv| kv.strip_prefix(name)?.strip_prefix('=')?.parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    (field("keys"), field("expires"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keyspace_line_is_parsed() {
+        assert_eq!(parse_keyspace("$40\r\n# Keyspace\r\ndb0:keys=12,expires=3,avg_ttl=0\r\n"), (12, 3));
+        assert_eq!(parse_keyspace("# Keyspace\r\n"), (0, 0));
+    }
+
+    #[test]
+    fn config_glob_matches() {
+        assert!(glob_match(b"*", b"save"));
+        assert!(glob_match(b"max*", b"maxmemory"));
+        assert!(glob_match(b"SAVE", b"save"));
+        assert!(!glob_match(b"sav", b"save"));
+    }
+}

@@ -1,0 +1,388 @@
+//! Routing one request: classify it with the command table, then forward it
+//! to its key's owner, split it across owners, fan it out to every node, or
+//! hand it to the local or admin handlers.
+//!
+//! Called by [`ClientSession`] for every request, in order. While a migration
+//! runs, a key whose owner changed is first made to live at its new owner
+//! (see `migration::ensure_moved`) before the request is forwarded there.
+
+use std::sync::Arc;
+
+use bytes::{Bytes, BytesMut};
+
+use super::migration;
+use super::session::{ClientSession, Pending};
+use super::topology::{Node, Routing};
+use crate::resp::command::{arity_error, unknown_command_error, Aggregate, KeySpec, Merge};
+use crate::resp::reply::{elements, integer, is_error};
+use crate::resp::{encode, lookup, parse_i64, CommandSpec, Kind, Request};
+
+/// Node index bits in a proxy SCAN cursor: up to 1024 nodes.
+const SCAN_NODE_BITS: u32 = 10;
+
+pub async fn dispatch(s: &mut ClientSession, req: Request) {
+    let Some(spec) = lookup(req.name()) else {
+        return s.error(&unknown_command_error(&req.args)).await;
+    };
+    if !spec.is_arity_ok(req.args.len()) {
+        return s.error(&arity_error(spec)).await;
+    }
+    match spec.kind {
+        Kind::Keyed => keyed(s, spec, req).await,
+        Kind::Split(merge) => split(s, spec, req, merge).await,
+        Kind::FanOut(agg) => fan_out(s, req, agg).await,
+        Kind::Local => super::local::handle(s, spec, req).await,
+        Kind::Admin => super::admin::handle(s, req).await,
+        Kind::Refused(why) => s.error(&format!("ERR '{}' is not supported by shardis: {why}", spec.name)).await,
+    }
+}
+
+fn key_positions(spec: &CommandSpec, req: &Request) -> Result<Vec<usize>, String> {
+    // The common case, one key at position 1, without walking the spec.
+    if let KeySpec::Range { first: 1, last: 1, .. } = spec.keys {
+        return Ok(vec![1]);
+    }
+    spec.key_positions(&req.args)
+}
+
+/// Makes every moving key among `keys` live at its new owner; on failure the
+/// error reply to send instead of forwarding.
+async fn settle(s: &ClientSession, routing: &Routing, keys: impl Iterator<Item = &Bytes>) -> Result<(), Bytes> {
+    if routing.migration.is_none() {
+        return Ok(());
+    }
+    for key in keys {
+        if let Some((old, new)) = routing.moving(key) {
+            migration::ensure_moved(&s.proxy, old, new, key, s.id).await?;
+        }
+    }
+    Ok(())
+}
+
+async fn keyed(s: &mut ClientSession, spec: &'static CommandSpec, req: Request) {
+    let positions = match key_positions(spec, &req) {
+        Ok(p) => p,
+        Err(e) => return s.error(&e).await,
+    };
+    if positions.is_empty() {
+        return s
+            .error(&format!(
+                "ERR '{}' without keys cannot be routed: declare at least one key so shardis can pick a node",
+                spec.name
+            ))
+            .await;
+    }
+    let routing = s.proxy.routing.load_full();
+    let _gate = routing.enter();
+    let node = routing.owner(&req.args[positions[0]]).clone();
+    for &p in &positions[1..] {
+        if !Arc::ptr_eq(routing.owner(&req.args[p]), &node) {
+            return s
+                .error("CROSSSLOT Keys in request don't hash to the same node (keep them together with a {hash tag})")
+                .await;
+        }
+    }
+    if let Err(e) = settle(s, &routing, positions.iter().map(|&p| &req.args[p])).await {
+        return s.push(Pending::Ready(e)).await;
+    }
+    let rx = node.upstream(s.proto, s.id).send(req.raw).await;
+    s.push(Pending::One(rx)).await;
+}
+
+async fn split(s: &mut ClientSession, spec: &'static CommandSpec, req: Request, merge: Merge) {
+    let positions = match key_positions(spec, &req) {
+        Ok(p) => p,
+        Err(e) => return s.error(&e).await,
+    };
+    if merge == Merge::AllOk && req.args.len() % 2 == 0 {
+        return s.error(&arity_error(spec)).await;
+    }
+    let routing = s.proxy.routing.load_full();
+    let _gate = routing.enter();
+    // Group keys by owner node (not by ring point), keeping each key's position.
+    let mut groups: Vec<(Arc<Node>, Vec<usize>)> = Vec::new();
+    for &p in &positions {
+        let node = routing.owner(&req.args[p]);
+        match groups.iter_mut().find(|(n, _)| Arc::ptr_eq(n, node)) {
+            Some((_, ps)) => ps.push(p),
+            None => groups.push((node.clone(), vec![p])),
+        }
+    }
+    if let Err(e) = settle(s, &routing, positions.iter().map(|&p| &req.args[p])).await {
+        return s.push(Pending::Ready(e)).await;
+    }
+    if groups.len() == 1 {
+        let rx = groups[0].0.upstream(s.proto, s.id).send(req.raw).await;
+        return s.push(Pending::One(rx)).await;
+    }
+    // One fragment per node: the command name, then that node's keys (and values).
+    let mut waits = Vec::with_capacity(groups.len());
+    for (node, ps) in &groups {
+        let mut parts: Vec<&[u8]> = vec![&req.args[0]];
+        for &p in ps {
+            parts.push(&req.args[p]);
+            if merge == Merge::AllOk {
+                parts.push(&req.args[p + 1]);
+            }
+        }
+        let mut raw = BytesMut::new();
+        encode::command(&mut raw, &parts);
+        waits.push(node.upstream(s.proto, s.id).send(raw.freeze()).await);
+    }
+    let order: Vec<Vec<usize>> = groups.into_iter().map(|(_, ps)| ps).collect();
+    let total = positions.len();
+    let first_key = positions[0];
+    s.push(Pending::Later(Box::pin(async move {
+        let mut replies = Vec::with_capacity(waits.len());
+        for w in waits {
+            replies.push(w.await.unwrap_or_else(|_| lost()));
+        }
+        merge_fragments(merge, &replies, &order, total, first_key)
+    })))
+    .await;
+}
+
+/// Merges per-node fragment replies back into one reply in the client's key order.
+pub fn merge_fragments(merge: Merge, replies: &[Bytes], order: &[Vec<usize>], total: usize, first_key: usize) -> Bytes {
+    if let Some(err) = replies.iter().find(|r| is_error(r)) {
+        return err.clone();
+    }
+    let mut out = BytesMut::new();
+    match merge {
+        Merge::Values => {
+            let step = 1;
+            let mut slots: Vec<Option<&[u8]>> = vec![None; total];
+            for (r, ps) in replies.iter().zip(order) {
+                let Some(els) = elements(r) else { return bad_fragment(r) };
+                if els.len() != ps.len() {
+                    return bad_fragment(r);
+                }
+                for (e, &p) in els.into_iter().zip(ps) {
+                    slots[(p - first_key) / step] = Some(&r[e]);
+                }
+            }
+            encode::array_len(&mut out, total);
+            for s in slots {
+                out.extend_from_slice(s.unwrap_or(b"$-1\r\n"));
+            }
+        }
+        Merge::AllOk => encode::simple(&mut out, "OK"),
+        Merge::Sum => {
+            let mut sum = 0i64;
+            for r in replies {
+                match integer(r) {
+                    Some(n) => sum += n,
+                    None => return bad_fragment(r),
+                }
+            }
+            encode::integer(&mut out, sum);
+        }
+    }
+    out.freeze()
+}
+
+fn bad_fragment(r: &Bytes) -> Bytes {
+    let mut out = BytesMut::new();
+    encode::error(
+        &mut out,
+        &format!("ERR unexpected fragment reply from a node: {}", String::from_utf8_lossy(&r[..r.len().min(64)])),
+    );
+    out.freeze()
+}
+
+fn lost() -> Bytes {
+    Bytes::from_static(b"-ERR upstream connection lost before the reply arrived\r\n")
+}
+
+/// Every node that may hold keys now: the current ring's, plus, during a
+/// migration, old owners that are leaving.
+pub fn all_nodes(routing: &Routing) -> Vec<Arc<Node>> {
+    let mut nodes = routing.nodes.clone();
+    if let Some(m) = &routing.migration {
+        for (i, n) in m.prev_nodes.iter().enumerate() {
+            if !m.lost[i] && !nodes.iter().any(|x| Arc::ptr_eq(x, n)) {
+                nodes.push(n.clone());
+            }
+        }
+    }
+    nodes
+}
+
+async fn fan_out(s: &mut ClientSession, req: Request, agg: Aggregate) {
+    let routing = s.proxy.routing.load_full();
+    let _gate = routing.enter();
+    let nodes = all_nodes(&routing);
+    let (proto, id) = (s.proto, s.id);
+    match agg {
+        Aggregate::Scan => return scan(s, req, nodes).await,
+        Aggregate::AnyNonNil => {
+            let start = (id as usize) % nodes.len();
+            let raw = req.raw.clone();
+            return s
+                .push(Pending::Later(Box::pin(async move {
+                    let mut last = Bytes::new();
+                    for i in 0..nodes.len() {
+                        let node = &nodes[(start + i) % nodes.len()];
+                        let r = node.upstream(proto, id).call(raw.clone()).await;
+                        if is_error(&r) || !(r.starts_with(b"$-1") || r.starts_with(b"_")) {
+                            return r;
+                        }
+                        last = r;
+                    }
+                    last
+                })))
+                .await;
+        }
+        _ => {}
+    }
+    let mut waits = Vec::with_capacity(nodes.len());
+    for n in &nodes {
+        waits.push(n.upstream(proto, id).send(req.raw.clone()).await);
+    }
+    s.push(Pending::Later(Box::pin(async move {
+        let mut replies = Vec::with_capacity(waits.len());
+        for w in waits {
+            replies.push(w.await.unwrap_or_else(|_| lost()));
+        }
+        aggregate(agg, &replies)
+    })))
+    .await;
+}
+
+/// Combines the replies of a fanned-out command.
+pub fn aggregate(agg: Aggregate, replies: &[Bytes]) -> Bytes {
+    if let Some(err) = replies.iter().find(|r| is_error(r)) {
+        return err.clone();
+    }
+    let mut out = BytesMut::new();
+    match agg {
+        Aggregate::Sum => {
+            let mut sum = 0;
+            for r in replies {
+                match integer(r) {
+                    Some(n) => sum += n,
+                    None => return bad_fragment(r),
+                }
+            }
+            encode::integer(&mut out, sum);
+        }
+        Aggregate::AllOk => encode::simple(&mut out, "OK"),
+        Aggregate::Concat => {
+            let mut parts = Vec::new();
+            for r in replies {
+                let Some(els) = elements(r) else { return bad_fragment(r) };
+                parts.extend(els.into_iter().map(|e| &r[e]));
+            }
+            encode::array_len(&mut out, parts.len());
+            for p in parts {
+                out.extend_from_slice(p);
+            }
+        }
+        Aggregate::First | Aggregate::Scan | Aggregate::AnyNonNil => return replies[0].clone(),
+    }
+    out.freeze()
+}
+
+async fn scan(s: &mut ClientSession, req: Request, nodes: Vec<Arc<Node>>) {
+    let cursor = std::str::from_utf8(&req.args[1]).ok().and_then(|c| c.parse::<u64>().ok());
+    let Some(cursor) = cursor else {
+        return s.error("ERR invalid cursor").await;
+    };
+    let idx = (cursor & ((1 << SCAN_NODE_BITS) - 1)) as usize;
+    let node_cursor = cursor >> SCAN_NODE_BITS;
+    if idx >= nodes.len() {
+        return s.error("ERR invalid cursor").await;
+    }
+    let mut parts: Vec<&[u8]> = vec![b"SCAN"];
+    let nc = node_cursor.to_string();
+    parts.push(nc.as_bytes());
+    parts.extend(req.args[2..].iter().map(|a| a.as_ref()));
+    let mut raw = BytesMut::new();
+    encode::command(&mut raw, &parts);
+    let rx = nodes[idx].upstream(s.proto, s.id).send(raw.freeze()).await;
+    let n = nodes.len();
+    s.push(Pending::Later(Box::pin(async move {
+        let r = rx.await.unwrap_or_else(|_| lost());
+        scan_reply(&r, idx, n)
+    })))
+    .await;
+}
+
+/// Rewrites a node's SCAN reply: its cursor becomes a proxy cursor that
+/// continues on the same node, or starts the next node when this one is done.
+pub fn scan_reply(r: &Bytes, idx: usize, n: usize) -> Bytes {
+    if is_error(r) {
+        return r.clone();
+    }
+    let Some(els) = elements(r) else { return bad_fragment(r) };
+    if els.len() != 2 {
+        return bad_fragment(r);
+    }
+    let cur = &r[els[0].clone()];
+    // `$len\r\ncursor\r\n`
+    let digits = cur.split(|&b| b == b'\n').nth(1).map(|d| d.strip_suffix(b"\r").unwrap_or(d));
+    let Some(node_cursor) = digits.and_then(parse_i64).map(|c| c as u64) else {
+        return bad_fragment(r);
+    };
+    let next = if node_cursor != 0 {
+        if node_cursor >> (64 - SCAN_NODE_BITS) != 0 {
+            return bad_fragment(r);
+        }
+        (node_cursor << SCAN_NODE_BITS) | idx as u64
+    } else if idx + 1 < n {
+        (idx + 1) as u64
+    } else {
+        0
+    };
+    let mut out = BytesMut::new();
+    encode::array_len(&mut out, 2);
+    encode::bulk(&mut out, next.to_string().as_bytes());
+    out.extend_from_slice(&r[els[1].clone()]);
+    out.freeze()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn b(s: &str) -> Bytes {
+        Bytes::copy_from_slice(s.as_bytes())
+    }
+
+    #[test]
+    fn mget_fragments_merge_in_key_order() {
+        // Keys at positions 1..=4; node A had 1 and 3, node B had 2 and 4.
+        let replies = [b("*2\r\n$1\r\na\r\n$-1\r\n"), b("*2\r\n$1\r\nb\r\n$1\r\nd\r\n")];
+        let order = vec![vec![1, 3], vec![2, 4]];
+        let merged = merge_fragments(Merge::Values, &replies, &order, 4, 1);
+        assert_eq!(&merged[..], b"*4\r\n$1\r\na\r\n$1\r\nb\r\n$-1\r\n$1\r\nd\r\n");
+    }
+
+    #[test]
+    fn sums_and_errors_merge() {
+        let order = vec![vec![1], vec![2]];
+        assert_eq!(&merge_fragments(Merge::Sum, &[b(":1\r\n"), b(":2\r\n")], &order, 2, 1)[..], b":3\r\n");
+        assert_eq!(&merge_fragments(Merge::AllOk, &[b("+OK\r\n"), b("+OK\r\n")], &order, 2, 1)[..], b"+OK\r\n");
+        assert_eq!(&merge_fragments(Merge::Sum, &[b(":1\r\n"), b("-ERR x\r\n")], &order, 2, 1)[..], b"-ERR x\r\n");
+        assert!(merge_fragments(Merge::Sum, &[b(":1\r\n"), b("+OK\r\n")], &order, 2, 1).starts_with(b"-ERR"));
+    }
+
+    #[test]
+    fn aggregates_combine_node_replies() {
+        assert_eq!(&aggregate(Aggregate::Sum, &[b(":5\r\n"), b(":7\r\n")])[..], b":12\r\n");
+        assert_eq!(
+            &aggregate(Aggregate::Concat, &[b("*1\r\n$1\r\na\r\n"), b("*0\r\n"), b("*1\r\n$1\r\nb\r\n")])[..],
+            b"*2\r\n$1\r\na\r\n$1\r\nb\r\n"
+        );
+        assert_eq!(&aggregate(Aggregate::AllOk, &[b("+OK\r\n"), b("-ERR no\r\n")])[..], b"-ERR no\r\n");
+    }
+
+    #[test]
+    fn scan_cursor_walks_node_after_node() {
+        let mid = b("*2\r\n$2\r\n17\r\n*1\r\n$1\r\nk\r\n");
+        assert_eq!(&scan_reply(&mid, 3, 10)[..], format!("*2\r\n$5\r\n{}\r\n*1\r\n$1\r\nk\r\n", (17 << 10) | 3).as_bytes());
+        let done = b("*2\r\n$1\r\n0\r\n*0\r\n");
+        assert_eq!(&scan_reply(&done, 3, 10)[..], b"*2\r\n$1\r\n4\r\n*0\r\n");
+        assert_eq!(&scan_reply(&done, 9, 10)[..], b"*2\r\n$1\r\n0\r\n*0\r\n");
+    }
+}

@@ -1,0 +1,306 @@
+//! Upstream connections: the proxy's pipelined, shared connections to one node.
+//!
+//! An [`Upstream`] is a handle (a bounded channel) to an actor that owns one
+//! TCP connection. Many clients' requests are written back to back; replies
+//! are matched first-in first-out, never send-then-wait (twemproxy's server
+//! out-queue). The actor is the only task that writes the socket; its reader
+//! half is the only one that reads it.
+//!
+//! ```text
+//!  sessions ──UpRequest──► [bounded mpsc] ──► writer ──raw bytes──► node
+//!                                               │ push reply slot (before the write)
+//!                                               ▼
+//!                                       [in-flight FIFO] ──► reader ◄── replies
+//!                                                              │ reply_len(), split
+//!                                                              ▼ oneshot per request
+//! ```
+//!
+//! Failure: a connect error, a timeout, a malformed or stray reply poisons the
+//! connection — every request in flight on it gets an `-ERR` naming the node —
+//! and the actor reconnects with capped exponential backoff. While the node
+//! is down, requests fail at once instead of queueing.
+
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio::sync::{mpsc, oneshot};
+use tokio::time::{timeout, Instant};
+
+use crate::resp::reply::{self, reply_len};
+
+/// Requests queued for one upstream before senders wait.
+const QUEUE_DEPTH: usize = 4_096;
+/// Requests written but not yet answered on one connection.
+const MAX_IN_FLIGHT: usize = 16_384;
+/// Largest batch of requests gathered into one write.
+const MAX_BATCH_BYTES: usize = 256 * 1024;
+const MIN_BACKOFF_MS: u64 = 50;
+const MAX_BACKOFF_MS: u64 = 2_000;
+
+/// One request for a node, and where its reply goes.
+pub struct UpRequest {
+    pub raw: Bytes,
+    pub reply: oneshot::Sender<Bytes>,
+}
+
+/// Connection state of a node, shown by `CLUSTER NODES`.
+#[derive(Default)]
+pub struct Health {
+    /// 0 = never connected, 1 = up, 2 = down.
+    state: AtomicU8,
+    pub failures: AtomicU64,
+    pub last_error: std::sync::Mutex<String>,
+}
+
+impl Health {
+    pub fn state(&self) -> &'static str {
+        match self.state.load(Ordering::Relaxed) {
+            1 => "up",
+            2 => "down",
+            _ => "idle",
+        }
+    }
+
+    fn set_up(&self) {
+        self.state.store(1, Ordering::Relaxed);
+    }
+
+    fn set_down(&self, err: &str) {
+        self.state.store(2, Ordering::Relaxed);
+        self.failures.fetch_add(1, Ordering::Relaxed);
+        if let Ok(mut e) = self.last_error.lock() {
+            *e = err.to_string();
+        }
+    }
+}
+
+/// Settings of an upstream connection.
+#[derive(Clone, Debug)]
+pub struct UpstreamOptions {
+    /// `name (addr)`, used in every error a client sees.
+    pub label: String,
+    pub addr: String,
+    /// 2 or 3: a RESP3 connection sends `HELLO 3` first.
+    pub proto: u8,
+    pub connect_timeout: Duration,
+    pub request_timeout: Duration,
+}
+
+/// Handle to one pipelined connection actor. Cloning shares the connection.
+#[derive(Clone)]
+pub struct Upstream {
+    tx: mpsc::Sender<UpRequest>,
+    label: Arc<str>,
+}
+
+impl Upstream {
+    /// Starts the actor; it connects on the first request.
+    pub fn spawn(opts: UpstreamOptions, health: Arc<Health>) -> Upstream {
+        let (tx, rx) = mpsc::channel(QUEUE_DEPTH);
+        let label: Arc<str> = opts.label.clone().into();
+        tokio::spawn(run(opts, rx, health));
+        Upstream { tx, label }
+    }
+
+    /// Queues `raw` and returns where its reply will arrive. The reply is
+    /// always a complete RESP value: the node's own, or an `-ERR` of ours.
+    pub async fn send(&self, raw: Bytes) -> oneshot::Receiver<Bytes> {
+        let (reply, rx) = oneshot::channel();
+        if let Err(mpsc::error::SendError(req)) = self.tx.send(UpRequest { raw, reply }).await {
+            let _ = req.reply.send(error_reply(&self.label, "proxy is shutting down"));
+        }
+        rx
+    }
+
+    /// Sends and waits for the reply.
+    pub async fn call(&self, raw: Bytes) -> Bytes {
+        let rx = self.send(raw).await;
+        rx.await.unwrap_or_else(|_| error_reply(&self.label, "request dropped"))
+    }
+}
+
+/// The `-ERR` a client gets when its node failed.
+pub fn error_reply(label: &str, why: &str) -> Bytes {
+    let mut out = BytesMut::new();
+    crate::resp::encode::error(&mut out, &format!("ERR node {label} is unavailable: {why}"));
+    out.freeze()
+}
+
+async fn run(opts: UpstreamOptions, mut rx: mpsc::Receiver<UpRequest>, health: Arc<Health>) {
+    let mut backoff = MIN_BACKOFF_MS;
+    loop {
+        // Connect lazily: an idle node costs nothing and a dead one is retried
+        // only when somebody needs it.
+        let Some(first) = rx.recv().await else { return };
+        match connect(&opts).await {
+            Ok(sock) => {
+                health.set_up();
+                backoff = MIN_BACKOFF_MS;
+                let why = serve(sock, first, &mut rx, &opts).await;
+                match why {
+                    None => return,
+                    Some(e) => {
+                        tracing::debug!(node = %opts.label, error = %e, "upstream connection lost");
+                        health.set_down(&e);
+                    }
+                }
+            }
+            Err(e) => {
+                tracing::debug!(node = %opts.label, error = %e, "upstream connect failed");
+                health.set_down(&e);
+                let _ = first.reply.send(error_reply(&opts.label, &e));
+                // Until the backoff ends, everything for this node fails at once.
+                let until = Instant::now() + Duration::from_millis(backoff);
+                loop {
+                    tokio::select! {
+                        r = rx.recv() => match r {
+                            Some(req) => { let _ = req.reply.send(error_reply(&opts.label, &e)); }
+                            None => return,
+                        },
+                        _ = tokio::time::sleep_until(until) => break,
+                    }
+                }
+                backoff = (backoff * 2).min(MAX_BACKOFF_MS);
+            }
+        }
+    }
+}
+
+async fn connect(opts: &UpstreamOptions) -> Result<TcpStream, String> {
+    let mut sock = match timeout(opts.connect_timeout, TcpStream::connect(&opts.addr)).await {
+        Ok(Ok(s)) => s,
+        Ok(Err(e)) => return Err(e.to_string()),
+        Err(_) => return Err(format!("connect timed out after {} ms", opts.connect_timeout.as_millis())),
+    };
+    let _ = sock.set_nodelay(true);
+    if opts.proto >= 3 {
+        let hello = b"*2\r\n$5\r\nHELLO\r\n$1\r\n3\r\n";
+        let mut buf = BytesMut::with_capacity(512);
+        let res = timeout(opts.request_timeout, async {
+            sock.write_all(hello).await?;
+            loop {
+                if let Some(n) = reply_len(&buf).map_err(std::io::Error::other)? {
+                    return Ok::<_, std::io::Error>(buf.split_to(n));
+                }
+                if sock.read_buf(&mut buf).await? == 0 {
+                    return Err(std::io::ErrorKind::UnexpectedEof.into());
+                }
+            }
+        })
+        .await;
+        match res {
+            Ok(Ok(r)) if !reply::is_error(&r) => {}
+            Ok(Ok(r)) => return Err(format!("HELLO 3 refused: {}", String::from_utf8_lossy(&r).trim_end())),
+            Ok(Err(e)) => return Err(e.to_string()),
+            Err(_) => return Err("HELLO 3 timed out".into()),
+        }
+    }
+    Ok(sock)
+}
+
+/// Runs one connection until it fails (`Some(reason)`) or the handle is
+/// dropped (`None`). Every request taken off `rx` gets exactly one reply.
+async fn serve(
+    sock: TcpStream,
+    first: UpRequest,
+    rx: &mut mpsc::Receiver<UpRequest>,
+    opts: &UpstreamOptions,
+) -> Option<String> {
+    let (mut rd, mut wr) = sock.into_split();
+    let (inflight_tx, mut inflight_rx) = mpsc::channel::<oneshot::Sender<Bytes>>(MAX_IN_FLIGHT);
+    let (dead_tx, mut dead_rx) = oneshot::channel::<String>();
+    let label = opts.label.clone();
+    let request_timeout = opts.request_timeout;
+
+    let reader = tokio::spawn(async move {
+        let mut buf = BytesMut::with_capacity(64 * 1024);
+        let why = loop {
+            let waiter = tokio::select! {
+                biased;
+                w = inflight_rx.recv() => match w { Some(w) => w, None => break None },
+                r = rd.read_buf(&mut buf) => match r {
+                    Ok(0) => break Some("connection closed by node".to_string()),
+                    Err(e) => break Some(e.to_string()),
+                    // Bytes with nothing in flight: a stray reply, unless its
+                    // slot was pushed just now.
+                    Ok(_) => match inflight_rx.try_recv() {
+                        Ok(w) => w,
+                        Err(_) => break Some("stray reply from node".to_string()),
+                    },
+                },
+            };
+            let deadline = Instant::now() + request_timeout;
+            let reply = loop {
+                match reply_len(&buf) {
+                    Ok(Some(n)) => break Ok(buf.split_to(n).freeze()),
+                    Ok(None) => {}
+                    Err(e) => break Err(e.to_string()),
+                }
+                match tokio::time::timeout_at(deadline, rd.read_buf(&mut buf)).await {
+                    Ok(Ok(0)) => break Err("connection closed by node".to_string()),
+                    Ok(Ok(_)) => {}
+                    Ok(Err(e)) => break Err(e.to_string()),
+                    Err(_) => break Err(format!("no reply within {} ms", request_timeout.as_millis())),
+                }
+            };
+            match reply {
+                Ok(r) => {
+                    let _ = waiter.send(r);
+                }
+                Err(e) => {
+                    let _ = waiter.send(error_reply(&label, &e));
+                    break Some(e);
+                }
+            }
+        };
+        // Poisoned or closing: everything still in flight fails now.
+        inflight_rx.close();
+        let msg = why.clone().unwrap_or_else(|| "connection closed".into());
+        while let Ok(w) = inflight_rx.try_recv() {
+            let _ = w.send(error_reply(&label, &msg));
+        }
+        if let Some(e) = why {
+            let _ = dead_tx.send(e);
+        }
+    });
+
+    let mut out = BytesMut::with_capacity(64 * 1024);
+    let mut next = Some(first);
+    let why = 'conn: loop {
+        let req = match next.take() {
+            Some(r) => r,
+            None => tokio::select! {
+                r = rx.recv() => match r { Some(r) => r, None => break 'conn None },
+                e = &mut dead_rx => break 'conn Some(e.unwrap_or_else(|_| "reader ended".into())),
+            },
+        };
+        // Gather what is already queued into one write.
+        let mut batch = Some(req);
+        while let Some(req) = batch.take() {
+            out.extend_from_slice(&req.raw);
+            // The slot goes in before the bytes go out, so a reply can never
+            // arrive ahead of its slot.
+            if let Err(e) = inflight_tx.send(req.reply).await {
+                let _ = e.0.send(error_reply(&opts.label, "connection lost"));
+                break 'conn Some("reader ended".into());
+            }
+            if out.len() < MAX_BATCH_BYTES {
+                batch = rx.try_recv().ok();
+            }
+        }
+        if let Err(e) = wr.write_all(&out).await {
+            break Some(e.to_string());
+        }
+        out.clear();
+    };
+    // Closing our half makes a broken connection's reads end promptly; the
+    // reader then fails whatever is still in flight with an error naming the node.
+    drop(inflight_tx);
+    drop(wr);
+    let _ = reader.await;
+    why
+}

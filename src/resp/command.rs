@@ -1,0 +1,585 @@
+//! The command table: the single source of truth for what the proxy does with
+//! each command — its arity, where its keys are, and whether it is routed by
+//! key, split across nodes and merged, fanned out to every node, answered
+//! locally, an admin command, or refused with a reason.
+//!
+//! Looked up once per request, case-insensitively and without allocating.
+//! The README's command list is tested equal to [`TABLE`].
+
+use std::collections::HashMap;
+use std::sync::OnceLock;
+
+use bytes::Bytes;
+
+use super::parse_i64;
+
+/// How the proxy handles a command.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    /// Routed to the node owning its key; several keys must share one node.
+    Keyed,
+    /// Split by owner node and merged in key order.
+    Split(Merge),
+    /// Sent to every node, replies aggregated.
+    FanOut(Aggregate),
+    /// Answered by the proxy itself.
+    Local,
+    /// Topology administration (`CLUSTER …`).
+    Admin,
+    /// Known, but refused; the reason is part of the error.
+    Refused(&'static str),
+}
+
+/// How the fragments of a split command are merged.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Merge {
+    /// MGET: one array, values in the order the keys were asked.
+    Values,
+    /// MSET: `+OK` once every fragment said OK.
+    AllOk,
+    /// DEL, UNLINK, EXISTS, TOUCH: the sum of the fragments' integers.
+    Sum,
+}
+
+/// How the replies of a fanned-out command are combined.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Aggregate {
+    /// DBSIZE: sum of integers.
+    Sum,
+    /// FLUSHALL, FLUSHDB: `+OK` once every node said OK.
+    AllOk,
+    /// KEYS: concatenation of arrays.
+    Concat,
+    /// SCAN: a cursor that walks node after node.
+    Scan,
+    /// RANDOMKEY: the first non-nil reply from nodes tried in random order.
+    AnyNonNil,
+    /// SCRIPT …: the first node's reply, unless any node failed.
+    First,
+}
+
+/// Where a command's keys are.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum KeySpec {
+    /// No keys.
+    None,
+    /// Keys at `first`, `first + step`, … up to `last` (negative counts from the end).
+    Range { first: u8, last: i8, step: u8 },
+    /// A count of keys at `count_at`, the keys right after it, plus an
+    /// optional destination key at `dest` (ZUNIONSTORE dest numkeys k1 k2).
+    NumKeys { count_at: u8, dest: Option<u8> },
+}
+
+/// One row of the command table.
+#[derive(Clone, Copy, Debug)]
+pub struct CommandSpec {
+    /// Lower-case name, as Redis prints it in errors.
+    pub name: &'static str,
+    /// Redis arity: `n` exactly n arguments (name included), `-n` at least n.
+    pub arity: i32,
+    pub kind: Kind,
+    pub keys: KeySpec,
+    /// Changes data (relevant to migration and replicas).
+    pub write: bool,
+}
+
+impl CommandSpec {
+    /// True when `argc` (name included) fits the arity.
+    pub fn is_arity_ok(&self, argc: usize) -> bool {
+        let argc = argc as i32;
+        if self.arity >= 0 {
+            argc == self.arity
+        } else {
+            argc >= -self.arity
+        }
+    }
+
+    /// Positions of the keys in `args`, or an error text when a key count is
+    /// malformed (Redis's wording).
+    pub fn key_positions(&self, args: &[Bytes]) -> Result<Vec<usize>, String> {
+        match self.keys {
+            KeySpec::None => Ok(Vec::new()),
+            KeySpec::Range { first, last, step } => {
+                let first = first as usize;
+                let last = if last < 0 {
+                    args.len() as i64 + last as i64
+                } else {
+                    last as i64
+                };
+                if (first as i64) > last {
+                    return Ok(Vec::new());
+                }
+                Ok((first..=last as usize).step_by(step as usize).collect())
+            }
+            KeySpec::NumKeys { count_at, dest } => {
+                let count_at = count_at as usize;
+                let n = args
+                    .get(count_at)
+                    .and_then(|a| parse_i64(a))
+                    .ok_or_else(|| "ERR value is not an integer or out of range".to_string())?;
+                if n < 0 {
+                    return Err("ERR Number of keys can't be negative".into());
+                }
+                if n as usize > args.len().saturating_sub(count_at + 1) {
+                    return Err("ERR Number of keys can't be greater than number of args".into());
+                }
+                let mut pos: Vec<usize> = dest.map(|d| d as usize).into_iter().collect();
+                pos.extend(count_at + 1..count_at + 1 + n as usize);
+                Ok(pos)
+            }
+        }
+    }
+}
+
+const fn row(
+    name: &'static str,
+    arity: i32,
+    kind: Kind,
+    keys: KeySpec,
+    write: bool,
+) -> CommandSpec {
+    CommandSpec {
+        name,
+        arity,
+        kind,
+        keys,
+        write,
+    }
+}
+
+const K1: KeySpec = KeySpec::Range {
+    first: 1,
+    last: 1,
+    step: 1,
+};
+const K12: KeySpec = KeySpec::Range {
+    first: 1,
+    last: 2,
+    step: 1,
+};
+const KALL: KeySpec = KeySpec::Range {
+    first: 1,
+    last: -1,
+    step: 1,
+};
+const KALL2: KeySpec = KeySpec::Range {
+    first: 1,
+    last: -1,
+    step: 2,
+};
+const K2ALL: KeySpec = KeySpec::Range {
+    first: 2,
+    last: -1,
+    step: 1,
+};
+const NK1: KeySpec = KeySpec::NumKeys {
+    count_at: 1,
+    dest: None,
+};
+const NK2: KeySpec = KeySpec::NumKeys {
+    count_at: 2,
+    dest: None,
+};
+const NK2D: KeySpec = KeySpec::NumKeys {
+    count_at: 2,
+    dest: Some(1),
+};
+const NONE: KeySpec = KeySpec::None;
+
+const KEYED: Kind = Kind::Keyed;
+const LOCAL: Kind = Kind::Local;
+const TX: Kind =
+    Kind::Refused("transactions are not supported: MULTI/EXEC and WATCH would span nodes");
+const PUBSUB: Kind =
+    Kind::Refused("pub/sub is not supported by the proxy; connect to a node directly");
+const BLOCKING: Kind = Kind::Refused(
+    "blocking commands are not supported: they would hold a shared upstream connection",
+);
+const SERVER: Kind = Kind::Refused(
+    "server administration is not available through the proxy; connect to a node directly",
+);
+
+/// Every command the proxy knows. Anything else is an unknown command.
+pub const TABLE: &[CommandSpec] = &[
+    // strings
+    row("get", 2, KEYED, K1, false),
+    row("set", -3, KEYED, K1, true),
+    row("setnx", 3, KEYED, K1, true),
+    row("setex", 4, KEYED, K1, true),
+    row("psetex", 4, KEYED, K1, true),
+    row("getset", 3, KEYED, K1, true),
+    row("getdel", 2, KEYED, K1, true),
+    row("getex", -2, KEYED, K1, true),
+    row("append", 3, KEYED, K1, true),
+    row("strlen", 2, KEYED, K1, false),
+    row("getrange", 4, KEYED, K1, false),
+    row("substr", 4, KEYED, K1, false),
+    row("setrange", 4, KEYED, K1, true),
+    row("incr", 2, KEYED, K1, true),
+    row("decr", 2, KEYED, K1, true),
+    row("incrby", 3, KEYED, K1, true),
+    row("decrby", 3, KEYED, K1, true),
+    row("incrbyfloat", 3, KEYED, K1, true),
+    row("lcs", -3, KEYED, K12, false),
+    row("mget", -2, Kind::Split(Merge::Values), KALL, false),
+    row("mset", -3, Kind::Split(Merge::AllOk), KALL2, true),
+    row("msetnx", -3, KEYED, KALL2, true),
+    // keys
+    row("del", -2, Kind::Split(Merge::Sum), KALL, true),
+    row("unlink", -2, Kind::Split(Merge::Sum), KALL, true),
+    row("exists", -2, Kind::Split(Merge::Sum), KALL, false),
+    row("touch", -2, Kind::Split(Merge::Sum), KALL, false),
+    row("type", 2, KEYED, K1, false),
+    row("expire", -3, KEYED, K1, true),
+    row("pexpire", -3, KEYED, K1, true),
+    row("expireat", -3, KEYED, K1, true),
+    row("pexpireat", -3, KEYED, K1, true),
+    row("expiretime", 2, KEYED, K1, false),
+    row("pexpiretime", 2, KEYED, K1, false),
+    row("ttl", 2, KEYED, K1, false),
+    row("pttl", 2, KEYED, K1, false),
+    row("persist", 2, KEYED, K1, true),
+    row("rename", 3, KEYED, K12, true),
+    row("renamenx", 3, KEYED, K12, true),
+    row("copy", -3, KEYED, K12, true),
+    row("dump", 2, KEYED, K1, false),
+    row("restore", -4, KEYED, K1, true),
+    row("sort", -2, KEYED, K1, true),
+    row("sort_ro", -2, KEYED, K1, false),
+    row("object", -2, KEYED, KeySpec::Range { first: 2, last: 2, step: 1 }, false),
+    // bitmaps
+    row("setbit", 4, KEYED, K1, true),
+    row("getbit", 3, KEYED, K1, false),
+    row("bitcount", -2, KEYED, K1, false),
+    row("bitpos", -3, KEYED, K1, false),
+    row("bitfield", -2, KEYED, K1, true),
+    row("bitfield_ro", -2, KEYED, K1, false),
+    row("bitop", -4, KEYED, K2ALL, true),
+    // hyperloglog
+    row("pfadd", -2, KEYED, K1, true),
+    row("pfcount", -2, KEYED, KALL, false),
+    row("pfmerge", -2, KEYED, KALL, true),
+    // hashes
+    row("hset", -4, KEYED, K1, true),
+    row("hsetnx", 4, KEYED, K1, true),
+    row("hget", 3, KEYED, K1, false),
+    row("hmset", -4, KEYED, K1, true),
+    row("hmget", -3, KEYED, K1, false),
+    row("hdel", -3, KEYED, K1, true),
+    row("hlen", 2, KEYED, K1, false),
+    row("hstrlen", 3, KEYED, K1, false),
+    row("hincrby", 4, KEYED, K1, true),
+    row("hincrbyfloat", 4, KEYED, K1, true),
+    row("hkeys", 2, KEYED, K1, false),
+    row("hvals", 2, KEYED, K1, false),
+    row("hgetall", 2, KEYED, K1, false),
+    row("hexists", 3, KEYED, K1, false),
+    row("hrandfield", -2, KEYED, K1, false),
+    row("hscan", -3, KEYED, K1, false),
+    // lists
+    row("lpush", -3, KEYED, K1, true),
+    row("rpush", -3, KEYED, K1, true),
+    row("lpushx", -3, KEYED, K1, true),
+    row("rpushx", -3, KEYED, K1, true),
+    row("linsert", 5, KEYED, K1, true),
+    row("lindex", 3, KEYED, K1, false),
+    row("llen", 2, KEYED, K1, false),
+    row("lpop", -2, KEYED, K1, true),
+    row("rpop", -2, KEYED, K1, true),
+    row("lrange", 4, KEYED, K1, false),
+    row("lrem", 4, KEYED, K1, true),
+    row("lset", 4, KEYED, K1, true),
+    row("ltrim", 4, KEYED, K1, true),
+    row("lpos", -3, KEYED, K1, false),
+    row("rpoplpush", 3, KEYED, K12, true),
+    row("lmove", 5, KEYED, K12, true),
+    row("lmpop", -4, KEYED, NK1, true),
+    // sets
+    row("sadd", -3, KEYED, K1, true),
+    row("srem", -3, KEYED, K1, true),
+    row("smembers", 2, KEYED, K1, false),
+    row("sismember", 3, KEYED, K1, false),
+    row("smismember", -3, KEYED, K1, false),
+    row("scard", 2, KEYED, K1, false),
+    row("spop", -2, KEYED, K1, true),
+    row("srandmember", -2, KEYED, K1, false),
+    row("smove", 4, KEYED, K12, true),
+    row("sinter", -2, KEYED, KALL, false),
+    row("sinterstore", -3, KEYED, KALL, true),
+    row("sunion", -2, KEYED, KALL, false),
+    row("sunionstore", -3, KEYED, KALL, true),
+    row("sdiff", -2, KEYED, KALL, false),
+    row("sdiffstore", -3, KEYED, KALL, true),
+    row("sintercard", -3, KEYED, NK1, false),
+    row("sscan", -3, KEYED, K1, false),
+    // sorted sets
+    row("zadd", -4, KEYED, K1, true),
+    row("zincrby", 4, KEYED, K1, true),
+    row("zrem", -3, KEYED, K1, true),
+    row("zcard", 2, KEYED, K1, false),
+    row("zcount", 4, KEYED, K1, false),
+    row("zlexcount", 4, KEYED, K1, false),
+    row("zscore", 3, KEYED, K1, false),
+    row("zmscore", -3, KEYED, K1, false),
+    row("zrank", -3, KEYED, K1, false),
+    row("zrevrank", -3, KEYED, K1, false),
+    row("zrange", -4, KEYED, K1, false),
+    row("zrangebyscore", -4, KEYED, K1, false),
+    row("zrevrangebyscore", -4, KEYED, K1, false),
+    row("zrangebylex", -4, KEYED, K1, false),
+    row("zrevrangebylex", -4, KEYED, K1, false),
+    row("zrevrange", -4, KEYED, K1, false),
+    row("zremrangebyrank", 4, KEYED, K1, true),
+    row("zremrangebyscore", 4, KEYED, K1, true),
+    row("zremrangebylex", 4, KEYED, K1, true),
+    row("zpopmin", -2, KEYED, K1, true),
+    row("zpopmax", -2, KEYED, K1, true),
+    row("zrandmember", -2, KEYED, K1, false),
+    row("zscan", -3, KEYED, K1, false),
+    row("zrangestore", -5, KEYED, K12, true),
+    row("zunionstore", -4, KEYED, NK2D, true),
+    row("zinterstore", -4, KEYED, NK2D, true),
+    row("zdiffstore", -4, KEYED, NK2D, true),
+    row("zunion", -3, KEYED, NK1, false),
+    row("zinter", -3, KEYED, NK1, false),
+    row("zdiff", -3, KEYED, NK1, false),
+    row("zintercard", -3, KEYED, NK1, false),
+    row("zmpop", -4, KEYED, NK1, true),
+    // geo and streams (single key)
+    row("geoadd", -5, KEYED, K1, true),
+    row("geodist", -4, KEYED, K1, false),
+    row("geohash", -2, KEYED, K1, false),
+    row("geopos", -2, KEYED, K1, false),
+    row("geosearch", -7, KEYED, K1, false),
+    row("xadd", -5, KEYED, K1, true),
+    row("xlen", 2, KEYED, K1, false),
+    row("xrange", -4, KEYED, K1, false),
+    row("xrevrange", -4, KEYED, K1, false),
+    row("xdel", -3, KEYED, K1, true),
+    row("xtrim", -4, KEYED, K1, true),
+    // scripting: routed by the keys it declares
+    row("eval", -3, KEYED, NK2, true),
+    row("evalsha", -3, KEYED, NK2, true),
+    row("eval_ro", -3, KEYED, NK2, false),
+    row("evalsha_ro", -3, KEYED, NK2, false),
+    row("fcall", -3, KEYED, NK2, true),
+    row("fcall_ro", -3, KEYED, NK2, false),
+    row("script", -2, Kind::FanOut(Aggregate::First), NONE, true),
+    // fan-out
+    row("dbsize", 1, Kind::FanOut(Aggregate::Sum), NONE, false),
+    row("flushall", -1, Kind::FanOut(Aggregate::AllOk), NONE, true),
+    row("flushdb", -1, Kind::FanOut(Aggregate::AllOk), NONE, true),
+    row("keys", 2, Kind::FanOut(Aggregate::Concat), NONE, false),
+    row("scan", -2, Kind::FanOut(Aggregate::Scan), NONE, false),
+    row("randomkey", 1, Kind::FanOut(Aggregate::AnyNonNil), NONE, false),
+    // answered by the proxy
+    row("ping", -1, LOCAL, NONE, false),
+    row("echo", 2, LOCAL, NONE, false),
+    row("quit", -1, LOCAL, NONE, false),
+    row("hello", -1, LOCAL, NONE, false),
+    row("auth", -2, LOCAL, NONE, false),
+    row("select", 2, LOCAL, NONE, false),
+    row("client", -2, LOCAL, NONE, false),
+    row("command", -1, LOCAL, NONE, false),
+    row("info", -1, LOCAL, NONE, false),
+    row("config", -2, LOCAL, NONE, false),
+    row("time", 1, LOCAL, NONE, false),
+    row("readonly", 1, LOCAL, NONE, false),
+    row("readwrite", 1, LOCAL, NONE, false),
+    row("reset", 1, LOCAL, NONE, false),
+    // administration
+    row("cluster", -2, Kind::Admin, NONE, false),
+    // refused
+    row("multi", 1, TX, NONE, false),
+    row("exec", 1, TX, NONE, false),
+    row("discard", 1, TX, NONE, false),
+    row("watch", -2, TX, NONE, false),
+    row("unwatch", 1, TX, NONE, false),
+    row("subscribe", -2, PUBSUB, NONE, false),
+    row("unsubscribe", -1, PUBSUB, NONE, false),
+    row("psubscribe", -2, PUBSUB, NONE, false),
+    row("punsubscribe", -1, PUBSUB, NONE, false),
+    row("ssubscribe", -2, PUBSUB, NONE, false),
+    row("sunsubscribe", -1, PUBSUB, NONE, false),
+    row("publish", 3, PUBSUB, NONE, false),
+    row("spublish", 3, PUBSUB, NONE, false),
+    row("pubsub", -2, PUBSUB, NONE, false),
+    row("blpop", -3, BLOCKING, NONE, false),
+    row("brpop", -3, BLOCKING, NONE, false),
+    row("brpoplpush", 4, BLOCKING, NONE, false),
+    row("blmove", 6, BLOCKING, NONE, false),
+    row("blmpop", -5, BLOCKING, NONE, false),
+    row("bzpopmin", -3, BLOCKING, NONE, false),
+    row("bzpopmax", -3, BLOCKING, NONE, false),
+    row("bzmpop", -5, BLOCKING, NONE, false),
+    row("xread", -4, BLOCKING, NONE, false),
+    row("xreadgroup", -7, BLOCKING, NONE, false),
+    row("wait", 3, BLOCKING, NONE, false),
+    row("move", 3, Kind::Refused("MOVE is not supported: the proxy serves database 0 only"), NONE, false),
+    row("swapdb", 3, Kind::Refused("SWAPDB is not supported: the proxy serves database 0 only"), NONE, false),
+    row("migrate", -6, Kind::Refused("MIGRATE is not available through the proxy; use CLUSTER ADDNODE / REMOVENODE to move keys"), NONE, false),
+    row("monitor", 1, SERVER, NONE, false),
+    row("save", 1, SERVER, NONE, false),
+    row("bgsave", -1, SERVER, NONE, false),
+    row("bgrewriteaof", 1, SERVER, NONE, false),
+    row("lastsave", 1, SERVER, NONE, false),
+    row("shutdown", -1, SERVER, NONE, false),
+    row("debug", -2, SERVER, NONE, false),
+    row("slaveof", 3, SERVER, NONE, false),
+    row("replicaof", 3, SERVER, NONE, false),
+    row("sync", 1, SERVER, NONE, false),
+    row("psync", -3, SERVER, NONE, false),
+    row("failover", -1, SERVER, NONE, false),
+    row("slowlog", -2, SERVER, NONE, false),
+    row("latency", -2, SERVER, NONE, false),
+    row("memory", -2, SERVER, NONE, false),
+    row("acl", -2, SERVER, NONE, false),
+    row("module", -2, SERVER, NONE, false),
+    row("function", -2, SERVER, NONE, false),
+];
+
+/// Longest command name in the table, so lookups can upper-case on the stack.
+const MAX_NAME: usize = 24;
+
+fn index() -> &'static HashMap<[u8; MAX_NAME], &'static CommandSpec> {
+    static INDEX: OnceLock<HashMap<[u8; MAX_NAME], &'static CommandSpec>> = OnceLock::new();
+    INDEX.get_or_init(|| {
+        TABLE
+            .iter()
+            .map(|spec| {
+                (
+                    fold(spec.name.as_bytes()).expect("table names are short"),
+                    spec,
+                )
+            })
+            .collect()
+    })
+}
+
+fn fold(name: &[u8]) -> Option<[u8; MAX_NAME]> {
+    if name.len() > MAX_NAME {
+        return None;
+    }
+    let mut key = [0u8; MAX_NAME];
+    for (k, c) in key.iter_mut().zip(name) {
+        *k = c.to_ascii_lowercase();
+    }
+    Some(key)
+}
+
+/// Finds a command by name, case-insensitively, without allocating.
+pub fn lookup(name: &[u8]) -> Option<&'static CommandSpec> {
+    index().get(&fold(name)?).copied()
+}
+
+/// Redis 7's reply text for an unknown command (without the leading '-').
+pub fn unknown_command_error(args: &[Bytes]) -> String {
+    let name = String::from_utf8_lossy(&args[0]);
+    let name: String = name.chars().take(128).collect();
+    let mut rest = String::new();
+    for a in &args[1..] {
+        if rest.len() >= 128 {
+            break;
+        }
+        let room = 128 - rest.len();
+        let a = String::from_utf8_lossy(a);
+        let a: String = a.chars().take(room).collect();
+        rest.push('\'');
+        rest.push_str(&a);
+        rest.push_str("' ");
+    }
+    format!("ERR unknown command '{name}', with args beginning with: {rest}")
+}
+
+/// Redis's arity error text for `spec`.
+pub fn arity_error(spec: &CommandSpec) -> String {
+    format!("ERR wrong number of arguments for '{}' command", spec.name)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(a: &[&str]) -> Vec<Bytes> {
+        a.iter()
+            .map(|s| Bytes::copy_from_slice(s.as_bytes()))
+            .collect()
+    }
+
+    #[test]
+    fn lookup_ignores_case_and_rejects_unknown() {
+        assert_eq!(lookup(b"GET").unwrap().name, "get");
+        assert_eq!(lookup(b"gEt").unwrap().name, "get");
+        assert!(lookup(b"nosuchcommand").is_none());
+        assert!(lookup(&[b'a'; 100]).is_none());
+    }
+
+    #[test]
+    fn table_has_no_duplicates_and_names_fit() {
+        let mut seen = std::collections::HashSet::new();
+        for spec in TABLE {
+            assert!(seen.insert(spec.name), "duplicate {}", spec.name);
+            assert!(spec.name.len() <= MAX_NAME);
+            assert_eq!(spec.name, spec.name.to_lowercase());
+        }
+    }
+
+    #[test]
+    fn key_positions_follow_each_spec() {
+        let cases: &[(&[&str], Result<Vec<usize>, &str>)] = &[
+            (&["get", "k"], Ok(vec![1])),
+            (&["mset", "a", "1", "b", "2"], Ok(vec![1, 3])),
+            (&["del", "a", "b", "c"], Ok(vec![1, 2, 3])),
+            (&["bitop", "and", "d", "s1", "s2"], Ok(vec![2, 3, 4])),
+            (
+                &["zunionstore", "d", "2", "a", "b", "weights", "1", "2"],
+                Ok(vec![1, 3, 4]),
+            ),
+            (&["eval", "return 1", "0"], Ok(vec![])),
+            (&["eval", "return 1", "1", "k", "arg"], Ok(vec![3])),
+            (
+                &["eval", "s", "3", "k"],
+                Err("ERR Number of keys can't be greater than number of args"),
+            ),
+            (
+                &["eval", "s", "-1"],
+                Err("ERR Number of keys can't be negative"),
+            ),
+            (
+                &["eval", "s", "x"],
+                Err("ERR value is not an integer or out of range"),
+            ),
+            (&["object", "encoding", "k"], Ok(vec![2])),
+            (&["ping"], Ok(vec![])),
+        ];
+        for (a, want) in cases {
+            let spec = lookup(a[0].as_bytes()).unwrap();
+            let got = spec.key_positions(&args(a));
+            assert_eq!(got, want.clone().map_err(|e| e.to_string()), "{a:?}");
+        }
+    }
+
+    #[test]
+    fn arity_follows_redis_rules() {
+        let get = lookup(b"get").unwrap();
+        assert!(get.is_arity_ok(2) && !get.is_arity_ok(1) && !get.is_arity_ok(3));
+        let set = lookup(b"set").unwrap();
+        assert!(set.is_arity_ok(3) && set.is_arity_ok(6) && !set.is_arity_ok(2));
+        assert_eq!(
+            arity_error(get),
+            "ERR wrong number of arguments for 'get' command"
+        );
+    }
+
+    #[test]
+    fn unknown_command_text_matches_redis_7() {
+        assert_eq!(
+            unknown_command_error(&args(&["FOO", "a", "b"])),
+            "ERR unknown command 'FOO', with args beginning with: 'a' 'b' "
+        );
+        assert_eq!(
+            unknown_command_error(&args(&["x"])),
+            "ERR unknown command 'x', with args beginning with: "
+        );
+    }
+}

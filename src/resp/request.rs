@@ -1,0 +1,506 @@
+//! Client request decoding: RESP multibulk (`*2\r\n$3\r\nGET\r\n$1\r\nk\r\n`) and
+//! inline commands (`GET k\r\n`, as sent by `nc` users and redis-benchmark's
+//! PING_INLINE).
+//!
+//! A multibulk request keeps its exact raw bytes so the proxy can forward it
+//! unchanged; its arguments are zero-copy slices of those bytes. An inline
+//! request is re-encoded once as a multibulk, because backends must never see
+//! the client's inline syntax (its quoting rules differ).
+//!
+//! Parsing is stricter than Redis in one place: a bulk must be followed by CRLF.
+//! Redis skips those two bytes unchecked; a proxy that did the same could be
+//! desynchronised from its backends by one malformed frame.
+
+use std::fmt;
+
+use bytes::{Bytes, BytesMut};
+
+use super::{encode, parse_i64, Limits};
+
+/// One complete client request.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Request {
+    /// The request as a RESP multibulk, ready to forward.
+    pub raw: Bytes,
+    /// The command name and its arguments, slices of `raw`.
+    pub args: Vec<Bytes>,
+}
+
+impl Request {
+    /// Builds a request from arguments, encoding it as a multibulk.
+    pub fn from_args(args: &[&[u8]]) -> Request {
+        let mut out =
+            BytesMut::with_capacity(args.iter().map(|a| a.len() + 16).sum::<usize>() + 16);
+        encode::command(&mut out, args);
+        let raw = out.freeze();
+        let mut buf = BytesMut::from(&raw[..]);
+        decode_request(&mut buf, &Limits::default())
+            .ok()
+            .flatten()
+            .expect("an encoded command decodes")
+    }
+
+    /// The command name as sent (any case).
+    pub fn name(&self) -> &[u8] {
+        &self.args[0]
+    }
+}
+
+/// Why a request could not be decoded. The session replies
+/// `-ERR Protocol error: …` (this type's `Display`) and closes that client.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ProtocolError {
+    TooBigMultibulkCount,
+    InvalidMultibulkLength,
+    TooBigBulkCount,
+    ExpectedDollar(u8),
+    InvalidBulkLength,
+    BulkNotTerminated,
+    TooBigInline,
+    UnbalancedQuotes,
+    QueryBufferFull,
+}
+
+impl fmt::Display for ProtocolError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        use ProtocolError::*;
+        match self {
+            TooBigMultibulkCount => write!(f, "Protocol error: too big mbulk count string"),
+            InvalidMultibulkLength => write!(f, "Protocol error: invalid multibulk length"),
+            TooBigBulkCount => write!(f, "Protocol error: too big bulk count string"),
+            ExpectedDollar(c) => write!(f, "Protocol error: expected '$', got '{}'", *c as char),
+            InvalidBulkLength => write!(f, "Protocol error: invalid bulk length"),
+            BulkNotTerminated => write!(f, "Protocol error: bulk string not terminated by CRLF"),
+            TooBigInline => write!(f, "Protocol error: too big inline request"),
+            UnbalancedQuotes => write!(f, "Protocol error: unbalanced quotes in request"),
+            QueryBufferFull => write!(f, "Protocol error: query buffer limit reached"),
+        }
+    }
+}
+
+impl std::error::Error for ProtocolError {}
+
+/// Takes one complete request off the front of `buf`; `Ok(None)` until it has
+/// all arrived. Empty inline lines and empty multibulks (`*0`, `*-1`) are
+/// consumed without producing a request, as Redis does.
+pub fn decode_request(
+    buf: &mut BytesMut,
+    limits: &Limits,
+) -> Result<Option<Request>, ProtocolError> {
+    loop {
+        if buf.is_empty() {
+            return Ok(None);
+        }
+        let parsed = if buf[0] == b'*' {
+            parse_multibulk(buf, limits)?
+        } else {
+            parse_inline(buf, limits)?
+        };
+        match parsed {
+            Parsed::Incomplete => {
+                if buf.len() > limits.max_query_buffer {
+                    return Err(ProtocolError::QueryBufferFull);
+                }
+                return Ok(None);
+            }
+            Parsed::Skip(n) => {
+                let _ = buf.split_to(n);
+            }
+            Parsed::Multibulk { len, spans } => {
+                let raw = buf.split_to(len).freeze();
+                let args = spans.iter().map(|&(s, e)| raw.slice(s..e)).collect();
+                return Ok(Some(Request { raw, args }));
+            }
+            Parsed::Inline { len, args } => {
+                let _ = buf.split_to(len);
+                let refs: Vec<&[u8]> = args.iter().map(|a| a.as_slice()).collect();
+                let mut out = BytesMut::new();
+                encode::command(&mut out, &refs);
+                let mut enc = out;
+                return match parse_multibulk(&enc, limits)? {
+                    Parsed::Multibulk { len, spans } => {
+                        let raw = enc.split_to(len).freeze();
+                        let args = spans.iter().map(|&(s, e)| raw.slice(s..e)).collect();
+                        Ok(Some(Request { raw, args }))
+                    }
+                    _ => unreachable!("a freshly encoded multibulk is complete"),
+                };
+            }
+        }
+    }
+}
+
+enum Parsed {
+    Incomplete,
+    /// Consume this many bytes, nothing to execute.
+    Skip(usize),
+    Multibulk {
+        len: usize,
+        spans: Vec<(usize, usize)>,
+    },
+    Inline {
+        len: usize,
+        args: Vec<Vec<u8>>,
+    },
+}
+
+/// Finds "\r\n" at or after `from`; returns the index of '\r'.
+fn find_crlf(buf: &[u8], from: usize) -> Option<usize> {
+    let mut at = from;
+    while let Some(i) = memchr::memchr(b'\r', &buf[at..]) {
+        let i = at + i;
+        if i + 1 >= buf.len() {
+            return None;
+        }
+        if buf[i + 1] == b'\n' {
+            return Some(i);
+        }
+        at = i + 1;
+    }
+    None
+}
+
+fn parse_multibulk(buf: &[u8], limits: &Limits) -> Result<Parsed, ProtocolError> {
+    let Some(eol) = find_crlf(buf, 0) else {
+        if buf.len() > limits.max_inline_len {
+            return Err(ProtocolError::TooBigMultibulkCount);
+        }
+        return Ok(Parsed::Incomplete);
+    };
+    let count = parse_i64(&buf[1..eol]).ok_or(ProtocolError::InvalidMultibulkLength)?;
+    if count > i32::MAX as i64 || count > limits.max_args as i64 {
+        return Err(ProtocolError::InvalidMultibulkLength);
+    }
+    let mut pos = eol + 2;
+    if count <= 0 {
+        return Ok(Parsed::Skip(pos));
+    }
+    // Bounded preallocation: a peer announcing a million arguments must send them first.
+    let mut spans = Vec::with_capacity((count as usize).min(64));
+    for _ in 0..count {
+        if pos >= buf.len() {
+            return Ok(Parsed::Incomplete);
+        }
+        if buf[pos] != b'$' {
+            return Err(ProtocolError::ExpectedDollar(buf[pos]));
+        }
+        let Some(eol) = find_crlf(buf, pos) else {
+            if buf.len() - pos > limits.max_inline_len {
+                return Err(ProtocolError::TooBigBulkCount);
+            }
+            return Ok(Parsed::Incomplete);
+        };
+        let len = parse_i64(&buf[pos + 1..eol]).ok_or(ProtocolError::InvalidBulkLength)?;
+        if len < 0 || len as u64 > limits.max_bulk_len as u64 {
+            return Err(ProtocolError::InvalidBulkLength);
+        }
+        let start = eol + 2;
+        let end = start + len as usize;
+        if buf.len() < end + 2 {
+            return Ok(Parsed::Incomplete);
+        }
+        if &buf[end..end + 2] != b"\r\n" {
+            return Err(ProtocolError::BulkNotTerminated);
+        }
+        spans.push((start, end));
+        pos = end + 2;
+    }
+    Ok(Parsed::Multibulk { len: pos, spans })
+}
+
+fn parse_inline(buf: &[u8], limits: &Limits) -> Result<Parsed, ProtocolError> {
+    let Some(nl) = memchr::memchr(b'\n', buf) else {
+        if buf.len() > limits.max_inline_len {
+            return Err(ProtocolError::TooBigInline);
+        }
+        return Ok(Parsed::Incomplete);
+    };
+    if nl > limits.max_inline_len {
+        return Err(ProtocolError::TooBigInline);
+    }
+    let mut line = &buf[..nl];
+    if line.last() == Some(&b'\r') {
+        line = &line[..line.len() - 1];
+    }
+    let args = split_args(line).ok_or(ProtocolError::UnbalancedQuotes)?;
+    if args.is_empty() {
+        return Ok(Parsed::Skip(nl + 1));
+    }
+    if args.len() > limits.max_args {
+        return Err(ProtocolError::InvalidMultibulkLength);
+    }
+    Ok(Parsed::Inline { len: nl + 1, args })
+}
+
+fn is_space(c: u8) -> bool {
+    matches!(c, b' ' | b'\t' | b'\n' | b'\r' | 0x0b | 0x0c)
+}
+
+fn hex_val(c: u8) -> Option<u8> {
+    (c as char).to_digit(16).map(|d| d as u8)
+}
+
+/// Splits an inline line like Redis's `sdssplitargs`: whitespace separates
+/// arguments; "double quotes" take `\n \r \t \b \a \\ \" \xHH` escapes;
+/// 'single quotes' take `\'`; a closing quote must be followed by a space or the
+/// end. `None` means unbalanced quotes.
+pub fn split_args(line: &[u8]) -> Option<Vec<Vec<u8>>> {
+    let mut args = Vec::new();
+    let mut p = 0;
+    let at = |i: usize| -> u8 { line.get(i).copied().unwrap_or(0) };
+    loop {
+        while p < line.len() && is_space(line[p]) {
+            p += 1;
+        }
+        if p >= line.len() {
+            return Some(args);
+        }
+        let mut cur = Vec::new();
+        let (mut inq, mut insq, mut done) = (false, false, false);
+        while !done {
+            let c = at(p);
+            if inq {
+                if c == b'\\'
+                    && at(p + 1) == b'x'
+                    && hex_val(at(p + 2)).is_some()
+                    && hex_val(at(p + 3)).is_some()
+                {
+                    cur.push(hex_val(at(p + 2))? * 16 + hex_val(at(p + 3))?);
+                    p += 3;
+                } else if c == b'\\' && p + 1 < line.len() {
+                    p += 1;
+                    cur.push(match line[p] {
+                        b'n' => b'\n',
+                        b'r' => b'\r',
+                        b't' => b'\t',
+                        b'b' => 0x08,
+                        b'a' => 0x07,
+                        other => other,
+                    });
+                } else if c == b'"' {
+                    if p + 1 < line.len() && !is_space(line[p + 1]) {
+                        return None;
+                    }
+                    done = true;
+                } else if p >= line.len() {
+                    return None;
+                } else {
+                    cur.push(c);
+                }
+            } else if insq {
+                if c == b'\\' && at(p + 1) == b'\'' {
+                    p += 1;
+                    cur.push(b'\'');
+                } else if c == b'\'' {
+                    if p + 1 < line.len() && !is_space(line[p + 1]) {
+                        return None;
+                    }
+                    done = true;
+                } else if p >= line.len() {
+                    return None;
+                } else {
+                    cur.push(c);
+                }
+            } else if p >= line.len() {
+                done = true;
+            } else {
+                match c {
+                    b' ' | b'\n' | b'\r' | b'\t' | 0 => done = true,
+                    b'"' => inq = true,
+                    b'\'' => insq = true,
+                    _ => cur.push(c),
+                }
+            }
+            if p < line.len() {
+                p += 1;
+            }
+        }
+        args.push(cur);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn decode_all(input: &[u8]) -> Result<Vec<Vec<Vec<u8>>>, ProtocolError> {
+        let mut buf = BytesMut::from(input);
+        let mut out = Vec::new();
+        while let Some(req) = decode_request(&mut buf, &Limits::default())? {
+            out.push(req.args.iter().map(|a| a.to_vec()).collect());
+        }
+        Ok(out)
+    }
+
+    fn v(args: &[&str]) -> Vec<Vec<u8>> {
+        args.iter().map(|a| a.as_bytes().to_vec()).collect()
+    }
+
+    #[test]
+    fn decodes_valid_requests_whole_padded_and_cut_at_every_byte() {
+        let cases: &[(&[u8], Vec<Vec<Vec<u8>>>)] = &[
+            (b"*2\r\n$3\r\nGET\r\n$1\r\nk\r\n", vec![v(&["GET", "k"])]),
+            (b"*1\r\n$0\r\n\r\n", vec![v(&[""])]),
+            (
+                b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$4\r\na\r\nb\r\n",
+                vec![v(&["SET", "k", "a\r\nb"])],
+            ),
+            (b"PING\r\n", vec![v(&["PING"])]),
+            (b"set k \"a b\"\n", vec![v(&["set", "k", "a b"])]),
+            (
+                b"echo \"\\x41\\n\" 'it\\'s'\r\n",
+                vec![vec![b"echo".to_vec(), b"A\n".to_vec(), b"it's".to_vec()]],
+            ),
+            (b"\r\n\n  \r\nPING\r\n", vec![v(&["PING"])]),
+            (b"*0\r\n*-1\r\n*1\r\n$4\r\nPING\r\n", vec![v(&["PING"])]),
+        ];
+        for (input, want) in cases {
+            assert_eq!(
+                &decode_all(input).unwrap(),
+                want,
+                "{:?}",
+                String::from_utf8_lossy(input)
+            );
+            // Trailing bytes of a following request must not change the first.
+            let mut padded = input.to_vec();
+            padded.extend_from_slice(b"*1\r\n$4\r\nPI");
+            assert_eq!(&decode_all(&padded).unwrap(), want);
+            // Cut at every byte: nothing until complete, then exactly the requests.
+            for cut in 0..input.len() {
+                let mut buf = BytesMut::from(&input[..cut]);
+                let mut got = Vec::new();
+                while let Some(req) = decode_request(&mut buf, &Limits::default()).unwrap() {
+                    got.push(req.args.iter().map(|a| a.to_vec()).collect::<Vec<_>>());
+                }
+                buf.extend_from_slice(&input[cut..]);
+                while let Some(req) = decode_request(&mut buf, &Limits::default()).unwrap() {
+                    got.push(req.args.iter().map(|a| a.to_vec()).collect());
+                }
+                assert_eq!(&got, want, "cut at {cut}");
+                assert!(buf.is_empty());
+            }
+        }
+    }
+
+    #[test]
+    fn multibulk_raw_is_the_exact_input_and_args_slice_it() {
+        let input = b"*2\r\n$3\r\nGET\r\n$1\r\nk\r\n";
+        let mut buf = BytesMut::from(&input[..]);
+        let req = decode_request(&mut buf, &Limits::default())
+            .unwrap()
+            .unwrap();
+        assert_eq!(&req.raw[..], &input[..]);
+        let base = req.raw.as_ptr() as usize;
+        let p = req.args[1].as_ptr() as usize;
+        assert!(p >= base && p < base + req.raw.len(), "zero-copy slice");
+    }
+
+    #[test]
+    fn inline_requests_are_reencoded_as_multibulk() {
+        let mut buf = BytesMut::from(&b"GET k\r\n"[..]);
+        let req = decode_request(&mut buf, &Limits::default())
+            .unwrap()
+            .unwrap();
+        assert_eq!(&req.raw[..], b"*2\r\n$3\r\nGET\r\n$1\r\nk\r\n");
+    }
+
+    #[test]
+    fn malformed_requests_get_redis_errors() {
+        let cases: &[(&[u8], &str)] = &[
+            (b"*x\r\n", "Protocol error: invalid multibulk length"),
+            (
+                b"*3000000000\r\n",
+                "Protocol error: invalid multibulk length",
+            ),
+            (
+                b"*2147483647\r\n",
+                "Protocol error: invalid multibulk length",
+            ),
+            (b"*1\r\nGET\r\n", "Protocol error: expected '$', got 'G'"),
+            (b"*1\r\n$-1\r\n", "Protocol error: invalid bulk length"),
+            (b"*1\r\n$abc\r\n", "Protocol error: invalid bulk length"),
+            (
+                b"*1\r\n$600000000\r\n",
+                "Protocol error: invalid bulk length",
+            ),
+            (
+                b"*1\r\n$3\r\nGETxx",
+                "Protocol error: bulk string not terminated by CRLF",
+            ),
+            (
+                b"SET k \"abc\r\n",
+                "Protocol error: unbalanced quotes in request",
+            ),
+            (
+                b"SET k \"abc\"x\r\n",
+                "Protocol error: unbalanced quotes in request",
+            ),
+            (
+                b"SET k 'abc\r\n",
+                "Protocol error: unbalanced quotes in request",
+            ),
+        ];
+        for (input, want) in cases {
+            let mut buf = BytesMut::from(*input);
+            let err = decode_request(&mut buf, &Limits::default()).unwrap_err();
+            assert_eq!(
+                err.to_string(),
+                *want,
+                "{:?}",
+                String::from_utf8_lossy(input)
+            );
+        }
+    }
+
+    #[test]
+    fn oversized_lines_are_refused_before_buffering_more() {
+        let limits = Limits::default();
+        let mut buf = BytesMut::from(&vec![b'a'; 70_000][..]);
+        assert_eq!(
+            decode_request(&mut buf, &limits).unwrap_err(),
+            ProtocolError::TooBigInline
+        );
+        let mut big = b"*".to_vec();
+        big.extend(vec![b'1'; 70_000]);
+        let mut buf = BytesMut::from(&big[..]);
+        assert_eq!(
+            decode_request(&mut buf, &limits).unwrap_err(),
+            ProtocolError::TooBigMultibulkCount
+        );
+        let small = Limits {
+            max_args: 2,
+            ..limits
+        };
+        let mut buf = BytesMut::from(&b"*3\r\n"[..]);
+        assert_eq!(
+            decode_request(&mut buf, &small).unwrap_err(),
+            ProtocolError::InvalidMultibulkLength
+        );
+        let tiny_buffer = Limits {
+            max_query_buffer: 16,
+            ..limits
+        };
+        let mut buf = BytesMut::from(&b"*1\r\n$100\r\n0123456789abcdef0123"[..]);
+        assert_eq!(
+            decode_request(&mut buf, &tiny_buffer).unwrap_err(),
+            ProtocolError::QueryBufferFull
+        );
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn decoder_never_panics_on_arbitrary_bytes(data in proptest::collection::vec(proptest::num::u8::ANY, 0..256)) {
+            let mut buf = BytesMut::from(&data[..]);
+            let limits = Limits { max_bulk_len: 1 << 20, ..Limits::default() };
+            while let Ok(Some(_)) = decode_request(&mut buf, &limits) {}
+        }
+
+        #[test]
+        fn encoded_commands_round_trip(args in proptest::collection::vec(proptest::collection::vec(proptest::num::u8::ANY, 0..20), 1..6)) {
+            let refs: Vec<&[u8]> = args.iter().map(|a| a.as_slice()).collect();
+            let req = Request::from_args(&refs);
+            let got: Vec<Vec<u8>> = req.args.iter().map(|a| a.to_vec()).collect();
+            proptest::prop_assert_eq!(got, args);
+        }
+    }
+}
