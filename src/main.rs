@@ -112,7 +112,10 @@ fn main() -> ExitCode {
 }
 
 fn multi_thread() -> Result<tokio::runtime::Runtime, String> {
-    tokio::runtime::Builder::new_multi_thread().enable_all().build().map_err(|e| e.to_string())
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| e.to_string())
 }
 
 /// Resolves on Ctrl-C or SIGTERM.
@@ -135,7 +138,10 @@ fn load_config(path: &Path, must_exist: bool) -> Result<Config, String> {
 }
 
 fn print_config(c: &Config) {
-    println!("config ok: listen {}, ring {} with {} points per node", c.listen, c.ring.scheme, c.ring.vnodes);
+    println!(
+        "config ok: listen {}, ring {} with {} points per node",
+        c.listen, c.ring.scheme, c.ring.vnodes
+    );
     for n in &c.nodes {
         println!("  node {} at {} weight {}", n.name, n.addr, n.weight);
     }
@@ -147,7 +153,10 @@ fn run_proxy(a: ProxyArgs) -> Result<(), String> {
         config.listen = l;
     }
     if config.nodes.is_empty() && config.state_file.is_none() {
-        return Err(format!("{}: nodes: at least one [[nodes]] entry is required", a.config.display()));
+        return Err(format!(
+            "{}: nodes: at least one [[nodes]] entry is required",
+            a.config.display()
+        ));
     }
     if a.check_config {
         print_config(&config);
@@ -174,12 +183,22 @@ fn node(a: NodeArgs) -> Result<(), String> {
     }
     // One thread per node: `up` runs ten of them on two cores, and a
     // current-thread runtime avoids cross-thread wakeups on every request.
-    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(|e| e.to_string())?;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| e.to_string())?;
     rt.block_on(async move {
         let addr = format!("{}:{}", a.bind, a.port);
-        let listener = TcpListener::bind(&addr).await.map_err(|e| format!("cannot listen on {addr}: {e}"))?;
-        let config = shardis::backend::NodeConfig { maxmemory: a.maxmemory, ..Default::default() };
-        shardis::backend::run(listener, config, stop_signal()).await.map_err(|e| e.to_string())
+        let listener = TcpListener::bind(&addr)
+            .await
+            .map_err(|e| format!("cannot listen on {addr}: {e}"))?;
+        let config = shardis::backend::NodeConfig {
+            maxmemory: a.maxmemory,
+            ..Default::default()
+        };
+        shardis::backend::run(listener, config, stop_signal())
+            .await
+            .map_err(|e| e.to_string())
     })
 }
 
@@ -195,7 +214,11 @@ fn up(a: UpArgs) -> Result<(), String> {
         config.up.node_maxmemory = m;
     }
     if let Some(p) = a.port {
-        let host = config.listen.rsplit_once(':').map(|(h, _)| h.to_string()).unwrap_or("127.0.0.1".into());
+        let host = config
+            .listen
+            .rsplit_once(':')
+            .map(|(h, _)| h.to_string())
+            .unwrap_or("127.0.0.1".into());
         config.listen = format!("{host}:{p}");
     }
     if config.up.nodes == 0 || config.up.nodes > 1000 {
@@ -233,7 +256,11 @@ async fn up_async(config: Config) -> Result<(), String> {
     let exe = std::env::current_exe().map_err(|e| e.to_string())?;
     let mut children = Vec::new();
     for spec in &config.nodes {
-        let port: u16 = spec.addr.rsplit_once(':').and_then(|(_, p)| p.parse().ok()).expect("generated address");
+        let port: u16 = spec
+            .addr
+            .rsplit_once(':')
+            .and_then(|(_, p)| p.parse().ok())
+            .expect("generated address");
         let proc = tokio::process::Command::new(&exe)
             .args(["node", "--port", &port.to_string(), "--exit-with-parent"])
             .args(["--maxmemory", &config.up.node_maxmemory.to_string()])
@@ -247,16 +274,23 @@ async fn up_async(config: Config) -> Result<(), String> {
     for c in &mut children {
         loop {
             if let Ok(Some(status)) = c.proc.try_wait() {
-                return Err(format!("node on port {} exited during start-up ({status}); is the port in use?", c.port));
+                return Err(format!(
+                    "node on port {} exited during start-up ({status}); is the port in use?",
+                    c.port
+                ));
             }
             let addr = format!("127.0.0.1:{}", c.port);
-            if let Ok(r) = proxy::admin::probe(&addr, &[b"PING"], Duration::from_millis(500)).await {
+            if let Ok(r) = proxy::admin::probe(&addr, &[b"PING"], Duration::from_millis(500)).await
+            {
                 if r.starts_with(b"+PONG") {
                     break;
                 }
             }
             if tokio::time::Instant::now() > deadline {
-                return Err(format!("node on port {} did not answer PING within 10 s", c.port));
+                return Err(format!(
+                    "node on port {} did not answer PING within 10 s",
+                    c.port
+                ));
             }
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
@@ -270,7 +304,10 @@ async fn up_async(config: Config) -> Result<(), String> {
         config.ring.scheme,
         config.ring.vnodes
     );
-    println!("try: redis-cli -p {} SET user:42 hello", listener.local_addr().map(|a| a.port()).unwrap_or(0));
+    println!(
+        "try: redis-cli -p {} SET user:42 hello",
+        listener.local_addr().map(|a| a.port()).unwrap_or(0)
+    );
     let result = proxy::run(listener, config, stop_signal()).await;
     for c in &mut children {
         let _ = c.proc.kill().await;

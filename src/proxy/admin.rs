@@ -19,7 +19,6 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 use super::migration::{self, Change};
-use super::route::all_nodes;
 use super::session::{ClientSession, Pending};
 use crate::resp::reply::{integer, reply_len};
 use crate::resp::{encode, eq_ignore_case, parse_i64, Request};
@@ -109,7 +108,9 @@ pub async fn probe(addr: &str, args: &[&[u8]], timeout: Duration) -> Result<Byte
             }
         }
     };
-    tokio::time::timeout(timeout, fut).await.map_err(|_| "timed out".to_string())?
+    tokio::time::timeout(timeout, fut)
+        .await
+        .map_err(|_| "timed out".to_string())?
 }
 
 async fn add_node(proxy: &std::sync::Arc<super::Proxy>, args: &[Bytes]) -> Result<(), String> {
@@ -134,18 +135,29 @@ async fn add_node(proxy: &std::sync::Arc<super::Proxy>, args: &[Bytes]) -> Resul
                 return Err("NAME must be non-empty without spaces".into());
             }
         } else {
-            return Err(format!("syntax error near '{}'", String::from_utf8_lossy(&args[i])));
+            return Err(format!(
+                "syntax error near '{}'",
+                String::from_utf8_lossy(&args[i])
+            ));
         }
         i += 2;
     }
-    let _lock = proxy.admin_lock.try_lock().map_err(|_| "another topology change is being applied".to_string())?;
+    let _lock = proxy
+        .admin_lock
+        .try_lock()
+        .map_err(|_| "another topology change is being applied".to_string())?;
     let routing = proxy.routing.load_full();
-    if routing.migration.is_some() {
-        return Err("a migration is in progress; retry when CLUSTER INFO shows state:ok".into());
+    if routing.migration.is_some() || routing.filter_keys {
+        return Err(
+            "a topology change is in progress; retry when CLUSTER INFO shows state:ok".into(),
+        );
     }
     for n in routing.ring.nodes() {
         if n.addr == addr {
-            return Err(format!("node {addr} is already in the ring (as {})", n.name));
+            return Err(format!(
+                "node {addr} is already in the ring (as {})",
+                n.name
+            ));
         }
         if n.name == name {
             return Err(format!("a node named {name} is already in the ring"));
@@ -160,78 +172,113 @@ async fn add_node(proxy: &std::sync::Arc<super::Proxy>, args: &[Bytes]) -> Resul
         Some(n) => return Err(format!("node {addr} is not empty ({n} keys); add an empty node so no stale key can shadow a live one")),
         None => return Err(format!("node {addr} answered DBSIZE with {:?}", String::from_utf8_lossy(&size).trim_end())),
     }
-    migration::begin(proxy, Change::Add(NodeSpec { name, addr, weight })).await.map(|_| ())
+    migration::begin(proxy, Change::Add(NodeSpec { name, addr, weight })).map(|_| ())
 }
 
 async fn remove_node(proxy: &std::sync::Arc<super::Proxy>, which: &str) -> Result<(), String> {
-    let _lock = proxy.admin_lock.try_lock().map_err(|_| "another topology change is being applied".to_string())?;
+    let _lock = proxy
+        .admin_lock
+        .try_lock()
+        .map_err(|_| "another topology change is being applied".to_string())?;
     let routing = proxy.routing.load_full();
-    if routing.migration.is_some() {
-        return Err("a migration is in progress; retry when CLUSTER INFO shows state:ok".into());
+    if routing.migration.is_some() || routing.filter_keys {
+        return Err(
+            "a topology change is in progress; retry when CLUSTER INFO shows state:ok".into(),
+        );
     }
-    let idx = routing.ring.index_of(which).ok_or_else(|| format!("no node named or at '{which}' in the ring"))?;
+    let idx = routing
+        .ring
+        .index_of(which)
+        .ok_or_else(|| format!("no node named or at '{which}' in the ring"))?;
     if routing.ring.nodes().len() == 1 {
         return Err("cannot remove the last node".into());
     }
     let spec = routing.ring.node(idx).clone();
     let timeout = Duration::from_millis(proxy.config.connect_timeout_ms.max(1000));
-    let reachable = probe(&spec.addr, &[b"PING"], timeout).await.is_ok();
-    migration::begin(proxy, Change::Remove { name: spec.name, reachable }).await.map(|_| ())
+    if probe(&spec.addr, &[b"PING"], timeout).await.is_ok() {
+        migration::begin(proxy, Change::Remove(spec.name)).map(|_| ())
+    } else {
+        migration::remove_unreachable(proxy, &spec.name).map(|_| ())
+    }
 }
 
 fn cluster_info(proxy: &super::Proxy) -> String {
     let routing = proxy.routing.load();
     let m = &proxy.migration;
     let t = m.text();
-    let moved = m.keys_moved.load(Ordering::Relaxed) + m.keys_moved_by_clients.load(Ordering::Relaxed);
+    let copied = m.keys_copied.load(Ordering::Relaxed);
     let scanned = m.keys_scanned.load(Ordering::Relaxed);
     let to_scan = m.keys_to_scan.load(Ordering::Relaxed);
-    let progress = if routing.migration.is_none() {
-        100.0
-    } else if to_scan == 0 {
-        0.0
-    } else {
-        (scanned as f64 / to_scan as f64 * 100.0).min(99.9)
+    let busy = routing.migration.is_some() || routing.filter_keys;
+    let progress = match (busy, to_scan) {
+        (false, _) => 100.0,
+        (true, 0) => 0.0,
+        (true, n) => (scanned as f64 / n as f64 * 100.0).min(99.9),
     };
-    let state = if routing.migration.is_some() { "migrating".to_string() } else { t.state.clone() };
-    let elapsed = match (routing.migration.is_some(), t.started) {
+    let elapsed = match (busy, t.started) {
         (true, Some(s)) => s.elapsed().as_millis() as u64,
         _ => t.last_duration_ms,
     };
+    let next = routing.migration.as_ref().map(|m| m.next.clone());
     format!(
-        "state:{state}\r\nepoch:{}\r\nnodes:{}\r\npoints:{}\r\nscheme:{}\r\nlast_change:{}\r\nring_rebuild_us:{}\r\nmigration_keys_moved:{moved}\r\nmigration_keys_moved_by_mover:{}\r\nmigration_keys_moved_on_access:{}\r\nmigration_keys_scanned:{scanned}\r\nmigration_keys_to_scan:{to_scan}\r\nmigration_progress:{progress:.1}%\r\nmigration_moved_fraction:{:.4}\r\nmigration_ms:{elapsed}\r\nmigration_keys_lost:{}\r\nlast_error:{}\r\n",
+        "state:{}\r\nepoch:{}\r\nnodes:{}\r\npoints:{}\r\nscheme:{}\r\nnext_epoch:{}\r\nlast_change:{}\r\nring_rebuild_us:{}\r\nmigration_keys_to_scan:{to_scan}\r\nmigration_keys_scanned:{scanned}\r\nmigration_keys_copied:{copied}\r\nmigration_keys_resynced:{}\r\nmigration_keys_dirty:{}\r\nmigration_keys_swept:{}\r\nmigration_progress:{progress:.1}%\r\nmigration_moved_fraction:{:.4}\r\nmigration_cutover_pause_ms:{}\r\nmigration_ms:{elapsed}\r\nlast_error:{}\r\n",
+        t.state,
         routing.ring.epoch(),
         routing.ring.nodes().len(),
         routing.ring.total_points(),
         routing.ring.config().scheme,
+        next.as_ref().map(|r| r.epoch().to_string()).unwrap_or_else(|| "-".into()),
         if t.change.is_empty() { "none" } else { &t.change },
         m.last_rebuild_us.load(Ordering::Relaxed),
-        m.keys_moved.load(Ordering::Relaxed),
-        m.keys_moved_by_clients.load(Ordering::Relaxed),
-        if to_scan == 0 { 0.0 } else { moved as f64 / to_scan as f64 },
-        m.keys_lost.load(Ordering::Relaxed),
+        m.keys_resynced.load(Ordering::Relaxed),
+        routing.migration.as_ref().map(|m| m.dirty.len()).unwrap_or(0),
+        m.keys_swept.load(Ordering::Relaxed),
+        if to_scan == 0 { 0.0 } else { copied as f64 / to_scan as f64 },
+        m.last_pause_ms.load(Ordering::Relaxed),
         t.last_error,
     )
 }
 
 async fn cluster_nodes(proxy: &super::Proxy, proto: u8, client: u64) -> Bytes {
     let routing = proxy.routing.load_full();
-    let nodes = all_nodes(&routing);
+    // Members first; during a change, also the node joining (or leaving).
+    let mut nodes: Vec<(std::sync::Arc<super::topology::Node>, &str)> = Vec::new();
+    for n in &routing.nodes {
+        let leaving = routing
+            .migration
+            .as_ref()
+            .is_some_and(|m| m.next.index_of(&n.spec.name).is_none());
+        nodes.push((n.clone(), if leaving { "leaving" } else { "member" }));
+    }
+    if let Some(m) = &routing.migration {
+        for n in &m.next_nodes {
+            if routing.ring.index_of(&n.spec.name).is_none() {
+                nodes.push((n.clone(), "joining"));
+            }
+        }
+    }
     let mut waits = Vec::new();
-    for n in &nodes {
-        waits.push(n.upstream(2, client).send(Bytes::from_static(b"*1\r\n$6\r\nDBSIZE\r\n")).await);
+    for (n, _) in &nodes {
+        waits.push(
+            n.upstream(2, client)
+                .send(Bytes::from_static(b"*1\r\n$6\r\nDBSIZE\r\n"))
+                .await,
+        );
     }
     let mut text = String::new();
-    for (n, w) in nodes.iter().zip(waits) {
+    for ((n, role), w) in nodes.iter().zip(waits) {
         let keys = match w.await.ok().as_deref().and_then(integer) {
             Some(k) => k.to_string(),
             None => "?".into(),
         };
-        let (points, share) = match routing.ring.index_of(&n.spec.name) {
-            Some(i) => (routing.ring.points_of(i), routing.ring.share_of(i) * 100.0),
+        let ring = match (&routing.migration, *role) {
+            (Some(m), "joining") => &m.next,
+            _ => &routing.ring,
+        };
+        let (points, share) = match ring.index_of(&n.spec.name) {
+            Some(i) => (ring.points_of(i), ring.share_of(i) * 100.0),
             None => (0, 0.0),
         };
-        let role = if routing.ring.index_of(&n.spec.name).is_some() { "member" } else { "leaving" };
         text.push_str(&format!(
             "{} {} weight={} points={} share={:.2}% keys={} state={} role={}\n",
             n.spec.name,

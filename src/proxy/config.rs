@@ -84,7 +84,10 @@ struct RingSection {
 
 impl Default for RingSection {
     fn default() -> Self {
-        RingSection { points: "ketama".into(), vnodes: DEFAULT_VNODES }
+        RingSection {
+            points: "ketama".into(),
+            vnodes: DEFAULT_VNODES,
+        }
     }
 }
 
@@ -98,7 +101,11 @@ struct MigrationSection {
 
 impl Default for MigrationSection {
     fn default() -> Self {
-        MigrationSection { batch: DEFAULT_MIGRATION_BATCH, max_keys_per_sec: 0, timeout_ms: 5_000 }
+        MigrationSection {
+            batch: DEFAULT_MIGRATION_BATCH,
+            max_keys_per_sec: 0,
+            timeout_ms: 5_000,
+        }
     }
 }
 
@@ -112,7 +119,11 @@ struct UpSection {
 
 impl Default for UpSection {
     fn default() -> Self {
-        UpSection { nodes: DEFAULT_UP_NODES, first_node_port: DEFAULT_FIRST_NODE_PORT, node_maxmemory: 0 }
+        UpSection {
+            nodes: DEFAULT_UP_NODES,
+            first_node_port: DEFAULT_FIRST_NODE_PORT,
+            node_maxmemory: 0,
+        }
     }
 }
 
@@ -192,7 +203,10 @@ impl Config {
     fn from_file_config(f: FileConfig) -> Result<Config, String> {
         let p = f.proxy;
         if !p.listen.contains(':') {
-            return Err(format!("proxy.listen: expected host:port, got {:?}", p.listen));
+            return Err(format!(
+                "proxy.listen: expected host:port, got {:?}",
+                p.listen
+            ));
         }
         for (field, v) in [
             ("proxy.connect_timeout_ms", p.connect_timeout_ms as usize),
@@ -214,18 +228,25 @@ impl Config {
         if p.connections_per_node > 64 {
             return Err("proxy.connections_per_node: at most 64".into());
         }
-        let scheme: PointScheme = f
-            .ring
-            .points
-            .parse()
-            .map_err(|_| format!("ring.points: expected \"ketama\" or \"vnode\", got {:?}", f.ring.points))?;
+        let scheme: PointScheme = f.ring.points.parse().map_err(|_| {
+            format!(
+                "ring.points: expected \"ketama\" or \"vnode\", got {:?}",
+                f.ring.points
+            )
+        })?;
         if f.ring.vnodes == 0 || f.ring.vnodes > 100_000 {
-            return Err(format!("ring.vnodes: expected 1..=100000, got {}", f.ring.vnodes));
+            return Err(format!(
+                "ring.vnodes: expected 1..=100000, got {}",
+                f.ring.vnodes
+            ));
         }
         let mut nodes = Vec::with_capacity(f.nodes.len());
         for (i, n) in f.nodes.into_iter().enumerate() {
             if n.addr.parse::<std::net::SocketAddr>().is_err() && !n.addr.contains(':') {
-                return Err(format!("nodes[{i}].addr: expected host:port, got {:?}", n.addr));
+                return Err(format!(
+                    "nodes[{i}].addr: expected host:port, got {:?}",
+                    n.addr
+                ));
             }
             let weight = n.weight.unwrap_or(1);
             if weight == 0 {
@@ -233,11 +254,20 @@ impl Config {
             }
             let name = n.name.unwrap_or_else(|| n.addr.clone());
             if name.is_empty() || name.contains(char::is_whitespace) {
-                return Err(format!("nodes[{i}].name: must be non-empty without spaces, got {name:?}"));
+                return Err(format!(
+                    "nodes[{i}].name: must be non-empty without spaces, got {name:?}"
+                ));
             }
-            nodes.push(NodeSpec { name, addr: n.addr, weight });
+            nodes.push(NodeSpec {
+                name,
+                addr: n.addr,
+                weight,
+            });
         }
-        let ring = RingConfig { scheme, vnodes: f.ring.vnodes };
+        let ring = RingConfig {
+            scheme,
+            vnodes: f.ring.vnodes,
+        };
         if !nodes.is_empty() {
             crate::ring::Ring::new(nodes.clone(), ring, 1).map_err(|e| format!("nodes: {e}"))?;
         }
@@ -287,7 +317,14 @@ mod tests {
     #[test]
     fn nodes_default_name_to_addr_and_weight_to_one() {
         let c = Config::parse("[[nodes]]\naddr = \"127.0.0.1:7001\"\n[[nodes]]\naddr = \"127.0.0.1:7002\"\nname = \"b\"\nweight = 2\n").unwrap();
-        assert_eq!(c.nodes[0], NodeSpec { name: "127.0.0.1:7001".into(), addr: "127.0.0.1:7001".into(), weight: 1 });
+        assert_eq!(
+            c.nodes[0],
+            NodeSpec {
+                name: "127.0.0.1:7001".into(),
+                addr: "127.0.0.1:7001".into(),
+                weight: 1
+            }
+        );
         assert_eq!(c.nodes[1].name, "b");
         assert_eq!(c.nodes[1].weight, 2);
     }
@@ -301,8 +338,14 @@ mod tests {
             ("[proxy]\nlisten = \"nowhere\"\n", "proxy.listen"),
             ("[proxy]\nbogus = 1\n", "bogus"),
             ("[[nodes]]\naddr = \"x\"\n", "nodes[0].addr"),
-            ("[[nodes]]\naddr = \"127.0.0.1:1\"\nweight = 0\n", "nodes[0].weight"),
-            ("[[nodes]]\naddr = \"127.0.0.1:1\"\n[[nodes]]\naddr = \"127.0.0.1:1\"\n", "nodes:"),
+            (
+                "[[nodes]]\naddr = \"127.0.0.1:1\"\nweight = 0\n",
+                "nodes[0].weight",
+            ),
+            (
+                "[[nodes]]\naddr = \"127.0.0.1:1\"\n[[nodes]]\naddr = \"127.0.0.1:1\"\n",
+                "nodes:",
+            ),
             ("[proxy]\nrequest_timeout_ms = \"x\"\n", "line 2"),
         ];
         for (text, field) in cases {

@@ -26,7 +26,11 @@ pub async fn handle(s: &mut ClientSession, spec: &'static CommandSpec, req: Requ
         "ping" => match args.len() {
             1 => encode::simple(&mut out, "PONG"),
             2 => encode::bulk(&mut out, &args[1]),
-            _ => return s.error("ERR wrong number of arguments for 'ping' command").await,
+            _ => {
+                return s
+                    .error("ERR wrong number of arguments for 'ping' command")
+                    .await
+            }
         },
         "echo" => encode::bulk(&mut out, &args[1]),
         "quit" => {
@@ -48,7 +52,11 @@ pub async fn handle(s: &mut ClientSession, spec: &'static CommandSpec, req: Requ
         }
         "select" => match parse_i64(&args[1]) {
             Some(0) => encode::simple(&mut out, "OK"),
-            Some(_) => return s.error("ERR DB index is out of range (shardis serves database 0 only)").await,
+            Some(_) => {
+                return s
+                    .error("ERR DB index is out of range (shardis serves database 0 only)")
+                    .await
+            }
             None => return s.error("ERR value is not an integer or out of range").await,
         },
         "client" => return client(s, args).await,
@@ -56,18 +64,28 @@ pub async fn handle(s: &mut ClientSession, spec: &'static CommandSpec, req: Requ
         "info" => return info(s, args).await,
         "config" => return config(s, args).await,
         "time" => {
-            let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
+            let now = SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .unwrap_or_default();
             encode::array_len(&mut out, 2);
             encode::bulk(&mut out, now.as_secs().to_string().as_bytes());
             encode::bulk(&mut out, now.subsec_micros().to_string().as_bytes());
         }
-        "readonly" | "readwrite" => return s.error("ERR This instance has cluster support disabled").await,
+        "readonly" | "readwrite" => {
+            return s
+                .error("ERR This instance has cluster support disabled")
+                .await
+        }
         "reset" => {
             s.proto = 2;
             s.name = None;
             encode::simple(&mut out, "RESET");
         }
-        other => return s.error(&format!("ERR unhandled local command '{other}'")).await,
+        other => {
+            return s
+                .error(&format!("ERR unhandled local command '{other}'"))
+                .await
+        }
     }
     s.reply(out).await;
 }
@@ -80,7 +98,11 @@ async fn hello(s: &mut ClientSession, args: &[Bytes]) {
         match parse_i64(&args[1]) {
             Some(v @ 2..=3) => proto = v as u8,
             Some(_) => return s.error("NOPROTO unsupported protocol version").await,
-            None => return s.error("ERR Protocol version is not an integer or out of range").await,
+            None => {
+                return s
+                    .error("ERR Protocol version is not an integer or out of range")
+                    .await
+            }
         }
         i = 2;
     }
@@ -90,13 +112,20 @@ async fn hello(s: &mut ClientSession, args: &[Bytes]) {
             i += 3;
         } else if eq_ignore_case(&args[i], b"SETNAME") && more >= 1 {
             if !is_valid_client_name(&args[i + 1]) {
-                return s.error("ERR Client names cannot contain spaces, newlines or special characters.").await;
+                return s
+                    .error(
+                        "ERR Client names cannot contain spaces, newlines or special characters.",
+                    )
+                    .await;
             }
             name = Some(args[i + 1].clone());
             i += 2;
         } else {
             return s
-                .error(&format!("ERR Syntax error in HELLO option '{}'", String::from_utf8_lossy(&args[i])))
+                .error(&format!(
+                    "ERR Syntax error in HELLO option '{}'",
+                    String::from_utf8_lossy(&args[i])
+                ))
                 .await;
         }
     }
@@ -133,9 +162,17 @@ async fn client(s: &mut ClientSession, args: &[Bytes]) {
     match (sub.as_str(), args.len()) {
         ("setname", 3) => {
             if !is_valid_client_name(&args[2]) {
-                return s.error("ERR Client names cannot contain spaces, newlines or special characters.").await;
+                return s
+                    .error(
+                        "ERR Client names cannot contain spaces, newlines or special characters.",
+                    )
+                    .await;
             }
-            s.name = if args[2].is_empty() { None } else { Some(args[2].clone()) };
+            s.name = if args[2].is_empty() {
+                None
+            } else {
+                Some(args[2].clone())
+            };
             encode::simple(&mut out, "OK");
         }
         ("getname", 2) => match &s.name {
@@ -146,7 +183,12 @@ async fn client(s: &mut ClientSession, args: &[Bytes]) {
         ("setinfo", 4) => {
             let attr = String::from_utf8_lossy(&args[2]).to_ascii_lowercase();
             if attr != "lib-name" && attr != "lib-ver" {
-                return s.error(&format!("ERR Unrecognized option '{}'", String::from_utf8_lossy(&args[2]))).await;
+                return s
+                    .error(&format!(
+                        "ERR Unrecognized option '{}'",
+                        String::from_utf8_lossy(&args[2])
+                    ))
+                    .await;
             }
             encode::simple(&mut out, "OK");
         }
@@ -155,7 +197,10 @@ async fn client(s: &mut ClientSession, args: &[Bytes]) {
                 "id={} addr={} name={} db=0 resp={} lib=shardis-proxy\n",
                 s.id,
                 s.peer,
-                s.name.as_deref().map(String::from_utf8_lossy).unwrap_or_default(),
+                s.name
+                    .as_deref()
+                    .map(String::from_utf8_lossy)
+                    .unwrap_or_default(),
                 s.proto
             );
             encode::verbatim(&mut out, line.as_bytes(), s.proto);
@@ -163,7 +208,9 @@ async fn client(s: &mut ClientSession, args: &[Bytes]) {
         ("no-evict" | "no-touch", 3) => encode::simple(&mut out, "OK"),
         ("setname" | "getname" | "id" | "setinfo" | "info" | "no-evict" | "no-touch", _) => {
             return s
-                .error(&format!("ERR wrong number of arguments for 'client|{sub}' command"))
+                .error(&format!(
+                    "ERR wrong number of arguments for 'client|{sub}' command"
+                ))
                 .await;
         }
         _ => {
@@ -314,7 +361,9 @@ fn glob_match(pat: &[u8], s: &[u8]) -> bool {
 }
 
 async fn info(s: &mut ClientSession, args: &[Bytes]) {
-    let section = args.get(1).map(|a| String::from_utf8_lossy(a).to_ascii_lowercase());
+    let section = args
+        .get(1)
+        .map(|a| String::from_utf8_lossy(a).to_ascii_lowercase());
     let want = |name: &str| match section.as_deref() {
         None | Some("all") | Some("default") | Some("everything") => true,
         Some(x) => x == name,
@@ -341,7 +390,9 @@ async fn info(s: &mut ClientSession, args: &[Bytes]) {
         ));
     }
     if want("persistence") {
-        text.push_str("# Persistence\r\nloading:0\r\nrdb_changes_since_last_save:0\r\naof_enabled:0\r\n\r\n");
+        text.push_str(
+            "# Persistence\r\nloading:0\r\nrdb_changes_since_last_save:0\r\naof_enabled:0\r\n\r\n",
+        );
     }
     if want("stats") {
         text.push_str(&format!(
@@ -372,7 +423,13 @@ async fn info(s: &mut ClientSession, args: &[Bytes]) {
     let nodes = all_nodes(&routing);
     let mut waits = Vec::with_capacity(nodes.len());
     for n in &nodes {
-        waits.push(n.upstream(2, s.id).send(Bytes::from_static(b"*2\r\n$4\r\nINFO\r\n$8\r\nkeyspace\r\n")).await);
+        waits.push(
+            n.upstream(2, s.id)
+                .send(Bytes::from_static(
+                    b"*2\r\n$4\r\nINFO\r\n$8\r\nkeyspace\r\n",
+                ))
+                .await,
+        );
     }
     s.push(Pending::Later(Box::pin(async move {
         let (mut keys, mut expires) = (0u64, 0u64);
@@ -398,11 +455,18 @@ async fn info(s: &mut ClientSession, args: &[Bytes]) {
 
 /// Reads `db0:keys=N,expires=M` out of an INFO keyspace reply.
 pub fn parse_keyspace(text: &str) -> (u64, u64) {
-    let Some(line) = text.lines().find(|l| l.starts_with("db0:")) else { return (0, 0) };
+    let Some(line) = text.lines().find(|l| l.starts_with("db0:")) else {
+        return (0, 0);
+    };
     let field = |name: &str| {
         line[4..]
             .split(',')
-            .find_map(|kv| kv.strip_prefix(name)?.strip_prefix('=')?.parse::<u64>().ok())
+            .find_map(|kv| {
+                kv.strip_prefix(name)?
+                    .strip_prefix('=')?
+                    .parse::<u64>()
+                    .ok()
+            })
             .unwrap_or(0)
     };
     (field("keys"), field("expires"))
@@ -414,7 +478,10 @@ mod tests {
 
     #[test]
     fn keyspace_line_is_parsed() {
-        assert_eq!(parse_keyspace("$40\r\n# Keyspace\r\ndb0:keys=12,expires=3,avg_ttl=0\r\n"), (12, 3));
+        assert_eq!(
+            parse_keyspace("$40\r\n# Keyspace\r\ndb0:keys=12,expires=3,avg_ttl=0\r\n"),
+            (12, 3)
+        );
         assert_eq!(parse_keyspace("# Keyspace\r\n"), (0, 0));
     }
 

@@ -1,60 +1,121 @@
-//! Online migration: moving exactly the keys whose owner changed, while
-//! clients keep being served.
+//! Online migration: copy exactly the keys whose owner changes, then cut over,
+//! while clients keep being served — without losing an acknowledged write or
+//! resurrecting a deleted key, even if the joining node or the proxy dies.
 //!
-//! The protocol (see the README's "Migration" section for the argument):
-//! 1. The admin path builds the new ring and swaps in a routing snapshot that
-//!    carries the previous ring. From then on every request is routed by the
-//!    new ring.
-//! 2. The **epoch barrier**: wait until no session is still dispatching with
-//!    the old snapshot, then send a PING through every old connection. After
-//!    that, nothing routed by the old ring is pending anywhere.
-//! 3. Sessions: before forwarding any command on a key whose owner changed,
-//!    [`ensure_moved`] runs `MIGRATE new-host new-port key 0 timeout REPLACE`
-//!    on the old owner. MIGRATE is atomic at the source: the key is copied and
-//!    deleted there in one step (Redis is single-threaded; the built-in node
-//!    serializes MIGRATE). Only then is the command forwarded to the new owner.
-//! 4. The mover walks every old owner that loses keys with SCAN and moves each
-//!    key whose owner changed with `MIGRATE … REPLACE KEYS k1 k2 …`.
-//! 5. When every walk has ended, a snapshot without the previous ring is
-//!    swapped in and removed nodes are released.
+//! The protocol (the README's "Migration" section gives the argument):
+//! 1. **Copy phase.** The current ring keeps routing every request, so old
+//!    owners stay authoritative. The proxy tracks every moving key a client
+//!    writes (the [`Dirty`] set, marked when the write's reply arrives). After
+//!    an epoch barrier (no request routed by the previous snapshot is still
+//!    unanswered), the mover walks every old owner that loses keys with SCAN
+//!    and copies each moving key with `MIGRATE … COPY REPLACE KEYS …`.
+//! 2. **Catch-up.** Dirty keys are re-synced (delete at the target, copy again
+//!    from the source) in rounds while clients keep writing.
+//! 3. **Cutover.** Requests on moving keys pause; once every write already sent
+//!    has been answered, the remaining dirty keys are re-synced, the new ring is
+//!    persisted and swapped in, and the paused requests go on at their new owners.
+//! 4. **Sweep.** Old owners' leftover copies are deleted in the background;
+//!    meanwhile KEYS and SCAN hide copies a node does not own.
 //!
-//! REPLACE is always right: once the barrier has passed, nothing writes a
-//! moving key at its old owner, and any write at the new owner was preceded by
-//! an ensure-move that emptied the old owner — so a copy still at the old owner
-//! is always the latest one.
+//! If the joining node (or any target) fails during the copy phase, the change
+//! is aborted: nothing has stopped being served by its old owner, so no key is
+//! lost; targets' partial copies are deleted. A proxy restarted mid-copy
+//! starts the copy again and first deletes target copies whose source no
+//! longer has the key.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
+use dashmap::DashMap;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
+use tokio::sync::oneshot;
 
 use super::state::{self, SavedMigration};
 use super::topology::{MigrationRoute, Node, Routing};
 use super::Proxy;
-use crate::resp::reply::{elements, reply_len};
+use crate::resp::reply::{elements, integer, reply_len};
 use crate::resp::{encode, parse_i64};
 use crate::ring::{losing_nodes, NodeSpec, Ring};
+
+/// Catch-up rounds stop once this few dirty keys remain (the cutover pause re-syncs them).
+const CUTOVER_DIRTY_KEYS: usize = 2_000;
+const MAX_CATCH_UP_ROUNDS: usize = 8;
+/// Most keys remembered as dirty; past it the change is aborted rather than
+/// letting the proxy's memory grow without bound.
+const MAX_DIRTY_KEYS: usize = 10_000_000;
+
+/// Moving keys written during the copy phase. A key's generation changes on
+/// every mark, so a catch-up round only forgets a key if no write to it was
+/// answered while the round copied it.
+#[derive(Default)]
+pub struct Dirty {
+    keys: DashMap<Bytes, u64>,
+    generation: AtomicU64,
+    /// Tracked writes sent but not yet answered.
+    in_flight: AtomicUsize,
+}
+
+impl Dirty {
+    pub fn len(&self) -> usize {
+        self.keys.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.keys.is_empty()
+    }
+
+    fn mark(&self, key: Bytes) {
+        let g = self.generation.fetch_add(1, Ordering::AcqRel);
+        self.keys.insert(key, g);
+    }
+}
+
+/// Wraps the reply of a write on moving `keys`: once the reply arrives (the
+/// write has executed at the old owner) the keys are marked dirty. Runs in its
+/// own task so a slow client cannot delay the mark.
+pub fn track_write(
+    dirty: &Arc<Dirty>,
+    keys: Vec<Bytes>,
+    rx: oneshot::Receiver<Bytes>,
+) -> oneshot::Receiver<Bytes> {
+    dirty.in_flight.fetch_add(1, Ordering::AcqRel);
+    let dirty = dirty.clone();
+    let (tx, out) = oneshot::channel();
+    tokio::spawn(async move {
+        let r = rx.await;
+        for k in keys {
+            dirty.mark(k);
+        }
+        dirty.in_flight.fetch_sub(1, Ordering::AcqRel);
+        if let Ok(r) = r {
+            let _ = tx.send(r);
+        }
+    });
+    out
+}
 
 /// Progress and history of topology changes, for CLUSTER INFO.
 #[derive(Default)]
 pub struct Tracker {
-    pub keys_moved: AtomicU64,
-    pub keys_moved_by_clients: AtomicU64,
+    pub keys_copied: AtomicU64,
+    pub keys_resynced: AtomicU64,
     pub keys_scanned: AtomicU64,
     pub keys_to_scan: AtomicU64,
-    pub keys_lost: AtomicU64,
+    pub keys_swept: AtomicU64,
     pub last_rebuild_us: AtomicU64,
+    pub last_pause_ms: AtomicU64,
     pub changes: AtomicU64,
-    pub info: Mutex<TrackerText>,
+    info: Mutex<TrackerText>,
 }
 
 /// The text parts of [`Tracker`].
 #[derive(Default, Clone)]
 pub struct TrackerText {
-    /// `ok`, `migrating`, or `rolled_back`.
+    /// `ok`, `copying`, `cutover`, `sweeping` or `aborted`.
     pub state: String,
     pub change: String,
     pub last_error: String,
@@ -64,11 +125,18 @@ pub struct TrackerText {
 
 impl Tracker {
     fn reset(&self, change: String) {
-        for c in [&self.keys_moved, &self.keys_moved_by_clients, &self.keys_scanned, &self.keys_to_scan, &self.keys_lost] {
+        for c in [
+            &self.keys_copied,
+            &self.keys_resynced,
+            &self.keys_scanned,
+            &self.keys_to_scan,
+            &self.keys_swept,
+        ] {
             c.store(0, Ordering::Relaxed);
         }
+        self.last_pause_ms.store(0, Ordering::Relaxed);
         let mut t = self.info.lock().expect("tracker lock");
-        t.state = "migrating".into();
+        t.state = "copying".into();
         t.change = change;
         t.last_error.clear();
         t.started = Some(Instant::now());
@@ -78,9 +146,20 @@ impl Tracker {
         f(&mut self.info.lock().expect("tracker lock"));
     }
 
+    fn state(&self, s: &str) {
+        self.set(|t| t.state = s.into());
+    }
+
     pub fn text(&self) -> TrackerText {
         let t = self.info.lock().expect("tracker lock").clone();
-        TrackerText { state: if t.state.is_empty() { "ok".into() } else { t.state }, ..t }
+        TrackerText {
+            state: if t.state.is_empty() {
+                "ok".into()
+            } else {
+                t.state
+            },
+            ..t
+        }
     }
 }
 
@@ -88,114 +167,126 @@ fn host_port(addr: &str) -> (&str, &str) {
     addr.rsplit_once(':').unwrap_or((addr, "6379"))
 }
 
-fn error_bytes(msg: &str) -> Bytes {
-    let mut out = BytesMut::new();
-    encode::error(&mut out, msg);
-    out.freeze()
-}
-
-/// Makes `key` live at `new` before a command on it is forwarded there.
-pub async fn ensure_moved(proxy: &Proxy, old: &Arc<Node>, new: &Arc<Node>, key: &Bytes, client: u64) -> Result<(), Bytes> {
-    let routing = proxy.routing.load();
-    if let Some(m) = &routing.migration {
-        let mut ready = m.ready.subscribe();
-        let _ = ready.wait_for(|r| *r).await;
-    }
-    drop(routing);
-    let (host, port) = host_port(&new.spec.addr);
-    let timeout = proxy.config.migration.timeout_ms.to_string();
-    let mut raw = BytesMut::new();
-    encode::command(&mut raw, &[b"MIGRATE", host.as_bytes(), port.as_bytes(), key, b"0", timeout.as_bytes(), b"REPLACE"]);
-    let r = old.upstream(2, client).call(raw.freeze()).await;
-    if r.starts_with(b"+OK") {
-        proxy.migration.keys_moved_by_clients.fetch_add(1, Ordering::Relaxed);
-        Ok(())
-    } else if r.starts_with(b"+NOKEY") {
-        Ok(())
-    } else {
-        let why = String::from_utf8_lossy(&r[1..r.len().saturating_sub(2)]).to_string();
-        Err(error_bytes(&format!(
-            "ERR key is moving from {} to {} and could not be moved: {why}",
-            old.spec.name, new.spec.name
-        )))
-    }
-}
-
 /// What kind of change is starting.
 pub enum Change {
     Add(NodeSpec),
-    Remove { name: String, reachable: bool },
+    Remove(String),
 }
 
-/// Swaps in the new ring and starts moving keys. Returns the ring rebuild
-/// time in microseconds. The caller holds `admin_lock` and has validated the change.
-pub async fn begin(proxy: &Arc<Proxy>, change: Change) -> Result<u64, String> {
+/// Starts a change: builds the next ring, persists it, and starts the copy.
+/// Returns the ring rebuild time in microseconds. The caller holds
+/// `admin_lock` and has validated the change.
+pub fn begin(proxy: &Arc<Proxy>, change: Change) -> Result<u64, String> {
     let cur = proxy.routing.load_full();
-    if cur.migration.is_some() {
-        return Err("a topology change is already in progress; retry when CLUSTER INFO shows state:ok".into());
+    if cur.migration.is_some() || cur.filter_keys {
+        return Err(
+            "a topology change is already in progress; retry when CLUSTER INFO shows state:ok"
+                .into(),
+        );
     }
-    let (specs, label, joining, lost_name) = match &change {
+    let (specs, label, joining) = match &change {
         Change::Add(spec) => {
             let mut v = cur.ring.nodes().to_vec();
             v.push(spec.clone());
-            (v, format!("add {}", spec.name), Some(spec.name.clone()), None)
+            (v, format!("add {}", spec.name), Some(spec.name.clone()))
         }
-        Change::Remove { name, reachable } => {
-            let v = cur.ring.nodes().iter().filter(|n| &n.name != name).cloned().collect::<Vec<_>>();
-            (v, format!("remove {name}"), None, (!reachable).then(|| name.clone()))
+        Change::Remove(name) => {
+            let v = cur
+                .ring
+                .nodes()
+                .iter()
+                .filter(|n| &n.name != name)
+                .cloned()
+                .collect::<Vec<_>>();
+            (v, format!("remove {name}"), None)
         }
     };
     let t0 = Instant::now();
-    let ring = cur.ring.with_nodes(specs).map_err(|e| e.to_string())?;
+    let next = cur.ring.with_nodes(specs).map_err(|e| e.to_string())?;
     let rebuild_us = t0.elapsed().as_micros() as u64;
-    proxy.migration.last_rebuild_us.store(rebuild_us, Ordering::Relaxed);
+    proxy
+        .migration
+        .last_rebuild_us
+        .store(rebuild_us, Ordering::Relaxed);
     proxy.migration.changes.fetch_add(1, Ordering::Relaxed);
     proxy.migration.reset(label);
-
-    let ring = Arc::new(ring);
-    let nodes = proxy.nodes_for(&ring);
-    let lost: Vec<bool> = cur.ring.nodes().iter().map(|n| Some(&n.name) == lost_name.as_ref()).collect();
     let saved = SavedMigration {
-        prev_epoch: cur.ring.epoch(),
-        prev_nodes: state::to_saved(cur.ring.nodes()),
-        lost: lost_name.iter().cloned().collect(),
+        phase: "copy".into(),
+        other_epoch: next.epoch(),
+        other_nodes: state::to_saved(next.nodes()),
         joining,
     };
-    persist(proxy, &ring, Some(&saved))?;
-    let (ready, _) = tokio::sync::watch::channel(false);
-    let route = Arc::new(MigrationRoute { prev: cur.ring.clone(), prev_nodes: cur.nodes.clone(), lost, ready });
-    let old = proxy.routing.swap(Arc::new(Routing::new(ring, nodes, Some(route.clone()))));
-
-    // The epoch barrier, then the mover.
+    persist(proxy, &cur.ring, Some(&saved))?;
+    let route = new_route(proxy, Arc::new(next));
+    let old = proxy.routing.swap(Arc::new(Routing::new(
+        cur.ring.clone(),
+        cur.nodes.clone(),
+        Some(route),
+        true,
+    )));
     let p = proxy.clone();
     tokio::spawn(async move {
+        // Writes routed before tracking began must be answered before the copy
+        // reads their keys.
         old.drained().await;
         for n in &old.nodes {
             n.barrier().await;
         }
-        route.ready.send_replace(true);
         drop(old);
-        run_mover(p).await;
+        drive(p, false).await;
     });
     Ok(rebuild_us)
 }
 
-/// Restores an unfinished migration after a restart and resumes its mover.
+fn new_route(proxy: &Proxy, next: Arc<Ring>) -> Arc<MigrationRoute> {
+    let next_nodes = proxy.nodes_for(&next);
+    let (resume, _) = tokio::sync::watch::channel(false);
+    Arc::new(MigrationRoute {
+        next,
+        next_nodes,
+        dirty: Arc::new(Dirty::default()),
+        paused: false,
+        resume: Arc::new(resume),
+    })
+}
+
+/// Restores an unfinished change after a restart and resumes it.
 pub fn resume(proxy: &Arc<Proxy>, saved: SavedMigration) -> Result<(), String> {
     let cur = proxy.routing.load_full();
-    let prev_specs = state::to_specs(&saved.prev_nodes);
-    let prev = Arc::new(Ring::new(prev_specs, proxy.config.ring, saved.prev_epoch).map_err(|e| e.to_string())?);
-    let prev_nodes = proxy.nodes_for(&prev);
-    let lost = prev.nodes().iter().map(|n| saved.lost.contains(&n.name)).collect();
-    // A fresh process has no request routed by the old ring in flight.
-    let (ready, _) = tokio::sync::watch::channel(true);
-    let route = Arc::new(MigrationRoute { prev, prev_nodes, lost, ready });
+    let other = Arc::new(
+        Ring::new(
+            state::to_specs(&saved.other_nodes),
+            proxy.config.ring,
+            saved.other_epoch,
+        )
+        .map_err(|e| e.to_string())?,
+    );
     proxy
-        .routing
-        .store(Arc::new(Routing::new(cur.ring.clone(), cur.nodes.clone(), Some(route))));
-    proxy.migration.reset("resumed after restart".into());
+        .migration
+        .reset(format!("resumed {} after restart", saved.phase));
     let p = proxy.clone();
-    tokio::spawn(run_mover(p));
+    if saved.phase == "sweep" {
+        proxy.routing.store(Arc::new(Routing::new(
+            cur.ring.clone(),
+            cur.nodes.clone(),
+            None,
+            true,
+        )));
+        proxy.migration.state("sweeping");
+        tokio::spawn(async move {
+            let prev_nodes = p.nodes_for(&other);
+            sweep_and_finish(&p, &other, &prev_nodes).await;
+        });
+    } else {
+        let route = new_route(proxy, other);
+        proxy.routing.store(Arc::new(Routing::new(
+            cur.ring.clone(),
+            cur.nodes.clone(),
+            Some(route),
+            true,
+        )));
+        tokio::spawn(drive(p, true));
+    }
     Ok(())
 }
 
@@ -221,7 +312,11 @@ impl Conn {
             .map_err(|_| format!("connect to {addr} timed out"))?
             .map_err(|e| format!("{addr}: {e}"))?;
         let _ = sock.set_nodelay(true);
-        Ok(Conn { sock, buf: BytesMut::with_capacity(64 * 1024), timeout })
+        Ok(Conn {
+            sock,
+            buf: BytesMut::with_capacity(64 * 1024),
+            timeout,
+        })
     }
 
     async fn call(&mut self, args: &[&[u8]]) -> Result<Bytes, String> {
@@ -233,149 +328,65 @@ impl Conn {
                 if let Some(n) = reply_len(&self.buf).map_err(|e| e.to_string())? {
                     return Ok(self.buf.split_to(n).freeze());
                 }
-                if self.sock.read_buf(&mut self.buf).await.map_err(|e| e.to_string())? == 0 {
+                if self
+                    .sock
+                    .read_buf(&mut self.buf)
+                    .await
+                    .map_err(|e| e.to_string())?
+                    == 0
+                {
                     return Err("connection closed".to_string());
                 }
             }
         };
-        tokio::time::timeout(self.timeout, fut).await.map_err(|_| "timed out".to_string())?
+        tokio::time::timeout(self.timeout, fut)
+            .await
+            .map_err(|_| "timed out".to_string())?
     }
 }
 
-/// Walks every old owner that loses keys and moves them, until the migration
-/// ends (finished or rolled back); a pass that fails is retried after a second.
-async fn run_mover(proxy: Arc<Proxy>) {
-    while !mover_pass(&proxy).await {
-        tokio::time::sleep(Duration::from_secs(1)).await;
-    }
+/// Connections by node name, opened on first use.
+struct Conns {
+    by_name: HashMap<String, Conn>,
+    timeout: Duration,
 }
 
-/// One walk over all sources; true when the migration ended.
-async fn mover_pass(proxy: &Arc<Proxy>) -> bool {
-    let routing = proxy.routing.load_full();
-    let Some(m) = routing.migration.clone() else { return true };
-    let losing = losing_nodes(&m.prev, &routing.ring);
-    let timeout = Duration::from_millis(proxy.config.migration.timeout_ms);
-    let sources: Vec<usize> = (0..m.prev_nodes.len()).filter(|&i| losing[i] && !m.lost[i]).collect();
-    // Size of the walk, for progress.
-    for &i in &sources {
-        if let Ok(mut c) = Conn::open(&m.prev_nodes[i].spec.addr, timeout).await {
-            if let Ok(r) = c.call(&[b"DBSIZE"]).await {
-                if let Some(n) = crate::resp::reply::integer(&r) {
-                    proxy.migration.keys_to_scan.fetch_add(n.max(0) as u64, Ordering::Relaxed);
-                }
+/// A failure attributed to one node.
+struct NodeError {
+    node: String,
+    why: String,
+}
+
+impl Conns {
+    fn new(timeout: Duration) -> Conns {
+        Conns {
+            by_name: HashMap::new(),
+            timeout,
+        }
+    }
+
+    async fn call(&mut self, node: &Node, args: &[&[u8]]) -> Result<Bytes, NodeError> {
+        let err = |why: String| NodeError {
+            node: node.spec.name.clone(),
+            why,
+        };
+        if !self.by_name.contains_key(&node.spec.name) {
+            let c = Conn::open(&node.spec.addr, self.timeout)
+                .await
+                .map_err(err)?;
+            self.by_name.insert(node.spec.name.clone(), c);
+        }
+        let conn = self
+            .by_name
+            .get_mut(&node.spec.name)
+            .expect("just inserted");
+        match conn.call(args).await {
+            Ok(r) => Ok(r),
+            Err(e) => {
+                self.by_name.remove(&node.spec.name);
+                Err(err(e))
             }
         }
-    }
-    let started = Instant::now();
-    let mut outcome = Ok(());
-    for &i in &sources {
-        if let Err(e) = walk(proxy, &routing, &m.prev_nodes[i], started).await {
-            outcome = Err(e);
-            break;
-        }
-    }
-    match outcome {
-        Ok(()) => finish(proxy, &routing, &m, started),
-        Err(WalkError::TargetDown(name)) if is_joining(proxy, &name) => rollback(proxy, &routing, &m, &name).await,
-        Err(e) => {
-            // Anything else (a source that stays down): keep the migration
-            // routing, which stays correct, and retry the walk.
-            let msg = e.to_string();
-            tracing::warn!(error = %msg, "migration walk failed; retrying in 1 s");
-            proxy.migration.set(|t| t.last_error = msg);
-            return false;
-        }
-    }
-    true
-}
-
-fn is_joining(proxy: &Proxy, name: &str) -> bool {
-    proxy.migration.text().change == format!("add {name}")
-}
-
-#[derive(Debug)]
-enum WalkError {
-    SourceDown(String, String),
-    TargetDown(String),
-}
-
-impl std::fmt::Display for WalkError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            WalkError::SourceDown(n, e) => write!(f, "source {n}: {e}"),
-            WalkError::TargetDown(n) => write!(f, "target {n} is unreachable"),
-        }
-    }
-}
-
-async fn walk(proxy: &Proxy, routing: &Routing, source: &Arc<Node>, started: Instant) -> Result<(), WalkError> {
-    let cfg = proxy.config.migration;
-    let timeout = Duration::from_millis(cfg.timeout_ms);
-    let src_err = |e: String| WalkError::SourceDown(source.spec.name.clone(), e);
-    let mut conn = Conn::open(&source.spec.addr, timeout).await.map_err(src_err)?;
-    let count = cfg.batch.to_string();
-    let mut cursor = b"0".to_vec();
-    let mig_timeout = cfg.timeout_ms.to_string();
-    loop {
-        let r = conn.call(&[b"SCAN", &cursor, b"COUNT", count.as_bytes()]).await.map_err(src_err)?;
-        let els = elements(&r).filter(|e| e.len() == 2).ok_or_else(|| src_err(format!("bad SCAN reply {r:?}")))?;
-        let next = bulk_value(&r[els[0].clone()]).ok_or_else(|| src_err("bad SCAN cursor".into()))?;
-        let keys_reply = &r[els[1].clone()];
-        let keys: Vec<&[u8]> = elements(keys_reply)
-            .unwrap_or_default()
-            .into_iter()
-            .filter_map(|e| bulk_value(&keys_reply[e]))
-            .collect();
-        proxy.migration.keys_scanned.fetch_add(keys.len() as u64, Ordering::Relaxed);
-        // Group the keys that leave this node by their new owner.
-        let mut groups: Vec<(Arc<Node>, Vec<&[u8]>)> = Vec::new();
-        for k in keys {
-            let owner = routing.owner(k);
-            if Arc::ptr_eq(owner, source) {
-                continue;
-            }
-            match groups.iter_mut().find(|(n, _)| Arc::ptr_eq(n, owner)) {
-                Some((_, v)) => v.push(k),
-                None => groups.push((owner.clone(), vec![k])),
-            }
-        }
-        for (target, keys) in groups {
-            let (host, port) = host_port(&target.spec.addr);
-            let mut args: Vec<&[u8]> =
-                vec![b"MIGRATE", host.as_bytes(), port.as_bytes(), b"", b"0", mig_timeout.as_bytes(), b"REPLACE", b"KEYS"];
-            args.extend(keys.iter().copied());
-            let mut attempt = 0;
-            loop {
-                let r = conn.call(&args).await.map_err(src_err)?;
-                if r.starts_with(b"+OK") {
-                    proxy.migration.keys_moved.fetch_add(keys.len() as u64, Ordering::Relaxed);
-                    break;
-                }
-                if r.starts_with(b"+NOKEY") {
-                    break;
-                }
-                attempt += 1;
-                let msg = String::from_utf8_lossy(&r).trim_end().to_string();
-                proxy.migration.set(|t| t.last_error = format!("MIGRATE to {}: {msg}", target.spec.name));
-                if attempt * 200 >= cfg.timeout_ms.max(1000) {
-                    return Err(WalkError::TargetDown(target.spec.name.clone()));
-                }
-                tokio::time::sleep(Duration::from_millis(200)).await;
-            }
-            // Rate limit: keep the average under max_keys_per_sec.
-            if cfg.max_keys_per_sec > 0 {
-                let moved = proxy.migration.keys_moved.load(Ordering::Relaxed);
-                let due = Duration::from_secs_f64(moved as f64 / cfg.max_keys_per_sec as f64);
-                if let Some(wait) = due.checked_sub(started.elapsed()) {
-                    tokio::time::sleep(wait).await;
-                }
-            }
-        }
-        if next == b"0" {
-            return Ok(());
-        }
-        cursor = next.to_vec();
     }
 }
 
@@ -392,50 +403,548 @@ fn bulk_value(el: &[u8]) -> Option<&[u8]> {
     el.get(nl + 1..nl + 1 + n as usize)
 }
 
-fn finish(proxy: &Arc<Proxy>, routing: &Arc<Routing>, m: &MigrationRoute, started: Instant) {
-    let done = Arc::new(Routing::new(routing.ring.clone(), routing.nodes.clone(), None));
+/// Walks `node` with SCAN, calling `f` with each batch of keys.
+async fn scan_node<F>(
+    conns: &mut Conns,
+    node: &Node,
+    batch: usize,
+    mut f: F,
+) -> Result<(), NodeError>
+where
+    F: AsyncBatch,
+{
+    let count = batch.to_string();
+    let mut cursor = b"0".to_vec();
+    loop {
+        let r = conns
+            .call(node, &[b"SCAN", &cursor, b"COUNT", count.as_bytes()])
+            .await?;
+        let bad = || NodeError {
+            node: node.spec.name.clone(),
+            why: format!("bad SCAN reply {:?}", String::from_utf8_lossy(&r)),
+        };
+        let els = elements(&r).filter(|e| e.len() == 2).ok_or_else(bad)?;
+        let next = bulk_value(&r[els[0].clone()]).ok_or_else(bad)?.to_vec();
+        let keys_reply = &r[els[1].clone()];
+        let keys: Vec<Bytes> = elements(keys_reply)
+            .unwrap_or_default()
+            .into_iter()
+            .filter_map(|e| bulk_value(&keys_reply[e]).map(Bytes::copy_from_slice))
+            .collect();
+        f.batch(conns, keys).await?;
+        if next == b"0" {
+            return Ok(());
+        }
+        cursor = next;
+    }
+}
+
+/// A step run on each SCAN batch (a trait so the closure can borrow `conns`).
+trait AsyncBatch {
+    async fn batch(&mut self, conns: &mut Conns, keys: Vec<Bytes>) -> Result<(), NodeError>;
+}
+
+/// Copies `keys` from `source` to `target` (COPY REPLACE: the source keeps them).
+async fn copy_keys(
+    conns: &mut Conns,
+    source: &Node,
+    target: &Node,
+    keys: &[Bytes],
+    timeout_ms: &str,
+) -> Result<bool, NodeError> {
+    let (host, port) = host_port(&target.spec.addr);
+    let mut args: Vec<&[u8]> = vec![
+        b"MIGRATE",
+        host.as_bytes(),
+        port.as_bytes(),
+        b"",
+        b"0",
+        timeout_ms.as_bytes(),
+        b"COPY",
+        b"REPLACE",
+        b"KEYS",
+    ];
+    args.extend(keys.iter().map(|k| k.as_ref()));
+    let r = conns.call(source, &args).await?;
+    if r.starts_with(b"+OK") {
+        Ok(true)
+    } else if r.starts_with(b"+NOKEY") {
+        Ok(false)
+    } else {
+        // MIGRATE's errors are about the target (IOERR, refused RESTORE).
+        Err(NodeError {
+            node: target.spec.name.clone(),
+            why: String::from_utf8_lossy(&r).trim_end().to_string(),
+        })
+    }
+}
+
+/// Deletes `keys` on `node`.
+async fn delete_keys(conns: &mut Conns, node: &Node, keys: &[Bytes]) -> Result<i64, NodeError> {
+    let mut args: Vec<&[u8]> = vec![b"DEL"];
+    args.extend(keys.iter().map(|k| k.as_ref()));
+    let r = conns.call(node, &args).await?;
+    integer(&r).ok_or_else(|| NodeError {
+        node: node.spec.name.clone(),
+        why: String::from_utf8_lossy(&r).trim_end().to_string(),
+    })
+}
+
+/// Groups keys by (current owner, next owner) for those that move.
+fn group_moves(
+    routing: &Routing,
+    m: &MigrationRoute,
+    keys: impl IntoIterator<Item = Bytes>,
+) -> Vec<(Arc<Node>, Arc<Node>, Vec<Bytes>)> {
+    let mut groups: Vec<(Arc<Node>, Arc<Node>, Vec<Bytes>)> = Vec::new();
+    for k in keys {
+        let from = routing.owner(&k);
+        let to = &m.next_nodes[m.next.locate(&k)];
+        if Arc::ptr_eq(from, to) {
+            continue;
+        }
+        match groups
+            .iter_mut()
+            .find(|(f, t, _)| Arc::ptr_eq(f, from) && Arc::ptr_eq(t, to))
+        {
+            Some((_, _, v)) => v.push(k),
+            None => groups.push((from.clone(), to.clone(), vec![k])),
+        }
+    }
+    groups
+}
+
+/// Runs a change from its copy phase to the end (or its abort).
+async fn drive(proxy: Arc<Proxy>, restarted: bool) {
+    let started = Instant::now();
+    let routing = proxy.routing.load_full();
+    let Some(m) = routing.migration.clone() else {
+        return;
+    };
+    let cfg = proxy.config.migration;
+    let timeout = Duration::from_millis(cfg.timeout_ms);
+    let mut conns = Conns::new(timeout);
+    let result = async {
+        if restarted {
+            reconcile(&proxy, &routing, &m, &mut conns).await?;
+        }
+        copy_walk(&proxy, &routing, &m, &mut conns, started).await?;
+        for _ in 0..MAX_CATCH_UP_ROUNDS {
+            if m.dirty.len() <= CUTOVER_DIRTY_KEYS {
+                break;
+            }
+            resync(&proxy, &routing, &m, &mut conns, true).await?;
+        }
+        cutover(&proxy, &routing, &m, &mut conns).await
+    }
+    .await;
+    match result {
+        Ok(()) => {
+            let prev_nodes = routing.nodes.clone();
+            sweep_and_finish(&proxy, &routing.ring, &prev_nodes).await;
+            proxy
+                .migration
+                .set(|t| t.last_duration_ms = started.elapsed().as_millis() as u64);
+        }
+        Err(e) => abort(&proxy, &routing, &m, &format!("node {}: {}", e.node, e.why)).await,
+    }
+}
+
+/// Copies every key that changes owner from each old owner that loses keys.
+async fn copy_walk(
+    proxy: &Proxy,
+    routing: &Routing,
+    m: &MigrationRoute,
+    conns: &mut Conns,
+    started: Instant,
+) -> Result<(), NodeError> {
+    let losing = losing_nodes(&routing.ring, &m.next);
+    let sources: Vec<Arc<Node>> = routing
+        .nodes
+        .iter()
+        .zip(&losing)
+        .filter(|(_, l)| **l)
+        .map(|(n, _)| n.clone())
+        .collect();
+    for s in &sources {
+        if let Ok(r) = conns.call(s, &[b"DBSIZE"]).await {
+            proxy
+                .migration
+                .keys_to_scan
+                .fetch_add(integer(&r).unwrap_or(0).max(0) as u64, Ordering::Relaxed);
+        }
+    }
+    struct Copy<'a> {
+        proxy: &'a Proxy,
+        routing: &'a Routing,
+        m: &'a MigrationRoute,
+        timeout_ms: String,
+        started: Instant,
+    }
+    impl AsyncBatch for Copy<'_> {
+        async fn batch(&mut self, conns: &mut Conns, keys: Vec<Bytes>) -> Result<(), NodeError> {
+            let t = &self.proxy.migration;
+            t.keys_scanned
+                .fetch_add(keys.len() as u64, Ordering::Relaxed);
+            for (from, to, keys) in group_moves(self.routing, self.m, keys) {
+                if copy_keys(conns, &from, &to, &keys, &self.timeout_ms).await? {
+                    t.keys_copied
+                        .fetch_add(keys.len() as u64, Ordering::Relaxed);
+                }
+            }
+            let cap = self.proxy.config.migration.max_keys_per_sec;
+            if cap > 0 {
+                let due = Duration::from_secs_f64(
+                    t.keys_copied.load(Ordering::Relaxed) as f64 / cap as f64,
+                );
+                if let Some(wait) = due.checked_sub(self.started.elapsed()) {
+                    tokio::time::sleep(wait).await;
+                }
+            }
+            if self.m.dirty.len() > MAX_DIRTY_KEYS {
+                return Err(NodeError {
+                    node: "proxy".into(),
+                    why: "too many keys written during the copy".into(),
+                });
+            }
+            Ok(())
+        }
+    }
+    let batch = proxy.config.migration.batch;
+    for s in &sources {
+        let step = Copy {
+            proxy,
+            routing,
+            m,
+            timeout_ms: proxy.config.migration.timeout_ms.to_string(),
+            started,
+        };
+        scan_node(conns, s, batch, step).await?;
+    }
+    Ok(())
+}
+
+/// Re-syncs dirty keys: delete at the next owner, copy again from the current
+/// one. In a catch-up round (`live`), a key is forgotten only if no write to it
+/// was answered meanwhile; at cutover everything is synced and forgotten.
+async fn resync(
+    proxy: &Proxy,
+    routing: &Routing,
+    m: &MigrationRoute,
+    conns: &mut Conns,
+    live: bool,
+) -> Result<(), NodeError> {
+    let snapshot: Vec<(Bytes, u64)> = m
+        .dirty
+        .keys
+        .iter()
+        .map(|e| (e.key().clone(), *e.value()))
+        .collect();
+    let timeout_ms = proxy.config.migration.timeout_ms.to_string();
+    for chunk in snapshot.chunks(proxy.config.migration.batch) {
+        for (from, to, keys) in group_moves(routing, m, chunk.iter().map(|(k, _)| k.clone())) {
+            delete_keys(conns, &to, &keys).await?;
+            copy_keys(conns, &from, &to, &keys, &timeout_ms).await?;
+            proxy
+                .migration
+                .keys_resynced
+                .fetch_add(keys.len() as u64, Ordering::Relaxed);
+        }
+        for (k, g) in chunk {
+            if live {
+                m.dirty.keys.remove_if(k, |_, now| now == g);
+            } else {
+                m.dirty.keys.remove(k);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// After a restart mid-copy: delete copies at targets whose key no longer
+/// exists at its source (it was deleted there while this proxy was down).
+async fn reconcile(
+    proxy: &Proxy,
+    routing: &Routing,
+    m: &MigrationRoute,
+    conns: &mut Conns,
+) -> Result<(), NodeError> {
+    struct Check<'a> {
+        routing: &'a Routing,
+        m: &'a MigrationRoute,
+        target: Arc<Node>,
+    }
+    impl AsyncBatch for Check<'_> {
+        async fn batch(&mut self, conns: &mut Conns, keys: Vec<Bytes>) -> Result<(), NodeError> {
+            for k in keys {
+                let source = self.routing.owner(&k).clone();
+                let next = &self.m.next_nodes[self.m.next.locate(&k)];
+                if Arc::ptr_eq(&source, &self.target) || !Arc::ptr_eq(next, &self.target) {
+                    continue;
+                }
+                let r = conns.call(&source, &[b"EXISTS", &k]).await?;
+                if integer(&r) == Some(0) {
+                    delete_keys(conns, &self.target, std::slice::from_ref(&k)).await?;
+                }
+            }
+            Ok(())
+        }
+    }
+    let gaining: Vec<Arc<Node>> = m
+        .next_nodes
+        .iter()
+        .filter(|n| {
+            losing_nodes(&m.next, &routing.ring)[m.next.index_of(&n.spec.name).unwrap_or(0)]
+        })
+        .cloned()
+        .collect();
+    for target in gaining {
+        let step = Check {
+            routing,
+            m,
+            target: target.clone(),
+        };
+        scan_node(conns, &target, proxy.config.migration.batch, step).await?;
+    }
+    Ok(())
+}
+
+/// Pauses requests on moving keys, syncs what is left, swaps the new ring in.
+async fn cutover(
+    proxy: &Proxy,
+    routing: &Arc<Routing>,
+    m: &Arc<MigrationRoute>,
+    conns: &mut Conns,
+) -> Result<(), NodeError> {
+    proxy.migration.state("cutover");
+    let t0 = Instant::now();
+    let paused_route = Arc::new(MigrationRoute {
+        next: m.next.clone(),
+        next_nodes: m.next_nodes.clone(),
+        dirty: m.dirty.clone(),
+        paused: true,
+        resume: m.resume.clone(),
+    });
+    let paused = Arc::new(Routing::new(
+        routing.ring.clone(),
+        routing.nodes.clone(),
+        Some(paused_route),
+        true,
+    ));
+    let live = proxy.routing.swap(paused.clone());
+    let result = async {
+        live.drained().await;
+        while m.dirty.in_flight.load(Ordering::Acquire) != 0 {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        resync(proxy, routing, m, conns, false).await?;
+        let saved = SavedMigration {
+            phase: "sweep".into(),
+            other_epoch: routing.ring.epoch(),
+            other_nodes: state::to_saved(routing.ring.nodes()),
+            joining: None,
+        };
+        persist(proxy, &m.next, Some(&saved)).map_err(|why| NodeError {
+            node: "state file".into(),
+            why,
+        })
+    }
+    .await;
+    match result {
+        Ok(()) => {
+            proxy.routing.store(Arc::new(Routing::new(
+                m.next.clone(),
+                m.next_nodes.clone(),
+                None,
+                true,
+            )));
+            m.resume.send_replace(true);
+            proxy
+                .migration
+                .last_pause_ms
+                .store(t0.elapsed().as_millis() as u64, Ordering::Relaxed);
+            proxy.migration.state("sweeping");
+            Ok(())
+        }
+        Err(e) => {
+            // Back to the live copy routing; abort() takes it from there.
+            proxy.routing.store(live);
+            m.resume.send_replace(true);
+            Err(e)
+        }
+    }
+}
+
+/// Deletes, on each of `nodes`, the keys it holds but does not own in `ring`.
+async fn sweep_nodes(
+    proxy: &Proxy,
+    ring: &Ring,
+    nodes: &[Arc<Node>],
+    conns: &mut Conns,
+) -> Result<(), NodeError> {
+    struct Sweep<'a> {
+        proxy: &'a Proxy,
+        ring: &'a Ring,
+        node: Arc<Node>,
+    }
+    impl AsyncBatch for Sweep<'_> {
+        async fn batch(&mut self, conns: &mut Conns, keys: Vec<Bytes>) -> Result<(), NodeError> {
+            let strays: Vec<Bytes> = keys
+                .into_iter()
+                .filter(|k| self.ring.node(self.ring.locate(k)).name != self.node.spec.name)
+                .collect();
+            if !strays.is_empty() {
+                let n = delete_keys(conns, &self.node, &strays).await?;
+                self.proxy
+                    .migration
+                    .keys_swept
+                    .fetch_add(n.max(0) as u64, Ordering::Relaxed);
+            }
+            Ok(())
+        }
+    }
+    for node in nodes {
+        let step = Sweep {
+            proxy,
+            ring,
+            node: node.clone(),
+        };
+        scan_node(conns, node, proxy.config.migration.batch, step).await?;
+    }
+    Ok(())
+}
+
+/// After cutover: delete the old owners' leftover copies, then end the change.
+async fn sweep_and_finish(proxy: &Arc<Proxy>, prev: &Ring, prev_nodes: &[Arc<Node>]) {
+    let routing = proxy.routing.load_full();
+    let losing = losing_nodes(prev, &routing.ring);
+    let sources: Vec<Arc<Node>> = prev_nodes
+        .iter()
+        .zip(&losing)
+        .filter(|(_, l)| **l)
+        .map(|(n, _)| n.clone())
+        .collect();
+    let mut conns = Conns::new(Duration::from_millis(proxy.config.migration.timeout_ms));
+    loop {
+        match sweep_nodes(proxy, &routing.ring, &sources, &mut conns).await {
+            Ok(()) => break,
+            // A node that left and is gone holds nothing anyone reads.
+            Err(e) if routing.ring.index_of(&e.node).is_none() => break,
+            Err(e) => {
+                proxy
+                    .migration
+                    .set(|t| t.last_error = format!("sweep: node {}: {}", e.node, e.why));
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            }
+        }
+    }
     if let Err(e) = persist(proxy, &routing.ring, None) {
         proxy.migration.set(|t| t.last_error = e);
     }
-    proxy.routing.store(done);
-    for n in &m.prev_nodes {
+    proxy.routing.store(Arc::new(Routing::new(
+        routing.ring.clone(),
+        routing.nodes.clone(),
+        None,
+        false,
+    )));
+    for n in prev_nodes {
         if routing.ring.index_of(&n.spec.name).is_none() {
             proxy.release(&n.spec.name);
         }
     }
-    let ms = started.elapsed().as_millis() as u64;
-    proxy.migration.set(|t| {
-        t.state = "ok".into();
-        t.last_duration_ms = ms;
-    });
+    proxy.migration.state("ok");
     tracing::info!(
-        moved = proxy.migration.keys_moved.load(Ordering::Relaxed),
-        by_clients = proxy.migration.keys_moved_by_clients.load(Ordering::Relaxed),
-        ms,
-        "migration finished"
+        copied = proxy.migration.keys_copied.load(Ordering::Relaxed),
+        resynced = proxy.migration.keys_resynced.load(Ordering::Relaxed),
+        swept = proxy.migration.keys_swept.load(Ordering::Relaxed),
+        "topology change finished"
     );
 }
 
-/// The joining node died: route by the previous ring again (a new epoch).
-/// Keys already moved to it are lost with it; every other key never left its
-/// old owner.
-async fn rollback(proxy: &Arc<Proxy>, routing: &Arc<Routing>, m: &MigrationRoute, name: &str) {
-    let ring = match Ring::new(m.prev.nodes().to_vec(), m.prev.config(), routing.ring.epoch() + 1) {
-        Ok(r) => Arc::new(r),
-        Err(e) => {
-            proxy.migration.set(|t| t.last_error = format!("rollback failed: {e}"));
-            return;
-        }
-    };
-    let lost = proxy.migration.keys_moved.load(Ordering::Relaxed) + proxy.migration.keys_moved_by_clients.load(Ordering::Relaxed);
-    proxy.migration.keys_lost.store(lost, Ordering::Relaxed);
-    let _ = persist(proxy, &ring, None);
-    let nodes = m.prev_nodes.clone();
-    let old = proxy.routing.swap(Arc::new(Routing::new(ring, nodes, None)));
+/// The copy failed: keep the current ring (it never stopped routing), delete
+/// partial copies on the targets that are still up, forget the next ring.
+async fn abort(proxy: &Arc<Proxy>, routing: &Arc<Routing>, m: &MigrationRoute, why: &str) {
+    tracing::warn!(reason = %why, "topology change aborted");
+    let plain = Arc::new(Routing::new(
+        routing.ring.clone(),
+        routing.nodes.clone(),
+        None,
+        true,
+    ));
+    let old = proxy.routing.swap(plain);
     old.drained().await;
+    let mut conns = Conns::new(Duration::from_millis(proxy.config.migration.timeout_ms));
+    let targets: Vec<Arc<Node>> = m
+        .next_nodes
+        .iter()
+        .filter(|n| routing.ring.index_of(&n.spec.name).is_some())
+        .cloned()
+        .collect();
+    for t in &targets {
+        // A target that is down lost its copies with its memory.
+        let _ = sweep_nodes(proxy, &routing.ring, std::slice::from_ref(t), &mut conns).await;
+    }
+    let _ = persist(proxy, &routing.ring, None);
+    proxy.routing.store(Arc::new(Routing::new(
+        routing.ring.clone(),
+        routing.nodes.clone(),
+        None,
+        false,
+    )));
+    for n in &m.next_nodes {
+        if routing.ring.index_of(&n.spec.name).is_none() {
+            proxy.release(&n.spec.name);
+        }
+    }
+    proxy.migration.set(|t| {
+        t.state = "aborted".into();
+        t.last_error = format!("change aborted, the ring is unchanged and no key was lost: {why}");
+    });
+}
+
+/// REMOVENODE of a node that is down: its keys cannot be copied (they are
+/// lost with it, as with any cache node that dies), so the ring drops it at
+/// once and its keys are served, empty, by their new owners.
+pub fn remove_unreachable(proxy: &Arc<Proxy>, name: &str) -> Result<u64, String> {
+    let cur = proxy.routing.load_full();
+    if cur.migration.is_some() || cur.filter_keys {
+        return Err(
+            "a topology change is already in progress; retry when CLUSTER INFO shows state:ok"
+                .into(),
+        );
+    }
+    let t0 = Instant::now();
+    let next = cur
+        .ring
+        .with_nodes(
+            cur.ring
+                .nodes()
+                .iter()
+                .filter(|n| n.name != name)
+                .cloned()
+                .collect(),
+        )
+        .map_err(|e| e.to_string())?;
+    let rebuild_us = t0.elapsed().as_micros() as u64;
+    proxy
+        .migration
+        .last_rebuild_us
+        .store(rebuild_us, Ordering::Relaxed);
+    proxy.migration.changes.fetch_add(1, Ordering::Relaxed);
+    proxy
+        .migration
+        .reset(format!("remove {name} (unreachable)"));
+    persist(proxy, &next, None)?;
+    let next = Arc::new(next);
+    let nodes = proxy.nodes_for(&next);
+    proxy
+        .routing
+        .store(Arc::new(Routing::new(next, nodes, None, false)));
     proxy.release(name);
     proxy.migration.set(|t| {
-        t.state = "rolled_back".into();
-        t.last_error = format!("node {name} became unreachable while joining; the change was rolled back ({lost} keys that had moved to it are lost)");
+        t.state = "ok".into();
+        t.last_error =
+            format!("node {name} was unreachable when removed: the keys it held are lost");
     });
+    Ok(rebuild_us)
 }

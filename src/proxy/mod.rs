@@ -75,12 +75,19 @@ impl Proxy {
             None => (config.nodes.clone(), 1),
         };
         let ring = Ring::new(specs, config.ring, epoch).map_err(|e| format!("nodes: {e}"))?;
-        let pool: HashMap<String, Arc<Node>> =
-            ring.nodes().iter().map(|spec| (spec.name.clone(), Arc::new(new_node(spec, &config)))).collect();
-        let nodes = ring.nodes().iter().map(|spec| pool[&spec.name].clone()).collect();
+        let pool: HashMap<String, Arc<Node>> = ring
+            .nodes()
+            .iter()
+            .map(|spec| (spec.name.clone(), Arc::new(new_node(spec, &config))))
+            .collect();
+        let nodes = ring
+            .nodes()
+            .iter()
+            .map(|spec| pool[&spec.name].clone())
+            .collect();
         let proxy = Arc::new(Proxy {
             port,
-            routing: ArcSwap::from_pointee(Routing::new(Arc::new(ring), nodes, None)),
+            routing: ArcSwap::from_pointee(Routing::new(Arc::new(ring), nodes, None, false)),
             stats: Stats::default(),
             next_client_id: AtomicU64::new(1),
             started: Instant::now(),
@@ -103,7 +110,9 @@ impl Proxy {
         ring.nodes()
             .iter()
             .map(|spec| {
-                pool.entry(spec.name.clone()).or_insert_with(|| Arc::new(new_node(spec, &self.config))).clone()
+                pool.entry(spec.name.clone())
+                    .or_insert_with(|| Arc::new(new_node(spec, &self.config)))
+                    .clone()
             })
             .collect()
     }
@@ -124,7 +133,11 @@ fn new_node(spec: &NodeSpec, config: &Config) -> Node {
 }
 
 /// Serves clients on `listener` until `shutdown` completes.
-pub async fn run(listener: TcpListener, config: Config, shutdown: impl Future<Output = ()>) -> Result<(), String> {
+pub async fn run(
+    listener: TcpListener,
+    config: Config,
+    shutdown: impl Future<Output = ()>,
+) -> Result<(), String> {
     let port = listener.local_addr().map(|a| a.port()).unwrap_or(0);
     let proxy = Proxy::new(config, port)?;
     serve(listener, proxy, shutdown).await;
@@ -152,7 +165,9 @@ pub async fn serve(listener: TcpListener, proxy: Arc<Proxy>, shutdown: impl Futu
         if proxy.stats.clients.load(Ordering::Relaxed) >= proxy.config.max_clients {
             proxy.stats.rejected.fetch_add(1, Ordering::Relaxed);
             tokio::spawn(async move {
-                let _ = sock.write_all(b"-ERR max number of clients reached\r\n").await;
+                let _ = sock
+                    .write_all(b"-ERR max number of clients reached\r\n")
+                    .await;
             });
             continue;
         }

@@ -9,6 +9,7 @@
 use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
+use tokio::sync::oneshot;
 
 use super::migration;
 use super::session::{ClientSession, Pending};
@@ -33,30 +34,75 @@ pub async fn dispatch(s: &mut ClientSession, req: Request) {
         Kind::FanOut(agg) => fan_out(s, req, agg).await,
         Kind::Local => super::local::handle(s, spec, req).await,
         Kind::Admin => super::admin::handle(s, req).await,
-        Kind::Refused(why) => s.error(&format!("ERR '{}' is not supported by shardis: {why}", spec.name)).await,
+        Kind::Refused(why) => {
+            s.error(&format!(
+                "ERR '{}' is not supported by shardis: {why}",
+                spec.name
+            ))
+            .await
+        }
     }
 }
 
 fn key_positions(spec: &CommandSpec, req: &Request) -> Result<Vec<usize>, String> {
     // The common case, one key at position 1, without walking the spec.
-    if let KeySpec::Range { first: 1, last: 1, .. } = spec.keys {
+    if let KeySpec::Range {
+        first: 1, last: 1, ..
+    } = spec.keys
+    {
         return Ok(vec![1]);
     }
     spec.key_positions(&req.args)
 }
 
-/// Makes every moving key among `keys` live at its new owner; on failure the
-/// error reply to send instead of forwarding.
-async fn settle(s: &ClientSession, routing: &Routing, keys: impl Iterator<Item = &Bytes>) -> Result<(), Bytes> {
-    if routing.migration.is_none() {
-        return Ok(());
+/// During a change's cutover, requests on moving keys wait for it to end;
+/// true when this request had to wait (the caller then routes it afresh).
+async fn wait_cutover(routing: &Routing, keys: impl Iterator<Item = &Bytes>) -> bool {
+    let Some(m) = &routing.migration else {
+        return false;
+    };
+    if !m.paused {
+        return false;
     }
-    for key in keys {
-        if let Some((old, new)) = routing.moving(key) {
-            migration::ensure_moved(&s.proxy, old, new, key, s.id).await?;
-        }
+    let mut keys = keys;
+    if !keys.any(|k| routing.is_moving(k)) {
+        return false;
     }
-    Ok(())
+    let mut rx = m.resume.subscribe();
+    let _ = rx.wait_for(|done| *done).await;
+    true
+}
+
+/// The moving keys a write touches, to be marked dirty when it is answered.
+fn moving_writes(
+    routing: &Routing,
+    spec: &CommandSpec,
+    keys: impl Iterator<Item = Bytes>,
+) -> Option<Vec<Bytes>> {
+    routing.migration.as_ref()?;
+    if !spec.write {
+        return None;
+    }
+    let moving: Vec<Bytes> = keys
+        .filter(|k| routing.is_moving(k))
+        .map(|k| Bytes::copy_from_slice(&k))
+        .collect();
+    (!moving.is_empty()).then_some(moving)
+}
+
+/// Sends a request, tracking it if it writes moving keys.
+async fn send_tracked(
+    s: &ClientSession,
+    routing: &Routing,
+    node: &Node,
+    raw: Bytes,
+    track: Option<Vec<Bytes>>,
+) -> oneshot::Receiver<Bytes> {
+    let rx = node.upstream(s.proto, s.id).send(raw).await;
+    match (track, &routing.migration) {
+        (Some(keys), Some(m)) => migration::track_write(&m.dirty, keys, rx),
+        _ => rx,
+    }
 }
 
 async fn keyed(s: &mut ClientSession, spec: &'static CommandSpec, req: Request) {
@@ -72,7 +118,12 @@ async fn keyed(s: &mut ClientSession, spec: &'static CommandSpec, req: Request) 
             ))
             .await;
     }
-    let routing = s.proxy.routing.load_full();
+    let routing = loop {
+        let routing = s.proxy.routing.load_full();
+        if !wait_cutover(&routing, positions.iter().map(|&p| &req.args[p])).await {
+            break routing;
+        }
+    };
     let _gate = routing.enter();
     let node = routing.owner(&req.args[positions[0]]).clone();
     for &p in &positions[1..] {
@@ -82,10 +133,12 @@ async fn keyed(s: &mut ClientSession, spec: &'static CommandSpec, req: Request) 
                 .await;
         }
     }
-    if let Err(e) = settle(s, &routing, positions.iter().map(|&p| &req.args[p])).await {
-        return s.push(Pending::Ready(e)).await;
-    }
-    let rx = node.upstream(s.proto, s.id).send(req.raw).await;
+    let track = moving_writes(
+        &routing,
+        spec,
+        positions.iter().map(|&p| req.args[p].clone()),
+    );
+    let rx = send_tracked(s, &routing, &node, req.raw, track).await;
     s.push(Pending::One(rx)).await;
 }
 
@@ -94,10 +147,15 @@ async fn split(s: &mut ClientSession, spec: &'static CommandSpec, req: Request, 
         Ok(p) => p,
         Err(e) => return s.error(&e).await,
     };
-    if merge == Merge::AllOk && req.args.len() % 2 == 0 {
+    if merge == Merge::AllOk && req.args.len().is_multiple_of(2) {
         return s.error(&arity_error(spec)).await;
     }
-    let routing = s.proxy.routing.load_full();
+    let routing = loop {
+        let routing = s.proxy.routing.load_full();
+        if !wait_cutover(&routing, positions.iter().map(|&p| &req.args[p])).await {
+            break routing;
+        }
+    };
     let _gate = routing.enter();
     // Group keys by owner node (not by ring point), keeping each key's position.
     let mut groups: Vec<(Arc<Node>, Vec<usize>)> = Vec::new();
@@ -108,11 +166,13 @@ async fn split(s: &mut ClientSession, spec: &'static CommandSpec, req: Request, 
             None => groups.push((node.clone(), vec![p])),
         }
     }
-    if let Err(e) = settle(s, &routing, positions.iter().map(|&p| &req.args[p])).await {
-        return s.push(Pending::Ready(e)).await;
-    }
     if groups.len() == 1 {
-        let rx = groups[0].0.upstream(s.proto, s.id).send(req.raw).await;
+        let track = moving_writes(
+            &routing,
+            spec,
+            positions.iter().map(|&p| req.args[p].clone()),
+        );
+        let rx = send_tracked(s, &routing, &groups[0].0, req.raw, track).await;
         return s.push(Pending::One(rx)).await;
     }
     // One fragment per node: the command name, then that node's keys (and values).
@@ -127,7 +187,8 @@ async fn split(s: &mut ClientSession, spec: &'static CommandSpec, req: Request, 
         }
         let mut raw = BytesMut::new();
         encode::command(&mut raw, &parts);
-        waits.push(node.upstream(s.proto, s.id).send(raw.freeze()).await);
+        let track = moving_writes(&routing, spec, ps.iter().map(|&p| req.args[p].clone()));
+        waits.push(send_tracked(s, &routing, node, raw.freeze(), track).await);
     }
     let order: Vec<Vec<usize>> = groups.into_iter().map(|(_, ps)| ps).collect();
     let total = positions.len();
@@ -143,7 +204,13 @@ async fn split(s: &mut ClientSession, spec: &'static CommandSpec, req: Request, 
 }
 
 /// Merges per-node fragment replies back into one reply in the client's key order.
-pub fn merge_fragments(merge: Merge, replies: &[Bytes], order: &[Vec<usize>], total: usize, first_key: usize) -> Bytes {
+pub fn merge_fragments(
+    merge: Merge,
+    replies: &[Bytes],
+    order: &[Vec<usize>],
+    total: usize,
+    first_key: usize,
+) -> Bytes {
     if let Some(err) = replies.iter().find(|r| is_error(r)) {
         return err.clone();
     }
@@ -153,7 +220,9 @@ pub fn merge_fragments(merge: Merge, replies: &[Bytes], order: &[Vec<usize>], to
             let step = 1;
             let mut slots: Vec<Option<&[u8]>> = vec![None; total];
             for (r, ps) in replies.iter().zip(order) {
-                let Some(els) = elements(r) else { return bad_fragment(r) };
+                let Some(els) = elements(r) else {
+                    return bad_fragment(r);
+                };
                 if els.len() != ps.len() {
                     return bad_fragment(r);
                 }
@@ -185,7 +254,10 @@ fn bad_fragment(r: &Bytes) -> Bytes {
     let mut out = BytesMut::new();
     encode::error(
         &mut out,
-        &format!("ERR unexpected fragment reply from a node: {}", String::from_utf8_lossy(&r[..r.len().min(64)])),
+        &format!(
+            "ERR unexpected fragment reply from a node: {}",
+            String::from_utf8_lossy(&r[..r.len().min(64)])
+        ),
     );
     out.freeze()
 }
@@ -194,27 +266,24 @@ fn lost() -> Bytes {
     Bytes::from_static(b"-ERR upstream connection lost before the reply arrived\r\n")
 }
 
-/// Every node that may hold keys now: the current ring's, plus, during a
-/// migration, old owners that are leaving.
+/// The nodes that own keys now (during a change, the current ring's: the
+/// joining node only holds copies until the cutover).
 pub fn all_nodes(routing: &Routing) -> Vec<Arc<Node>> {
-    let mut nodes = routing.nodes.clone();
-    if let Some(m) = &routing.migration {
-        for (i, n) in m.prev_nodes.iter().enumerate() {
-            if !m.lost[i] && !nodes.iter().any(|x| Arc::ptr_eq(x, n)) {
-                nodes.push(n.clone());
-            }
-        }
-    }
-    nodes
+    routing.nodes.clone()
 }
 
 async fn fan_out(s: &mut ClientSession, req: Request, agg: Aggregate) {
     let routing = s.proxy.routing.load_full();
     let _gate = routing.enter();
+    if agg == Aggregate::AllOk && (routing.migration.is_some() || routing.filter_keys) {
+        return s
+            .error("ERR FLUSHALL/FLUSHDB are refused while a topology change runs; retry when CLUSTER INFO shows state:ok")
+            .await;
+    }
     let nodes = all_nodes(&routing);
     let (proto, id) = (s.proto, s.id);
     match agg {
-        Aggregate::Scan => return scan(s, req, nodes).await,
+        Aggregate::Scan => return scan(s, req, routing.clone()).await,
         Aggregate::AnyNonNil => {
             let start = (id as usize) % nodes.len();
             let raw = req.raw.clone();
@@ -239,10 +308,15 @@ async fn fan_out(s: &mut ClientSession, req: Request, agg: Aggregate) {
     for n in &nodes {
         waits.push(n.upstream(proto, id).send(req.raw.clone()).await);
     }
+    let filter = routing.filter_keys.then(|| routing.clone());
     s.push(Pending::Later(Box::pin(async move {
         let mut replies = Vec::with_capacity(waits.len());
-        for w in waits {
-            replies.push(w.await.unwrap_or_else(|_| lost()));
+        for (i, w) in waits.into_iter().enumerate() {
+            let r = w.await.unwrap_or_else(|_| lost());
+            replies.push(match (&filter, agg) {
+                (Some(routing), Aggregate::Concat) => owned_only(&r, routing, i),
+                _ => r,
+            });
         }
         aggregate(agg, &replies)
     })))
@@ -270,7 +344,9 @@ pub fn aggregate(agg: Aggregate, replies: &[Bytes]) -> Bytes {
         Aggregate::Concat => {
             let mut parts = Vec::new();
             for r in replies {
-                let Some(els) = elements(r) else { return bad_fragment(r) };
+                let Some(els) = elements(r) else {
+                    return bad_fragment(r);
+                };
                 parts.extend(els.into_iter().map(|e| &r[e]));
             }
             encode::array_len(&mut out, parts.len());
@@ -283,8 +359,39 @@ pub fn aggregate(agg: Aggregate, replies: &[Bytes]) -> Bytes {
     out.freeze()
 }
 
-async fn scan(s: &mut ClientSession, req: Request, nodes: Vec<Arc<Node>>) {
-    let cursor = std::str::from_utf8(&req.args[1]).ok().and_then(|c| c.parse::<u64>().ok());
+/// Keeps, in an array of keys returned by node `idx`, only the keys it owns.
+fn owned_only(r: &Bytes, routing: &Routing, idx: usize) -> Bytes {
+    let Some(els) = elements(r) else {
+        return r.clone();
+    };
+    let kept: Vec<&[u8]> = els
+        .into_iter()
+        .map(|e| &r[e])
+        .filter(|el| match bulk_payload(el) {
+            Some(k) => routing.ring.locate(k) == idx,
+            None => true,
+        })
+        .collect();
+    let mut out = BytesMut::new();
+    encode::array_len(&mut out, kept.len());
+    for k in kept {
+        out.extend_from_slice(k);
+    }
+    out.freeze()
+}
+
+/// The payload of one `$n\r\n…\r\n` element.
+fn bulk_payload(el: &[u8]) -> Option<&[u8]> {
+    let nl = el.iter().position(|&b| b == b'\n')?;
+    let n = parse_i64(el.get(1..nl.checked_sub(1)?)?)?;
+    el.get(nl + 1..nl + 1 + usize::try_from(n).ok()?)
+}
+
+async fn scan(s: &mut ClientSession, req: Request, routing: Arc<Routing>) {
+    let nodes = all_nodes(&routing);
+    let cursor = std::str::from_utf8(&req.args[1])
+        .ok()
+        .and_then(|c| c.parse::<u64>().ok());
     let Some(cursor) = cursor else {
         return s.error("ERR invalid cursor").await;
     };
@@ -303,7 +410,20 @@ async fn scan(s: &mut ClientSession, req: Request, nodes: Vec<Arc<Node>>) {
     let n = nodes.len();
     s.push(Pending::Later(Box::pin(async move {
         let r = rx.await.unwrap_or_else(|_| lost());
-        scan_reply(&r, idx, n)
+        let r = scan_reply(&r, idx, n);
+        if !routing.filter_keys {
+            return r;
+        }
+        // Drop copies this node holds but does not own.
+        match elements(&r) {
+            Some(els) if els.len() == 2 => {
+                let keys = Bytes::copy_from_slice(&r[els[1].clone()]);
+                let mut out = BytesMut::from(&r[..els[1].start]);
+                out.extend_from_slice(&owned_only(&keys, &routing, idx));
+                out.freeze()
+            }
+            _ => r,
+        }
     })))
     .await;
 }
@@ -314,13 +434,18 @@ pub fn scan_reply(r: &Bytes, idx: usize, n: usize) -> Bytes {
     if is_error(r) {
         return r.clone();
     }
-    let Some(els) = elements(r) else { return bad_fragment(r) };
+    let Some(els) = elements(r) else {
+        return bad_fragment(r);
+    };
     if els.len() != 2 {
         return bad_fragment(r);
     }
     let cur = &r[els[0].clone()];
     // `$len\r\ncursor\r\n`
-    let digits = cur.split(|&b| b == b'\n').nth(1).map(|d| d.strip_suffix(b"\r").unwrap_or(d));
+    let digits = cur
+        .split(|&b| b == b'\n')
+        .nth(1)
+        .map(|d| d.strip_suffix(b"\r").unwrap_or(d));
     let Some(node_cursor) = digits.and_then(parse_i64).map(|c| c as u64) else {
         return bad_fragment(r);
     };
@@ -352,35 +477,65 @@ mod tests {
     #[test]
     fn mget_fragments_merge_in_key_order() {
         // Keys at positions 1..=4; node A had 1 and 3, node B had 2 and 4.
-        let replies = [b("*2\r\n$1\r\na\r\n$-1\r\n"), b("*2\r\n$1\r\nb\r\n$1\r\nd\r\n")];
+        let replies = [
+            b("*2\r\n$1\r\na\r\n$-1\r\n"),
+            b("*2\r\n$1\r\nb\r\n$1\r\nd\r\n"),
+        ];
         let order = vec![vec![1, 3], vec![2, 4]];
         let merged = merge_fragments(Merge::Values, &replies, &order, 4, 1);
-        assert_eq!(&merged[..], b"*4\r\n$1\r\na\r\n$1\r\nb\r\n$-1\r\n$1\r\nd\r\n");
+        assert_eq!(
+            &merged[..],
+            b"*4\r\n$1\r\na\r\n$1\r\nb\r\n$-1\r\n$1\r\nd\r\n"
+        );
     }
 
     #[test]
     fn sums_and_errors_merge() {
         let order = vec![vec![1], vec![2]];
-        assert_eq!(&merge_fragments(Merge::Sum, &[b(":1\r\n"), b(":2\r\n")], &order, 2, 1)[..], b":3\r\n");
-        assert_eq!(&merge_fragments(Merge::AllOk, &[b("+OK\r\n"), b("+OK\r\n")], &order, 2, 1)[..], b"+OK\r\n");
-        assert_eq!(&merge_fragments(Merge::Sum, &[b(":1\r\n"), b("-ERR x\r\n")], &order, 2, 1)[..], b"-ERR x\r\n");
-        assert!(merge_fragments(Merge::Sum, &[b(":1\r\n"), b("+OK\r\n")], &order, 2, 1).starts_with(b"-ERR"));
+        assert_eq!(
+            &merge_fragments(Merge::Sum, &[b(":1\r\n"), b(":2\r\n")], &order, 2, 1)[..],
+            b":3\r\n"
+        );
+        assert_eq!(
+            &merge_fragments(Merge::AllOk, &[b("+OK\r\n"), b("+OK\r\n")], &order, 2, 1)[..],
+            b"+OK\r\n"
+        );
+        assert_eq!(
+            &merge_fragments(Merge::Sum, &[b(":1\r\n"), b("-ERR x\r\n")], &order, 2, 1)[..],
+            b"-ERR x\r\n"
+        );
+        assert!(
+            merge_fragments(Merge::Sum, &[b(":1\r\n"), b("+OK\r\n")], &order, 2, 1)
+                .starts_with(b"-ERR")
+        );
     }
 
     #[test]
     fn aggregates_combine_node_replies() {
-        assert_eq!(&aggregate(Aggregate::Sum, &[b(":5\r\n"), b(":7\r\n")])[..], b":12\r\n");
         assert_eq!(
-            &aggregate(Aggregate::Concat, &[b("*1\r\n$1\r\na\r\n"), b("*0\r\n"), b("*1\r\n$1\r\nb\r\n")])[..],
+            &aggregate(Aggregate::Sum, &[b(":5\r\n"), b(":7\r\n")])[..],
+            b":12\r\n"
+        );
+        assert_eq!(
+            &aggregate(
+                Aggregate::Concat,
+                &[b("*1\r\n$1\r\na\r\n"), b("*0\r\n"), b("*1\r\n$1\r\nb\r\n")]
+            )[..],
             b"*2\r\n$1\r\na\r\n$1\r\nb\r\n"
         );
-        assert_eq!(&aggregate(Aggregate::AllOk, &[b("+OK\r\n"), b("-ERR no\r\n")])[..], b"-ERR no\r\n");
+        assert_eq!(
+            &aggregate(Aggregate::AllOk, &[b("+OK\r\n"), b("-ERR no\r\n")])[..],
+            b"-ERR no\r\n"
+        );
     }
 
     #[test]
     fn scan_cursor_walks_node_after_node() {
         let mid = b("*2\r\n$2\r\n17\r\n*1\r\n$1\r\nk\r\n");
-        assert_eq!(&scan_reply(&mid, 3, 10)[..], format!("*2\r\n$5\r\n{}\r\n*1\r\n$1\r\nk\r\n", (17 << 10) | 3).as_bytes());
+        assert_eq!(
+            &scan_reply(&mid, 3, 10)[..],
+            format!("*2\r\n$5\r\n{}\r\n*1\r\n$1\r\nk\r\n", (17 << 10) | 3).as_bytes()
+        );
         let done = b("*2\r\n$1\r\n0\r\n*0\r\n");
         assert_eq!(&scan_reply(&done, 3, 10)[..], b"*2\r\n$1\r\n4\r\n*0\r\n");
         assert_eq!(&scan_reply(&done, 9, 10)[..], b"*2\r\n$1\r\n0\r\n*0\r\n");

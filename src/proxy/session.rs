@@ -62,7 +62,15 @@ impl ClientSession {
         let (out, rx) = mpsc::channel(depth);
         let writer = tokio::spawn(write_replies(wr, rx));
         let id = proxy.next_client_id.fetch_add(1, Ordering::Relaxed);
-        let mut session = ClientSession { proxy, id, proto: 2, name: None, peer, out, closing: false };
+        let mut session = ClientSession {
+            proxy,
+            id,
+            proto: 2,
+            name: None,
+            peer,
+            out,
+            closing: false,
+        };
         let mut buf = BytesMut::with_capacity(16 * 1024);
         let limits = session.proxy.config.limits;
         'read: loop {
@@ -142,14 +150,11 @@ async fn write_replies(mut wr: OwnedWriteHalf, mut rx: mpsc::Receiver<Pending>) 
         // Batch: keep appending replies that are already complete; flush
         // before waiting on one that is not, so earlier replies never wait.
         if !close {
-            match rx.try_recv() {
-                Ok(p) => {
-                    next = Some(p);
-                    if out.len() < 256 * 1024 {
-                        continue;
-                    }
+            if let Ok(p) = rx.try_recv() {
+                next = Some(p);
+                if out.len() < 256 * 1024 {
+                    continue;
                 }
-                Err(_) => {}
             }
         }
         if !out.is_empty() {

@@ -21,12 +21,12 @@ pub struct SavedNode {
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SavedMigration {
-    /// Epoch of the ring before the change.
-    pub prev_epoch: u64,
-    pub prev_nodes: Vec<SavedNode>,
-    /// Names of old owners whose keys were declared lost.
-    #[serde(default)]
-    pub lost: Vec<String>,
+    /// `copy` (the file's ring still routes; `other` is the next ring) or
+    /// `sweep` (the file's ring routes; `other` is the previous ring, whose
+    /// leftover copies are being deleted).
+    pub phase: String,
+    pub other_epoch: u64,
+    pub other_nodes: Vec<SavedNode>,
     /// The node being added, if the change was an ADDNODE.
     #[serde(default)]
     pub joining: Option<String>,
@@ -48,11 +48,25 @@ pub struct Saved {
 }
 
 pub fn to_saved(nodes: &[NodeSpec]) -> Vec<SavedNode> {
-    nodes.iter().map(|n| SavedNode { name: n.name.clone(), addr: n.addr.clone(), weight: n.weight }).collect()
+    nodes
+        .iter()
+        .map(|n| SavedNode {
+            name: n.name.clone(),
+            addr: n.addr.clone(),
+            weight: n.weight,
+        })
+        .collect()
 }
 
 pub fn to_specs(nodes: &[SavedNode]) -> Vec<NodeSpec> {
-    nodes.iter().map(|n| NodeSpec { name: n.name.clone(), addr: n.addr.clone(), weight: n.weight }).collect()
+    nodes
+        .iter()
+        .map(|n| NodeSpec {
+            name: n.name.clone(),
+            addr: n.addr.clone(),
+            weight: n.weight,
+        })
+        .collect()
 }
 
 /// Reads the state file; `Ok(None)` when it does not exist yet.
@@ -66,18 +80,37 @@ pub fn load(path: &str) -> Result<Option<Saved>, String> {
     if f.nodes.is_empty() {
         return Err(format!("{path}: nodes: empty"));
     }
-    Ok(Some(Saved { epoch: f.epoch, nodes: to_specs(&f.nodes), migration: f.migration }))
+    Ok(Some(Saved {
+        epoch: f.epoch,
+        nodes: to_specs(&f.nodes),
+        migration: f.migration,
+    }))
 }
 
 /// Writes the state file atomically.
-pub fn save(path: &str, epoch: u64, nodes: &[NodeSpec], migration: Option<&SavedMigration>) -> Result<(), String> {
-    let f = File { epoch, nodes: to_saved(nodes), migration: migration.cloned() };
+pub fn save(
+    path: &str,
+    epoch: u64,
+    nodes: &[NodeSpec],
+    migration: Option<&SavedMigration>,
+) -> Result<(), String> {
+    let f = File {
+        epoch,
+        nodes: to_saved(nodes),
+        migration: migration.cloned(),
+    };
     let text = toml::to_string(&f).map_err(|e| e.to_string())?;
     let target = Path::new(path);
-    let dir = target.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let dir = target
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
     let tmp = dir.join(format!(
         ".{}.tmp{}",
-        target.file_name().and_then(|n| n.to_str()).unwrap_or("state"),
+        target
+            .file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or("state"),
         std::process::id()
     ));
     let write = || -> std::io::Result<()> {
@@ -105,11 +138,27 @@ mod tests {
         let path = dir.join("topology.toml");
         let path = path.to_str().unwrap();
         assert_eq!(load(path).unwrap(), None);
-        let nodes = vec![NodeSpec { name: "a".into(), addr: "127.0.0.1:1".into(), weight: 2 }];
-        let m = SavedMigration { prev_epoch: 3, prev_nodes: to_saved(&nodes), lost: vec![], joining: Some("a".into()) };
+        let nodes = vec![NodeSpec {
+            name: "a".into(),
+            addr: "127.0.0.1:1".into(),
+            weight: 2,
+        }];
+        let m = SavedMigration {
+            phase: "copy".into(),
+            other_epoch: 5,
+            other_nodes: to_saved(&nodes),
+            joining: Some("a".into()),
+        };
         save(path, 4, &nodes, Some(&m)).unwrap();
         let back = load(path).unwrap().unwrap();
-        assert_eq!(back, Saved { epoch: 4, nodes, migration: Some(m) });
+        assert_eq!(
+            back,
+            Saved {
+                epoch: 4,
+                nodes,
+                migration: Some(m)
+            }
+        );
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -27,7 +27,12 @@ pub struct Node {
 
 impl Node {
     /// Creates the node's connection actors (they connect on first use).
-    pub fn new(spec: NodeSpec, conns: usize, connect_timeout: Duration, request_timeout: Duration) -> Node {
+    pub fn new(
+        spec: NodeSpec,
+        conns: usize,
+        connect_timeout: Duration,
+        request_timeout: Duration,
+    ) -> Node {
         let health = Arc::new(Health::default());
         let opts = UpstreamOptions {
             label: format!("{} ({})", spec.name, spec.addr),
@@ -36,8 +41,17 @@ impl Node {
             connect_timeout,
             request_timeout,
         };
-        let resp2 = (0..conns).map(|_| Upstream::spawn(opts.clone(), health.clone())).collect();
-        Node { spec, health, resp2, resp3: OnceLock::new(), opts, conns }
+        let resp2 = (0..conns)
+            .map(|_| Upstream::spawn(opts.clone(), health.clone()))
+            .collect();
+        Node {
+            spec,
+            health,
+            resp2,
+            resp3: OnceLock::new(),
+            opts,
+            conns,
+        }
     }
 
     /// The connection for a client: pinned by client id, so one client's
@@ -45,8 +59,13 @@ impl Node {
     pub fn upstream(&self, proto: u8, client: u64) -> &Upstream {
         let pool = if proto >= 3 {
             self.resp3.get_or_init(|| {
-                let opts = UpstreamOptions { proto: 3, ..self.opts.clone() };
-                (0..self.conns).map(|_| Upstream::spawn(opts.clone(), self.health.clone())).collect()
+                let opts = UpstreamOptions {
+                    proto: 3,
+                    ..self.opts.clone()
+                };
+                (0..self.conns)
+                    .map(|_| Upstream::spawn(opts.clone(), self.health.clone()))
+                    .collect()
             })
         } else {
             &self.resp2
@@ -64,7 +83,11 @@ impl Node {
     pub async fn barrier(&self) {
         let ping = Bytes::from_static(b"*1\r\n$4\r\nPING\r\n");
         let mut waits = Vec::new();
-        for u in self.resp2.iter().chain(self.resp3.get().into_iter().flatten()) {
+        for u in self
+            .resp2
+            .iter()
+            .chain(self.resp3.get().into_iter().flatten())
+        {
             waits.push(u.send(ping.clone()).await);
         }
         for w in waits {
@@ -73,19 +96,18 @@ impl Node {
     }
 }
 
-/// The keys that change owner between two rings, while a migration runs.
+/// A topology change in its copy phase: the current ring still routes every
+/// request; `next` is the ring being moved to.
 pub struct MigrationRoute {
-    /// The ring before the change.
-    pub prev: Arc<Ring>,
-    /// Nodes of `prev`, aligned with `prev.nodes()`.
-    pub prev_nodes: Vec<Arc<Node>>,
-    /// Old owners whose keys are known lost (a removed node that is down):
-    /// their keys are not moved, just routed to their new owner.
-    pub lost: Vec<bool>,
-    /// Set once no request routed by the previous ring can still reach an old
-    /// owner; ensure-moves wait for it, so a late write can never land behind
-    /// its key's move.
-    pub ready: tokio::sync::watch::Sender<bool>,
+    pub next: Arc<Ring>,
+    /// Aligned with `next.nodes()`.
+    pub next_nodes: Vec<Arc<Node>>,
+    /// Moving keys written since the copy began (see `migration::Dirty`).
+    pub dirty: Arc<crate::proxy::migration::Dirty>,
+    /// During cutover: requests on moving keys wait for `resume`.
+    pub paused: bool,
+    /// Becomes true when the cutover ends (either way).
+    pub resume: Arc<tokio::sync::watch::Sender<bool>>,
 }
 
 /// What a session routes by: an immutable snapshot, swapped whole.
@@ -93,15 +115,29 @@ pub struct Routing {
     pub ring: Arc<Ring>,
     /// Aligned with `ring.nodes()`.
     pub nodes: Vec<Arc<Node>>,
-    /// Present while keys are moving to their new owners.
+    /// Present while keys are being copied to their next owners.
     pub migration: Option<Arc<MigrationRoute>>,
+    /// Nodes may hold copies of keys they do not own (during a migration or
+    /// its sweep): KEYS and SCAN drop those.
+    pub filter_keys: bool,
     /// Requests being dispatched with this snapshot right now (the epoch gate).
     dispatching: AtomicUsize,
 }
 
 impl Routing {
-    pub fn new(ring: Arc<Ring>, nodes: Vec<Arc<Node>>, migration: Option<Arc<MigrationRoute>>) -> Routing {
-        Routing { ring, nodes, migration, dispatching: AtomicUsize::new(0) }
+    pub fn new(
+        ring: Arc<Ring>,
+        nodes: Vec<Arc<Node>>,
+        migration: Option<Arc<MigrationRoute>>,
+        filter_keys: bool,
+    ) -> Routing {
+        Routing {
+            ring,
+            nodes,
+            migration,
+            filter_keys,
+            dispatching: AtomicUsize::new(0),
+        }
     }
 
     /// The node owning `key` in the current ring.
@@ -122,19 +158,11 @@ impl Routing {
         }
     }
 
-    /// For a key whose owner changed: (old owner, new owner), else `None`.
-    pub fn moving(&self, key: &[u8]) -> Option<(&Arc<Node>, &Arc<Node>)> {
-        let m = self.migration.as_ref()?;
-        let old = m.prev.locate(key);
-        if m.lost[old] {
-            return None;
-        }
-        let old_node = &m.prev_nodes[old];
-        let new_node = self.owner(key);
-        if Arc::ptr_eq(old_node, new_node) {
-            None
-        } else {
-            Some((old_node, new_node))
+    /// True when `key`'s owner in the next ring differs from its owner now.
+    pub fn is_moving(&self, key: &[u8]) -> bool {
+        match &self.migration {
+            Some(m) => !Arc::ptr_eq(&m.next_nodes[m.next.locate(key)], self.owner(key)),
+            None => false,
         }
     }
 }

@@ -111,7 +111,9 @@ impl Upstream {
     pub async fn send(&self, raw: Bytes) -> oneshot::Receiver<Bytes> {
         let (reply, rx) = oneshot::channel();
         if let Err(mpsc::error::SendError(req)) = self.tx.send(UpRequest { raw, reply }).await {
-            let _ = req.reply.send(error_reply(&self.label, "proxy is shutting down"));
+            let _ = req
+                .reply
+                .send(error_reply(&self.label, "proxy is shutting down"));
         }
         rx
     }
@@ -119,7 +121,8 @@ impl Upstream {
     /// Sends and waits for the reply.
     pub async fn call(&self, raw: Bytes) -> Bytes {
         let rx = self.send(raw).await;
-        rx.await.unwrap_or_else(|_| error_reply(&self.label, "request dropped"))
+        rx.await
+            .unwrap_or_else(|_| error_reply(&self.label, "request dropped"))
     }
 }
 
@@ -174,7 +177,12 @@ async fn connect(opts: &UpstreamOptions) -> Result<TcpStream, String> {
     let mut sock = match timeout(opts.connect_timeout, TcpStream::connect(&opts.addr)).await {
         Ok(Ok(s)) => s,
         Ok(Err(e)) => return Err(e.to_string()),
-        Err(_) => return Err(format!("connect timed out after {} ms", opts.connect_timeout.as_millis())),
+        Err(_) => {
+            return Err(format!(
+                "connect timed out after {} ms",
+                opts.connect_timeout.as_millis()
+            ))
+        }
     };
     let _ = sock.set_nodelay(true);
     if opts.proto >= 3 {
@@ -194,7 +202,12 @@ async fn connect(opts: &UpstreamOptions) -> Result<TcpStream, String> {
         .await;
         match res {
             Ok(Ok(r)) if !reply::is_error(&r) => {}
-            Ok(Ok(r)) => return Err(format!("HELLO 3 refused: {}", String::from_utf8_lossy(&r).trim_end())),
+            Ok(Ok(r)) => {
+                return Err(format!(
+                    "HELLO 3 refused: {}",
+                    String::from_utf8_lossy(&r).trim_end()
+                ))
+            }
             Ok(Err(e)) => return Err(e.to_string()),
             Err(_) => return Err("HELLO 3 timed out".into()),
         }
@@ -244,7 +257,12 @@ async fn serve(
                     Ok(Ok(0)) => break Err("connection closed by node".to_string()),
                     Ok(Ok(_)) => {}
                     Ok(Err(e)) => break Err(e.to_string()),
-                    Err(_) => break Err(format!("no reply within {} ms", request_timeout.as_millis())),
+                    Err(_) => {
+                        break Err(format!(
+                            "no reply within {} ms",
+                            request_timeout.as_millis()
+                        ))
+                    }
                 }
             };
             match reply {

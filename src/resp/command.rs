@@ -526,7 +526,8 @@ mod tests {
 
     #[test]
     fn key_positions_follow_each_spec() {
-        let cases: &[(&[&str], Result<Vec<usize>, &str>)] = &[
+        type Case<'a> = (&'a [&'a str], Result<Vec<usize>, &'a str>);
+        let cases: &[Case] = &[
             (&["get", "k"], Ok(vec![1])),
             (&["mset", "a", "1", "b", "2"], Ok(vec![1, 3])),
             (&["del", "a", "b", "c"], Ok(vec![1, 2, 3])),

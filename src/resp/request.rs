@@ -338,7 +338,8 @@ mod tests {
 
     #[test]
     fn decodes_valid_requests_whole_padded_and_cut_at_every_byte() {
-        let cases: &[(&[u8], Vec<Vec<Vec<u8>>>)] = &[
+        type Case<'a> = (&'a [u8], Vec<Vec<Vec<u8>>>);
+        let cases: &[Case] = &[
             (b"*2\r\n$3\r\nGET\r\n$1\r\nk\r\n", vec![v(&["GET", "k"])]),
             (b"*1\r\n$0\r\n\r\n", vec![v(&[""])]),
             (

@@ -34,7 +34,12 @@ mod tests {
     fn ring(names: &[&str]) -> Ring {
         let nodes = names
             .iter()
-            .map(|n| NodeSpec { name: n.to_string(), addr: format!("127.0.0.1:{}", 7000 + n.len()), weight: 1 })
+            .enumerate()
+            .map(|(i, n)| NodeSpec {
+                name: n.to_string(),
+                addr: format!("127.0.0.1:{}", 7001 + i),
+                weight: 1,
+            })
             .collect();
         Ring::new(nodes, RingConfig::default(), 1).unwrap()
     }
@@ -43,7 +48,11 @@ mod tests {
     fn adding_a_node_takes_keys_from_many_old_nodes() {
         let prev = ring(&["a", "b", "c", "d", "e"]);
         let mut nodes = prev.nodes().to_vec();
-        nodes.push(NodeSpec { name: "f".into(), addr: "127.0.0.1:1".into(), weight: 1 });
+        nodes.push(NodeSpec {
+            name: "f".into(),
+            addr: "127.0.0.1:1".into(),
+            weight: 1,
+        });
         let next = prev.with_nodes(nodes).unwrap();
         assert_eq!(losing_nodes(&prev, &next), vec![true; 5]);
     }
@@ -51,15 +60,28 @@ mod tests {
     #[test]
     fn removing_a_node_with_equal_weights_moves_only_its_keys() {
         let prev = ring(&["a", "b", "c", "d", "e"]);
-        let nodes: Vec<NodeSpec> = prev.nodes().iter().filter(|n| n.name != "c").cloned().collect();
+        let nodes: Vec<NodeSpec> = prev
+            .nodes()
+            .iter()
+            .filter(|n| n.name != "c")
+            .cloned()
+            .collect();
         let next = prev.with_nodes(nodes).unwrap();
-        assert_eq!(losing_nodes(&prev, &next), vec![false, false, true, false, false]);
+        assert_eq!(
+            losing_nodes(&prev, &next),
+            vec![false, false, true, false, false]
+        );
     }
 
     #[test]
     fn losing_nodes_agrees_with_keys() {
         let prev = ring(&["a", "b", "c", "d", "e"]);
-        let nodes: Vec<NodeSpec> = prev.nodes().iter().filter(|n| n.name != "b").cloned().collect();
+        let nodes: Vec<NodeSpec> = prev
+            .nodes()
+            .iter()
+            .filter(|n| n.name != "b")
+            .cloned()
+            .collect();
         let next = prev.with_nodes(nodes).unwrap();
         let loses = losing_nodes(&prev, &next);
         for i in 0..50_000 {

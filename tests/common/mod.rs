@@ -11,12 +11,18 @@ pub const BIN: &str = env!("CARGO_BIN_EXE_shardis");
 
 /// A port nobody listens on right now.
 pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
 }
 
 /// True when `SHARDIS_REQUIRE_REDIS=1`: tests needing redis tools must run.
 pub fn redis_required() -> bool {
-    std::env::var("SHARDIS_REQUIRE_REDIS").map(|v| v == "1").unwrap_or(false)
+    std::env::var("SHARDIS_REQUIRE_REDIS")
+        .map(|v| v == "1")
+        .unwrap_or(false)
 }
 
 /// Whether `tool` is on PATH; when it is not, the caller skips with a printed
@@ -29,7 +35,10 @@ pub fn have_tool(tool: &str) -> bool {
         .map(|s| s.success())
         .unwrap_or(false);
     if !found {
-        assert!(!redis_required(), "{tool} is required (SHARDIS_REQUIRE_REDIS=1) but not on PATH");
+        assert!(
+            !redis_required(),
+            "{tool} is required (SHARDIS_REQUIRE_REDIS=1) but not on PATH"
+        );
         eprintln!("skipping: {tool} not found on PATH (set SHARDIS_REQUIRE_REDIS=1 to make this a failure)");
     }
     found
@@ -71,7 +80,10 @@ pub fn wait_ping(port: u16) {
                 return;
             }
         }
-        assert!(Instant::now() < deadline, "nothing answered PING on port {port}");
+        assert!(
+            Instant::now() < deadline,
+            "nothing answered PING on port {port}"
+        );
         std::thread::sleep(Duration::from_millis(20));
     }
 }
@@ -92,7 +104,16 @@ pub fn start_node(port: u16) -> Proc {
 /// Starts a redis-server with no persistence.
 pub fn start_redis(port: u16) -> Proc {
     let child = Command::new("redis-server")
-        .args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
+        .args([
+            "--port",
+            &port.to_string(),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+        ])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
@@ -108,7 +129,10 @@ pub fn start_proxy(nodes: &[String], extra: &str) -> (Proc, tempdir::Dir) {
     let port = free_port();
     let mut cfg = format!("[proxy]\nlisten = \"127.0.0.1:{port}\"\nconnect_timeout_ms = 500\nrequest_timeout_ms = 2000\n{extra}\n");
     for (i, n) in nodes.iter().enumerate() {
-        cfg.push_str(&format!("[[nodes]]\naddr = \"{n}\"\nname = \"node{}\"\n", i + 1));
+        cfg.push_str(&format!(
+            "[[nodes]]\naddr = \"{n}\"\nname = \"node{}\"\n",
+            i + 1
+        ));
     }
     let path = dir.path().join("proxy.toml");
     std::fs::write(&path, cfg).unwrap();
@@ -160,9 +184,12 @@ impl Cluster {
 /// A `redis` crate connection with timeouts.
 pub fn connect(port: u16) -> redis::Connection {
     let client = redis::Client::open(format!("redis://127.0.0.1:{port}/")).unwrap();
-    let con = client.get_connection_with_timeout(Duration::from_secs(5)).unwrap();
+    let con = client
+        .get_connection_with_timeout(Duration::from_secs(5))
+        .unwrap();
     con.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    con.set_write_timeout(Some(Duration::from_secs(10))).unwrap();
+    con.set_write_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
     con
 }
 
@@ -187,7 +214,12 @@ pub fn read_n(s: &mut TcpStream, n: usize) -> std::io::Result<Vec<u8>> {
         match s.read(&mut out[got..]) {
             Ok(0) => break,
             Ok(k) => got += k,
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock || e.kind() == std::io::ErrorKind::TimedOut => break,
+            Err(e)
+                if e.kind() == std::io::ErrorKind::WouldBlock
+                    || e.kind() == std::io::ErrorKind::TimedOut =>
+            {
+                break
+            }
             Err(e) => return Err(e),
         }
     }

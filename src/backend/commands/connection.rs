@@ -1,0 +1,273 @@
+//! Connection commands: PING, ECHO, QUIT, HELLO, SELECT, AUTH, RESET and
+//! CLIENT. They touch only the calling connection's state.
+
+use super::{parse_i64, CmdResult, Ctx};
+use crate::backend::error::CmdError;
+use crate::backend::server::REDIS_VERSION;
+use crate::backend::wire::{encode, eq_ignore_case};
+use bytes::Bytes;
+
+/// PING [message]
+pub fn ping(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    match args.len() {
+        1 => encode::simple(ctx.out, "PONG"),
+        2 => encode::bulk(ctx.out, &args[1]),
+        _ => return Err(CmdError::WrongArity("ping".into())),
+    }
+    Ok(())
+}
+
+/// ECHO message
+pub fn echo(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    encode::bulk(ctx.out, &args[1]);
+    Ok(())
+}
+
+/// QUIT: `+OK`, then the connection closes once replies are flushed.
+pub fn quit(ctx: &mut Ctx, _args: &[Bytes]) -> CmdResult {
+    ctx.ok();
+    ctx.client.quit = true;
+    Ok(())
+}
+
+/// SELECT index: only database 0 exists.
+pub fn select(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    match parse_i64(&args[1])? {
+        0 => {
+            ctx.ok();
+            Ok(())
+        }
+        _ => Err(CmdError::DbIndexOutOfRange),
+    }
+}
+
+/// Checks credentials. The node has no password, so like Redis with the
+/// `default` user on `nopass`, any password for `default` is accepted.
+fn check_auth(user: &[u8]) -> CmdResult {
+    if eq_ignore_case(user, b"default") {
+        Ok(())
+    } else {
+        Err(CmdError::Other(
+            "WRONGPASS invalid username-password pair or user is disabled.".into(),
+        ))
+    }
+}
+
+/// AUTH [username] password
+pub fn auth(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    match args.len() {
+        2 => Err(CmdError::err(
+            "AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?",
+        )),
+        3 => {
+            check_auth(&args[1])?;
+            ctx.ok();
+            Ok(())
+        }
+        _ => Err(CmdError::Syntax),
+    }
+}
+
+/// Whether a client name is acceptable (Redis: printable, no spaces).
+fn valid_name(name: &[u8]) -> bool {
+    name.iter().all(|&c| (b'!'..=b'~').contains(&c))
+}
+
+fn set_name(ctx: &mut Ctx, name: &Bytes) -> CmdResult {
+    if !valid_name(name) {
+        return Err(CmdError::err(
+            "Client names cannot contain spaces, newlines or special characters.",
+        ));
+    }
+    ctx.client.name = (!name.is_empty()).then(|| Bytes::copy_from_slice(name));
+    Ok(())
+}
+
+/// HELLO [protover [AUTH username password] [SETNAME clientname]]
+pub fn hello(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    let mut proto = None;
+    if args.len() >= 2 {
+        let v = parse_i64(&args[1])
+            .map_err(|_| CmdError::err("Protocol version is not an integer or out of range"))?;
+        if !(2..=3).contains(&v) {
+            return Err(CmdError::NoProto);
+        }
+        proto = Some(v as u8);
+    }
+    let (mut user, mut name) = (None, None);
+    let mut j = 2;
+    while j < args.len() {
+        let more = args.len() - 1 - j;
+        if eq_ignore_case(&args[j], b"auth") && more >= 2 {
+            user = Some(&args[j + 1]);
+            j += 3;
+        } else if eq_ignore_case(&args[j], b"setname") && more >= 1 {
+            name = Some(&args[j + 1]);
+            j += 2;
+        } else {
+            return Err(CmdError::err(format!(
+                "Syntax error in HELLO option '{}'",
+                String::from_utf8_lossy(&args[j])
+            )));
+        }
+    }
+    if let Some(user) = user {
+        check_auth(user)?;
+    }
+    if let Some(name) = name {
+        set_name(ctx, name)?;
+    }
+    if let Some(p) = proto {
+        ctx.client.proto = p;
+    }
+    let proto = ctx.client.proto;
+    let out = &mut *ctx.out;
+    encode::map_len(out, 7, proto);
+    for (k, v) in [("server", "redis"), ("version", REDIS_VERSION)] {
+        encode::bulk(out, k.as_bytes());
+        encode::bulk(out, v.as_bytes());
+    }
+    encode::bulk(out, b"proto");
+    encode::integer(out, proto as i64);
+    encode::bulk(out, b"id");
+    encode::integer(out, ctx.client.id as i64);
+    for (k, v) in [("mode", "standalone"), ("role", "master")] {
+        encode::bulk(out, k.as_bytes());
+        encode::bulk(out, v.as_bytes());
+    }
+    encode::bulk(out, b"modules");
+    encode::array_len(out, 0);
+    Ok(())
+}
+
+/// RESET: back to a fresh RESP2 connection.
+pub fn reset(ctx: &mut Ctx, _args: &[Bytes]) -> CmdResult {
+    ctx.client.proto = 2;
+    ctx.client.name = None;
+    encode::simple(ctx.out, "RESET");
+    Ok(())
+}
+
+/// The CLIENT INFO / CLIENT LIST line for this connection.
+pub fn client_line(ctx: &Ctx) -> String {
+    let c = &*ctx.client;
+    let show = |b: &Option<Bytes>| {
+        b.as_ref()
+            .map(|b| String::from_utf8_lossy(b).into_owned())
+            .unwrap_or_default()
+    };
+    format!(
+        "id={} addr={} laddr={} fd=0 name={} age={} idle=0 flags=N db=0 sub=0 psub=0 ssub=0 multi=-1 \
+         qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem=0 tot-mem=0 events=r \
+         cmd=client|{} user=default redir=-1 resp={} lib-name={} lib-ver={}\n",
+        c.id,
+        c.addr,
+        c.laddr,
+        show(&c.name),
+        ctx.now.saturating_sub(c.since) / 1000,
+        "info",
+        c.proto,
+        show(&c.lib.0),
+        show(&c.lib.1),
+    )
+}
+
+/// Writes a bulk string, or a verbatim `txt` string under RESP3 (as Redis
+/// does for INFO and CLIENT INFO).
+pub fn verbatim(ctx: &mut Ctx, text: &str) {
+    if ctx.client.proto >= 3 {
+        let body = format!("txt:{text}");
+        ctx.out
+            .extend_from_slice(format!("={}\r\n", body.len()).as_bytes());
+        ctx.out.extend_from_slice(body.as_bytes());
+        ctx.out.extend_from_slice(b"\r\n");
+    } else {
+        encode::bulk(ctx.out, text.as_bytes());
+    }
+}
+
+/// CLIENT SETNAME|GETNAME|ID|SETINFO|INFO|LIST|NO-EVICT|NO-TOUCH|HELP
+pub fn client(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    let sub = args[1].to_ascii_lowercase();
+    let need = |ok: bool| match ok {
+        true => Ok(()),
+        false => Err(CmdError::WrongArity(format!(
+            "client|{}",
+            String::from_utf8_lossy(&sub)
+        ))),
+    };
+    let n = args.len();
+    match &sub[..] {
+        b"setname" => {
+            need(n == 3)?;
+            set_name(ctx, &args[2])?;
+            ctx.ok();
+        }
+        b"getname" => {
+            need(n == 2)?;
+            let name = ctx.client.name.clone();
+            ctx.bulk_or_null(name.as_deref());
+        }
+        b"id" => {
+            need(n == 2)?;
+            encode::integer(ctx.out, ctx.client.id as i64);
+        }
+        b"setinfo" => {
+            need(n == 4)?;
+            let value = Some(Bytes::copy_from_slice(&args[3]));
+            if eq_ignore_case(&args[2], b"lib-name") {
+                if !valid_name(&args[3]) {
+                    return Err(CmdError::err(
+                        "lib-name cannot contain spaces, newlines or special characters.",
+                    ));
+                }
+                ctx.client.lib.0 = value;
+            } else if eq_ignore_case(&args[2], b"lib-ver") {
+                ctx.client.lib.1 = value;
+            } else {
+                return Err(CmdError::err(format!(
+                    "Unrecognized option '{}'",
+                    String::from_utf8_lossy(&args[2])
+                )));
+            }
+            ctx.ok();
+        }
+        b"info" => {
+            need(n == 2)?;
+            let line = client_line(ctx);
+            verbatim(ctx, &line);
+        }
+        b"list" => {
+            let line = client_line(ctx);
+            verbatim(ctx, &line);
+        }
+        b"no-evict" | b"no-touch" => {
+            need(n == 3)?;
+            if !eq_ignore_case(&args[2], b"on") && !eq_ignore_case(&args[2], b"off") {
+                return Err(CmdError::Syntax);
+            }
+            ctx.ok();
+        }
+        b"help" => {
+            let lines = [
+                "CLIENT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+                "GETNAME",
+                "ID",
+                "INFO",
+                "LIST",
+                "SETINFO <option> <value>",
+                "SETNAME <name>",
+                "HELP",
+            ];
+            encode::array_len(ctx.out, lines.len());
+            lines.iter().for_each(|l| encode::simple(ctx.out, l));
+        }
+        _ => {
+            return Err(CmdError::UnknownSubcommand(
+                String::from_utf8_lossy(&args[1]).into_owned(),
+                "CLIENT",
+            ))
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,476 @@
+//! Moving keys between nodes: DUMP, RESTORE and MIGRATE, the primitives the
+//! proxy's online resharding is built on.
+//!
+//! MIGRATE is atomic at the source per key: MIGRATEs on this node are
+//! serialized by one async mutex held across the whole operation, and a key
+//! is deleted here only after the target acknowledged its RESTORE, and only
+//! if it did not change meanwhile. Shard locks are taken only to read or
+//! delete, never across an `.await`. Target connections are cached per
+//! address, as Redis does.
+//!
+//! The DUMP payload is our own: `SHD1`, the value, then a CRC-64 of both
+//! (little-endian). Only built-in nodes understand it.
+
+use super::{parse_i64, CmdResult, Ctx};
+use crate::backend::error::CmdError;
+use crate::backend::server::Node;
+use crate::backend::store::{now_ms, Entry};
+use crate::backend::wire::{encode, eq_ignore_case};
+use bytes::{Bytes, BytesMut};
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+const MAGIC: &[u8; 4] = b"SHD1";
+/// Keys sent per round trip, so a large `KEYS` list cannot build an
+/// unbounded buffer.
+const BATCH_KEYS: usize = 128;
+/// Payload bytes sent per round trip (at least one key is always sent).
+const BATCH_BYTES: usize = 16 * 1024 * 1024;
+/// Cached target connections idle longer than this are dropped (Redis: 10 s).
+const IDLE_CONNECTION: Duration = Duration::from_secs(10);
+/// Largest single reply line accepted from a target.
+const MAX_REPLY_LINE: usize = 64 * 1024;
+
+/// CRC-64/Jones (the polynomial Redis uses for its own DUMP payloads).
+fn crc64(data: &[u8]) -> u64 {
+    const TABLE: [u64; 256] = {
+        let mut t = [0u64; 256];
+        let mut i = 0;
+        while i < 256 {
+            let mut c = i as u64;
+            let mut k = 0;
+            while k < 8 {
+                c = if c & 1 == 1 {
+                    (c >> 1) ^ 0x95ac_9329_ac4b_c9b5
+                } else {
+                    c >> 1
+                };
+                k += 1;
+            }
+            t[i] = c;
+            i += 1;
+        }
+        t
+    };
+    data.iter().fold(0u64, |crc, &b| {
+        TABLE[((crc ^ b as u64) & 0xff) as usize] ^ (crc >> 8)
+    })
+}
+
+/// Serializes a value for DUMP / MIGRATE.
+pub fn dump_payload(value: &[u8]) -> Vec<u8> {
+    let mut p = Vec::with_capacity(value.len() + 12);
+    p.extend_from_slice(MAGIC);
+    p.extend_from_slice(value);
+    let crc = crc64(&p);
+    p.extend_from_slice(&crc.to_le_bytes());
+    p
+}
+
+/// The value inside a payload, if its magic and checksum are right.
+pub fn parse_payload(p: &[u8]) -> Option<&[u8]> {
+    if p.len() < 12 || &p[..4] != MAGIC {
+        return None;
+    }
+    let (body, crc) = p.split_at(p.len() - 8);
+    (crc64(body).to_le_bytes() == crc).then(|| &body[4..])
+}
+
+/// DUMP key
+pub fn dump(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    let store = &ctx.node.store;
+    let h = store.hash(&args[1]);
+    let payload = store
+        .lock(h, ctx.now)
+        .get(h, &args[1])
+        .map(|e| dump_payload(&e.value));
+    ctx.bulk_or_null(payload.as_deref());
+    Ok(())
+}
+
+/// RESTORE key ttl payload [REPLACE] [ABSTTL] [IDLETIME s] [FREQ f]
+pub fn restore(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    let (mut replace, mut absttl) = (false, false);
+    let mut j = 4;
+    while j < args.len() {
+        let more = args.len() - 1 - j;
+        if eq_ignore_case(&args[j], b"replace") {
+            replace = true;
+        } else if eq_ignore_case(&args[j], b"absttl") {
+            absttl = true;
+        } else if eq_ignore_case(&args[j], b"idletime") && more >= 1 {
+            if parse_i64(&args[j + 1])? < 0 {
+                return Err(CmdError::err("Invalid IDLETIME value, must be >= 0"));
+            }
+            j += 1;
+        } else if eq_ignore_case(&args[j], b"freq") && more >= 1 {
+            let f = parse_i64(&args[j + 1])?;
+            if !(0..=255).contains(&f) {
+                return Err(CmdError::err("Invalid FREQ value, must be >= 0 and <= 255"));
+            }
+            j += 1;
+        } else {
+            return Err(CmdError::Syntax);
+        }
+        j += 1;
+    }
+    let store = &ctx.node.store;
+    let (key, now) = (&args[1][..], ctx.now);
+    let h = store.hash(key);
+    let mut s = store.lock(h, now);
+    if !replace && s.contains(h, key) {
+        return Err(CmdError::BusyKey);
+    }
+    let ttl = parse_i64(&args[2])?;
+    if ttl < 0 {
+        return Err(CmdError::err("Invalid TTL value, must be >= 0"));
+    }
+    let value = parse_payload(&args[3]).ok_or(CmdError::BadPayload)?;
+    let expire_at = match (ttl, absttl) {
+        (0, _) => 0,
+        (t, true) => t as u64,
+        (t, false) => now.saturating_add(t as u64),
+    };
+    if expire_at != 0 && expire_at <= now {
+        // Already expired: nothing to create, but REPLACE still removes.
+        s.remove(h, key);
+    } else {
+        s.insert(Entry::new(h, key, value.to_vec(), expire_at, now));
+    }
+    ctx.ok();
+    Ok(())
+}
+
+/// Cached connections to MIGRATE targets; lives behind the node's MIGRATE
+/// mutex, which is what serializes MIGRATEs.
+#[derive(Default)]
+pub struct MigrateState {
+    conns: HashMap<(String, u16), (TcpStream, Instant)>,
+}
+
+/// A parsed MIGRATE request.
+struct Migrate {
+    host: String,
+    port: u16,
+    db: i64,
+    timeout: Duration,
+    copy: bool,
+    replace: bool,
+    auth: Option<(Option<Bytes>, Bytes)>,
+    keys: Vec<Bytes>,
+}
+
+fn parse_migrate(args: &[Bytes]) -> Result<Migrate, CmdError> {
+    let (mut copy, mut replace, mut auth) = (false, false, None);
+    let mut keys = vec![args[3].clone()];
+    let mut j = 6;
+    while j < args.len() {
+        let more = args.len() - 1 - j;
+        let a = &args[j];
+        if eq_ignore_case(a, b"copy") {
+            copy = true;
+        } else if eq_ignore_case(a, b"replace") {
+            replace = true;
+        } else if eq_ignore_case(a, b"auth") && more >= 1 {
+            auth = Some((None, args[j + 1].clone()));
+            j += 1;
+        } else if eq_ignore_case(a, b"auth2") && more >= 2 {
+            auth = Some((Some(args[j + 1].clone()), args[j + 2].clone()));
+            j += 2;
+        } else if eq_ignore_case(a, b"keys") {
+            if !args[3].is_empty() {
+                return Err(CmdError::err(
+                    "When using MIGRATE KEYS option, the key argument must be set to the empty string",
+                ));
+            }
+            keys = args[j + 1..].to_vec();
+            break;
+        } else {
+            return Err(CmdError::Syntax);
+        }
+        j += 1;
+    }
+    let timeout = parse_i64(&args[5])?;
+    let db = parse_i64(&args[4])?;
+    let port = parse_i64(&args[2])
+        .ok()
+        .and_then(|p| u16::try_from(p).ok())
+        .unwrap_or(0);
+    let timeout = Duration::from_millis(if timeout <= 0 { 1000 } else { timeout as u64 });
+    let host = String::from_utf8_lossy(&args[1]).into_owned();
+    Ok(Migrate {
+        host,
+        port,
+        db,
+        timeout,
+        copy,
+        replace,
+        auth,
+        keys,
+    })
+}
+
+/// Why a MIGRATE round trip failed.
+enum IoFail {
+    Connect,
+    Write,
+    Read,
+}
+
+impl IoFail {
+    fn error(&self) -> CmdError {
+        CmdError::Other(match self {
+            IoFail::Connect => "IOERR error or timeout connecting to the client".into(),
+            IoFail::Write => "IOERR error or timeout writing to target instance".into(),
+            IoFail::Read => "IOERR error or timeout reading to target instance".into(),
+        })
+    }
+}
+
+fn push_command(buf: &mut BytesMut, parts: &[&[u8]]) {
+    encode::array_len(buf, parts.len());
+    parts.iter().for_each(|p| encode::bulk(buf, p));
+}
+
+/// Reads one reply line from the target; `Err` on I/O, timeout or a reply
+/// that is not a single line.
+async fn read_line(
+    sock: &mut TcpStream,
+    buf: &mut BytesMut,
+    timeout: Duration,
+) -> Result<Bytes, IoFail> {
+    loop {
+        if let Some(i) = buf.windows(2).position(|w| w == b"\r\n") {
+            let line = buf.split_to(i + 2).freeze();
+            return Ok(line.slice(..i));
+        }
+        if buf.len() > MAX_REPLY_LINE {
+            return Err(IoFail::Read);
+        }
+        match tokio::time::timeout(timeout, sock.read_buf(buf)).await {
+            Ok(Ok(n)) if n > 0 => {}
+            _ => return Err(IoFail::Read),
+        }
+    }
+}
+
+/// One key's state at the source when it was sent.
+struct Sent {
+    key: Bytes,
+    hash: u64,
+    value: Vec<u8>,
+    expire_at: u64,
+}
+
+/// Sends one batch and reads its replies. Returns the number of RESTORE
+/// replies read before an I/O failure (for the retry decision) on error.
+async fn round_trip(
+    sock: &mut TcpStream,
+    m: &Migrate,
+    batch: &[Sent],
+    preamble: usize,
+    out: &mut BytesMut,
+    replies: &mut Vec<Bytes>,
+) -> Result<(), (IoFail, usize)> {
+    tokio::time::timeout(m.timeout, sock.write_all(out))
+        .await
+        .map_err(|_| (IoFail::Write, 0))?
+        .map_err(|_| (IoFail::Write, 0))?;
+    out.clear();
+    let mut buf = BytesMut::with_capacity(1024);
+    for i in 0..preamble + batch.len() {
+        let line = read_line(sock, &mut buf, m.timeout)
+            .await
+            .map_err(|e| (e, i))?;
+        replies.push(line);
+    }
+    Ok(())
+}
+
+/// MIGRATE host port key|"" destination-db timeout [COPY] [REPLACE]
+/// [AUTH password | AUTH2 username password] [KEYS key ...]
+pub async fn migrate(node: &Node, args: &[Bytes]) -> Result<BytesMut, CmdError> {
+    let m = parse_migrate(args)?;
+    let mut state = node.migrate.lock().await;
+    state
+        .conns
+        .retain(|_, (_, used)| used.elapsed() < IDLE_CONNECTION);
+    let store = &node.store;
+    let mut sent_any = false;
+    let mut first_error: Option<String> = None;
+    let mut keys = m.keys.iter().peekable();
+    while keys.peek().is_some() {
+        // Read a batch of live keys under short shard locks.
+        let now = now_ms();
+        let (mut batch, mut bytes) = (Vec::new(), 0);
+        while batch.len() < BATCH_KEYS && (bytes < BATCH_BYTES || batch.is_empty()) {
+            let Some(key) = keys.next() else { break };
+            let h = store.hash(key);
+            let found = store
+                .lock(h, now)
+                .get(h, key)
+                .map(|e| (e.value.clone(), e.expire_at));
+            if let Some((value, expire_at)) = found {
+                bytes += value.len();
+                batch.push(Sent {
+                    key: key.clone(),
+                    hash: h,
+                    value,
+                    expire_at,
+                });
+            }
+        }
+        if batch.is_empty() {
+            continue;
+        }
+        sent_any = true;
+        let replies = send_batch(&mut state, &m, &batch).await?;
+        for (sent, reply) in batch.iter().zip(&replies) {
+            if let Some(err) = reply.strip_prefix(b"-") {
+                first_error.get_or_insert_with(|| String::from_utf8_lossy(err).into_owned());
+                continue;
+            }
+            if !m.copy {
+                delete_if_unchanged(node, sent);
+            }
+        }
+    }
+    if !sent_any {
+        let mut out = BytesMut::new();
+        encode::simple(&mut out, "NOKEY");
+        return Ok(out);
+    }
+    if let Some(e) = first_error {
+        return Err(CmdError::err(format!(
+            "Target instance replied with error: {e}"
+        )));
+    }
+    let mut out = BytesMut::new();
+    encode::simple(&mut out, "OK");
+    Ok(out)
+}
+
+/// Sends one batch on the cached (or a new) connection and returns one reply
+/// line per key. A cached connection that fails before any reply arrived
+/// may just have been closed by the target while idle: retry once on a
+/// fresh one (nothing was applied, so this cannot apply twice).
+async fn send_batch(
+    state: &mut MigrateState,
+    m: &Migrate,
+    batch: &[Sent],
+) -> Result<Vec<Bytes>, CmdError> {
+    let addr = (m.host.clone(), m.port);
+    for attempt in 0..2 {
+        let (mut sock, fresh) = match state.conns.remove(&addr) {
+            Some((sock, _)) => (sock, false),
+            None => {
+                let connect = TcpStream::connect((m.host.as_str(), m.port));
+                match tokio::time::timeout(m.timeout, connect).await {
+                    Ok(Ok(s)) => {
+                        let _ = s.set_nodelay(true);
+                        (s, true)
+                    }
+                    _ => return Err(IoFail::Connect.error()),
+                }
+            }
+        };
+        let mut out = BytesMut::new();
+        let mut preamble = 0;
+        // Every round trip re-sends AUTH and SELECT: a cached connection
+        // may have been reset by a RESET or another client of the target.
+        if let Some((user, pass)) = &m.auth {
+            match user {
+                Some(u) => push_command(&mut out, &[b"AUTH", u, pass]),
+                None => push_command(&mut out, &[b"AUTH", pass]),
+            }
+            preamble += 1;
+        }
+        if m.db != 0 {
+            push_command(&mut out, &[b"SELECT", m.db.to_string().as_bytes()]);
+            preamble += 1;
+        }
+        let now = now_ms();
+        for s in batch {
+            let ttl = if s.expire_at == 0 {
+                0
+            } else {
+                s.expire_at.saturating_sub(now).max(1)
+            };
+            let payload = dump_payload(&s.value);
+            let ttl = ttl.to_string();
+            let mut parts: Vec<&[u8]> = vec![b"RESTORE", &s.key, ttl.as_bytes(), &payload];
+            if m.replace {
+                parts.push(b"REPLACE");
+            }
+            push_command(&mut out, &parts);
+        }
+        let mut replies = Vec::new();
+        match round_trip(&mut sock, m, batch, preamble, &mut out, &mut replies).await {
+            Ok(()) => {
+                state.conns.insert(addr, (sock, Instant::now()));
+                if let Some(err) = replies[..preamble].iter().find(|r| r.starts_with(b"-")) {
+                    let e = String::from_utf8_lossy(&err[1..]).into_owned();
+                    return Err(CmdError::err(format!(
+                        "Target instance replied with error: {e}"
+                    )));
+                }
+                return Ok(replies.split_off(preamble));
+            }
+            Err((fail, read)) => {
+                if fresh || read > 0 || attempt == 1 {
+                    return Err(fail.error());
+                }
+            }
+        }
+    }
+    Err(IoFail::Read.error())
+}
+
+/// Deletes a migrated key unless it changed at the source while its RESTORE
+/// was in flight (then the newer source copy is kept).
+fn delete_if_unchanged(node: &Node, sent: &Sent) {
+    let store = &node.store;
+    let mut s = store.lock(sent.hash, now_ms());
+    let same = s
+        .get(sent.hash, &sent.key)
+        .is_some_and(|e| e.value == sent.value && e.expire_at == sent.expire_at);
+    if same {
+        let old = s.remove(sent.hash, &sent.key);
+        drop(s);
+        drop(old);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn payloads_round_trip_and_reject_corruption() {
+        for value in [&b""[..], b"v", &[0u8, 255, 13, 10][..]] {
+            let p = dump_payload(value);
+            assert_eq!(parse_payload(&p), Some(value));
+            for i in 0..p.len() {
+                let mut bad = p.clone();
+                bad[i] ^= 1;
+                assert_eq!(parse_payload(&bad), None, "flipped byte {i}");
+            }
+        }
+        assert_eq!(parse_payload(b"xx"), None);
+    }
+
+    #[test]
+    fn migrate_keys_option_requires_empty_key() {
+        let args: Vec<Bytes> = ["MIGRATE", "h", "1", "k", "0", "100", "KEYS", "a"]
+            .iter()
+            .map(|s| Bytes::from_static(s.as_bytes()))
+            .collect();
+        assert!(parse_migrate(&args).is_err());
+        let mut ok = args.clone();
+        ok[3] = Bytes::new();
+        let m = parse_migrate(&ok).ok().unwrap();
+        assert_eq!(m.keys, vec![Bytes::from_static(b"a")]);
+    }
+}

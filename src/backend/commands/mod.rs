@@ -1,0 +1,373 @@
+//! The command table and dispatcher of the built-in node.
+//!
+//! `server.rs` hands each decoded request to [`dispatch`], which looks the
+//! name up case-insensitively without allocating, checks arity, makes room
+//! under `maxmemory` for commands that may grow memory, runs the handler
+//! and turns any [`CmdError`] into its `-ERR` line. One file per command
+//! family; handlers write their reply straight into the output buffer.
+
+mod connection;
+mod counters;
+mod keys;
+pub(crate) mod migrate;
+mod server;
+mod strings;
+
+use super::error::CmdError;
+use super::server::Node;
+use super::wire::encode;
+use bytes::{Bytes, BytesMut};
+use std::collections::HashMap;
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::LazyLock;
+
+/// Per-connection state.
+#[derive(Debug)]
+pub struct Client {
+    /// CLIENT ID, unique per node.
+    pub id: u64,
+    /// 2 or 3, chosen with HELLO.
+    pub proto: u8,
+    /// CLIENT SETNAME / HELLO SETNAME.
+    pub name: Option<Bytes>,
+    /// CLIENT SETINFO lib-name / lib-ver.
+    pub lib: (Option<Bytes>, Option<Bytes>),
+    /// The peer's address, for CLIENT INFO.
+    pub addr: String,
+    /// Our address, for CLIENT INFO.
+    pub laddr: String,
+    /// When the connection was accepted (ms since the epoch).
+    pub since: u64,
+    /// Set by QUIT: flush the replies, then close.
+    pub quit: bool,
+    /// Last command name, for CLIENT INFO.
+    pub last_cmd: &'static str,
+}
+
+impl Client {
+    /// A fresh RESP2 client.
+    pub fn new(id: u64, addr: String, laddr: String, since: u64) -> Client {
+        Client {
+            id,
+            proto: 2,
+            name: None,
+            lib: (None, None),
+            addr,
+            laddr,
+            since,
+            quit: false,
+            last_cmd: "NULL",
+        }
+    }
+}
+
+/// What a handler works with.
+pub struct Ctx<'a> {
+    /// The node's shared state.
+    pub node: &'a Node,
+    /// This connection.
+    pub client: &'a mut Client,
+    /// Replies go here.
+    pub out: &'a mut BytesMut,
+    /// The time the command runs at, ms since the epoch.
+    pub now: u64,
+}
+
+impl Ctx<'_> {
+    /// A bulk string, or null when absent.
+    pub fn bulk_or_null(&mut self, v: Option<&[u8]>) {
+        match v {
+            Some(v) => encode::bulk(self.out, v),
+            None => encode::null(self.out, self.client.proto),
+        }
+    }
+
+    /// `+OK`
+    pub fn ok(&mut self) {
+        self.out.extend_from_slice(b"+OK\r\n");
+    }
+}
+
+/// A handler's result: `Ok` means it wrote its reply.
+pub type CmdResult = Result<(), CmdError>;
+
+/// How a command runs.
+#[derive(Clone, Copy)]
+pub enum Run {
+    /// In place, holding no lock across an `.await`.
+    Sync(fn(&mut Ctx, &[Bytes]) -> CmdResult),
+    /// MIGRATE: talks to another node, so the connection awaits it.
+    Migrate,
+}
+
+/// May grow memory: make room under `maxmemory` first (Redis `denyoom`).
+pub const DENYOOM: u8 = 1;
+/// Changes the keyspace.
+pub const WRITE: u8 = 2;
+/// Only reads the keyspace.
+pub const READONLY: u8 = 4;
+/// O(1) or O(log n).
+pub const FAST: u8 = 8;
+
+/// One row of the command table: the single source of truth for names,
+/// arity (Redis convention: negative = at least), flags and key positions.
+pub struct Command {
+    /// Lower-case name.
+    pub name: &'static str,
+    /// Exact argument count including the name, or minimum if negative.
+    pub arity: i32,
+    /// `DENYOOM | WRITE | READONLY | FAST`
+    pub flags: u8,
+    /// First key position, last (negative counts from the end), step.
+    pub keys: (i32, i32, i32),
+    /// The handler.
+    pub run: Run,
+}
+
+macro_rules! cmd {
+    ($name:literal, $arity:expr, $flags:expr, $keys:expr, $f:expr) => {
+        Command {
+            name: $name,
+            arity: $arity,
+            flags: $flags,
+            keys: $keys,
+            run: Run::Sync($f),
+        }
+    };
+}
+
+const NOKEYS: (i32, i32, i32) = (0, 0, 0);
+const KEY1: (i32, i32, i32) = (1, 1, 1);
+const ALLKEYS: (i32, i32, i32) = (1, -1, 1);
+const RW: u8 = WRITE | DENYOOM;
+
+/// Every command the node knows.
+pub static COMMANDS: &[Command] = &[
+    // connection
+    cmd!("ping", -1, FAST, NOKEYS, connection::ping),
+    cmd!("echo", 2, FAST, NOKEYS, connection::echo),
+    cmd!("quit", -1, FAST, NOKEYS, connection::quit),
+    cmd!("hello", -1, FAST, NOKEYS, connection::hello),
+    cmd!("select", 2, FAST, NOKEYS, connection::select),
+    cmd!("client", -2, 0, NOKEYS, connection::client),
+    cmd!("auth", -2, FAST, NOKEYS, connection::auth),
+    cmd!("reset", 1, FAST, NOKEYS, connection::reset),
+    // server
+    cmd!("command", -1, 0, NOKEYS, server::command),
+    cmd!("info", -1, 0, NOKEYS, server::info),
+    cmd!("dbsize", 1, READONLY | FAST, NOKEYS, server::dbsize),
+    cmd!("flushdb", -1, WRITE, NOKEYS, server::flush),
+    cmd!("flushall", -1, WRITE, NOKEYS, server::flush),
+    cmd!("config", -2, 0, NOKEYS, server::config),
+    cmd!("time", 1, FAST, NOKEYS, server::time),
+    cmd!("lastsave", 1, FAST, NOKEYS, server::lastsave),
+    // strings
+    cmd!("get", 2, READONLY | FAST, KEY1, strings::get),
+    cmd!("set", -3, RW, KEY1, strings::set),
+    cmd!("setnx", 3, RW | FAST, KEY1, strings::setnx),
+    cmd!("setex", 4, RW, KEY1, strings::setex),
+    cmd!("psetex", 4, RW, KEY1, strings::psetex),
+    cmd!("getset", 3, RW | FAST, KEY1, strings::getset),
+    cmd!("getdel", 2, WRITE | FAST, KEY1, strings::getdel),
+    cmd!("getex", -2, WRITE | FAST, KEY1, strings::getex),
+    cmd!("mget", -2, READONLY | FAST, ALLKEYS, strings::mget),
+    cmd!("mset", -3, RW, (1, -1, 2), strings::mset),
+    cmd!("msetnx", -3, RW, (1, -1, 2), strings::msetnx),
+    cmd!("append", 3, RW | FAST, KEY1, strings::append),
+    cmd!("strlen", 2, READONLY | FAST, KEY1, strings::strlen),
+    cmd!("getrange", 4, READONLY, KEY1, strings::getrange),
+    cmd!("substr", 4, READONLY, KEY1, strings::getrange),
+    cmd!("setrange", 4, RW, KEY1, strings::setrange),
+    cmd!("incr", 2, RW | FAST, KEY1, counters::incr),
+    cmd!("decr", 2, RW | FAST, KEY1, counters::decr),
+    cmd!("incrby", 3, RW | FAST, KEY1, counters::incrby),
+    cmd!("decrby", 3, RW | FAST, KEY1, counters::decrby),
+    cmd!("incrbyfloat", 3, RW | FAST, KEY1, counters::incrbyfloat),
+    // keys
+    cmd!("del", -2, WRITE, ALLKEYS, keys::del),
+    cmd!("unlink", -2, WRITE | FAST, ALLKEYS, keys::del),
+    cmd!("exists", -2, READONLY | FAST, ALLKEYS, keys::exists),
+    cmd!("touch", -2, READONLY | FAST, ALLKEYS, keys::touch),
+    cmd!("type", 2, READONLY | FAST, KEY1, keys::type_),
+    cmd!("expire", -3, WRITE | FAST, KEY1, keys::expire),
+    cmd!("pexpire", -3, WRITE | FAST, KEY1, keys::pexpire),
+    cmd!("expireat", -3, WRITE | FAST, KEY1, keys::expireat),
+    cmd!("pexpireat", -3, WRITE | FAST, KEY1, keys::pexpireat),
+    cmd!("ttl", 2, READONLY | FAST, KEY1, keys::ttl),
+    cmd!("pttl", 2, READONLY | FAST, KEY1, keys::pttl),
+    cmd!("expiretime", 2, READONLY | FAST, KEY1, keys::expiretime),
+    cmd!("pexpiretime", 2, READONLY | FAST, KEY1, keys::pexpiretime),
+    cmd!("persist", 2, WRITE | FAST, KEY1, keys::persist),
+    cmd!("scan", -2, READONLY, NOKEYS, keys::scan),
+    cmd!("keys", 2, READONLY, NOKEYS, keys::keys),
+    cmd!("randomkey", 1, READONLY, NOKEYS, keys::randomkey),
+    // migration
+    cmd!("dump", 2, READONLY, KEY1, migrate::dump),
+    cmd!("restore", -4, RW, KEY1, migrate::restore),
+    Command {
+        name: "migrate",
+        arity: -6,
+        flags: WRITE,
+        keys: (3, 3, 1),
+        run: Run::Migrate,
+    },
+];
+
+static BY_NAME: LazyLock<HashMap<&'static [u8], &'static Command>> =
+    LazyLock::new(|| COMMANDS.iter().map(|c| (c.name.as_bytes(), c)).collect());
+
+/// Looks a command up by name, any case, without allocating.
+pub fn lookup(name: &[u8]) -> Option<&'static Command> {
+    let mut lower = [0u8; 16];
+    if name.len() > lower.len() {
+        return None;
+    }
+    for (d, s) in lower.iter_mut().zip(name) {
+        *d = s.to_ascii_lowercase();
+    }
+    BY_NAME.get(&lower[..name.len()]).copied()
+}
+
+/// What the connection must do after [`dispatch`].
+pub enum Next {
+    /// The reply is written; carry on.
+    Done,
+    /// Run MIGRATE (async) with these arguments, then write its reply.
+    Migrate,
+}
+
+/// Runs one request and appends its reply to `out`.
+pub fn dispatch(
+    node: &Node,
+    client: &mut Client,
+    out: &mut BytesMut,
+    args: &[Bytes],
+    now: u64,
+) -> Next {
+    node.stats.total_commands.fetch_add(1, Relaxed);
+    let Some(cmd) = lookup(&args[0]) else {
+        CmdError::unknown_command(&args[0], &args[1..]).write(out);
+        return Next::Done;
+    };
+    client.last_cmd = cmd.name;
+    if !arity_ok(cmd.arity, args.len()) {
+        CmdError::WrongArity(cmd.name.to_string()).write(out);
+        return Next::Done;
+    }
+    if cmd.flags & DENYOOM != 0 {
+        let max = node.maxmemory.load(Relaxed);
+        if max != 0 && node.store.evict_to_fit(max, now).is_err() {
+            CmdError::OutOfMemory.write(out);
+            return Next::Done;
+        }
+    }
+    match cmd.run {
+        Run::Sync(f) => {
+            let mut ctx = Ctx {
+                node,
+                client,
+                out,
+                now,
+            };
+            if let Err(e) = f(&mut ctx, args) {
+                e.write(ctx.out);
+            }
+            Next::Done
+        }
+        Run::Migrate => Next::Migrate,
+    }
+}
+
+/// Whether `n` arguments (name included) satisfy `arity`.
+pub fn arity_ok(arity: i32, n: usize) -> bool {
+    if arity >= 0 {
+        n == arity as usize
+    } else {
+        n >= (-arity) as usize
+    }
+}
+
+/// Parses an integer exactly as Redis's `string2ll`: optional `-`, no `+`,
+/// no leading zeros or blanks, within i64.
+pub fn parse_i64(b: &[u8]) -> Result<i64, CmdError> {
+    let err = CmdError::NotInteger;
+    let (neg, digits) = match b.split_first() {
+        Some((b'-', rest)) => (true, rest),
+        _ => (false, b),
+    };
+    match digits {
+        [] => return Err(err),
+        [b'0'] if !neg => return Ok(0),
+        [b'1'..=b'9', ..] if digits.len() <= 19 => {}
+        _ => return Err(err),
+    }
+    let mut v: u64 = 0;
+    for &c in digits {
+        if !c.is_ascii_digit() {
+            return Err(err);
+        }
+        v = v
+            .checked_mul(10)
+            .and_then(|v| v.checked_add((c - b'0') as u64))
+            .ok_or(CmdError::NotInteger)?;
+    }
+    if neg {
+        if v > i64::MAX as u64 + 1 {
+            return Err(err);
+        }
+        Ok((v as i64).wrapping_neg())
+    } else {
+        i64::try_from(v).map_err(|_| err)
+    }
+}
+
+/// Parses a float as Redis's `string2ld`: no blanks, no NaN.
+pub fn parse_f64(b: &[u8]) -> Result<f64, CmdError> {
+    let s = std::str::from_utf8(b).map_err(|_| CmdError::NotFloat)?;
+    if s.is_empty() || s.len() > 5 * 1024 || s.starts_with(|c: char| c.is_ascii_whitespace()) {
+        return Err(CmdError::NotFloat);
+    }
+    match s.parse::<f64>() {
+        Ok(v) if !v.is_nan() => Ok(v),
+        _ => Err(CmdError::NotFloat),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parse_i64_follows_redis_string2ll() {
+        let cases: &[(&str, Option<i64>)] = &[
+            ("0", Some(0)),
+            ("1", Some(1)),
+            ("-1", Some(-1)),
+            ("9223372036854775807", Some(i64::MAX)),
+            ("-9223372036854775808", Some(i64::MIN)),
+            ("9223372036854775808", None),
+            ("-9223372036854775809", None),
+            ("-0", None),
+            ("01", None),
+            ("+1", None),
+            (" 1", None),
+            ("1 ", None),
+            ("", None),
+            ("-", None),
+            ("1a", None),
+            ("99999999999999999999", None),
+        ];
+        for &(s, want) in cases {
+            assert_eq!(parse_i64(s.as_bytes()).ok(), want, "{s:?}");
+        }
+    }
+
+    #[test]
+    fn every_command_is_found_in_any_case() {
+        for c in COMMANDS {
+            assert!(lookup(c.name.as_bytes()).is_some());
+            assert!(lookup(c.name.to_uppercase().as_bytes()).is_some());
+        }
+        assert!(lookup(b"nosuchcommandatall").is_none());
+    }
+}

@@ -1,0 +1,307 @@
+//! Reclaiming memory: approximate-LRU eviction under `maxmemory`
+//! (allkeys-lru), the active-expiry sweep, and random sampling of buckets.
+//!
+//! Called by the dispatcher before commands that may grow memory, and by the
+//! background task in `server.rs` every [`EXPIRE_TICK_MS`]. Never holds more
+//! than one shard lock at a time.
+
+use super::store::{lru_clock, Entry, Locked, Store, SHARDS};
+use std::cell::Cell;
+use std::sync::atomic::Ordering::Relaxed;
+use std::time::Instant;
+
+/// How often the active-expiry sweep runs (Redis: `hz 10`).
+pub const EXPIRE_TICK_MS: u64 = 100;
+/// Buckets each shard's sweep inspects per tick before checking whether it
+/// found enough expired keys to keep going.
+const SWEEP_BUCKETS: usize = 64;
+/// Time budget of one sweep tick (Redis: 25% of a 100 ms tick).
+const SWEEP_BUDGET_MS: u128 = 25;
+/// Entries compared per eviction (Redis: `maxmemory-samples 5`; more is a
+/// closer LRU for little cost).
+pub const EVICTION_SAMPLES: usize = 16;
+
+thread_local! {
+    static RNG: Cell<u64> = Cell::new(seed());
+}
+
+fn seed() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u64(super::store::now_ms());
+    h.finish() | 1
+}
+
+/// A fast non-cryptographic random number (xorshift64*).
+pub fn random() -> u64 {
+    RNG.with(|c| {
+        let mut x = c.get();
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        c.set(x);
+        x.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    })
+}
+
+/// Why eviction could not get under the limit.
+#[derive(Debug, PartialEq, Eq)]
+pub struct OutOfMemory;
+
+impl Store {
+    /// Evicts approximately least-recently-used keys until memory is at or
+    /// below `maxmemory` (0 = unlimited). Fails only when nothing is left to
+    /// evict.
+    pub fn evict_to_fit(&self, maxmemory: u64, now: u64) -> Result<(), OutOfMemory> {
+        if maxmemory == 0 {
+            return Ok(());
+        }
+        let now_clock = lru_clock(now);
+        let mut misses = 0;
+        while self.used_memory() as u64 > maxmemory {
+            // Keys are spread evenly over shards, so the oldest of a sample
+            // from one random shard approximates the oldest overall.
+            let shard = (random() as usize) % SHARDS;
+            if self.lock_shard(shard, now).evict_one(now_clock) {
+                misses = 0;
+                continue;
+            }
+            misses += 1;
+            if misses > 8 && self.counts().0 == 0 {
+                return Err(OutOfMemory);
+            }
+        }
+        Ok(())
+    }
+
+    /// One active-expiry tick over all shards, within a time budget.
+    /// Returns how many keys it removed.
+    pub fn expire_tick(&self, now: u64) -> usize {
+        let start = Instant::now();
+        let mut removed = 0;
+        for i in 0..SHARDS {
+            loop {
+                let (found, inspected) = self.lock_shard(i, now).sweep(SWEEP_BUCKETS);
+                removed += found;
+                // Keep sweeping a shard while a quarter of what was looked at
+                // had expired, as Redis does, unless the budget is spent.
+                if inspected == 0
+                    || found * 4 < inspected
+                    || start.elapsed().as_millis() > SWEEP_BUDGET_MS
+                {
+                    break;
+                }
+            }
+        }
+        removed
+    }
+}
+
+impl Locked<'_> {
+    /// Up to [`EVICTION_SAMPLES`] consecutive full buckets from a random
+    /// position; the index and LRU age of the oldest.
+    fn oldest_sample(&self, now_clock: u32) -> Option<(usize, u32)> {
+        let table = &self.shard.table;
+        if table.is_empty() {
+            return None;
+        }
+        let buckets = table.buckets();
+        let start = (random() as usize) & (buckets - 1);
+        let mut best: Option<(usize, u32)> = None;
+        let mut seen = 0;
+        for step in 0..buckets {
+            let i = (start + step) & (buckets - 1);
+            // SAFETY: `i < buckets()`, and a full bucket holds an initialised entry.
+            if unsafe { table.is_bucket_full(i) } {
+                let e: &Entry = unsafe { table.bucket(i).as_ref() };
+                let age = now_clock.wrapping_sub(e.lru);
+                if best.is_none_or(|(_, a)| age > a) {
+                    best = Some((i, age));
+                }
+                seen += 1;
+                if seen == EVICTION_SAMPLES {
+                    break;
+                }
+            }
+        }
+        best
+    }
+
+    /// Evicts the oldest of a fresh sample; false if the shard is empty.
+    fn evict_one(&mut self, now_clock: u32) -> bool {
+        let Some((i, _)) = self.oldest_sample(now_clock) else {
+            return false;
+        };
+        // SAFETY: `oldest_sample` returned a full bucket index of this table,
+        // unchanged since (we hold the lock).
+        let (e, _) = unsafe {
+            let b = self.shard.table.bucket(i);
+            self.shard.table.remove(b)
+        };
+        self.forget(&e);
+        let c = if e.is_expired(self.now) {
+            &self.counters.expired_keys
+        } else {
+            &self.counters.evicted_keys
+        };
+        c.fetch_add(1, Relaxed);
+        true
+    }
+
+    /// Inspects up to `budget` buckets from where the last sweep stopped and
+    /// removes expired entries. Returns (removed, entries-with-TTL inspected).
+    fn sweep(&mut self, budget: usize) -> (usize, usize) {
+        if self.shard.expires == 0 {
+            return (0, 0);
+        }
+        let buckets = self.shard.table.buckets();
+        let (mut removed, mut inspected) = (0, 0);
+        for _ in 0..budget.min(buckets) {
+            let i = self.shard.sweep_at % buckets;
+            self.shard.sweep_at = (i + 1) % buckets;
+            // SAFETY: `i < buckets()`; a full bucket holds an initialised entry.
+            if !unsafe { self.shard.table.is_bucket_full(i) } {
+                continue;
+            }
+            let b = unsafe { self.shard.table.bucket(i) };
+            let e = unsafe { b.as_ref() };
+            if e.expire_at == 0 {
+                continue;
+            }
+            inspected += 1;
+            if e.is_expired(self.now) {
+                // SAFETY: `b` is a full bucket of this table.
+                let (e, _) = unsafe { self.shard.table.remove(b) };
+                self.forget(&e);
+                self.counters.expired_keys.fetch_add(1, Relaxed);
+                removed += 1;
+            }
+        }
+        (removed, inspected)
+    }
+
+    /// A random live entry of this shard, if it has any (tries a few times
+    /// when it lands on expired ones, removing them).
+    pub fn random_entry(&mut self) -> Option<&Entry> {
+        for _ in 0..8 {
+            let i = self.random_full_bucket()?;
+            // SAFETY: a full bucket index of this table, just found.
+            let b = unsafe { self.shard.table.bucket(i) };
+            if unsafe { b.as_ref() }.is_expired(self.now) {
+                let (e, _) = unsafe { self.shard.table.remove(b) };
+                self.forget(&e);
+                self.counters.expired_keys.fetch_add(1, Relaxed);
+                continue;
+            }
+            return Some(unsafe { b.as_ref() });
+        }
+        None
+    }
+
+    /// The first full bucket at or after a random position.
+    fn random_full_bucket(&self) -> Option<usize> {
+        let table = &self.shard.table;
+        if table.is_empty() {
+            return None;
+        }
+        let buckets = table.buckets();
+        let start = (random() as usize) & (buckets - 1);
+        (0..buckets)
+            .map(|s| (start + s) & (buckets - 1))
+            // SAFETY: every index is below `buckets()`.
+            .find(|&i| unsafe { table.is_bucket_full(i) })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backend::store::{BASE_MEMORY, ENTRY_OVERHEAD};
+
+    fn fill(store: &Store, n: usize, now: u64, ttl_at: u64) {
+        for i in 0..n {
+            let key = format!("key:{i}");
+            let h = store.hash(key.as_bytes());
+            store
+                .lock(h, now)
+                .insert(Entry::new(h, key.as_bytes(), vec![b'x'; 100], ttl_at, now));
+        }
+    }
+
+    #[test]
+    fn eviction_gets_under_maxmemory() {
+        let store = Store::new();
+        fill(&store, 10_000, 1_000, 0);
+        let limit = (BASE_MEMORY + 5_000 * (100 + 8 + ENTRY_OVERHEAD)) as u64;
+        store.evict_to_fit(limit, 2_000).unwrap();
+        assert!(store.used_memory() as u64 <= limit);
+        let left = store.counts().0;
+        assert!((4_900..=5_300).contains(&left), "{left}");
+        assert_eq!(
+            store.counters.evicted_keys.load(Relaxed) as usize,
+            10_000 - left
+        );
+    }
+
+    #[test]
+    fn eviction_prefers_least_recently_used_keys() {
+        let store = Store::new();
+        // 5 000 old keys, then 5 000 recent ones.
+        fill(&store, 5_000, 1_000, 0);
+        for i in 5_000..10_000 {
+            let key = format!("key:{i}");
+            let h = store.hash(key.as_bytes());
+            store.lock(h, 900_000).insert(Entry::new(
+                h,
+                key.as_bytes(),
+                vec![b'x'; 100],
+                0,
+                900_000,
+            ));
+        }
+        let limit = (BASE_MEMORY + 7_000 * (100 + 9 + ENTRY_OVERHEAD)) as u64;
+        store.evict_to_fit(limit, 1_000_000).unwrap();
+        let recent_left = (5_000..10_000)
+            .filter(|i| {
+                let key = format!("key:{i}");
+                let h = store.hash(key.as_bytes());
+                store.lock(h, 1_000_000).contains(h, key.as_bytes())
+            })
+            .count();
+        assert!(
+            recent_left > 4_900,
+            "recent keys evicted: {}",
+            5_000 - recent_left
+        );
+    }
+
+    #[test]
+    fn eviction_of_an_empty_store_reports_out_of_memory() {
+        let store = Store::new();
+        assert_eq!(store.evict_to_fit(1, 0), Err(OutOfMemory));
+        assert_eq!(store.evict_to_fit(0, 0), Ok(()));
+    }
+
+    #[test]
+    fn active_expiry_reclaims_unaccessed_keys() {
+        let store = Store::new();
+        fill(&store, 5_000, 1_000, 2_000);
+        fill_other(&store);
+        let mut removed = 0;
+        for _ in 0..200 {
+            removed += store.expire_tick(3_000);
+        }
+        assert_eq!(removed, 5_000);
+        assert_eq!(store.counts(), (10, 0));
+    }
+
+    fn fill_other(store: &Store) {
+        for i in 0..10 {
+            let key = format!("other:{i}");
+            let h = store.hash(key.as_bytes());
+            store
+                .lock(h, 1_000)
+                .insert(Entry::new(h, key.as_bytes(), b"v".to_vec(), 0, 1_000));
+        }
+    }
+}

@@ -1,0 +1,234 @@
+//! The node's server loop: accepts clients, reads pipelined requests,
+//! executes every complete one and writes all their replies in one write;
+//! runs the active-expiry task; shuts down on the caller's signal.
+//!
+//! ```text
+//!  socket ──read──► query buffer ──decode_request──► dispatch ──► reply buffer
+//!    ▲                 (bounded)        │ (all complete requests)     │
+//!    └──────────────── write_all ◄──────┴─────────────────────────────┘
+//! ```
+//!
+//! The task that owns a client's socket is the only one that touches it.
+
+use super::commands::{self, migrate::MigrateState, Client, Next};
+use super::error::CmdError;
+use super::evict::EXPIRE_TICK_MS;
+use super::store::{now_ms, Store};
+use super::wire::{decode_request, Limits};
+use super::NodeConfig;
+use bytes::BytesMut;
+use std::future::Future;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::watch;
+
+/// The version reported by INFO and HELLO: the Redis release whose commands
+/// and replies the node reproduces.
+pub const REDIS_VERSION: &str = "7.0.0";
+
+/// Initial size of a client's query and reply buffers.
+const BUFFER_BYTES: usize = 16 * 1024;
+/// Replies are flushed mid-batch once this many bytes are pending, which
+/// bounds a client's output buffer however long its pipeline.
+const MAX_PENDING_REPLY_BYTES: usize = 8 * 1024 * 1024;
+/// How long shutdown waits for clients to finish what they have read.
+const SHUTDOWN_GRACE_MS: u64 = 1000;
+
+/// Connection counters.
+#[derive(Debug, Default)]
+pub struct Stats {
+    /// Commands executed (INFO `total_commands_processed`).
+    pub total_commands: AtomicU64,
+    /// Connections ever accepted.
+    pub total_connections: AtomicU64,
+    /// Connections open now.
+    pub connected_clients: AtomicUsize,
+}
+
+/// State shared by every connection of one node.
+pub struct Node {
+    /// The keyspace.
+    pub store: Store,
+    /// Bytes; 0 = unlimited. CONFIG SET changes it at run time.
+    pub maxmemory: AtomicU64,
+    /// Request bounds.
+    pub limits: Limits,
+    /// Connection and command counters.
+    pub stats: Stats,
+    /// Serializes MIGRATEs and holds their target connections. An async
+    /// mutex because it is held across network round trips.
+    pub migrate: tokio::sync::Mutex<MigrateState>,
+    /// The listening port (INFO `tcp_port`).
+    pub port: u16,
+    /// Start time, ms since the epoch.
+    pub started_ms: u64,
+    /// A random id for this run (INFO `run_id`).
+    pub run_id: String,
+    next_client_id: AtomicU64,
+}
+
+impl Node {
+    fn new(config: &NodeConfig, port: u16) -> Node {
+        let store = Store::new();
+        let run_id = format!(
+            "{:016x}{:016x}{:08x}",
+            store.hash(b"run_id"),
+            store.hash(b"id2"),
+            std::process::id()
+        );
+        Node {
+            store,
+            maxmemory: AtomicU64::new(config.maxmemory),
+            limits: config.limits,
+            stats: Stats::default(),
+            migrate: tokio::sync::Mutex::new(MigrateState::default()),
+            port,
+            started_ms: now_ms(),
+            run_id,
+            next_client_id: AtomicU64::new(1),
+        }
+    }
+}
+
+/// Serves the node on `listener` until `shutdown` completes: stops
+/// accepting, lets clients finish the requests they already sent (within a
+/// grace period), then returns.
+pub async fn run(
+    listener: TcpListener,
+    config: NodeConfig,
+    shutdown: impl Future<Output = ()>,
+) -> std::io::Result<()> {
+    let port = listener.local_addr()?.port();
+    let node = Arc::new(Node::new(&config, port));
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let expiry = tokio::spawn(expire_loop(node.clone(), stop_rx.clone()));
+    let mut clients = tokio::task::JoinSet::new();
+    tokio::pin!(shutdown);
+    loop {
+        tokio::select! {
+            _ = &mut shutdown => break,
+            accepted = listener.accept() => match accepted {
+                Ok((sock, _)) => {
+                    clients.spawn(serve(node.clone(), sock, stop_rx.clone()));
+                }
+                Err(e) => {
+                    // Out of file descriptors and similar: back off, keep serving.
+                    tracing::warn!("accept failed: {e}");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+            },
+            // Reap finished clients so the set does not grow.
+            Some(_) = clients.join_next(), if !clients.is_empty() => {}
+        }
+    }
+    drop(listener);
+    let _ = stop_tx.send(true);
+    let drain = async { while clients.join_next().await.is_some() {} };
+    if tokio::time::timeout(Duration::from_millis(SHUTDOWN_GRACE_MS), drain)
+        .await
+        .is_err()
+    {
+        clients.abort_all();
+    }
+    expiry.abort();
+    Ok(())
+}
+
+/// Runs [`EXPIRE_TICK_MS`] sweeps of expired keys until shutdown.
+async fn expire_loop(node: Arc<Node>, mut stop: watch::Receiver<bool>) {
+    let mut tick = tokio::time::interval(Duration::from_millis(EXPIRE_TICK_MS));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = tick.tick() => { node.store.expire_tick(now_ms()); }
+            _ = stop.changed() => return,
+        }
+    }
+}
+
+/// One client: read, execute every complete request, write the replies.
+async fn serve(node: Arc<Node>, mut sock: TcpStream, mut stop: watch::Receiver<bool>) {
+    let _ = sock.set_nodelay(true);
+    let addr = sock.peer_addr().map(|a| a.to_string()).unwrap_or_default();
+    let laddr = sock.local_addr().map(|a| a.to_string()).unwrap_or_default();
+    let id = node.next_client_id.fetch_add(1, Relaxed);
+    node.stats.total_connections.fetch_add(1, Relaxed);
+    node.stats.connected_clients.fetch_add(1, Relaxed);
+    let mut client = Client::new(id, addr, laddr, now_ms());
+    let (mut input, mut out) = (
+        BytesMut::with_capacity(BUFFER_BYTES),
+        BytesMut::with_capacity(BUFFER_BYTES),
+    );
+    let result = async {
+        loop {
+            if input.capacity() - input.len() < BUFFER_BYTES / 4 {
+                input.reserve(BUFFER_BYTES);
+            }
+            let n = tokio::select! {
+                r = sock.read_buf(&mut input) => r?,
+                _ = stop.changed() => 0,
+            };
+            if n == 0 {
+                return Ok(());
+            }
+            let keep_going =
+                execute_batch(&node, &mut client, &mut input, &mut out, &mut sock).await?;
+            if !out.is_empty() {
+                sock.write_all(&out).await?;
+                out.clear();
+            }
+            if !keep_going {
+                return Ok(());
+            }
+        }
+    }
+    .await;
+    let _: std::io::Result<()> = result;
+    node.stats.connected_clients.fetch_sub(1, Relaxed);
+}
+
+/// Executes every complete request in `input`. Returns false when the
+/// connection must close after the replies are written (QUIT, protocol
+/// error, query buffer over the limit).
+async fn execute_batch(
+    node: &Node,
+    client: &mut Client,
+    input: &mut BytesMut,
+    out: &mut BytesMut,
+    sock: &mut TcpStream,
+) -> std::io::Result<bool> {
+    let now = now_ms();
+    loop {
+        let req = match decode_request(input, &node.limits) {
+            Ok(Some(req)) => req,
+            Ok(None) => break,
+            Err(e) => {
+                CmdError::err(e).write(out);
+                return Ok(false);
+            }
+        };
+        match commands::dispatch(node, client, out, &req.args, now) {
+            Next::Done => {}
+            Next::Migrate => match commands::migrate::migrate(node, &req.args).await {
+                Ok(reply) => out.extend_from_slice(&reply),
+                Err(e) => e.write(out),
+            },
+        }
+        if client.quit {
+            return Ok(false);
+        }
+        if out.len() >= MAX_PENDING_REPLY_BYTES {
+            sock.write_all(out).await?;
+            out.clear();
+        }
+    }
+    if input.len() > node.limits.max_query_buffer {
+        // Redis closes such clients without a reply.
+        tracing::debug!("closing client {}: query buffer over the limit", client.id);
+        return Ok(false);
+    }
+    Ok(true)
+}

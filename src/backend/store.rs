@@ -1,0 +1,455 @@
+//! The keyspace: 64 independently locked shards of string entries, with lazy
+//! expiry, an LRU clock per entry and memory accounting.
+//!
+//! Owns every key and value of the node. Command handlers lock one shard at a
+//! time through [`Store::lock`] (or several, in shard order, through
+//! [`Store::lock_many`]) and never hold a shard across an `.await`.
+//! Sampling for eviction and active expiry lives in `evict.rs`, cursors in
+//! `scan.rs`.
+
+use hashbrown::raw::RawTable;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
+use std::sync::{Mutex, MutexGuard};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+/// Number of shards; a power of two, the top bits of a key's hash pick one.
+pub const SHARDS: usize = 64;
+const SHARD_BITS: u32 = SHARDS.trailing_zeros();
+
+/// Bytes counted per entry on top of key and value length: the 64-byte table
+/// slot at an average load of ~70% (~92), its control byte, and the malloc
+/// headers of the key and value allocations (~2×16). Checked against RSS in
+/// the report; see `INFO memory`.
+pub const ENTRY_OVERHEAD: usize = 128;
+
+/// Fixed bytes reported as used by an empty node (tables, buffers, runtime).
+pub const BASE_MEMORY: usize = 1024 * 1024;
+
+/// One key and its string value.
+#[derive(Debug, Clone)]
+pub struct Entry {
+    /// The key, exactly as the client sent it.
+    pub key: Box<[u8]>,
+    /// The value; a `Vec` so APPEND and SETRANGE can grow it in place.
+    pub value: Vec<u8>,
+    /// The key's hash, kept so resizing and SCAN never rehash.
+    pub hash: u64,
+    /// Absolute expiry in ms since the Unix epoch; 0 = none.
+    pub expire_at: u64,
+    /// Last access, in [`lru_clock`] ticks.
+    pub lru: u32,
+}
+
+impl Entry {
+    /// A fresh entry that owns copies of `key` and `value`.
+    pub fn new(hash: u64, key: &[u8], value: Vec<u8>, expire_at: u64, now: u64) -> Entry {
+        Entry {
+            key: key.into(),
+            value,
+            hash,
+            expire_at,
+            lru: lru_clock(now),
+        }
+    }
+
+    /// Whether the entry has expired at `now` (ms).
+    pub fn is_expired(&self, now: u64) -> bool {
+        self.expire_at != 0 && self.expire_at <= now
+    }
+
+    /// Bytes this entry counts towards `used_memory`.
+    pub fn mem(&self) -> usize {
+        self.key.len() + self.value.capacity() + ENTRY_OVERHEAD
+    }
+}
+
+/// LRU ticks are 10 ms; a `u32` of them wraps after ~490 days, and ages are
+/// computed with wrapping subtraction.
+pub fn lru_clock(now_ms: u64) -> u32 {
+    (now_ms / 10) as u32
+}
+
+/// Milliseconds since the Unix epoch.
+pub fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+/// Counters shared by all shards (all `Relaxed`: they are statistics and a
+/// memory estimate, never used to order other memory accesses).
+#[derive(Debug, Default)]
+pub struct Counters {
+    /// Bytes of keys, values and per-entry overhead.
+    pub used_memory: AtomicUsize,
+    /// Keys removed because their TTL passed.
+    pub expired_keys: AtomicU64,
+    /// Keys removed to stay under `maxmemory`.
+    pub evicted_keys: AtomicU64,
+    /// Reads that found their key.
+    pub keyspace_hits: AtomicU64,
+    /// Reads that did not.
+    pub keyspace_misses: AtomicU64,
+}
+
+/// One shard's table plus what the background sweeps need.
+#[derive(Default)]
+pub struct Shard {
+    pub(crate) table: RawTable<Entry>,
+    /// Entries with a TTL (for `INFO keyspace` and to skip the expiry sweep).
+    pub(crate) expires: usize,
+    /// Next bucket the active-expiry sweep looks at.
+    pub(crate) sweep_at: usize,
+}
+
+/// The node's keyspace.
+pub struct Store {
+    /// `std::sync::Mutex` rather than an async mutex: critical sections are a
+    /// hash lookup plus a copy, never span an `.await`, and the lock is
+    /// uncontended on a current-thread runtime, where it costs one atomic.
+    /// Sharding keeps contention low on a multi-threaded runtime too.
+    shards: Vec<Mutex<Shard>>,
+    seed: u64,
+    /// Statistics and memory accounting.
+    pub counters: Counters,
+}
+
+impl Default for Store {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// A locked shard, with the time the current command runs at.
+pub struct Locked<'a> {
+    pub(crate) shard: MutexGuard<'a, Shard>,
+    pub(crate) counters: &'a Counters,
+    /// The command's time, ms since the epoch.
+    pub now: u64,
+}
+
+impl Store {
+    /// An empty store with a per-process random hash seed (keys come from the
+    /// network, so the table layout must not be predictable).
+    pub fn new() -> Store {
+        use std::hash::{BuildHasher, Hasher};
+        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+        h.write_u64(now_ms());
+        Store {
+            shards: (0..SHARDS).map(|_| Mutex::new(Shard::default())).collect(),
+            seed: h.finish(),
+            counters: Counters::default(),
+        }
+    }
+
+    /// The 64-bit hash of a key: top bits pick the shard, the whole value
+    /// orders keys for SCAN cursors.
+    pub fn hash(&self, key: &[u8]) -> u64 {
+        hash_bytes(self.seed, key)
+    }
+
+    /// Which shard a hash lives in.
+    pub fn shard_of(hash: u64) -> usize {
+        (hash >> (64 - SHARD_BITS)) as usize
+    }
+
+    /// Locks the shard that holds `hash`.
+    pub fn lock(&self, hash: u64, now: u64) -> Locked<'_> {
+        self.lock_shard(Self::shard_of(hash), now)
+    }
+
+    /// Locks shard number `i`.
+    pub fn lock_shard(&self, i: usize, now: u64) -> Locked<'_> {
+        // A panic while holding a shard leaves the table consistent (every
+        // mutation is a single table call), so poisoning is ignored.
+        let shard = self.shards[i].lock().unwrap_or_else(|e| e.into_inner());
+        Locked {
+            shard,
+            counters: &self.counters,
+            now,
+        }
+    }
+
+    /// Locks every shard the hashes touch, in shard order so two multi-key
+    /// commands cannot deadlock. Returns the guards indexed by shard.
+    pub fn lock_many(&self, hashes: &[u64], now: u64) -> Vec<Option<Locked<'_>>> {
+        let mut wanted = [false; SHARDS];
+        for &h in hashes {
+            wanted[Self::shard_of(h)] = true;
+        }
+        wanted
+            .iter()
+            .enumerate()
+            .map(|(i, &w)| w.then(|| self.lock_shard(i, now)))
+            .collect()
+    }
+
+    /// Current memory estimate in bytes.
+    pub fn used_memory(&self) -> usize {
+        BASE_MEMORY + self.counters.used_memory.load(Relaxed)
+    }
+
+    /// Keys and keys-with-TTL over all shards (expired but unreclaimed keys
+    /// included, as Redis counts them).
+    pub fn counts(&self) -> (usize, usize) {
+        let now = now_ms();
+        (0..SHARDS).fold((0, 0), |(k, e), i| {
+            let s = self.lock_shard(i, now);
+            (k + s.shard.table.len(), e + s.shard.expires)
+        })
+    }
+
+    /// Removes every key; returns the old tables so the caller chooses
+    /// where to free them (FLUSHALL ASYNC frees on another thread).
+    pub fn flush(&self) -> Vec<Shard> {
+        let mut old = Vec::with_capacity(SHARDS);
+        for i in 0..SHARDS {
+            let mut s = self.lock_shard(i, 0);
+            let freed: usize = s.iter().map(|e| e.mem()).sum();
+            old.push(std::mem::take(&mut *s.shard));
+            s.counters.used_memory.fetch_sub(freed, Relaxed);
+        }
+        old
+    }
+}
+
+fn same_key(key: &[u8]) -> impl Fn(&Entry) -> bool + '_ {
+    move |e: &Entry| &*e.key == key
+}
+
+/// The hash hashbrown sees: rotated so its bucket bits and control byte come
+/// from bits that vary within a shard (the top bits are the shard number).
+#[inline]
+fn table_hash(hash: u64) -> u64 {
+    hash.rotate_left(32)
+}
+
+impl Locked<'_> {
+    /// The live entry for `key`, updating its LRU clock. An expired entry is
+    /// deleted here (lazy expiry) and reported absent.
+    pub fn get(&mut self, hash: u64, key: &[u8]) -> Option<&mut Entry> {
+        let now = self.now;
+        let bucket = self.shard.table.find(table_hash(hash), same_key(key))?;
+        // SAFETY: `bucket` was just returned by `find` on this table and the
+        // table is not modified before it is used.
+        let expired = unsafe { bucket.as_ref() }.is_expired(now);
+        if expired {
+            // SAFETY: as above; the bucket is full.
+            let (e, _) = unsafe { self.shard.table.remove(bucket) };
+            self.forget(&e);
+            self.counters.expired_keys.fetch_add(1, Relaxed);
+            return None;
+        }
+        // SAFETY: as above.
+        let e = unsafe { bucket.as_mut() };
+        e.lru = lru_clock(now);
+        Some(e)
+    }
+
+    /// Like [`Locked::get`], and counts a keyspace hit or miss.
+    pub fn read(&mut self, hash: u64, key: &[u8]) -> Option<&mut Entry> {
+        let counters = self.counters;
+        let e = self.get(hash, key);
+        let c = if e.is_some() {
+            &counters.keyspace_hits
+        } else {
+            &counters.keyspace_misses
+        };
+        c.fetch_add(1, Relaxed);
+        e
+    }
+
+    /// Whether `key` exists (and has not expired), without touching its LRU.
+    pub fn contains(&mut self, hash: u64, key: &[u8]) -> bool {
+        let lru = self
+            .shard
+            .table
+            .get(table_hash(hash), same_key(key))
+            .map(|e| e.lru);
+        match lru {
+            Some(lru) => {
+                let found = self.get(hash, key);
+                if let Some(e) = found {
+                    e.lru = lru;
+                    true
+                } else {
+                    false
+                }
+            }
+            None => false,
+        }
+    }
+
+    /// Runs `f` on the live entry, keeping memory and TTL accounting right
+    /// whatever `f` changes.
+    pub fn update<R>(
+        &mut self,
+        hash: u64,
+        key: &[u8],
+        f: impl FnOnce(&mut Entry) -> R,
+    ) -> Option<R> {
+        let counters = self.counters;
+        let (r, before, after, ttl_before, ttl_after) = {
+            let e = self.get(hash, key)?;
+            let (before, ttl_before) = (e.value.capacity(), e.expire_at != 0);
+            let r = f(e);
+            (r, before, e.value.capacity(), ttl_before, e.expire_at != 0)
+        };
+        if after >= before {
+            counters.used_memory.fetch_add(after - before, Relaxed);
+        } else {
+            counters.used_memory.fetch_sub(before - after, Relaxed);
+        }
+        match (ttl_before, ttl_after) {
+            (false, true) => self.shard.expires += 1,
+            (true, false) => self.shard.expires -= 1,
+            _ => {}
+        }
+        Some(r)
+    }
+
+    /// Stores `entry`, replacing any entry with its key; returns the old one
+    /// if it was live.
+    pub fn insert(&mut self, entry: Entry) -> Option<Entry> {
+        let old = self.remove(entry.hash, &entry.key);
+        self.counters.used_memory.fetch_add(entry.mem(), Relaxed);
+        if entry.expire_at != 0 {
+            self.shard.expires += 1;
+        }
+        self.shard
+            .table
+            .insert(table_hash(entry.hash), entry, |e| table_hash(e.hash));
+        old
+    }
+
+    /// Removes `key`; returns it if it was live (an expired entry is removed
+    /// too, but reported absent).
+    pub fn remove(&mut self, hash: u64, key: &[u8]) -> Option<Entry> {
+        let e = self
+            .shard
+            .table
+            .remove_entry(table_hash(hash), same_key(key))?;
+        self.forget(&e);
+        if e.is_expired(self.now) {
+            self.counters.expired_keys.fetch_add(1, Relaxed);
+            return None;
+        }
+        Some(e)
+    }
+
+    /// Accounting for an entry that left the table.
+    pub(crate) fn forget(&mut self, e: &Entry) {
+        self.counters.used_memory.fetch_sub(e.mem(), Relaxed);
+        if e.expire_at != 0 {
+            self.shard.expires -= 1;
+        }
+    }
+
+    /// Every entry in the shard, expired or not.
+    pub fn iter(&self) -> impl Iterator<Item = &Entry> + '_ {
+        // SAFETY: the iterator borrows `self`, so the table outlives it and
+        // cannot be modified while it runs.
+        unsafe { self.shard.table.iter() }.map(|b| unsafe { &*b.as_ptr() })
+    }
+
+    /// Number of entries in the shard, expired or not.
+    pub fn len(&self) -> usize {
+        self.shard.table.len()
+    }
+
+    /// Whether the shard holds no entries at all.
+    pub fn is_empty(&self) -> bool {
+        self.shard.table.is_empty()
+    }
+}
+
+/// A seeded 64-bit hash, wyhash-style: 128-bit multiply-fold per 8 bytes.
+/// Fast on short keys and well mixed in every bit, which both the shard
+/// choice (top bits) and hashbrown (middle bits) rely on.
+pub fn hash_bytes(seed: u64, key: &[u8]) -> u64 {
+    const P0: u64 = 0xa076_1d64_78bd_642f;
+    const P1: u64 = 0xe703_7ed1_a0b4_28db;
+    const P2: u64 = 0x8ebc_6af0_9c88_c6e3;
+    #[inline]
+    fn mum(a: u64, b: u64) -> u64 {
+        let r = (a as u128) * (b as u128);
+        (r as u64) ^ ((r >> 64) as u64)
+    }
+    let mut h = seed ^ P0 ^ (key.len() as u64).wrapping_mul(P1);
+    let mut chunks = key.chunks_exact(8);
+    for c in &mut chunks {
+        let v = u64::from_le_bytes(c.try_into().expect("8-byte chunk"));
+        h = mum(h ^ v, P1);
+    }
+    let rest = chunks.remainder();
+    let mut tail = [0u8; 8];
+    tail[..rest.len()].copy_from_slice(rest);
+    h = mum(h ^ u64::from_le_bytes(tail) ^ P2, P1 ^ (rest.len() as u64));
+    mum(h, P2)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn put(store: &Store, key: &[u8], value: &[u8], expire_at: u64, now: u64) {
+        let h = store.hash(key);
+        store
+            .lock(h, now)
+            .insert(Entry::new(h, key, value.to_vec(), expire_at, now));
+    }
+
+    #[test]
+    fn insert_get_remove_keep_memory_accounting_exact() {
+        let store = Store::new();
+        put(&store, b"k", b"value", 0, 1000);
+        assert_eq!(store.used_memory(), BASE_MEMORY + 1 + 5 + ENTRY_OVERHEAD);
+        let h = store.hash(b"k");
+        let mut s = store.lock(h, 1000);
+        assert_eq!(
+            s.get(h, b"k").map(|e| e.value.clone()),
+            Some(b"value".to_vec())
+        );
+        s.update(h, b"k", |e| e.value.extend_from_slice(&[0; 100]));
+        drop(s);
+        assert!(store.used_memory() >= BASE_MEMORY + 106 + ENTRY_OVERHEAD);
+        store.lock(h, 1000).remove(h, b"k");
+        assert_eq!(store.used_memory(), BASE_MEMORY);
+    }
+
+    #[test]
+    fn expired_entries_are_absent_and_removed_on_access() {
+        let store = Store::new();
+        put(&store, b"gone", b"v", 1500, 1000);
+        put(&store, b"kept", b"v", 5000, 1000);
+        let now = 2000;
+        let (hg, hk) = (store.hash(b"gone"), store.hash(b"kept"));
+        assert!(store.lock(hg, now).get(hg, b"gone").is_none());
+        assert!(store.lock(hk, now).get(hk, b"kept").is_some());
+        assert_eq!(store.counts(), (1, 1));
+        assert_eq!(store.counters.expired_keys.load(Relaxed), 1);
+    }
+
+    #[test]
+    fn hash_spreads_keys_over_all_shards() {
+        let store = Store::new();
+        let mut seen = [0usize; SHARDS];
+        for i in 0..64_000 {
+            seen[Store::shard_of(store.hash(format!("key:{i}").as_bytes()))] += 1;
+        }
+        assert!(seen.iter().all(|&n| (800..1200).contains(&n)), "{seen:?}");
+    }
+
+    #[test]
+    fn flush_empties_every_shard() {
+        let store = Store::new();
+        for i in 0..1000 {
+            put(&store, format!("k{i}").as_bytes(), b"v", 0, 1);
+        }
+        assert_eq!(store.counts().0, 1000);
+        drop(store.flush());
+        assert_eq!(store.counts(), (0, 0));
+        assert_eq!(store.used_memory(), BASE_MEMORY);
+    }
+}

@@ -1,0 +1,168 @@
+//! `shardis up`: one command brings up nodes and proxy; stopping it leaves nothing behind.
+
+mod common;
+
+use std::net::TcpStream;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::*;
+
+fn spawn_up(port: u16, first_node_port: u16, nodes: usize) -> Proc {
+    let child = Command::new(BIN)
+        .args([
+            "up",
+            "--nodes",
+            &nodes.to_string(),
+            "--port",
+            &port.to_string(),
+        ])
+        .args([
+            "--first-node-port",
+            &first_node_port.to_string(),
+            "--config",
+            "/nonexistent/default.toml",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    Proc { child, port }
+}
+
+/// A block of `n` consecutive free ports.
+fn free_block(n: usize) -> u16 {
+    'search: for _ in 0..50 {
+        let base = free_port();
+        if base as usize + n >= 65_000 {
+            continue;
+        }
+        for p in base..base + n as u16 {
+            if std::net::TcpListener::bind(("127.0.0.1", p)).is_err() {
+                continue 'search;
+            }
+        }
+        return base;
+    }
+    panic!("no block of {n} free ports");
+}
+
+fn is_listening(port: u16) -> bool {
+    TcpStream::connect(("127.0.0.1", port)).is_ok()
+}
+
+fn wait_closed(ports: impl Iterator<Item = u16> + Clone) {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while ports.clone().any(is_listening) {
+        assert!(Instant::now() < deadline, "a node outlived `shardis up`");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn up_serves_through_the_proxy_and_sigterm_stops_every_node() {
+    let nodes = 4;
+    let first = free_block(nodes);
+    let port = free_port();
+    let mut up = spawn_up(port, first, nodes);
+    wait_ping(port);
+    for p in first..first + nodes as u16 {
+        wait_ping(p);
+    }
+    let mut con = connect(port);
+    let _: () = redis::cmd("SET")
+        .arg("user:42")
+        .arg("ada")
+        .query(&mut con)
+        .unwrap();
+    let v: String = redis::cmd("GET").arg("user:42").query(&mut con).unwrap();
+    assert_eq!(v, "ada");
+    Command::new("kill")
+        .args(["-TERM", &up.pid().to_string()])
+        .status()
+        .unwrap();
+    let status = up.child.wait().unwrap();
+    assert!(status.success(), "up exits cleanly on SIGTERM: {status}");
+    wait_closed(first..first + nodes as u16);
+    assert!(!is_listening(port));
+}
+
+#[test]
+fn nodes_exit_when_up_is_killed_outright() {
+    let nodes = 3;
+    let first = free_block(nodes);
+    let port = free_port();
+    let mut up = spawn_up(port, first, nodes);
+    wait_ping(port);
+    up.kill(); // SIGKILL: no handler runs, the nodes notice their parent is gone
+    wait_closed(first..first + nodes as u16);
+}
+
+#[test]
+fn up_with_its_port_taken_fails_clearly_and_starts_no_node() {
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = taken.local_addr().unwrap().port();
+    let first = free_block(2);
+    let out = Command::new(BIN)
+        .args([
+            "up",
+            "--nodes",
+            "2",
+            "--port",
+            &port.to_string(),
+            "--first-node-port",
+            &first.to_string(),
+        ])
+        .args(["--config", "/nonexistent/default.toml"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(&format!("cannot listen on 127.0.0.1:{port}")),
+        "{err}"
+    );
+    assert!(!is_listening(first) && !is_listening(first + 1));
+}
+
+#[test]
+fn up_with_a_node_port_taken_fails_and_reaps_the_other_nodes() {
+    let first = free_block(3);
+    let _taken = std::net::TcpListener::bind(("127.0.0.1", first + 1)).unwrap();
+    let port = free_port();
+    let out = Command::new(BIN)
+        .args([
+            "up",
+            "--nodes",
+            "3",
+            "--port",
+            &port.to_string(),
+            "--first-node-port",
+            &first.to_string(),
+        ])
+        .args(["--config", "/nonexistent/default.toml"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("error:"), "{err}");
+    wait_closed([first, first + 2].into_iter());
+}
+
+#[test]
+fn invalid_config_is_one_line_naming_file_and_field() {
+    let dir = tempdir::Dir::new();
+    let path = dir.path().join("bad.toml");
+    std::fs::write(&path, "[ring]\npoints = \"modulo\"\n").unwrap();
+    let out = Command::new(BIN)
+        .args(["proxy", "--config", path.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("bad.toml") && err.contains("ring.points"),
+        "{err}"
+    );
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+}
