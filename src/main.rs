@@ -127,11 +127,28 @@ fn main() -> ExitCode {
     }
 }
 
-fn multi_thread() -> Result<tokio::runtime::Runtime, String> {
-    tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| e.to_string())
+/// The proxy's runtime: `threads` workers; 1 is a current-thread runtime,
+/// which avoids cross-thread wake-ups entirely. 0 = automatic: one thread on
+/// machines of up to 2 cores (measured faster there: the benchmark clients and
+/// the nodes need the other core), one per core above that.
+fn runtime(threads: usize) -> Result<tokio::runtime::Runtime, String> {
+    let cores = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1);
+    let threads = match threads {
+        0 if cores <= 2 => 1,
+        0 => cores,
+        n => n,
+    };
+    let mut b = if threads == 1 {
+        tokio::runtime::Builder::new_current_thread()
+    } else {
+        tokio::runtime::Builder::new_multi_thread()
+    };
+    if threads > 1 {
+        b.worker_threads(threads);
+    }
+    b.enable_all().build().map_err(|e| e.to_string())
 }
 
 /// Resolves on Ctrl-C or SIGTERM.
@@ -178,7 +195,7 @@ fn run_proxy(a: ProxyArgs) -> Result<(), String> {
         print_config(&config);
         return Ok(());
     }
-    multi_thread()?.block_on(async move {
+    runtime(config.threads)?.block_on(async move {
         let listener = TcpListener::bind(&config.listen)
             .await
             .map_err(|e| format!("cannot listen on {}: {e}", config.listen))?;
@@ -255,7 +272,7 @@ fn up(a: UpArgs) -> Result<(), String> {
         print_config(&config);
         return Ok(());
     }
-    multi_thread()?.block_on(up_async(config))
+    runtime(config.threads)?.block_on(up_async(config))
 }
 
 /// Starts and owns the built-in node processes of `shardis up` — the first N

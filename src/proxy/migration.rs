@@ -600,14 +600,16 @@ async fn copy_walk(
                     continue;
                 }
                 if copy_keys(conns, from, to, keys, &self.timeout_ms).await? {
-                    t.keys_copied.fetch_add(keys.len() as u64, Ordering::Relaxed);
+                    t.keys_copied
+                        .fetch_add(keys.len() as u64, Ordering::Relaxed);
                 }
                 keys.clear();
             }
             let cap = self.proxy.config.migration.max_keys_per_sec;
             if cap > 0 {
-                let due =
-                    Duration::from_secs_f64(t.keys_copied.load(Ordering::Relaxed) as f64 / cap as f64);
+                let due = Duration::from_secs_f64(
+                    t.keys_copied.load(Ordering::Relaxed) as f64 / cap as f64,
+                );
                 if let Some(wait) = due.checked_sub(self.started.elapsed()) {
                     tokio::time::sleep(wait).await;
                 }
@@ -617,9 +619,16 @@ async fn copy_walk(
     }
     impl AsyncBatch for Copy<'_> {
         async fn batch(&mut self, conns: &mut Conns, keys: Vec<Bytes>) -> Result<(), NodeError> {
-            self.proxy.migration.keys_scanned.fetch_add(keys.len() as u64, Ordering::Relaxed);
+            self.proxy
+                .migration
+                .keys_scanned
+                .fetch_add(keys.len() as u64, Ordering::Relaxed);
             for (from, to, keys) in group_moves(self.routing, self.m, keys) {
-                match self.pending.iter_mut().find(|(f, t, _)| Arc::ptr_eq(f, &from) && Arc::ptr_eq(t, &to)) {
+                match self
+                    .pending
+                    .iter_mut()
+                    .find(|(f, t, _)| Arc::ptr_eq(f, &from) && Arc::ptr_eq(t, &to))
+                {
                     Some((_, _, v)) => v.extend(keys),
                     None => self.pending.push((from, to, keys)),
                 }
@@ -850,8 +859,18 @@ async fn sweep_nodes(
     // All nodes at once, each over its own connection.
     let timeout = conns.timeout;
     let sweeps = nodes.iter().map(|node| async move {
-        let step = Sweep { proxy, ring, node: node.clone() };
-        scan_node(&mut Conns::new(timeout), node, proxy.config.migration.batch, step).await
+        let step = Sweep {
+            proxy,
+            ring,
+            node: node.clone(),
+        };
+        scan_node(
+            &mut Conns::new(timeout),
+            node,
+            proxy.config.migration.batch,
+            step,
+        )
+        .await
     });
     futures::future::try_join_all(sweeps).await?;
     Ok(())
