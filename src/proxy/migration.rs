@@ -507,8 +507,10 @@ fn group_moves(
 ) -> Vec<(Arc<Node>, Arc<Node>, Vec<Bytes>)> {
     let mut groups: Vec<(Arc<Node>, Arc<Node>, Vec<Bytes>)> = Vec::new();
     for k in keys {
-        let from = routing.owner(&k);
-        let to = &m.next_nodes[m.next.locate(&k)];
+        // Both rings share their scheme, so one key hash serves both lookups.
+        let h = routing.ring.key_hash(&k);
+        let from = &routing.nodes[routing.ring.locate_hash(h)];
+        let to = &m.next_nodes[m.next.locate_hash(h)];
         if Arc::ptr_eq(from, to) {
             continue;
         }
