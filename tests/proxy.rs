@@ -420,7 +420,10 @@ fn redis_py_works_unchanged_over_resp2_and_resp3() {
         .map(|s| s.success())
         .unwrap_or(false);
     if !have {
-        assert!(!redis_required(), "redis-py is required (SHARDIS_REQUIRE_REDIS=1): pip install redis");
+        assert!(
+            !redis_required(),
+            "redis-py is required (SHARDIS_REQUIRE_REDIS=1): pip install redis"
+        );
         eprintln!("skipping: python3 module 'redis' not installed");
         return;
     }
