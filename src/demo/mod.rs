@@ -1,0 +1,162 @@
+//! `shardis demo`: the scripted tour, printed as a report.
+//!
+//! Starts its own cluster as child processes of this executable (N built-in
+//! nodes and a proxy, free loopback ports, a generated config in a temp dir),
+//! then: writes `user:<id>` keys through the proxy; shows keys per node
+//! (DBSIZE on each node) as a table and a bar chart; adds a node while a
+//! reader keeps reading, and shows what moved and what the clients saw;
+//! removes a node the same way; measures GET/SET latency open loop at a fixed
+//! rate and closed loop at maximum speed; prints a summary, optionally writes
+//! every figure as JSON, and stops everything.
+//!
+//! ```text
+//!  demo (this process) ── MSET/MGET/GET/SET, CLUSTER … ──► shardis proxy ──► node1..nodeN
+//!        └──────────────────── DBSIZE, INFO directly ─────────────────────────┘
+//! ```
+//!
+//! The report goes to stdout, progress bars to stderr. The whole run is bounded
+//! by `--max-secs`; every child is killed when the demo ends, however it ends.
+
+mod cluster;
+mod conn;
+mod keys;
+mod latency;
+mod progress;
+mod report;
+mod scenario;
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+pub use cluster::NodeKind;
+pub use report::DemoReport;
+
+/// Keys written by default.
+pub const DEFAULT_KEYS: u64 = 1_000_000;
+/// Value size by default, bytes.
+pub const DEFAULT_VALUE_SIZE: usize = 100;
+/// Seconds per latency run (`--quick`: [`QUICK_LATENCY_SECS`]).
+pub const DEFAULT_LATENCY_SECS: f64 = 3.0;
+pub const QUICK_LATENCY_SECS: f64 = 0.5;
+
+/// Options of `shardis demo`.
+#[derive(Clone, Debug, clap::Args)]
+pub struct DemoArgs {
+    /// Built-in nodes to start (one more joins, then one leaves).
+    #[arg(long, default_value_t = 10)]
+    pub nodes: usize,
+    /// Keys to write, `user:1..=N` (accepts 1000000, 1e6, 10^6).
+    #[arg(long, default_value = "1000000", value_parser = crate::sim::parse_count)]
+    pub keys: u64,
+    /// Value size in bytes.
+    #[arg(long, default_value_t = DEFAULT_VALUE_SIZE)]
+    pub value_size: usize,
+    /// Client connections for the bulk writes and reads.
+    #[arg(long, default_value_t = 4)]
+    pub connections: usize,
+    /// Target rate of the open-loop latency runs, requests/s.
+    #[arg(long, default_value_t = 1000.0)]
+    pub rate: f64,
+    /// Seconds per latency run [default: 3, or 0.5 with --quick].
+    #[arg(long)]
+    pub latency_secs: Option<f64>,
+    /// Short latency runs (tests, CI).
+    #[arg(long)]
+    pub quick: bool,
+    /// The node that leaves in the remove step.
+    #[arg(long, default_value = "node3")]
+    pub remove: String,
+    /// Hard bound on the whole demo, in seconds.
+    #[arg(long, default_value_t = 900)]
+    pub max_secs: u64,
+    /// Also write every figure to this file as JSON.
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+}
+
+impl Default for DemoArgs {
+    fn default() -> Self {
+        DemoArgs {
+            nodes: 10,
+            keys: DEFAULT_KEYS,
+            value_size: DEFAULT_VALUE_SIZE,
+            connections: 4,
+            rate: 1000.0,
+            latency_secs: None,
+            quick: false,
+            remove: "node3".into(),
+            max_secs: 900,
+            json: None,
+        }
+    }
+}
+
+impl DemoArgs {
+    fn check(&self) -> Result<(), String> {
+        if !(2..=200).contains(&self.nodes) {
+            return Err("--nodes: expected 2..=200".into());
+        }
+        if self.keys == 0 || self.keys > 1_000_000_000 {
+            return Err("--keys: expected 1..=10^9".into());
+        }
+        if self.value_size == 0 || self.value_size > 1 << 20 {
+            return Err("--value-size: expected 1..=1048576 bytes".into());
+        }
+        if !(1..=256).contains(&self.connections) {
+            return Err("--connections: expected 1..=256".into());
+        }
+        if !(1.0..=1e6).contains(&self.rate) {
+            return Err("--rate: expected 1..=1000000 requests/s".into());
+        }
+        Ok(())
+    }
+
+    fn latency_secs(&self) -> f64 {
+        self.latency_secs.unwrap_or(if self.quick {
+            QUICK_LATENCY_SECS
+        } else {
+            DEFAULT_LATENCY_SECS
+        })
+    }
+}
+
+/// Runs the demo; `Err` when a step failed or a key went missing.
+pub fn run(args: &DemoArgs) -> Result<(), String> {
+    args.check()?;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| e.to_string())?;
+    let result = rt.block_on(async {
+        let bound = Duration::from_secs(args.max_secs);
+        tokio::select! {
+            r = tokio::time::timeout(bound, scenario::run(args)) => match r {
+                Ok(r) => r,
+                Err(_) => Err(format!("the demo exceeded --max-secs {}", args.max_secs)),
+            },
+            _ = stop_signal() => Err("interrupted".into()),
+        }
+    });
+    // Open-loop pacer threads end on their own within their drain time; do
+    // not wait for them past a second.
+    rt.shutdown_timeout(Duration::from_secs(1));
+    let report = result?;
+    if let Some(path) = &args.json {
+        let text = serde_json::to_string_pretty(&report).map_err(|e| e.to_string())?;
+        std::fs::write(path, text + "\n").map_err(|e| format!("{}: {e}", path.display()))?;
+        eprintln!("demo: wrote {}", path.display());
+    }
+    scenario::verdict(&report)
+}
+
+/// Resolves on Ctrl-C or SIGTERM, so the cluster is dropped (and killed).
+async fn stop_signal() {
+    use tokio::signal::unix::{signal, SignalKind};
+    let Ok(mut term) = signal(SignalKind::terminate()) else {
+        return std::future::pending().await;
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {},
+        _ = term.recv() => {},
+    }
+}
