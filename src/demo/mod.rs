@@ -21,9 +21,11 @@ mod cluster;
 mod conn;
 mod keys;
 mod latency;
+mod markdown;
 mod progress;
 mod report;
 mod scenario;
+mod svg;
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -72,6 +74,12 @@ pub struct DemoArgs {
     /// Also write every figure to this file as JSON.
     #[arg(long)]
     pub json: Option<PathBuf>,
+    /// Also write the figures as Markdown tables to this file (for bench/report.sh).
+    #[arg(long)]
+    pub markdown: Option<PathBuf>,
+    /// Also write keys-per-node.svg and latency.svg into this directory.
+    #[arg(long)]
+    pub svg_dir: Option<PathBuf>,
 }
 
 impl Default for DemoArgs {
@@ -87,6 +95,8 @@ impl Default for DemoArgs {
             remove: "node3".into(),
             max_secs: 900,
             json: None,
+            markdown: None,
+            svg_dir: None,
         }
     }
 }
@@ -141,12 +151,31 @@ pub fn run(args: &DemoArgs) -> Result<(), String> {
     // not wait for them past a second.
     rt.shutdown_timeout(Duration::from_secs(1));
     let report = result?;
-    if let Some(path) = &args.json {
-        let text = serde_json::to_string_pretty(&report).map_err(|e| e.to_string())?;
-        std::fs::write(path, text + "\n").map_err(|e| format!("{}: {e}", path.display()))?;
-        eprintln!("demo: wrote {}", path.display());
-    }
+    write_outputs(args, &report)?;
     scenario::verdict(&report)
+}
+
+fn write_file(path: &std::path::Path, text: &str) -> Result<(), String> {
+    std::fs::write(path, text).map_err(|e| format!("{}: {e}", path.display()))?;
+    eprintln!("demo: wrote {}", path.display());
+    Ok(())
+}
+
+/// `--json`, `--markdown`, `--svg-dir`.
+fn write_outputs(args: &DemoArgs, report: &DemoReport) -> Result<(), String> {
+    if let Some(path) = &args.json {
+        let text = serde_json::to_string_pretty(report).map_err(|e| e.to_string())?;
+        write_file(path, &(text + "\n"))?;
+    }
+    if let Some(path) = &args.markdown {
+        write_file(path, &markdown::demo(report))?;
+    }
+    if let Some(dir) = &args.svg_dir {
+        std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        write_file(&dir.join("keys-per-node.svg"), &svg::keys_per_node(report))?;
+        write_file(&dir.join("latency.svg"), &svg::latency(report))?;
+    }
+    Ok(())
 }
 
 /// Resolves on Ctrl-C or SIGTERM, so the cluster is dropped (and killed).
