@@ -36,6 +36,8 @@ pub struct NodeProc {
     pub name: String,
     /// `127.0.0.1:port`.
     pub addr: String,
+    /// OS process id, for `/proc/PID/status`.
+    pub pid: u32,
     child: Child,
 }
 
@@ -141,6 +143,7 @@ impl DemoCluster {
         self.nodes.push(NodeProc {
             name,
             addr: format!("127.0.0.1:{port}"),
+            pid: child.id(),
             child,
         });
         Ok(self.nodes.len() - 1)
@@ -181,6 +184,11 @@ impl DemoCluster {
         Ok(())
     }
 
+    /// The proxy's OS process id.
+    pub fn proxy_pid(&self) -> Option<u32> {
+        self.proxy.as_ref().map(|p| p.id())
+    }
+
     /// The node called `name`.
     pub fn node(&self, name: &str) -> Option<&NodeProc> {
         self.nodes.iter().find(|n| n.name == name)
@@ -202,5 +210,32 @@ impl Drop for DemoCluster {
     fn drop(&mut self) {
         self.stop();
         let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// A process's resident set size in bytes, from `VmRSS` in `/proc/PID/status`.
+pub fn rss_bytes(pid: u32) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
+    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb * 1024)
+}
+
+/// A field of `/proc/meminfo` in bytes (`MemTotal`, `MemAvailable`, …).
+pub fn meminfo(field: &str) -> Option<u64> {
+    let info = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = info.lines().find(|l| l.split(':').next() == Some(field))?;
+    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb * 1024)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_own_rss_and_machine_memory() {
+        assert!(rss_bytes(std::process::id()).unwrap() > 0);
+        assert!(meminfo("MemTotal").unwrap() >= meminfo("MemAvailable").unwrap());
     }
 }

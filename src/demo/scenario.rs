@@ -56,11 +56,17 @@ pub async fn run(args: &DemoArgs) -> Result<DemoReport, String> {
     let mut members: Vec<String> = cluster.nodes.iter().map(|n| n.name.clone()).collect();
 
     heading("write");
-    let bar = Progress::new(args.keys);
+    let bar = Progress::new(args.keys());
     let write = bar
         .show(
             "writing keys",
-            keys::write_all(&proxy, args.keys, args.value_size, args.connections, &bar),
+            keys::write_all(
+                &proxy,
+                args.keys(),
+                args.value_size(),
+                args.connections,
+                &bar,
+            ),
         )
         .await?;
     println!(
@@ -133,8 +139,8 @@ pub async fn run(args: &DemoArgs) -> Result<DemoReport, String> {
     let report = DemoReport {
         nodes: args.nodes,
         node_kind: NodeKind::Builtin.label().into(),
-        keys: args.keys,
-        value_size: args.value_size,
+        keys: args.keys(),
+        value_size: args.value_size(),
         ring,
         write,
         verify_initial,
@@ -152,11 +158,17 @@ pub async fn run(args: &DemoArgs) -> Result<DemoReport, String> {
 
 /// Reads every key back through the proxy, with a progress bar, and prints the line.
 async fn verify(args: &DemoArgs, proxy: &str, print: bool) -> Result<ReadStats, String> {
-    let bar = Progress::new(args.keys);
+    let bar = Progress::new(args.keys());
     let st = bar
         .show(
             "reading back",
-            keys::verify_all(proxy, args.keys, args.value_size, args.connections, &bar),
+            keys::verify_all(
+                proxy,
+                args.keys(),
+                args.value_size(),
+                args.connections,
+                &bar,
+            ),
         )
         .await?;
     if !print {
@@ -204,15 +216,15 @@ async fn change(
     let stop = Arc::new(AtomicBool::new(false));
     let readers: Vec<_> = (0..READERS as u64)
         .map(|r| {
-            let first = r * args.keys / READERS as u64;
+            let first = r * args.keys() / READERS as u64;
             tokio::spawn(keys::read_until(
                 proxy.clone(),
-                args.keys,
-                args.value_size,
+                args.keys(),
+                args.value_size(),
                 first,
                 stop.clone(),
                 // Bounded even if the change never ends: 100 passes over the keys.
-                100 * args.keys,
+                100 * args.keys(),
             ))
         })
         .collect();
@@ -322,8 +334,8 @@ async fn latency_runs(args: &DemoArgs, proxy: &str) -> Result<Vec<LatencyRun>, S
     for op in [Op::Get, Op::Set] {
         let w = Workload {
             op,
-            keys: args.keys,
-            value_size: args.value_size,
+            keys: args.keys(),
+            value_size: args.value_size(),
         };
         let (addr, rate) = (proxy.to_string(), args.rate);
         eprintln!("  running {} at {rate:.0} rps for {secs:.1} s", op.name());
