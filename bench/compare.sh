@@ -213,7 +213,7 @@ start_shardis_proxy() {
 
 if [ -z "$SHARDIS" ]; then
     for t in shardis-r shardis-b node; do
-        unavailable "$t" "no shardis binary (looked in $REPO/target/release and $TARGET_DIR/release; build with cargo build --release or pass --shardis PATH)"
+        unavailable "$t" "no shardis binary in $(echo "$REPO/target/release $TARGET_DIR/release" | tr ' ' '\n' | sort -u | tr '\n' ' ')(cargo build --release, or --shardis PATH)"
     done
 else
     # (c) shardis over the same 10 redis-servers, same node names as twemproxy: same placement.

@@ -42,6 +42,9 @@ enum Cmd {
     /// distribution, adds and removes a node while reading, measures latency,
     /// then stops everything.
     Demo(shardis::demo::DemoArgs),
+    /// Print the command table as markdown (the README's list).
+    #[command(hide = true)]
+    Commands,
 }
 
 #[derive(Args)]
@@ -112,6 +115,10 @@ fn main() -> ExitCode {
         Cmd::Proxy(a) => run_proxy(a),
         Cmd::Node(a) => node(a),
         Cmd::Sim(a) => shardis::sim::run(&a, &mut std::io::stdout().lock()),
+        Cmd::Commands => {
+            print!("{}", shardis::resp::command::markdown_table());
+            Ok(())
+        }
         Cmd::Check(a) => match shardis::check::run(&a) {
             Ok(true) => Ok(()),
             Ok(false) => Err("consistency violations found (see the report above)".into()),
@@ -128,11 +135,28 @@ fn main() -> ExitCode {
     }
 }
 
-fn multi_thread() -> Result<tokio::runtime::Runtime, String> {
-    tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| e.to_string())
+/// The proxy's runtime: `threads` workers; 1 is a current-thread runtime,
+/// which avoids cross-thread wake-ups entirely. 0 = automatic: one thread on
+/// machines of up to 2 cores (measured faster there: the benchmark clients and
+/// the nodes need the other core), one per core above that.
+fn runtime(threads: usize) -> Result<tokio::runtime::Runtime, String> {
+    let cores = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1);
+    let threads = match threads {
+        0 if cores <= 2 => 1,
+        0 => cores,
+        n => n,
+    };
+    let mut b = if threads == 1 {
+        tokio::runtime::Builder::new_current_thread()
+    } else {
+        tokio::runtime::Builder::new_multi_thread()
+    };
+    if threads > 1 {
+        b.worker_threads(threads);
+    }
+    b.enable_all().build().map_err(|e| e.to_string())
 }
 
 /// Resolves on Ctrl-C or SIGTERM.
@@ -182,7 +206,7 @@ fn run_proxy(a: ProxyArgs) -> Result<(), String> {
     if a.exit_with_parent {
         exit_with_parent();
     }
-    multi_thread()?.block_on(async move {
+    runtime(config.threads)?.block_on(async move {
         let listener = TcpListener::bind(&config.listen)
             .await
             .map_err(|e| format!("cannot listen on {}: {e}", config.listen))?;
@@ -265,47 +289,37 @@ fn up(a: UpArgs) -> Result<(), String> {
         print_config(&config);
         return Ok(());
     }
-    multi_thread()?.block_on(up_async(config))
+    runtime(config.threads)?.block_on(up_async(config))
 }
 
-/// A started node process; killed when dropped, so no path leaves an orphan.
-struct Child {
-    port: u16,
-    proc: tokio::process::Child,
+/// Starts and owns the built-in node processes of `shardis up` — the first N
+/// and any added later with `CLUSTER SPAWNNODE`. Children are killed on drop
+/// (and exit by themselves if `up` is killed outright), so no path leaves an orphan.
+struct NodeSpawner {
+    exe: PathBuf,
+    maxmemory: u64,
+    next_port: std::sync::atomic::AtomicU32,
+    /// A std mutex: held only to push or drain, never across `.await`.
+    children: std::sync::Mutex<Vec<tokio::process::Child>>,
 }
 
-async fn up_async(config: Config) -> Result<(), String> {
-    // Bind the proxy first: if its port is taken, no node was started for nothing.
-    let listener = TcpListener::bind(&config.listen)
-        .await
-        .map_err(|e| format!("cannot listen on {}: {e}", config.listen))?;
-    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
-    let mut children = Vec::new();
-    for spec in &config.nodes {
-        let port: u16 = spec
-            .addr
-            .rsplit_once(':')
-            .and_then(|(_, p)| p.parse().ok())
-            .expect("generated address");
-        let proc = tokio::process::Command::new(&exe)
+impl NodeSpawner {
+    /// Starts a node on `port` and waits (bounded) until it answers PING.
+    async fn start(&self, port: u16) -> Result<String, String> {
+        let mut proc = tokio::process::Command::new(&self.exe)
             .args(["node", "--port", &port.to_string(), "--exit-with-parent"])
-            .args(["--maxmemory", &config.up.node_maxmemory.to_string()])
+            .args(["--maxmemory", &self.maxmemory.to_string()])
             .kill_on_drop(true)
             .spawn()
             .map_err(|e| format!("cannot start node on port {port}: {e}"))?;
-        children.push(Child { port, proc });
-    }
-    // Every node must answer PING before the proxy serves.
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-    for c in &mut children {
+        let addr = format!("127.0.0.1:{port}");
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
         loop {
-            if let Ok(Some(status)) = c.proc.try_wait() {
+            if let Ok(Some(status)) = proc.try_wait() {
                 return Err(format!(
-                    "node on port {} exited during start-up ({status}); is the port in use?",
-                    c.port
+                    "node on port {port} exited during start-up ({status}); is the port in use?"
                 ));
             }
-            let addr = format!("127.0.0.1:{}", c.port);
             if let Ok(r) = proxy::admin::probe(&addr, &[b"PING"], Duration::from_millis(500)).await
             {
                 if r.starts_with(b"+PONG") {
@@ -314,18 +328,72 @@ async fn up_async(config: Config) -> Result<(), String> {
             }
             if tokio::time::Instant::now() > deadline {
                 return Err(format!(
-                    "node on port {} did not answer PING within 10 s",
-                    c.port
+                    "node on port {port} did not answer PING within 10 s"
                 ));
             }
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
+        self.children.lock().expect("children lock").push(proc);
+        Ok(addr)
     }
-    let n = children.len();
+
+    fn kill_all(&self) -> usize {
+        let mut children = std::mem::take(&mut *self.children.lock().expect("children lock"));
+        for c in &mut children {
+            let _ = c.start_kill();
+        }
+        children.len()
+    }
+}
+
+impl proxy::Spawner for NodeSpawner {
+    fn spawn(
+        &self,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<String, String>> + Send + '_>>
+    {
+        Box::pin(async move {
+            // The next port that is free on loopback.
+            for _ in 0..100 {
+                let p = self
+                    .next_port
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                let Ok(port) = u16::try_from(p) else { break };
+                if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+                    return self.start(port).await;
+                }
+            }
+            Err("no free port for a new node".into())
+        })
+    }
+}
+
+async fn up_async(config: Config) -> Result<(), String> {
+    // Bind the proxy first: if its port is taken, no node was started for nothing.
+    let listener = TcpListener::bind(&config.listen)
+        .await
+        .map_err(|e| format!("cannot listen on {}: {e}", config.listen))?;
+    let first = config.up.first_node_port;
+    let n = config.nodes.len();
+    let spawner = std::sync::Arc::new(NodeSpawner {
+        exe: std::env::current_exe().map_err(|e| e.to_string())?,
+        maxmemory: config.up.node_maxmemory,
+        next_port: std::sync::atomic::AtomicU32::new(first as u32 + n as u32),
+        children: std::sync::Mutex::new(Vec::new()),
+    });
+    let started = async {
+        for i in 0..n {
+            spawner.start(first + i as u16).await?;
+        }
+        Ok::<_, String>(())
+    }
+    .await;
+    if let Err(e) = started {
+        spawner.kill_all();
+        return Err(e);
+    }
     println!(
-        "shardis: {n} nodes on 127.0.0.1:{}..{}, proxy on {} ({} ring, {} points per node). Ctrl-C stops everything.",
-        children[0].port,
-        children[n - 1].port,
+        "shardis: {n} nodes on 127.0.0.1:{first}..{}, proxy on {} ({} ring, {} points per node). Ctrl-C stops everything.",
+        first as usize + n - 1,
         config.listen,
         config.ring.scheme,
         config.ring.vnodes
@@ -334,10 +402,8 @@ async fn up_async(config: Config) -> Result<(), String> {
         "try: redis-cli -p {} SET user:42 hello",
         listener.local_addr().map(|a| a.port()).unwrap_or(0)
     );
-    let result = proxy::run(listener, config, stop_signal()).await;
-    for c in &mut children {
-        let _ = c.proc.kill().await;
-    }
-    println!("shardis: stopped the proxy and {n} nodes");
+    let result = proxy::run_with(listener, config, Some(spawner.clone()), stop_signal()).await;
+    let stopped = spawner.kill_all();
+    println!("shardis: stopped the proxy and {stopped} nodes");
     result
 }

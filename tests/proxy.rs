@@ -411,3 +411,32 @@ fn binary_safe_keys_and_values_round_trip() {
     let got: Vec<u8> = con.get(&key).unwrap();
     assert_eq!(got, val);
 }
+
+#[test]
+fn redis_py_works_unchanged_over_resp2_and_resp3() {
+    let have = std::process::Command::new("python3")
+        .args(["-c", "import redis"])
+        .status()
+        .map(|s| s.success())
+        .unwrap_or(false);
+    if !have {
+        assert!(
+            !redis_required(),
+            "redis-py is required (SHARDIS_REQUIRE_REDIS=1): pip install redis"
+        );
+        eprintln!("skipping: python3 module 'redis' not installed");
+        return;
+    }
+    let c = Cluster::builtin(10);
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/clients/redis_py.py");
+    let out = std::process::Command::new("python3")
+        .args([script, &c.proxy.port.to_string()])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

@@ -166,3 +166,61 @@ fn invalid_config_is_one_line_naming_file_and_field() {
     );
     assert_eq!(err.trim_end().lines().count(), 1, "{err}");
 }
+
+#[test]
+fn spawnnode_grows_the_up_cluster_in_one_step_and_stop_reaps_it_too() {
+    let nodes = 3;
+    let first = free_block(nodes + 1);
+    let port = free_port();
+    let mut up = spawn_up(port, first, nodes);
+    wait_ping(port);
+    let mut con = connect(port);
+    for i in 0..300 {
+        let _: () = redis::cmd("SET")
+            .arg(format!("k{i}"))
+            .arg(i)
+            .query(&mut con)
+            .unwrap();
+    }
+    let line: String = redis::cmd("CLUSTER")
+        .arg("SPAWNNODE")
+        .query(&mut con)
+        .unwrap();
+    let new_port = first + nodes as u16;
+    assert_eq!(line, format!("node{new_port} 127.0.0.1:{new_port}"));
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let info: String = redis::cmd("CLUSTER").arg("INFO").query(&mut con).unwrap();
+        if info.contains("state:ok") {
+            break;
+        }
+        assert!(Instant::now() < deadline, "{info}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let moved: i64 = redis::cmd("DBSIZE").query(&mut connect(new_port)).unwrap();
+    assert!(moved > 0, "the spawned node took keys");
+    for i in 0..300 {
+        let v: i64 = redis::cmd("GET")
+            .arg(format!("k{i}"))
+            .query(&mut con)
+            .unwrap();
+        assert_eq!(v, i);
+    }
+    Command::new("kill")
+        .args(["-TERM", &up.pid().to_string()])
+        .status()
+        .unwrap();
+    assert!(up.child.wait().unwrap().success());
+    wait_closed(first..first + nodes as u16 + 1);
+}
+
+#[test]
+fn spawnnode_outside_up_says_how_to_add_a_node() {
+    let c = Cluster::builtin(1);
+    let mut con = c.client();
+    let r: redis::RedisResult<String> = redis::cmd("CLUSTER").arg("SPAWNNODE").query(&mut con);
+    assert!(r
+        .unwrap_err()
+        .to_string()
+        .contains("CLUSTER ADDNODE host:port"));
+}

@@ -1,7 +1,7 @@
 //! Command errors: one small enum, turned into a `-…` reply line in exactly
 //! one place ([`CmdError::write`]). Texts are Redis 7's, byte for byte.
 
-use super::wire::encode;
+use crate::resp::encode;
 use bytes::BytesMut;
 use std::fmt;
 

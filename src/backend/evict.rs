@@ -224,7 +224,7 @@ mod tests {
             let h = store.hash(key.as_bytes());
             store
                 .lock(h, now)
-                .insert(Entry::new(h, key.as_bytes(), vec![b'x'; 100], ttl_at, now));
+                .put(h, key.as_bytes(), &[b'x'; 100], ttl_at);
         }
     }
 
@@ -251,13 +251,9 @@ mod tests {
         for i in 5_000..10_000 {
             let key = format!("key:{i}");
             let h = store.hash(key.as_bytes());
-            store.lock(h, 900_000).insert(Entry::new(
-                h,
-                key.as_bytes(),
-                vec![b'x'; 100],
-                0,
-                900_000,
-            ));
+            store
+                .lock(h, 900_000)
+                .put(h, key.as_bytes(), &[b'x'; 100], 0);
         }
         let limit = (BASE_MEMORY + 7_000 * (100 + 9 + ENTRY_OVERHEAD)) as u64;
         store.evict_to_fit(limit, 1_000_000).unwrap();
@@ -299,9 +295,7 @@ mod tests {
         for i in 0..10 {
             let key = format!("other:{i}");
             let h = store.hash(key.as_bytes());
-            store
-                .lock(h, 1_000)
-                .insert(Entry::new(h, key.as_bytes(), b"v".to_vec(), 0, 1_000));
+            store.lock(h, 1_000).put(h, key.as_bytes(), b"v", 0);
         }
     }
 }

@@ -38,8 +38,8 @@ impl Store {
                 .max(1);
             let mut ahead: Vec<(u64, &Entry)> = s
                 .iter()
-                .filter(|e| e.hash >= cursor)
-                .map(|e| (e.hash, e))
+                .map(|e| (self.hash(e.key()), e))
+                .filter(|&(h, _)| h >= cursor)
                 .collect();
             let next = if ahead.len() <= want {
                 next_shard_start(shard)
@@ -60,7 +60,7 @@ impl Store {
                 ahead
                     .iter()
                     .filter(|(_, e)| !e.is_expired(now) && keep(e))
-                    .map(|(_, e)| e.key.to_vec()),
+                    .map(|(_, e)| e.key().to_vec()),
             );
             drop(ahead);
             drop(s);
@@ -78,8 +78,8 @@ impl Store {
             let s = self.lock_shard(i, now);
             out.extend(
                 s.iter()
-                    .filter(|e| !e.is_expired(now) && keep(&e.key))
-                    .map(|e| e.key.to_vec()),
+                    .filter(|e| !e.is_expired(now) && keep(e.key()))
+                    .map(|e| e.key().to_vec()),
             );
         }
         out
@@ -90,7 +90,7 @@ impl Store {
         let start = random() as usize;
         (0..SHARDS).find_map(|k| {
             let mut s = self.lock_shard((start + k) % SHARDS, now);
-            s.random_entry().map(|e| e.key.to_vec())
+            s.random_entry().map(|e| e.key().to_vec())
         })
     }
 }
@@ -112,9 +112,7 @@ mod tests {
 
     fn put(store: &Store, key: &str) {
         let h = store.hash(key.as_bytes());
-        store
-            .lock(h, 1)
-            .insert(Entry::new(h, key.as_bytes(), b"v".to_vec(), 0, 1));
+        store.lock(h, 1).put(h, key.as_bytes(), b"v", 0);
     }
 
     fn del(store: &Store, key: &str) {

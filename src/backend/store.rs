@@ -16,40 +16,79 @@ use std::time::{SystemTime, UNIX_EPOCH};
 pub const SHARDS: usize = 64;
 const SHARD_BITS: u32 = SHARDS.trailing_zeros();
 
-/// Bytes counted per entry on top of key and value length: the 64-byte table
-/// slot at an average load of ~70% (~92), its control byte, and the malloc
-/// headers of the key and value allocations (~2×16). Checked against RSS in
-/// the report; see `INFO memory`.
-pub const ENTRY_OVERHEAD: usize = 128;
+/// Bytes counted per entry on top of key and value length: the 40-byte
+/// table slot at hashbrown's load factor (44%–87% between doublings: 46–91
+/// bytes), its control byte, and the malloc header and rounding of the one
+/// allocation that holds key and value (~16). Measured: 1M keys of 16+16
+/// bytes cost 140 bytes each in RSS just after a doubling, redis-server 118.
+pub const ENTRY_OVERHEAD: usize = 96;
 
 /// Fixed bytes reported as used by an empty node (tables, buffers, runtime).
 pub const BASE_MEMORY: usize = 1024 * 1024;
 
-/// One key and its string value.
+/// One key and its string value, in a single allocation.
+///
+/// 40 bytes in the table: the key's hash is not stored (it is recomputed
+/// when the table grows and by SCAN), because at millions of small keys
+/// every slot byte counts.
 #[derive(Debug, Clone)]
 pub struct Entry {
-    /// The key, exactly as the client sent it.
-    pub key: Box<[u8]>,
-    /// The value; a `Vec` so APPEND and SETRANGE can grow it in place.
-    pub value: Vec<u8>,
-    /// The key's hash, kept so resizing and SCAN never rehash.
-    pub hash: u64,
+    /// The key followed by the value; a `Vec` so APPEND and SETRANGE can
+    /// grow the value in place.
+    data: Vec<u8>,
     /// Absolute expiry in ms since the Unix epoch; 0 = none.
     pub expire_at: u64,
+    key_len: u32,
     /// Last access, in [`lru_clock`] ticks.
     pub lru: u32,
 }
 
 impl Entry {
-    /// A fresh entry that owns copies of `key` and `value`.
-    pub fn new(hash: u64, key: &[u8], value: Vec<u8>, expire_at: u64, now: u64) -> Entry {
+    /// A fresh entry holding copies of `key` and `value`.
+    pub fn new(key: &[u8], value: &[u8], expire_at: u64, now: u64) -> Entry {
+        let mut data = Vec::with_capacity(key.len() + value.len());
+        data.extend_from_slice(key);
+        data.extend_from_slice(value);
+        // Keys are bounded by the request limit (512 MB), far below u32::MAX.
         Entry {
-            key: key.into(),
-            value,
-            hash,
+            data,
             expire_at,
+            key_len: key.len() as u32,
             lru: lru_clock(now),
         }
+    }
+
+    /// The key.
+    pub fn key(&self) -> &[u8] {
+        &self.data[..self.key_len as usize]
+    }
+
+    /// The value.
+    pub fn value(&self) -> &[u8] {
+        &self.data[self.key_len as usize..]
+    }
+
+    /// Replaces the value.
+    pub fn set_value(&mut self, value: &[u8]) {
+        self.data.truncate(self.key_len as usize);
+        self.data.extend_from_slice(value);
+        if self.data.capacity() > 2 * self.data.len() + 64 {
+            self.data.shrink_to_fit();
+        }
+    }
+
+    /// Appends to the value (APPEND).
+    pub fn append(&mut self, more: &[u8]) {
+        self.data.extend_from_slice(more);
+    }
+
+    /// Writes `bytes` at `offset` in the value, zero-padding (SETRANGE).
+    pub fn write_at(&mut self, offset: usize, bytes: &[u8]) {
+        let start = self.key_len as usize + offset;
+        if self.data.len() < start + bytes.len() {
+            self.data.resize(start + bytes.len(), 0);
+        }
+        self.data[start..start + bytes.len()].copy_from_slice(bytes);
     }
 
     /// Whether the entry has expired at `now` (ms).
@@ -59,7 +98,7 @@ impl Entry {
 
     /// Bytes this entry counts towards `used_memory`.
     pub fn mem(&self) -> usize {
-        self.key.len() + self.value.capacity() + ENTRY_OVERHEAD
+        self.data.capacity() + ENTRY_OVERHEAD
     }
 }
 
@@ -124,6 +163,7 @@ impl Default for Store {
 /// A locked shard, with the time the current command runs at.
 pub struct Locked<'a> {
     pub(crate) shard: MutexGuard<'a, Shard>,
+    seed: u64,
     pub(crate) counters: &'a Counters,
     /// The command's time, ms since the epoch.
     pub now: u64,
@@ -166,6 +206,7 @@ impl Store {
         let shard = self.shards[i].lock().unwrap_or_else(|e| e.into_inner());
         Locked {
             shard,
+            seed: self.seed,
             counters: &self.counters,
             now,
         }
@@ -215,7 +256,7 @@ impl Store {
 }
 
 fn same_key(key: &[u8]) -> impl Fn(&Entry) -> bool + '_ {
-    move |e: &Entry| &*e.key == key
+    move |e: &Entry| e.key() == key
 }
 
 /// The hash hashbrown sees: rotated so its bucket bits and control byte come
@@ -247,6 +288,13 @@ impl Locked<'_> {
         Some(e)
     }
 
+    /// The live entry for `key` without touching its LRU clock or deleting
+    /// anything (OBJECT, MEMORY USAGE).
+    pub fn peek(&self, hash: u64, key: &[u8]) -> Option<&Entry> {
+        let e = self.shard.table.get(table_hash(hash), same_key(key))?;
+        (!e.is_expired(self.now)).then_some(e)
+    }
+
     /// Like [`Locked::get`], and counts a keyspace hit or miss.
     pub fn read(&mut self, hash: u64, key: &[u8]) -> Option<&mut Entry> {
         let counters = self.counters;
@@ -261,23 +309,12 @@ impl Locked<'_> {
     }
 
     /// Whether `key` exists (and has not expired), without touching its LRU.
+    /// An expired entry found here is removed.
     pub fn contains(&mut self, hash: u64, key: &[u8]) -> bool {
-        let lru = self
-            .shard
-            .table
-            .get(table_hash(hash), same_key(key))
-            .map(|e| e.lru);
-        match lru {
-            Some(lru) => {
-                let found = self.get(hash, key);
-                if let Some(e) = found {
-                    e.lru = lru;
-                    true
-                } else {
-                    false
-                }
-            }
+        match self.shard.table.get(table_hash(hash), same_key(key)) {
             None => false,
+            Some(e) if !e.is_expired(self.now) => true,
+            Some(_) => self.get(hash, key).is_some(),
         }
     }
 
@@ -292,9 +329,9 @@ impl Locked<'_> {
         let counters = self.counters;
         let (r, before, after, ttl_before, ttl_after) = {
             let e = self.get(hash, key)?;
-            let (before, ttl_before) = (e.value.capacity(), e.expire_at != 0);
+            let (before, ttl_before) = (e.mem(), e.expire_at != 0);
             let r = f(e);
-            (r, before, e.value.capacity(), ttl_before, e.expire_at != 0)
+            (r, before, e.mem(), ttl_before, e.expire_at != 0)
         };
         if after >= before {
             counters.used_memory.fetch_add(after - before, Relaxed);
@@ -309,18 +346,25 @@ impl Locked<'_> {
         Some(r)
     }
 
-    /// Stores `entry`, replacing any entry with its key; returns the old one
-    /// if it was live.
-    pub fn insert(&mut self, entry: Entry) -> Option<Entry> {
-        let old = self.remove(entry.hash, &entry.key);
+    /// Stores `entry` (whose key hashes to `hash`), replacing any entry
+    /// with its key; returns the old one if it was live.
+    pub fn insert(&mut self, hash: u64, entry: Entry) -> Option<Entry> {
+        let old = self.remove(hash, entry.key());
         self.counters.used_memory.fetch_add(entry.mem(), Relaxed);
         if entry.expire_at != 0 {
             self.shard.expires += 1;
         }
-        self.shard
-            .table
-            .insert(table_hash(entry.hash), entry, |e| table_hash(e.hash));
+        let seed = self.seed;
+        self.shard.table.insert(table_hash(hash), entry, |e| {
+            table_hash(hash_bytes(seed, e.key()))
+        });
         old
+    }
+
+    /// Stores a copy of `key` and `value` with an absolute expiry (0 = none).
+    pub fn put(&mut self, hash: u64, key: &[u8], value: &[u8], expire_at: u64) -> Option<Entry> {
+        let now = self.now;
+        self.insert(hash, Entry::new(key, value, expire_at, now))
     }
 
     /// Removes `key`; returns it if it was live (an expired entry is removed
@@ -395,9 +439,7 @@ mod tests {
 
     fn put(store: &Store, key: &[u8], value: &[u8], expire_at: u64, now: u64) {
         let h = store.hash(key);
-        store
-            .lock(h, now)
-            .insert(Entry::new(h, key, value.to_vec(), expire_at, now));
+        store.lock(h, now).put(h, key, value, expire_at);
     }
 
     #[test]
@@ -408,10 +450,10 @@ mod tests {
         let h = store.hash(b"k");
         let mut s = store.lock(h, 1000);
         assert_eq!(
-            s.get(h, b"k").map(|e| e.value.clone()),
+            s.get(h, b"k").map(|e| e.value().to_vec()),
             Some(b"value".to_vec())
         );
-        s.update(h, b"k", |e| e.value.extend_from_slice(&[0; 100]));
+        s.update(h, b"k", |e| e.append(&[0; 100]));
         drop(s);
         assert!(store.used_memory() >= BASE_MEMORY + 106 + ENTRY_OVERHEAD);
         store.lock(h, 1000).remove(h, b"k");

@@ -61,6 +61,20 @@ pub async fn handle(s: &mut ClientSession, req: Request) {
             });
             s.push(Pending::One(rx)).await
         }
+        "spawnnode" => {
+            let (tx, rx) = tokio::sync::oneshot::channel();
+            tokio::spawn(async move {
+                let _ = tx.send(match spawn_node(&proxy, &args[2..]).await {
+                    Ok(line) => {
+                        let mut out = BytesMut::new();
+                        encode::bulk(&mut out, line.as_bytes());
+                        out.freeze()
+                    }
+                    Err(e) => ok_or_err(Err(e)),
+                });
+            });
+            s.push(Pending::One(rx)).await
+        }
         "removenode" if args.len() == 3 => {
             let (tx, rx) = tokio::sync::oneshot::channel();
             tokio::spawn(async move {
@@ -74,7 +88,7 @@ pub async fn handle(s: &mut ClientSession, req: Request) {
         }
         _ => {
             s.error(&format!(
-                "ERR unknown subcommand '{}'. Try CLUSTER ADDNODE, REMOVENODE, NODES, INFO or KEYNODE.",
+                "ERR unknown subcommand '{}'. Try CLUSTER ADDNODE, SPAWNNODE, REMOVENODE, NODES, INFO or KEYNODE.",
                 String::from_utf8_lossy(&args[1])
             ))
             .await
@@ -173,6 +187,47 @@ async fn add_node(proxy: &std::sync::Arc<super::Proxy>, args: &[Bytes]) -> Resul
         None => return Err(format!("node {addr} answered DBSIZE with {:?}", String::from_utf8_lossy(&size).trim_end())),
     }
     migration::begin(proxy, Change::Add(NodeSpec { name, addr, weight })).map(|_| ())
+}
+
+/// `CLUSTER SPAWNNODE [WEIGHT w] [NAME n]` under `shardis up`: starts a new
+/// built-in node process and adds it; replies `name addr`.
+async fn spawn_node(
+    proxy: &std::sync::Arc<super::Proxy>,
+    opts: &[Bytes],
+) -> Result<String, String> {
+    let spawner = proxy
+        .spawner
+        .clone()
+        .ok_or("SPAWNNODE works under `shardis up` only; start a node yourself and use CLUSTER ADDNODE host:port")?;
+    let routing = proxy.routing.load_full();
+    if routing.migration.is_some() || routing.filter_keys {
+        return Err(
+            "a topology change is in progress; retry when CLUSTER INFO shows state:ok".into(),
+        );
+    }
+    let addr = spawner.spawn().await?;
+    let mut name = format!("node{}", addr.rsplit(':').next().unwrap_or("0"));
+    let mut args = vec![Bytes::from(addr.clone())];
+    let mut i = 0;
+    while i < opts.len() {
+        if eq_ignore_case(&opts[i], b"NAME") && i + 1 < opts.len() {
+            name = String::from_utf8_lossy(&opts[i + 1]).to_string();
+            i += 2;
+        } else if eq_ignore_case(&opts[i], b"WEIGHT") && i + 1 < opts.len() {
+            args.push(opts[i].clone());
+            args.push(opts[i + 1].clone());
+            i += 2;
+        } else {
+            return Err(format!(
+                "syntax error near '{}'",
+                String::from_utf8_lossy(&opts[i])
+            ));
+        }
+    }
+    args.push(Bytes::from_static(b"NAME"));
+    args.push(Bytes::from(name.clone()));
+    add_node(proxy, &args).await?;
+    Ok(format!("{name} {addr}"))
 }
 
 async fn remove_node(proxy: &std::sync::Arc<super::Proxy>, which: &str) -> Result<(), String> {

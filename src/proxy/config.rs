@@ -23,6 +23,8 @@ pub const DEFAULT_MAX_CLIENTS: usize = 10_000;
 /// Replies a client may owe before the proxy stops reading from it.
 pub const DEFAULT_PIPELINE_DEPTH: usize = 1_024;
 pub const DEFAULT_CONNECTIONS_PER_NODE: usize = 1;
+/// Proxy runtime threads; 0 = one per core.
+pub const DEFAULT_THREADS: usize = 0;
 /// Keys moved per MIGRATE by the background mover.
 pub const DEFAULT_MIGRATION_BATCH: usize = 200;
 
@@ -51,6 +53,7 @@ struct ProxySection {
     max_clients: usize,
     pipeline_depth: usize,
     connections_per_node: usize,
+    threads: usize,
     max_bulk_len: usize,
     max_args: usize,
     max_query_buffer: usize,
@@ -67,6 +70,7 @@ impl Default for ProxySection {
             max_clients: DEFAULT_MAX_CLIENTS,
             pipeline_depth: DEFAULT_PIPELINE_DEPTH,
             connections_per_node: DEFAULT_CONNECTIONS_PER_NODE,
+            threads: DEFAULT_THREADS,
             max_bulk_len: limits.max_bulk_len,
             max_args: limits.max_args,
             max_query_buffer: limits.max_query_buffer,
@@ -144,6 +148,8 @@ pub struct Config {
     pub max_clients: usize,
     pub pipeline_depth: usize,
     pub connections_per_node: usize,
+    /// Runtime worker threads; 0 = one per core.
+    pub threads: usize,
     pub limits: Limits,
     /// Where topology changes are persisted; `None` keeps them in memory only.
     pub state_file: Option<String>,
@@ -278,6 +284,7 @@ impl Config {
             max_clients: p.max_clients,
             pipeline_depth: p.pipeline_depth,
             connections_per_node: p.connections_per_node,
+            threads: p.threads,
             limits: Limits {
                 max_args: p.max_args,
                 max_bulk_len: p.max_bulk_len,

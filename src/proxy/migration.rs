@@ -413,7 +413,7 @@ async fn scan_node<F>(
 where
     F: AsyncBatch,
 {
-    let count = batch.to_string();
+    let count = batch.max(SCAN_COUNT).to_string();
     let mut cursor = b"0".to_vec();
     loop {
         let r = conns
@@ -433,7 +433,7 @@ where
             .collect();
         f.batch(conns, keys).await?;
         if next == b"0" {
-            return Ok(());
+            return f.finish(conns).await;
         }
         cursor = next;
     }
@@ -442,7 +442,16 @@ where
 /// A step run on each SCAN batch (a trait so the closure can borrow `conns`).
 trait AsyncBatch {
     async fn batch(&mut self, conns: &mut Conns, keys: Vec<Bytes>) -> Result<(), NodeError>;
+
+    /// Runs once after the last batch.
+    async fn finish(&mut self, _conns: &mut Conns) -> Result<(), NodeError> {
+        Ok(())
+    }
 }
+
+/// Keys per SCAN call: larger than a MIGRATE batch, since only ~1/N of the
+/// scanned keys move.
+const SCAN_COUNT: usize = 1_000;
 
 /// Copies `keys` from `source` to `target` (COPY REPLACE: the source keeps them).
 async fn copy_keys(
@@ -498,8 +507,10 @@ fn group_moves(
 ) -> Vec<(Arc<Node>, Arc<Node>, Vec<Bytes>)> {
     let mut groups: Vec<(Arc<Node>, Arc<Node>, Vec<Bytes>)> = Vec::new();
     for k in keys {
-        let from = routing.owner(&k);
-        let to = &m.next_nodes[m.next.locate(&k)];
+        // Both rings share their scheme, so one key hash serves both lookups.
+        let h = routing.ring.key_hash(&k);
+        let from = &routing.nodes[routing.ring.locate_hash(h)];
+        let to = &m.next_nodes[m.next.locate_hash(h)];
         if Arc::ptr_eq(from, to) {
             continue;
         }
@@ -580,17 +591,21 @@ async fn copy_walk(
         m: &'a MigrationRoute,
         timeout_ms: String,
         started: Instant,
+        /// Moving keys gathered across SCAN calls, by (old owner, new owner).
+        pending: Vec<(Arc<Node>, Arc<Node>, Vec<Bytes>)>,
     }
-    impl AsyncBatch for Copy<'_> {
-        async fn batch(&mut self, conns: &mut Conns, keys: Vec<Bytes>) -> Result<(), NodeError> {
+    impl Copy<'_> {
+        async fn flush(&mut self, conns: &mut Conns, min: usize) -> Result<(), NodeError> {
             let t = &self.proxy.migration;
-            t.keys_scanned
-                .fetch_add(keys.len() as u64, Ordering::Relaxed);
-            for (from, to, keys) in group_moves(self.routing, self.m, keys) {
-                if copy_keys(conns, &from, &to, &keys, &self.timeout_ms).await? {
+            for (from, to, keys) in &mut self.pending {
+                if keys.len() < min.max(1) {
+                    continue;
+                }
+                if copy_keys(conns, from, to, keys, &self.timeout_ms).await? {
                     t.keys_copied
                         .fetch_add(keys.len() as u64, Ordering::Relaxed);
                 }
+                keys.clear();
             }
             let cap = self.proxy.config.migration.max_keys_per_sec;
             if cap > 0 {
@@ -601,6 +616,26 @@ async fn copy_walk(
                     tokio::time::sleep(wait).await;
                 }
             }
+            Ok(())
+        }
+    }
+    impl AsyncBatch for Copy<'_> {
+        async fn batch(&mut self, conns: &mut Conns, keys: Vec<Bytes>) -> Result<(), NodeError> {
+            self.proxy
+                .migration
+                .keys_scanned
+                .fetch_add(keys.len() as u64, Ordering::Relaxed);
+            for (from, to, keys) in group_moves(self.routing, self.m, keys) {
+                match self
+                    .pending
+                    .iter_mut()
+                    .find(|(f, t, _)| Arc::ptr_eq(f, &from) && Arc::ptr_eq(t, &to))
+                {
+                    Some((_, _, v)) => v.extend(keys),
+                    None => self.pending.push((from, to, keys)),
+                }
+            }
+            self.flush(conns, self.proxy.config.migration.batch).await?;
             if self.m.dirty.len() > MAX_DIRTY_KEYS {
                 return Err(NodeError {
                     node: "proxy".into(),
@@ -609,18 +644,27 @@ async fn copy_walk(
             }
             Ok(())
         }
+
+        async fn finish(&mut self, conns: &mut Conns) -> Result<(), NodeError> {
+            self.flush(conns, 1).await
+        }
     }
+    // Every source is walked at once, each over its own connections: the
+    // copy is bound by round trips, not by any one node.
     let batch = proxy.config.migration.batch;
-    for s in &sources {
+    let timeout = conns.timeout;
+    let walks = sources.iter().map(|s| async move {
         let step = Copy {
             proxy,
             routing,
             m,
             timeout_ms: proxy.config.migration.timeout_ms.to_string(),
             started,
+            pending: Vec::new(),
         };
-        scan_node(conns, s, batch, step).await?;
-    }
+        scan_node(&mut Conns::new(timeout), s, batch, step).await
+    });
+    futures::future::try_join_all(walks).await?;
     Ok(())
 }
 
@@ -814,14 +858,23 @@ async fn sweep_nodes(
             Ok(())
         }
     }
-    for node in nodes {
+    // All nodes at once, each over its own connection.
+    let timeout = conns.timeout;
+    let sweeps = nodes.iter().map(|node| async move {
         let step = Sweep {
             proxy,
             ring,
             node: node.clone(),
         };
-        scan_node(conns, node, proxy.config.migration.batch, step).await?;
-    }
+        scan_node(
+            &mut Conns::new(timeout),
+            node,
+            proxy.config.migration.batch,
+            step,
+        )
+        .await
+    });
+    futures::future::try_join_all(sweeps).await?;
     Ok(())
 }
 

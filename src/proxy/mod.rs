@@ -22,6 +22,7 @@ pub mod upstream;
 
 use std::collections::HashMap;
 use std::future::Future;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -61,11 +62,23 @@ pub struct Proxy {
     /// One topology change at a time (held across the change's awaits).
     pub admin_lock: tokio::sync::Mutex<()>,
     pub migration: migration::Tracker,
+    /// Starts a new built-in node on request (`CLUSTER SPAWNNODE`); present
+    /// only when the proxy runs under `shardis up`, which owns the processes.
+    pub spawner: Option<Arc<dyn Spawner>>,
+}
+
+/// Starts a node process and returns its address once it answers PING.
+pub trait Spawner: Send + Sync {
+    fn spawn(&self) -> Pin<Box<dyn Future<Output = Result<String, String>> + Send + '_>>;
 }
 
 impl Proxy {
     /// Builds the proxy's state from a config (and its persisted topology, if any).
-    pub fn new(config: Config, port: u16) -> Result<Arc<Proxy>, String> {
+    pub fn new(
+        config: Config,
+        port: u16,
+        spawner: Option<Arc<dyn Spawner>>,
+    ) -> Result<Arc<Proxy>, String> {
         let saved = match &config.state_file {
             Some(path) => state::load(path)?,
             None => None,
@@ -94,6 +107,7 @@ impl Proxy {
             pool: Mutex::new(pool),
             admin_lock: tokio::sync::Mutex::new(()),
             migration: migration::Tracker::default(),
+            spawner,
             config,
         });
         if let Some(s) = saved {
@@ -138,8 +152,18 @@ pub async fn run(
     config: Config,
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), String> {
+    run_with(listener, config, None, shutdown).await
+}
+
+/// [`run`], with a node spawner for `CLUSTER SPAWNNODE`.
+pub async fn run_with(
+    listener: TcpListener,
+    config: Config,
+    spawner: Option<Arc<dyn Spawner>>,
+    shutdown: impl Future<Output = ()>,
+) -> Result<(), String> {
     let port = listener.local_addr().map(|a| a.port()).unwrap_or(0);
-    let proxy = Proxy::new(config, port)?;
+    let proxy = Proxy::new(config, port, spawner)?;
     serve(listener, proxy, shutdown).await;
     Ok(())
 }

@@ -491,6 +491,55 @@ pub fn unknown_command_error(args: &[Bytes]) -> String {
     format!("ERR unknown command '{name}', with args beginning with: {rest}")
 }
 
+/// The README's command table, generated from [`TABLE`] (a test keeps the
+/// README equal to it).
+pub fn markdown_table() -> String {
+    let names = |pred: &dyn Fn(&CommandSpec) -> bool| {
+        TABLE
+            .iter()
+            .filter(|s| pred(s))
+            .map(|s| format!("`{}`", s.name))
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    let mut out = String::from("| how the proxy handles it | commands |\n|---|---|\n");
+    out.push_str(&format!(
+        "| routed to the key's node (several keys must share a node: use a `{{hash tag}}`) | {} |\n",
+        names(&|s| s.kind == Kind::Keyed)
+    ));
+    out.push_str(&format!(
+        "| split by node, merged in key order | {} |\n",
+        names(&|s| matches!(s.kind, Kind::Split(_)))
+    ));
+    out.push_str(&format!(
+        "| sent to every node, replies aggregated | {} |\n",
+        names(&|s| matches!(s.kind, Kind::FanOut(_)))
+    ));
+    out.push_str(&format!(
+        "| answered by the proxy | {} |\n",
+        names(&|s| s.kind == Kind::Local)
+    ));
+    out.push_str(&format!(
+        "| topology administration | {} |\n",
+        names(&|s| s.kind == Kind::Admin)
+    ));
+    let mut reasons: Vec<&str> = Vec::new();
+    for spec in TABLE {
+        if let Kind::Refused(why) = spec.kind {
+            if !reasons.contains(&why) {
+                reasons.push(why);
+            }
+        }
+    }
+    for why in reasons {
+        out.push_str(&format!(
+            "| refused: {why} | {} |\n",
+            names(&|s| s.kind == Kind::Refused(why))
+        ));
+    }
+    out
+}
+
 /// Redis's arity error text for `spec`.
 pub fn arity_error(spec: &CommandSpec) -> String {
     format!("ERR wrong number of arguments for '{}' command", spec.name)

@@ -16,7 +16,7 @@ use std::io::Write;
 use std::time::Instant;
 
 /// Keys in the single-thread lookup timing sample.
-const TIMING_KEYS: usize = 200_000;
+const TIMING_KEYS: usize = 10_000;
 
 /// The comparison.
 #[derive(Debug, Clone, Serialize)]

@@ -94,9 +94,10 @@ pub fn splitmix64(mut z: u64) -> u64 {
 }
 
 /// Nanoseconds per operation of `run` (which performs `ops` operations): the
-/// best of 5 runs, so a run preempted on shared cores does not inflate it.
+/// best of 30 short runs, so runs preempted on busy shared cores do not
+/// inflate it (keep one run around a millisecond, under a scheduler slice).
 pub fn best_ns_per_op(ops: usize, mut run: impl FnMut()) -> f64 {
-    (0..5)
+    (0..30)
         .map(|_| {
             let t = Instant::now();
             run();

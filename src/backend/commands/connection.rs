@@ -4,7 +4,7 @@
 use super::{parse_i64, CmdResult, Ctx};
 use crate::backend::error::CmdError;
 use crate::backend::server::REDIS_VERSION;
-use crate::backend::wire::{encode, eq_ignore_case};
+use crate::resp::{encode, eq_ignore_case};
 use bytes::Bytes;
 
 /// PING [message]
@@ -175,15 +175,7 @@ pub fn client_line(ctx: &Ctx) -> String {
 /// Writes a bulk string, or a verbatim `txt` string under RESP3 (as Redis
 /// does for INFO and CLIENT INFO).
 pub fn verbatim(ctx: &mut Ctx, text: &str) {
-    if ctx.client.proto >= 3 {
-        let body = format!("txt:{text}");
-        ctx.out
-            .extend_from_slice(format!("={}\r\n", body.len()).as_bytes());
-        ctx.out.extend_from_slice(body.as_bytes());
-        ctx.out.extend_from_slice(b"\r\n");
-    } else {
-        encode::bulk(ctx.out, text.as_bytes());
-    }
+    encode::verbatim(ctx.out, text.as_bytes(), ctx.client.proto);
 }
 
 /// CLIENT SETNAME|GETNAME|ID|SETINFO|INFO|LIST|NO-EVICT|NO-TOUCH|HELP

@@ -3,8 +3,7 @@
 
 use super::{parse_f64, parse_i64, CmdResult, Ctx};
 use crate::backend::error::CmdError;
-use crate::backend::store::Entry;
-use crate::backend::wire::encode;
+use crate::resp::encode;
 use bytes::Bytes;
 
 fn incr_by(ctx: &mut Ctx, key: &[u8], delta: i64) -> CmdResult {
@@ -12,7 +11,7 @@ fn incr_by(ctx: &mut Ctx, key: &[u8], delta: i64) -> CmdResult {
     let h = store.hash(key);
     let mut s = store.lock(h, ctx.now);
     let current = match s.get(h, key) {
-        Some(e) => Some(parse_i64(&e.value)?),
+        Some(e) => Some(parse_i64(e.value())?),
         None => None,
     };
     let value = current
@@ -21,9 +20,9 @@ fn incr_by(ctx: &mut Ctx, key: &[u8], delta: i64) -> CmdResult {
         .ok_or(CmdError::Overflow)?;
     let text = value.to_string().into_bytes();
     if current.is_some() {
-        s.update(h, key, |e| e.value = text);
+        s.update(h, key, |e| e.set_value(&text));
     } else {
-        s.insert(Entry::new(h, key, text, 0, ctx.now));
+        s.put(h, key, &text, 0);
     }
     encode::integer(ctx.out, value);
     Ok(())
@@ -61,7 +60,7 @@ pub fn incrbyfloat(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let h = store.hash(key);
     let mut s = store.lock(h, ctx.now);
     let current = match s.get(h, key) {
-        Some(e) => Some(parse_f64(&e.value)?),
+        Some(e) => Some(parse_f64(e.value())?),
         None => None,
     };
     let incr = parse_f64(&args[2])?;
@@ -72,9 +71,9 @@ pub fn incrbyfloat(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let text = format_float(value).into_bytes();
     encode::bulk(ctx.out, &text);
     if current.is_some() {
-        s.update(h, key, |e| e.value = text);
+        s.update(h, key, |e| e.set_value(&text));
     } else {
-        s.insert(Entry::new(h, key, text, 0, ctx.now));
+        s.put(h, key, &text, 0);
     }
     Ok(())
 }

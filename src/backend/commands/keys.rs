@@ -5,7 +5,7 @@
 use super::{parse_i64, CmdResult, Ctx};
 use crate::backend::error::CmdError;
 use crate::backend::glob;
-use crate::backend::wire::{encode, eq_ignore_case};
+use crate::resp::{encode, eq_ignore_case};
 use bytes::Bytes;
 
 /// DEL key [key ...] and UNLINK key [key ...]
@@ -176,8 +176,12 @@ fn expiry_of(ctx: &mut Ctx, key: &[u8]) -> Option<u64> {
     let store = &ctx.node.store;
     let h = store.hash(key);
     let mut s = store.lock(h, ctx.now);
-    let lru = s.get(h, key).map(|e| (e.expire_at, e.lru));
-    lru.map(|(at, _)| at)
+    // Reading a TTL is not an access (Redis: LOOKUP_NOTOUCH), but an expired
+    // key is reclaimed here.
+    if !s.contains(h, key) {
+        return None;
+    }
+    s.peek(h, key).map(|e| e.expire_at)
 }
 
 fn ttl_generic(ctx: &mut Ctx, key: &[u8], ms: bool, absolute: bool) -> CmdResult {
@@ -268,7 +272,7 @@ pub fn scan(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
         j += 2;
     }
     let (next, keys) = ctx.node.store.scan(cursor, count, ctx.now, |e| {
-        type_ok && pattern.is_none_or(|p| glob::matches(p, &e.key))
+        type_ok && pattern.is_none_or(|p| glob::matches(p, e.key()))
     });
     encode::array_len(ctx.out, 2);
     encode::bulk(ctx.out, next.to_string().as_bytes());

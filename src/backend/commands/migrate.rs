@@ -14,8 +14,8 @@
 use super::{parse_i64, CmdResult, Ctx};
 use crate::backend::error::CmdError;
 use crate::backend::server::Node;
-use crate::backend::store::{now_ms, Entry};
-use crate::backend::wire::{encode, eq_ignore_case};
+use crate::backend::store::now_ms;
+use crate::resp::{encode, eq_ignore_case};
 use bytes::{Bytes, BytesMut};
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -85,7 +85,7 @@ pub fn dump(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let payload = store
         .lock(h, ctx.now)
         .get(h, &args[1])
-        .map(|e| dump_payload(&e.value));
+        .map(|e| dump_payload(e.value()));
     ctx.bulk_or_null(payload.as_deref());
     Ok(())
 }
@@ -137,7 +137,7 @@ pub fn restore(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
         // Already expired: nothing to create, but REPLACE still removes.
         s.remove(h, key);
     } else {
-        s.insert(Entry::new(h, key, value.to_vec(), expire_at, now));
+        s.put(h, key, value, expire_at);
     }
     ctx.ok();
     Ok(())
@@ -300,6 +300,7 @@ pub async fn migrate(node: &Node, args: &[Bytes]) -> Result<BytesMut, CmdError> 
     let store = &node.store;
     let mut sent_any = false;
     let mut first_error: Option<String> = None;
+    let mut changed = 0;
     let mut keys = m.keys.iter().peekable();
     while keys.peek().is_some() {
         // Read a batch of live keys under short shard locks.
@@ -311,7 +312,7 @@ pub async fn migrate(node: &Node, args: &[Bytes]) -> Result<BytesMut, CmdError> 
             let found = store
                 .lock(h, now)
                 .get(h, key)
-                .map(|e| (e.value.clone(), e.expire_at));
+                .map(|e| (e.value().to_vec(), e.expire_at));
             if let Some((value, expire_at)) = found {
                 bytes += value.len();
                 batch.push(Sent {
@@ -332,8 +333,8 @@ pub async fn migrate(node: &Node, args: &[Bytes]) -> Result<BytesMut, CmdError> 
                 first_error.get_or_insert_with(|| String::from_utf8_lossy(err).into_owned());
                 continue;
             }
-            if !m.copy {
-                delete_if_unchanged(node, sent);
+            if !m.copy && !delete_if_unchanged(node, sent) {
+                changed += 1;
             }
         }
     }
@@ -341,6 +342,11 @@ pub async fn migrate(node: &Node, args: &[Bytes]) -> Result<BytesMut, CmdError> 
         let mut out = BytesMut::new();
         encode::simple(&mut out, "NOKEY");
         return Ok(out);
+    }
+    if first_error.is_none() && changed > 0 {
+        return Err(CmdError::err(format!(
+            "{changed} key(s) changed at the source during MIGRATE; the source copies were kept"
+        )));
     }
     if let Some(e) = first_error {
         return Err(CmdError::err(format!(
@@ -429,18 +435,20 @@ async fn send_batch(
 }
 
 /// Deletes a migrated key unless it changed at the source while its RESTORE
-/// was in flight (then the newer source copy is kept).
-fn delete_if_unchanged(node: &Node, sent: &Sent) {
+/// was in flight (a write that did not come through the proxy): then the
+/// newer source copy is kept and false is returned.
+fn delete_if_unchanged(node: &Node, sent: &Sent) -> bool {
     let store = &node.store;
     let mut s = store.lock(sent.hash, now_ms());
-    let same = s
+    let current = s
         .get(sent.hash, &sent.key)
-        .is_some_and(|e| e.value == sent.value && e.expire_at == sent.expire_at);
-    if same {
+        .map(|e| e.value() == sent.value && e.expire_at == sent.expire_at);
+    if current == Some(true) {
         let old = s.remove(sent.hash, &sent.key);
         drop(s);
         drop(old);
     }
+    current != Some(false)
 }
 
 #[cfg(test)]

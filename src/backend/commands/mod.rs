@@ -10,12 +10,14 @@ mod connection;
 mod counters;
 mod keys;
 pub(crate) mod migrate;
+mod object;
 mod server;
+mod set_options;
 mod strings;
 
 use super::error::CmdError;
 use super::server::Node;
-use super::wire::encode;
+use crate::resp::encode;
 use bytes::{Bytes, BytesMut};
 use std::collections::HashMap;
 use std::sync::atomic::Ordering::Relaxed;
@@ -201,6 +203,11 @@ pub static COMMANDS: &[Command] = &[
     cmd!("scan", -2, READONLY, NOKEYS, keys::scan),
     cmd!("keys", 2, READONLY, NOKEYS, keys::keys),
     cmd!("randomkey", 1, READONLY, NOKEYS, keys::randomkey),
+    cmd!("rename", 3, WRITE, (1, 2, 1), object::rename),
+    cmd!("renamenx", 3, WRITE | FAST, (1, 2, 1), object::renamenx),
+    cmd!("copy", -3, RW, (1, 2, 1), object::copy),
+    cmd!("object", -2, READONLY, (2, 2, 1), object::object),
+    cmd!("memory", -2, READONLY, NOKEYS, object::memory),
     // migration
     cmd!("dump", 2, READONLY, KEY1, migrate::dump),
     cmd!("restore", -4, RW, KEY1, migrate::restore),
@@ -213,7 +220,31 @@ pub static COMMANDS: &[Command] = &[
     },
 ];
 
-static BY_NAME: LazyLock<HashMap<&'static [u8], &'static Command>> =
+/// FNV-1a: command names are short and not chosen by an attacker who could
+/// exploit it (unknown names just miss), and SipHash showed in profiles.
+#[derive(Default)]
+struct Fnv(u64);
+
+impl std::hash::Hasher for Fnv {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        let mut h = if self.0 == 0 {
+            0xcbf2_9ce4_8422_2325
+        } else {
+            self.0
+        };
+        for &b in bytes {
+            h = (h ^ b as u64).wrapping_mul(0x0100_0000_01b3);
+        }
+        self.0 = h;
+    }
+}
+
+type FnvBuild = std::hash::BuildHasherDefault<Fnv>;
+
+static BY_NAME: LazyLock<HashMap<&'static [u8], &'static Command, FnvBuild>> =
     LazyLock::new(|| COMMANDS.iter().map(|c| (c.name.as_bytes(), c)).collect());
 
 /// Looks a command up by name, any case, without allocating.
@@ -287,38 +318,10 @@ pub fn arity_ok(arity: i32, n: usize) -> bool {
     }
 }
 
-/// Parses an integer exactly as Redis's `string2ll`: optional `-`, no `+`,
-/// no leading zeros or blanks, within i64.
+/// Parses an integer exactly as Redis's `string2ll` (see
+/// [`crate::resp::parse_i64`]).
 pub fn parse_i64(b: &[u8]) -> Result<i64, CmdError> {
-    let err = CmdError::NotInteger;
-    let (neg, digits) = match b.split_first() {
-        Some((b'-', rest)) => (true, rest),
-        _ => (false, b),
-    };
-    match digits {
-        [] => return Err(err),
-        [b'0'] if !neg => return Ok(0),
-        [b'1'..=b'9', ..] if digits.len() <= 19 => {}
-        _ => return Err(err),
-    }
-    let mut v: u64 = 0;
-    for &c in digits {
-        if !c.is_ascii_digit() {
-            return Err(err);
-        }
-        v = v
-            .checked_mul(10)
-            .and_then(|v| v.checked_add((c - b'0') as u64))
-            .ok_or(CmdError::NotInteger)?;
-    }
-    if neg {
-        if v > i64::MAX as u64 + 1 {
-            return Err(err);
-        }
-        Ok((v as i64).wrapping_neg())
-    } else {
-        i64::try_from(v).map_err(|_| err)
-    }
+    crate::resp::parse_i64(b).ok_or(CmdError::NotInteger)
 }
 
 /// Parses a float as Redis's `string2ld`: no blanks, no NaN.

@@ -7,7 +7,7 @@ use crate::backend::error::CmdError;
 use crate::backend::glob;
 use crate::backend::server::REDIS_VERSION;
 use crate::backend::store::now_ms;
-use crate::backend::wire::{encode, eq_ignore_case};
+use crate::resp::{encode, eq_ignore_case};
 use bytes::{Bytes, BytesMut};
 use std::fmt::Write as _;
 use std::sync::atomic::Ordering::Relaxed;
@@ -73,23 +73,15 @@ fn command_info(out: &mut BytesMut, c: &Command, proto: u8) {
     encode::bulk(out, c.name.as_bytes());
     encode::integer(out, c.arity as i64);
     let flags = flag_names(c);
-    set_len(out, flags.len(), proto);
+    encode::set_len(out, flags.len(), proto);
     flags.iter().for_each(|f| encode::simple(out, f));
     encode::integer(out, c.keys.0 as i64);
     encode::integer(out, c.keys.1 as i64);
     encode::integer(out, c.keys.2 as i64);
-    set_len(out, 0, proto); // ACL categories
-    set_len(out, 0, proto); // tips
+    encode::set_len(out, 0, proto); // ACL categories
+    encode::set_len(out, 0, proto); // tips
     encode::array_len(out, 0); // key specs
     encode::array_len(out, 0); // subcommands
-}
-
-fn set_len(out: &mut BytesMut, n: usize, proto: u8) {
-    if proto >= 3 {
-        out.extend_from_slice(format!("~{n}\r\n").as_bytes());
-    } else {
-        encode::array_len(out, n);
-    }
 }
 
 fn command_docs(out: &mut BytesMut, c: &Command, proto: u8) {

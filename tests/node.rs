@@ -1,0 +1,692 @@
+//! The built-in node over real TCP: nodes run in-process on port 0, every
+//! assertion is on exact RESP bytes, and every read is under a timeout.
+
+mod common;
+
+use bytes::BytesMut;
+use shardis::backend::{run, NodeConfig};
+use std::net::SocketAddr;
+use std::time::Duration;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::oneshot;
+
+const READ_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// A node running in this process; stops when dropped.
+struct TestNode {
+    addr: SocketAddr,
+    _stop: oneshot::Sender<()>,
+}
+
+async fn start(config: NodeConfig) -> TestNode {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (tx, rx) = oneshot::channel::<()>();
+    tokio::spawn(run(listener, config, async {
+        let _ = rx.await;
+    }));
+    TestNode { addr, _stop: tx }
+}
+
+async fn node() -> TestNode {
+    start(NodeConfig::default()).await
+}
+
+/// A raw RESP client.
+struct Client {
+    sock: TcpStream,
+    buf: BytesMut,
+}
+
+fn command(args: &[&str]) -> Vec<u8> {
+    let args: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
+    command_bytes(&args)
+}
+
+fn command_bytes(args: &[&[u8]]) -> Vec<u8> {
+    let mut out = format!("*{}\r\n", args.len()).into_bytes();
+    for a in args {
+        out.extend_from_slice(format!("${}\r\n", a.len()).as_bytes());
+        out.extend_from_slice(a);
+        out.extend_from_slice(b"\r\n");
+    }
+    out
+}
+
+impl Client {
+    async fn connect(node: &TestNode) -> Client {
+        Client {
+            sock: TcpStream::connect(node.addr).await.unwrap(),
+            buf: BytesMut::new(),
+        }
+    }
+
+    async fn send_raw(&mut self, bytes: &[u8]) {
+        self.sock.write_all(bytes).await.unwrap();
+    }
+
+    async fn send(&mut self, args: &[&str]) {
+        self.send_raw(&command(args)).await;
+    }
+
+    /// Reads one complete reply.
+    async fn reply(&mut self) -> Vec<u8> {
+        loop {
+            if let Some(n) = shardis::resp::reply_len(&self.buf).unwrap() {
+                return self.buf.split_to(n).to_vec();
+            }
+            let n = tokio::time::timeout(READ_TIMEOUT, self.sock.read_buf(&mut self.buf))
+                .await
+                .expect("reply timed out")
+                .unwrap();
+            assert!(
+                n > 0,
+                "connection closed; have {:?}",
+                String::from_utf8_lossy(&self.buf)
+            );
+        }
+    }
+
+    /// Sends a command and asserts its reply, byte for byte.
+    async fn check(&mut self, args: &[&str], want: &str) {
+        self.send(args).await;
+        let got = self.reply().await;
+        assert_eq!(String::from_utf8_lossy(&got), want, "reply to {args:?}");
+    }
+
+    async fn call(&mut self, args: &[&str]) -> String {
+        self.send(args).await;
+        String::from_utf8_lossy(&self.reply().await).into_owned()
+    }
+
+    /// Asserts the server closes the connection (after any pending bytes).
+    async fn expect_closed(&mut self) {
+        let mut rest = Vec::new();
+        let r = tokio::time::timeout(READ_TIMEOUT, self.sock.read_to_end(&mut rest)).await;
+        assert!(r.is_ok(), "connection was not closed");
+    }
+}
+
+#[tokio::test]
+async fn ping_replies_pong_and_echoes_a_message() {
+    let n = node().await;
+    let mut c = Client::connect(&n).await;
+    c.check(&["PING"], "+PONG\r\n").await;
+    c.check(&["ping", "hi"], "$2\r\nhi\r\n").await;
+    c.check(
+        &["PING", "a", "b"],
+        "-ERR wrong number of arguments for 'ping' command\r\n",
+    )
+    .await;
+    c.check(&["ECHO", "x y"], "$3\r\nx y\r\n").await;
+}
+
+#[tokio::test]
+async fn set_then_get_returns_the_value() {
+    let n = node().await;
+    let mut c = Client::connect(&n).await;
+    c.check(&["SET", "k", "v"], "+OK\r\n").await;
+    c.check(&["GET", "k"], "$1\r\nv\r\n").await;
+    c.check(&["GET", "missing"], "$-1\r\n").await;
+}
+
+#[tokio::test]
+async fn set_with_nx_on_existing_key_returns_nil() {
+    let n = node().await;
+    let mut c = Client::connect(&n).await;
+    c.check(&["SET", "k", "v"], "+OK\r\n").await;
+    c.check(&["SET", "k", "w", "NX"], "$-1\r\n").await;
+    c.check(&["SET", "k", "w", "NX", "GET"], "$1\r\nv\r\n")
+        .await;
+    c.check(&["GET", "k"], "$1\r\nv\r\n").await;
+    c.check(&["SET", "other", "w", "XX"], "$-1\r\n").await;
+}
+
+#[tokio::test]
+async fn set_with_get_returns_the_old_value() {
+    let n = node().await;
+    let mut c = Client::connect(&n).await;
+    c.check(&["SET", "k", "old"], "+OK\r\n").await;
+    c.check(&["SET", "k", "new", "GET"], "$3\r\nold\r\n").await;
+    c.check(&["GET", "k"], "$3\r\nnew\r\n").await;
+}
+
+#[tokio::test]
+async fn set_options_report_redis_errors() {
+    let n = node().await;
+    let mut c = Client::connect(&n).await;
+    c.check(
+        &["SET", "k", "v", "EX", "0"],
+        "-ERR invalid expire time in 'set' command\r\n",
+    )
+    .await;
+    c.check(
+        &["SET", "k", "v", "EX", "abc"],
+        "-ERR value is not an integer or out of range\r\n",
+    )
+    .await;
+    c.check(&["SET", "k", "v", "NX", "XX"], "-ERR syntax error\r\n")
+        .await;
+    c.check(
+        &["SET", "k", "v", "KEEPTTL", "PX", "5"],
+        "-ERR syntax error\r\n",
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn unknown_command_lists_its_args_and_keeps_the_connection() {
+    let n = node().await;
+    let mut c = Client::connect(&n).await;
+    c.check(
+        &["foo", "a", "b"],
+        "-ERR unknown command 'foo', with args beginning with: 'a' 'b' \r\n",
+    )
+    .await;
+    c.check(
+        &["GET"],
+        "-ERR wrong number of arguments for 'get' command\r\n",
+    )
+    .await;
+    c.check(&["PING"], "+PONG\r\n").await;
+}
+
+#[tokio::test]
+async fn protocol_error_closes_only_that_client() {
+    let n = node().await;
+    let mut bad = Client::connect(&n).await;
+    let mut good = Client::connect(&n).await;
+    bad.send_raw(b"*1\r\n$4\r\nPING\r\n*abc\r\n").await;
+    assert_eq!(bad.reply().await, b"+PONG\r\n");
+    assert_eq!(
+        bad.reply().await,
+        b"-ERR Protocol error: invalid multibulk length\r\n"
+    );
+    bad.expect_closed().await;
+    good.check(&["PING"], "+PONG\r\n").await;
+}
+
+#[tokio::test]
+async fn inline_commands_are_understood() {
+    let n = node().await;
+    let mut c = Client::connect(&n).await;
+    c.send_raw(b"\r\nSET k \"a b\"\r\nGET k\r\n").await;
+    assert_eq!(c.reply().await, b"+OK\r\n");
+    assert_eq!(c.reply().await, b"$3\r\na b\r\n");
+}
+
+#[tokio::test]
+async fn hello_3_switches_the_connection_to_resp3() {
+    let n = node().await;
+    let mut c = Client::connect(&n).await;
+    let hello = c.call(&["HELLO", "3"]).await;
+    assert!(hello.starts_with("%7\r\n$6\r\nserver\r\n$5\r\nredis\r\n$7\r\nversion\r\n$5\r\n7.0.0\r\n$5\r\nproto\r\n:3\r\n"), "{hello}");
+    c.check(&["GET", "missing"], "_\r\n").await;
+    c.check(&["MGET", "missing"], "*1\r\n_\r\n").await;
+    c.check(&["CONFIG", "GET", "save"], "%1\r\n$4\r\nsave\r\n$0\r\n\r\n")
+        .await;
+    c.check(&["HELLO", "4"], "-NOPROTO unsupported protocol version\r\n")
+        .await;
+    let back = c.call(&["HELLO", "2"]).await;
+    assert!(back.starts_with("*14\r\n"), "{back}");
+    c.check(&["GET", "missing"], "$-1\r\n").await;
+}
+
+#[tokio::test]
+async fn quit_replies_ok_then_closes() {
+    let n = node().await;
+    let mut c = Client::connect(&n).await;
+    c.send_raw(&[command(&["QUIT"]), command(&["PING"])].concat())
+        .await;
+    assert_eq!(c.reply().await, b"+OK\r\n");
+    c.expect_closed().await;
+}
+
+#[tokio::test]
+async fn select_accepts_only_database_zero() {
+    let n = node().await;
+    let mut c = Client::connect(&n).await;
+    c.check(&["SELECT", "0"], "+OK\r\n").await;
+    c.check(&["SELECT", "1"], "-ERR DB index is out of range\r\n")
+        .await;
+}
+
+#[tokio::test]
+async fn counters_report_redis_errors() {
+    let n = node().await;
+    let mut c = Client::connect(&n).await;
+    c.check(&["INCR", "n"], ":1\r\n").await;
+    c.check(&["INCRBY", "n", "41"], ":42\r\n").await;
+    c.check(&["DECRBY", "n", "2"], ":40\r\n").await;
+    c.check(&["SET", "s", "abc"], "+OK\r\n").await;
+    c.check(
+        &["INCR", "s"],
+        "-ERR value is not an integer or out of range\r\n",
+    )
+    .await;
+    c.check(&["SET", "max", "9223372036854775807"], "+OK\r\n")
+        .await;
+    c.check(
+        &["INCR", "max"],
+        "-ERR increment or decrement would overflow\r\n",
+    )
+    .await;
+    c.check(
+        &["INCRBYFLOAT", "s", "1"],
+        "-ERR value is not a valid float\r\n",
+    )
+    .await;
+    c.check(&["INCRBYFLOAT", "f", "0.1"], "$3\r\n0.1\r\n").await;
+    c.check(&["INCRBYFLOAT", "f", "0.2"], "$3\r\n0.3\r\n").await;
+}
+
+#[tokio::test]
+async fn setrange_past_512_mb_is_refused() {
+    let n = node().await;
+    let mut c = Client::connect(&n).await;
+    c.check(
+        &["SETRANGE", "k", "536870912", "x"],
+        "-ERR string exceeds maximum allowed size (proto-max-bulk-len)\r\n",
+    )
+    .await;
+    c.check(&["SETRANGE", "k", "2", "x"], ":3\r\n").await;
+    c.check(&["GET", "k"], "$3\r\n\0\0x\r\n").await;
+}
+
+#[tokio::test]
+async fn expired_key_is_never_returned() {
+    let n = node().await;
+    let mut c = Client::connect(&n).await;
+    c.check(&["SET", "k", "v", "PX", "50"], "+OK\r\n").await;
+    c.check(&["GET", "k"], "$1\r\nv\r\n").await;
+    tokio::time::sleep(Duration::from_millis(80)).await;
+    c.check(&["GET", "k"], "$-1\r\n").await;
+    c.check(&["EXISTS", "k"], ":0\r\n").await;
+    c.check(&["TTL", "k"], ":-2\r\n").await;
+}
+
+#[tokio::test]
+async fn active_expiry_reclaims_keys_nobody_reads() {
+    let n = node().await;
+    let mut c = Client::connect(&n).await;
+    for i in 0..200 {
+        c.check(&["SET", &format!("k{i}"), "v", "PX", "30"], "+OK\r\n")
+            .await;
+    }
+    c.check(&["SET", "kept", "v"], "+OK\r\n").await;
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    c.check(&["DBSIZE"], ":1\r\n").await;
+}
+
+#[tokio::test]
+async fn expire_options_follow_redis_7() {
+    let n = node().await;
+    let mut c = Client::connect(&n).await;
+    c.check(&["SET", "k", "v"], "+OK\r\n").await;
+    c.check(&["EXPIRE", "k", "100", "XX"], ":0\r\n").await;
+    c.check(&["EXPIRE", "k", "100", "NX"], ":1\r\n").await;
+    c.check(&["EXPIRE", "k", "50", "GT"], ":0\r\n").await;
+    c.check(&["EXPIRE", "k", "200", "GT"], ":1\r\n").await;
+    c.check(&["TTL", "k"], ":200\r\n").await;
+    c.check(
+        &["EXPIRE", "k", "1", "NX", "XX"],
+        "-ERR NX and XX, GT or LT options at the same time are not compatible\r\n",
+    )
+    .await;
+    c.check(&["PERSIST", "k"], ":1\r\n").await;
+    c.check(&["TTL", "k"], ":-1\r\n").await;
+    c.check(&["EXPIRE", "k", "-1"], ":1\r\n").await;
+    c.check(&["EXISTS", "k"], ":0\r\n").await;
+}
+
+#[tokio::test]
+async fn scan_walks_every_key_exactly_once() {
+    let n = node().await;
+    let mut c = Client::connect(&n).await;
+    for i in 0..300 {
+        c.check(&["SET", &format!("key:{i}"), "v"], "+OK\r\n").await;
+    }
+    let mut seen = std::collections::HashSet::new();
+    let mut cursor = "0".to_string();
+    let mut calls = 0;
+    loop {
+        c.send(&["SCAN", &cursor, "COUNT", "20"]).await;
+        let reply = c.reply().await;
+        let text = String::from_utf8_lossy(&reply).into_owned();
+        let lines: Vec<&str> = text.split("\r\n").collect();
+        cursor = lines[2].to_string();
+        for key in lines[4..].iter().skip(1).step_by(2) {
+            if !key.is_empty() {
+                assert!(seen.insert(key.to_string()), "{key} returned twice");
+            }
+        }
+        calls += 1;
+        if cursor == "0" {
+            break;
+        }
+    }
+    assert_eq!(seen.len(), 300);
+    assert!(calls > 5, "COUNT should split the walk ({calls} calls)");
+}
+
+#[tokio::test]
+async fn keys_matches_redis_globs() {
+    let n = node().await;
+    let mut c = Client::connect(&n).await;
+    for k in ["hello", "hallo", "hxllo", "other"] {
+        c.check(&["SET", k, "v"], "+OK\r\n").await;
+    }
+    async fn keys(c: &mut Client, pattern: &str) -> Vec<String> {
+        let text = c.call(&["KEYS", pattern]).await;
+        let mut keys: Vec<String> = text
+            .split("\r\n")
+            .skip(2)
+            .step_by(2)
+            .filter(|s| !s.is_empty())
+            .map(String::from)
+            .collect();
+        keys.sort();
+        keys
+    }
+    assert_eq!(keys(&mut c, "h[ae]llo").await, ["hallo", "hello"]);
+    assert_eq!(keys(&mut c, "h?llo").await, ["hallo", "hello", "hxllo"]);
+    assert_eq!(keys(&mut c, "*er").await, ["other"]);
+}
+
+#[tokio::test]
+async fn pipelined_batch_of_1000_commands_replies_in_order() {
+    let n = node().await;
+    let mut c = Client::connect(&n).await;
+    let mut batch = Vec::new();
+    let mut want = Vec::new();
+    for i in 0..500 {
+        batch.extend(command(&["SET", &format!("k{i}"), &format!("value-{i}")]));
+        want.extend_from_slice(b"+OK\r\n");
+        batch.extend(command(&["GET", &format!("k{i}")]));
+        let v = format!("value-{i}");
+        want.extend(format!("${}\r\n{v}\r\n", v.len()).into_bytes());
+    }
+    c.send_raw(&batch).await;
+    let mut got = Vec::new();
+    for _ in 0..1000 {
+        got.extend(c.reply().await);
+    }
+    assert_eq!(
+        String::from_utf8_lossy(&got),
+        String::from_utf8_lossy(&want)
+    );
+}
+
+#[tokio::test]
+async fn dump_and_restore_carry_a_value_and_ttl_between_nodes() {
+    let (a, b) = (node().await, node().await);
+    let (mut ca, mut cb) = (Client::connect(&a).await, Client::connect(&b).await);
+    ca.check(&["SET", "k", "hello\r\nworld"], "+OK\r\n").await;
+    ca.send(&["DUMP", "k"]).await;
+    let dump = ca.reply().await;
+    let payload = &dump[dump.windows(2).position(|w| w == b"\r\n").unwrap() + 2..dump.len() - 2];
+    let restore = |ttl: &str, extra: &[&[u8]]| {
+        let mut args: Vec<&[u8]> = vec![b"RESTORE", b"k", ttl.as_bytes(), payload];
+        args.extend_from_slice(extra);
+        command_bytes(&args)
+    };
+    let (first, busy, replace) = (
+        restore("5000", &[]),
+        restore("0", &[]),
+        restore("0", &[b"REPLACE"]),
+    );
+    let negative = restore("-1", &[]);
+    cb.send_raw(&first).await;
+    assert_eq!(cb.reply().await, b"+OK\r\n");
+    cb.check(&["GET", "k"], "$12\r\nhello\r\nworld\r\n").await;
+    let pttl: i64 = cb.call(&["PTTL", "k"]).await[1..].trim().parse().unwrap();
+    assert!((4000..=5000).contains(&pttl), "{pttl}");
+    cb.send_raw(&busy).await;
+    assert_eq!(
+        cb.reply().await,
+        b"-BUSYKEY Target key name already exists.\r\n"
+    );
+    cb.send_raw(&replace).await;
+    assert_eq!(cb.reply().await, b"+OK\r\n");
+    cb.check(&["TTL", "k"], ":-1\r\n").await;
+    cb.check(
+        &["RESTORE", "j", "0", "garbage"],
+        "-ERR DUMP payload version or checksum are wrong\r\n",
+    )
+    .await;
+    cb.check(&["DEL", "k"], ":1\r\n").await;
+    cb.send_raw(&negative).await;
+    assert_eq!(
+        cb.reply().await,
+        b"-ERR Invalid TTL value, must be >= 0\r\n"
+    );
+    ca.check(&["DUMP", "missing"], "$-1\r\n").await;
+}
+
+fn migrate_args<'a>(target: &'a str, key: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
+    let mut args = vec!["MIGRATE", "127.0.0.1", target, key, "0", "1000"];
+    args.extend_from_slice(extra);
+    args
+}
+
+#[tokio::test]
+async fn migrate_moves_a_key_and_deletes_the_source_copy() {
+    let (a, b) = (node().await, node().await);
+    let port = b.addr.port().to_string();
+    let (mut ca, mut cb) = (Client::connect(&a).await, Client::connect(&b).await);
+    ca.check(&["SET", "k", "v", "EX", "100"], "+OK\r\n").await;
+    ca.check(&migrate_args(&port, "k", &[]), "+OK\r\n").await;
+    ca.check(&["EXISTS", "k"], ":0\r\n").await;
+    cb.check(&["GET", "k"], "$1\r\nv\r\n").await;
+    cb.check(&["TTL", "k"], ":100\r\n").await;
+    // The cached connection is reused for the next one.
+    ca.check(&["SET", "k2", "v2"], "+OK\r\n").await;
+    ca.check(&migrate_args(&port, "k2", &["COPY"]), "+OK\r\n")
+        .await;
+    ca.check(&["GET", "k2"], "$2\r\nv2\r\n").await;
+    cb.check(&["GET", "k2"], "$2\r\nv2\r\n").await;
+}
+
+#[tokio::test]
+async fn migrate_of_a_missing_key_replies_nokey() {
+    let (a, b) = (node().await, node().await);
+    let port = b.addr.port().to_string();
+    let mut ca = Client::connect(&a).await;
+    ca.check(&migrate_args(&port, "missing", &[]), "+NOKEY\r\n")
+        .await;
+    ca.check(&migrate_args(&port, "", &["KEYS", "x", "y"]), "+NOKEY\r\n")
+        .await;
+}
+
+#[tokio::test]
+async fn migrate_to_a_target_that_has_the_key_keeps_it_at_the_source() {
+    let (a, b) = (node().await, node().await);
+    let port = b.addr.port().to_string();
+    let (mut ca, mut cb) = (Client::connect(&a).await, Client::connect(&b).await);
+    ca.check(&["SET", "k", "source"], "+OK\r\n").await;
+    cb.check(&["SET", "k", "target"], "+OK\r\n").await;
+    ca.check(
+        &migrate_args(&port, "k", &[]),
+        "-ERR Target instance replied with error: BUSYKEY Target key name already exists.\r\n",
+    )
+    .await;
+    ca.check(&["GET", "k"], "$6\r\nsource\r\n").await;
+    cb.check(&["GET", "k"], "$6\r\ntarget\r\n").await;
+    ca.check(&migrate_args(&port, "k", &["REPLACE"]), "+OK\r\n")
+        .await;
+    cb.check(&["GET", "k"], "$6\r\nsource\r\n").await;
+}
+
+#[tokio::test]
+async fn migrate_keys_moves_several_keys_with_their_ttls() {
+    let (a, b) = (node().await, node().await);
+    let port = b.addr.port().to_string();
+    let (mut ca, mut cb) = (Client::connect(&a).await, Client::connect(&b).await);
+    for i in 0..300 {
+        ca.check(
+            &["SET", &format!("k{i}"), &format!("v{i}"), "PX", "100000"],
+            "+OK\r\n",
+        )
+        .await;
+    }
+    let names: Vec<String> = (0..300)
+        .map(|i| format!("k{i}"))
+        .chain(["absent".to_string()])
+        .collect();
+    let mut args = migrate_args(&port, "", &["KEYS"]);
+    args.extend(names.iter().map(String::as_str));
+    ca.check(&args, "+OK\r\n").await;
+    ca.check(&["DBSIZE"], ":0\r\n").await;
+    cb.check(&["DBSIZE"], ":300\r\n").await;
+    cb.check(&["GET", "k299"], "$4\r\nv299\r\n").await;
+    let pttl: i64 = cb.call(&["PTTL", "k7"]).await[1..].trim().parse().unwrap();
+    assert!((90_000..=100_000).contains(&pttl), "{pttl}");
+}
+
+#[tokio::test]
+async fn migrate_to_a_closed_port_reports_ioerr_and_keeps_the_key() {
+    let a = node().await;
+    let closed = common::free_port().to_string();
+    let mut ca = Client::connect(&a).await;
+    ca.check(&["SET", "k", "v"], "+OK\r\n").await;
+    ca.check(
+        &migrate_args(&closed, "k", &[]),
+        "-IOERR error or timeout connecting to the client\r\n",
+    )
+    .await;
+    ca.check(&["GET", "k"], "$1\r\nv\r\n").await;
+}
+
+#[tokio::test]
+async fn concurrent_migrates_of_one_key_move_it_exactly_once() {
+    let (a, b) = (node().await, node().await);
+    let port = b.addr.port().to_string();
+    let mut ca = Client::connect(&a).await;
+    for round in 0..20 {
+        let key = format!("k{round}");
+        ca.check(&["SET", &key, "v"], "+OK\r\n").await;
+        let mut clients = Vec::new();
+        for _ in 0..4 {
+            let mut c = Client::connect(&a).await;
+            c.send(&migrate_args(&port, &key, &[])).await;
+            clients.push(c);
+        }
+        let mut replies = Vec::new();
+        for c in &mut clients {
+            replies.push(String::from_utf8_lossy(&c.reply().await).into_owned());
+        }
+        replies.sort();
+        assert_eq!(
+            replies,
+            ["+NOKEY\r\n", "+NOKEY\r\n", "+NOKEY\r\n", "+OK\r\n"],
+            "round {round}"
+        );
+    }
+    let mut cb = Client::connect(&b).await;
+    cb.check(&["DBSIZE"], ":20\r\n").await;
+}
+
+#[tokio::test]
+async fn maxmemory_evicts_old_keys_instead_of_refusing_writes() {
+    let n = start(NodeConfig {
+        maxmemory: 4 * 1024 * 1024,
+        ..Default::default()
+    })
+    .await;
+    let mut c = Client::connect(&n).await;
+    let value = "x".repeat(1000);
+    let mut batch = Vec::new();
+    for i in 0..10_000 {
+        batch.extend(command(&["SET", &format!("key:{i}"), &value]));
+    }
+    c.send_raw(&batch).await;
+    for _ in 0..10_000 {
+        assert_eq!(c.reply().await, b"+OK\r\n");
+    }
+    let info = c.call(&["INFO", "memory"]).await;
+    let used: u64 = info
+        .lines()
+        .find_map(|l| l.strip_prefix("used_memory:"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(used <= 4 * 1024 * 1024 + 2048, "used_memory {used}");
+    assert!(info.contains("maxmemory_policy:allkeys-lru"), "{info}");
+    let evicted: u64 = info
+        .lines()
+        .find_map(|l| l.strip_prefix("evicted_keys:"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(evicted > 5_000, "evicted {evicted}");
+    // The most recent keys survive.
+    c.check(&["EXISTS", "key:9999"], ":1\r\n").await;
+}
+
+#[tokio::test]
+async fn info_reports_keyspace_and_stats() {
+    let n = node().await;
+    let mut c = Client::connect(&n).await;
+    c.check(&["SET", "a", "1", "EX", "100"], "+OK\r\n").await;
+    c.check(&["SET", "b", "2"], "+OK\r\n").await;
+    c.check(&["GET", "a"], "$1\r\n1\r\n").await;
+    c.check(&["GET", "zz"], "$-1\r\n").await;
+    let info = c.call(&["INFO"]).await;
+    for want in [
+        "redis_version:7.0.0\r\n",
+        "redis_mode:standalone\r\n",
+        &format!("tcp_port:{}\r\n", n.addr.port()),
+        "role:master\r\n",
+        "keyspace_hits:1\r\n",
+        "keyspace_misses:1\r\n",
+        "db0:keys=2,expires=1,avg_ttl=0\r\n",
+    ] {
+        assert!(info.contains(want), "missing {want:?} in {info}");
+    }
+}
+
+#[tokio::test]
+async fn client_commands_track_the_connection() {
+    let n = node().await;
+    let mut c = Client::connect(&n).await;
+    c.check(&["CLIENT", "GETNAME"], "$-1\r\n").await;
+    c.check(&["CLIENT", "SETNAME", "worker-1"], "+OK\r\n").await;
+    c.check(&["CLIENT", "GETNAME"], "$8\r\nworker-1\r\n").await;
+    c.check(
+        &["CLIENT", "SETNAME", "a b"],
+        "-ERR Client names cannot contain spaces, newlines or special characters.\r\n",
+    )
+    .await;
+    c.check(&["CLIENT", "SETINFO", "lib-name", "redis-py"], "+OK\r\n")
+        .await;
+    c.check(
+        &["CLIENT", "FOO"],
+        "-ERR unknown subcommand 'FOO'. Try CLIENT HELP.\r\n",
+    )
+    .await;
+    let id = c.call(&["CLIENT", "ID"]).await;
+    assert!(id.starts_with(':'), "{id}");
+}
+
+#[tokio::test]
+async fn shutdown_stops_accepting_and_run_returns() {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (tx, rx) = oneshot::channel::<()>();
+    let server = tokio::spawn(run(listener, NodeConfig::default(), async {
+        let _ = rx.await;
+    }));
+    let mut c = Client {
+        sock: TcpStream::connect(addr).await.unwrap(),
+        buf: BytesMut::new(),
+    };
+    c.check(&["PING"], "+PONG\r\n").await;
+    tx.send(()).unwrap();
+    let finished = tokio::time::timeout(Duration::from_secs(5), server).await;
+    assert!(matches!(finished, Ok(Ok(Ok(())))), "run did not return");
+    c.expect_closed().await;
+    assert!(TcpStream::connect(addr).await.is_err(), "still accepting");
+}
