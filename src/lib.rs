@@ -3,11 +3,13 @@
 //! `resp` (framing, command table) and `ring` (placement) are pure and depend on
 //! nothing of ours; `backend` (the built-in cache node) uses `resp`; `proxy` uses
 //! `resp` and `ring`; `sim` (distribution science for `shardis sim`) uses
-//! `ring`. Only `main.rs` knows clap (besides `sim::SimArgs`, which derives its
+//! `ring`; `check` and `demo` drive whole clusters of child processes through
+//! the proxy port. Only `main.rs` knows clap (besides `sim::SimArgs`, which derives its
 //! flags so `main.rs` can embed them), signals and tracing-subscriber.
 
 pub mod backend;
 pub mod check;
+pub mod demo;
 pub mod proxy;
 pub mod resp;
 pub mod ring;

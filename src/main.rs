@@ -38,6 +38,10 @@ enum Cmd {
     /// clients through ADDNODE, REMOVENODE, a joining node killed mid-copy and a
     /// proxy restarted mid-copy, then verifies every acknowledged operation.
     Check(shardis::check::CheckArgs),
+    /// The scripted tour: starts a cluster and a proxy, loads keys, shows the
+    /// distribution, adds and removes a node while reading, measures latency,
+    /// then stops everything.
+    Demo(shardis::demo::DemoArgs),
     /// Print the command table as markdown (the README's list).
     #[command(hide = true)]
     Commands,
@@ -76,6 +80,9 @@ struct ProxyArgs {
     /// Validate the configuration, print a summary and exit.
     #[arg(long)]
     check_config: bool,
+    /// Exit when the parent process exits (used by `shardis demo`).
+    #[arg(long, hide = true)]
+    exit_with_parent: bool,
 }
 
 #[derive(Args)]
@@ -117,6 +124,7 @@ fn main() -> ExitCode {
             Ok(false) => Err("consistency violations found (see the report above)".into()),
             Err(e) => Err(e),
         },
+        Cmd::Demo(a) => shardis::demo::run(&a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -195,6 +203,9 @@ fn run_proxy(a: ProxyArgs) -> Result<(), String> {
         print_config(&config);
         return Ok(());
     }
+    if a.exit_with_parent {
+        exit_with_parent();
+    }
     runtime(config.threads)?.block_on(async move {
         let listener = TcpListener::bind(&config.listen)
             .await
@@ -204,15 +215,21 @@ fn run_proxy(a: ProxyArgs) -> Result<(), String> {
     })
 }
 
+/// Exits this process soon after its parent exits (polled: portable, and
+/// 200 ms is quick enough for a supervisor that died without cleaning up).
+fn exit_with_parent() {
+    let parent = std::os::unix::process::parent_id();
+    std::thread::spawn(move || loop {
+        std::thread::sleep(Duration::from_millis(200));
+        if std::os::unix::process::parent_id() != parent {
+            std::process::exit(0);
+        }
+    });
+}
+
 fn node(a: NodeArgs) -> Result<(), String> {
     if a.exit_with_parent {
-        let parent = std::os::unix::process::parent_id();
-        std::thread::spawn(move || loop {
-            std::thread::sleep(Duration::from_millis(200));
-            if std::os::unix::process::parent_id() != parent {
-                std::process::exit(0);
-            }
-        });
+        exit_with_parent();
     }
     // One thread per node: `up` runs ten of them on two cores, and a
     // current-thread runtime avoids cross-thread wakeups on every request.

@@ -1,0 +1,313 @@
+#!/usr/bin/env bash
+# bench/report.sh — regenerates test_report.md at the repo root and the charts
+# in bench/report/. The report is never edited by hand: rerun this script.
+#
+# Builds release, then runs, one after the other (never two loads at once):
+#   1. shardis demo --json --markdown --svg-dir   the tour: distribution, join,
+#                                                 leave, latency at 1 000 rps and max
+#   2. shardis sim --keys 10^9 --nodes 10 --add 1 (--quick: 10^8), timed
+#   3. shardis sim --compare                      placement strategies side by side
+#   4. bench/compare.sh --out                     redis-server, twemproxy, shardis
+#   5. shardis check --backend builtin | redis    consistency through join/leave/kills
+#   6. shardis demo --memory                      bytes per key vs redis-server,
+#                                                 10^7 keys of 1 KB (--quick: 10^6)
+# Every figure in the report comes from a command this run executed; a step
+# that is missing or fails is reported as such, with the tail of its output.
+#
+# Usage: bench/report.sh [--quick] [--skip-compare] [--skip-memory] [--skip-check]
+#                        [--out FILE]
+set -u -o pipefail
+
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+REPO="$(cd "$HERE/.." && pwd)"
+QUICK=0
+SKIP_COMPARE=0
+SKIP_MEMORY=0
+SKIP_CHECK=0
+OUT="$REPO/test_report.md"
+ARGS="$*"
+
+usage() { sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; }
+
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --quick) QUICK=1; shift ;;
+        --skip-compare) SKIP_COMPARE=1; shift ;;
+        --skip-memory) SKIP_MEMORY=1; shift ;;
+        --skip-check) SKIP_CHECK=1; shift ;;
+        --out) OUT="$2"; shift 2 ;;
+        -h|--help) usage; exit 0 ;;
+        *) echo "report.sh: unknown argument '$1'" >&2; usage >&2; exit 2 ;;
+    esac
+done
+
+CHARTS="$REPO/bench/report"
+CHARTS_REL="bench/report"
+WORK="$(mktemp -d "${TMPDIR:-/tmp}/shardis-report.XXXXXX")"
+trap 'rm -rf "$WORK"' EXIT
+mkdir -p "$CHARTS"
+
+SIM_KEYS=1000000000
+SIM_KEYS_TEXT="10^9"
+DEMO_FLAGS=()
+CHECK_FLAGS=()
+MEMORY_FLAGS=()
+COMPARE_FLAGS=()
+if [ "$QUICK" = 1 ]; then
+    SIM_KEYS=100000000
+    SIM_KEYS_TEXT="10^8"
+    DEMO_FLAGS=(--quick)
+    CHECK_FLAGS=(--short)
+    MEMORY_FLAGS=(--quick)
+    COMPARE_FLAGS=(--quick)
+fi
+
+# --- build -------------------------------------------------------------------
+cd "$REPO"
+echo "report.sh: building release" >&2
+if ! cargo build --release --bins >"$WORK/build.log" 2>&1; then
+    tail -30 "$WORK/build.log" >&2
+    echo "report.sh: the release build failed; no report written" >&2
+    exit 1
+fi
+TARGET_DIR="${CARGO_TARGET_DIR:-$REPO/target}"
+SHARDIS="$TARGET_DIR/release/shardis"
+LOAD="$TARGET_DIR/release/shardis-load"
+
+# --- steps -------------------------------------------------------------------
+# run NAME TIMEOUT_S CMD…: runs CMD with stdout to $WORK/NAME.out, stderr to
+# $WORK/NAME.err; records exit status and wall seconds in $WORK/NAME.rc/.secs.
+run() {
+    local name="$1" limit="$2"
+    shift 2
+    echo "report.sh: [$name] $*" >&2
+    printf '%s\n' "$*" >"$WORK/$name.cmd"
+    local t0 t1 rc
+    t0=$(date +%s.%N)
+    timeout --signal=TERM --kill-after=30 "$limit" "$@" >"$WORK/$name.out" 2>"$WORK/$name.err"
+    rc=$?
+    t1=$(date +%s.%N)
+    echo "$rc" >"$WORK/$name.rc"
+    awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f\n", b - a }' >"$WORK/$name.secs"
+    echo "report.sh: [$name] exit $rc after $(cat "$WORK/$name.secs") s" >&2
+}
+
+rc() { cat "$WORK/$1.rc" 2>/dev/null || echo "not run"; }
+secs() { cat "$WORK/$1.secs" 2>/dev/null || echo "?"; }
+# The command as run, with the build path shortened.
+cmd() { sed -e "s#$SHARDIS#shardis#g" -e "s#$WORK/##g" -e "s#$REPO/##g" "$WORK/$1.cmd"; }
+
+START=$(date +%s)
+run demo 1200 "$SHARDIS" demo "${DEMO_FLAGS[@]}" --json "$WORK/demo.json" \
+    --markdown "$WORK/demo.md" --svg-dir "$CHARTS"
+run sim 1800 "$SHARDIS" sim --keys "$SIM_KEYS" --nodes 10 --add 1
+run sim_compare 600 "$SHARDIS" sim --compare
+if [ "$SKIP_COMPARE" = 1 ]; then
+    echo "skipped (--skip-compare)" >"$WORK/compare.skipped"
+elif [ ! -x "$REPO/bench/compare.sh" ]; then
+    echo "bench/compare.sh is missing or not executable" >"$WORK/compare.skipped"
+else
+    run compare 5400 "$REPO/bench/compare.sh" "${COMPARE_FLAGS[@]}" --out "$WORK/compare.md" \
+        --shardis "$SHARDIS" --load "$LOAD"
+fi
+if [ "$SKIP_CHECK" = 0 ]; then
+    run check_builtin 1200 "$SHARDIS" check --backend builtin "${CHECK_FLAGS[@]}"
+    if command -v redis-server >/dev/null; then
+        run check_redis 1200 "$SHARDIS" check --backend redis "${CHECK_FLAGS[@]}"
+    fi
+fi
+if [ "$SKIP_MEMORY" = 0 ]; then
+    run memory 3600 "$SHARDIS" demo --memory "${MEMORY_FLAGS[@]}" --json "$WORK/memory.json" \
+        --markdown "$WORK/memory.md"
+fi
+TOTAL_MIN=$(( ($(date +%s) - START + 59) / 60 ))
+
+# --- report ------------------------------------------------------------------
+commit="$(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
+if [ -n "$(git status --porcelain -- . ':!test_report.md' ':!bench/report' 2>/dev/null)" ]; then
+    commit="$commit (with uncommitted changes)"
+fi
+cores="$(nproc)"
+mem_gib="$(awk '/^MemTotal:/ { printf "%.1f", $2 / 1048576 }' /proc/meminfo)"
+cpu="$(awk -F': ' '/^model name/ { print $2; exit }' /proc/cpuinfo)"
+redis_version="$(redis-server --version 2>/dev/null | sed -n 's/.*v=\([^ ]*\).*/\1/p')"
+
+fence() { echo '```text'; cat "$1"; echo '```'; }
+
+# step_status NAME: one line saying how the step ended.
+step_status() {
+    local r
+    r="$(rc "$1")"
+    case "$r" in
+        0) echo "Ran \`$(cmd "$1")\` in $(secs "$1") s (exit 0)." ;;
+        124|137) echo "**TIMED OUT**: \`$(cmd "$1")\` was stopped after $(secs "$1") s." ;;
+        "not run") echo "**Not run.**" ;;
+        *) echo "**FAILED** (exit $r): \`$(cmd "$1")\` after $(secs "$1") s." ;;
+    esac
+}
+
+# failure_tail NAME: the end of a failed step's output.
+failure_tail() {
+    if [ "$(rc "$1")" != 0 ] && [ -f "$WORK/$1.err" ]; then
+        echo
+        echo "Last lines of its output:"
+        echo
+        echo '```text'
+        tail -n 25 "$WORK/$1.out" 2>/dev/null
+        tail -n 25 "$WORK/$1.err" | tr '\r' '\n' | grep -v '^\s*$' | tail -n 25
+        echo '```'
+    fi
+}
+
+# glance: headline figures, from the JSON the demo and memory steps wrote.
+glance() {
+    if ! command -v jq >/dev/null; then
+        echo "(jq not found: see the sections below for the figures.)"
+        return
+    fi
+    echo "| figure | value | from |"
+    echo "|---|---|---|"
+    if [ "$(rc demo)" = 0 ] && [ -f "$WORK/demo.json" ]; then
+        jq -r '
+          def f2: (. * 100 | round) / 100;
+          def ms: (. / 10 | round) / 100;
+          def lat($op; $mode; $p): [.latency[] | select(.op == $op and .mode == $mode and .pipeline == $p)][0];
+          def pp($r): "p50 \($r.p50_us | ms) ms, p99 \($r.p99_us | ms) ms, p99.9 \($r.p999_us | ms) ms (\($r.ops_per_sec | round) ops/s)";
+          "| keys per node, 10 nodes | max/avg \(.distribution.max_over_avg * 1000 | round / 1000), min/avg \(.distribution.min_over_avg * 1000 | round / 1000) | demo |",
+          "| join 10 → 11: keys moved | \(.join.moved_pct | f2)% (ideal \(.join.ideal_pct | f2)%), \(.join.reads_during.missing + .join.verify_after.missing) missing | demo |",
+          "| leave \(.leave.node): keys moved | \(.leave.moved_pct | f2)% (ideal \(.leave.ideal_pct | f2)%), \(.leave.reads_during.missing + .leave.verify_after.missing) missing, \(.leave.removed_node_keys_after) left on it | demo |",
+          "| ring rebuild (join / leave) | \(.join.ring_rebuild_us) µs / \(.leave.ring_rebuild_us) µs | demo |",
+          "| migration, cutover pause (join) | \(.join.migration_ms) ms, \(.join.cutover_pause_ms) ms | demo |",
+          "| GET at \(lat("GET"; "open"; 1).target_rps) rps | \(pp(lat("GET"; "open"; 1))) | demo |",
+          "| SET at \(lat("SET"; "open"; 1).target_rps) rps | \(pp(lat("SET"; "open"; 1))) | demo |",
+          "| GET max, pipelined P16 | \(pp(lat("GET"; "closed"; 16))) | demo |",
+          "| SET max, pipelined P16 | \(pp(lat("SET"; "closed"; 16))) | demo |",
+          "| GET max, unpipelined | \(pp(lat("GET"; "closed"; 1))) | demo |"
+        ' "$WORK/demo.json"
+    else
+        echo "| demo | $(step_status demo) | demo |"
+    fi
+    if [ "$(rc sim)" = 0 ]; then
+        echo "| $SIM_KEYS_TEXT keys, 10 → 11 nodes | $(grep -m1 '^Join' "$WORK/sim.out" | sed 's/^Join [^:]*: //'); wall $(secs sim) s | sim |"
+    fi
+    for b in builtin redis; do
+        [ -f "$WORK/check_$b.rc" ] || continue
+        echo "| consistency check, $b | $(grep -m1 '^verdict' "$WORK/check_$b.out" || echo "exit $(rc check_$b)") | check |"
+    done
+    if [ -f "$WORK/memory.json" ]; then
+        jq -r '.backends[] | "| memory per key, \(.backend) | \(.rss_bytes_per_key | round) B RSS, \(.used_bytes_per_key | round) B used_memory (value \(.value_size) B); 10^9 keys → \(.nodes_needed) nodes of 100 GB | memory |"' "$WORK/memory.json"
+    fi
+}
+
+{
+    echo "# shardis test report"
+    echo
+    echo "Generated by \`bench/report.sh${ARGS:+ $ARGS}\` on $(date -u '+%Y-%m-%d %H:%M UTC') in ${TOTAL_MIN} min."
+    echo "Do not edit by hand: rerun the command. Every figure below comes from a command that run executed."
+    echo
+    echo "| | |"
+    echo "|---|---|"
+    echo "| commit | \`$commit\` |"
+    echo "| machine | ${cores} cores (nproc), ${mem_gib} GiB memory (MemTotal), ${cpu:-unknown CPU}, $(uname -sr) |"
+    echo "| redis-server | ${redis_version:-not installed} |"
+    echo
+    echo "Load generators, proxy and nodes share these cores on a machine others also use, so single"
+    echo "figures are noisy: compare medians and ratios, not single runs."
+    echo
+    echo "## At a glance"
+    echo
+    glance
+    echo
+    echo "## 1. The tour: \`shardis demo\`"
+    echo
+    step_status demo
+    echo "Ten built-in nodes and a proxy as child processes on free loopback ports; keys written"
+    echo "through the proxy; keys per node from DBSIZE on each node; a node added and one removed while"
+    echo "two readers MGET every key in turn; latency through the proxy."
+    echo
+    if [ -f "$WORK/demo.md" ]; then
+        echo "![keys per node]($CHARTS_REL/keys-per-node.svg)"
+        echo
+        cat "$WORK/demo.md"
+        echo
+        echo "![latency]($CHARTS_REL/latency.svg)"
+        echo
+        echo "<details><summary>Full output</summary>"
+        echo
+        fence "$WORK/demo.out"
+        echo
+        echo "</details>"
+    fi
+    failure_tail demo
+    echo
+    echo "## 2. Distribution of $SIM_KEYS_TEXT keys: \`shardis sim\`"
+    echo
+    step_status sim
+    echo "Synthetic \`user:<n>\` keys through the same ring code the proxy uses, no data stored."
+    echo
+    [ "$(rc sim)" = 0 ] && fence "$WORK/sim.out"
+    failure_tail sim
+    echo
+    echo "## 3. Placement strategies: \`shardis sim --compare\`"
+    echo
+    step_status sim_compare
+    echo
+    [ "$(rc sim_compare)" = 0 ] && fence "$WORK/sim_compare.out"
+    failure_tail sim_compare
+    echo
+    echo "## 4. Side by side with redis-server and twemproxy: \`bench/compare.sh\`"
+    echo
+    if [ -f "$WORK/compare.skipped" ]; then
+        echo "**Not run**: $(cat "$WORK/compare.skipped"). No figures here."
+    else
+        step_status compare
+        echo
+        if [ "$(rc compare)" = 0 ] && [ -s "$WORK/compare.md" ]; then
+            # Its headings go one level below this section's.
+            sed -e 's/^# /### /' -e 's/^## /#### /' "$WORK/compare.md"
+        elif [ "$(rc compare)" = 0 ]; then
+            echo "**It wrote no table**, so there are no figures here."
+        fi
+        failure_tail compare
+    fi
+    echo
+    echo "## 5. Consistency under topology changes: \`shardis check\`"
+    echo
+    if [ "$SKIP_CHECK" = 1 ]; then
+        echo "**Not run** (--skip-check)."
+    fi
+    for b in builtin redis; do
+        [ -f "$WORK/check_$b.rc" ] || continue
+        echo "### $b nodes"
+        echo
+        step_status "check_$b"
+        echo
+        fence "$WORK/check_$b.out"
+        failure_tail "check_$b"
+        echo
+    done
+    if [ "$SKIP_CHECK" = 0 ] && [ ! -f "$WORK/check_redis.rc" ]; then
+        echo "redis-server is not installed: the redis backend was not checked."
+    fi
+    echo
+    echo "## 6. Memory per key: \`shardis demo --memory\`"
+    echo
+    if [ "$SKIP_MEMORY" = 1 ]; then
+        echo "**Not run** (--skip-memory)."
+    else
+        step_status memory
+        echo
+        [ -f "$WORK/memory.md" ] && cat "$WORK/memory.md"
+        if [ -s "$WORK/memory.out" ]; then
+            echo
+            echo "<details><summary>Per node</summary>"
+            echo
+            fence "$WORK/memory.out"
+            echo
+            echo "</details>"
+        fi
+        failure_tail memory
+    fi
+} >"$OUT"
+
+echo "report.sh: wrote $OUT and $CHARTS_REL/*.svg" >&2
