@@ -31,7 +31,7 @@ BIN=target/release/shardis
 LOAD=target/release/shardis-load
 
 free_block() { # a base port with $1 free consecutive ports above it
-  for base in $(seq 41000 500 60000); do
+  for base in $(seq $((41000 + RANDOM % 500)) 500 60000); do
     local ok=1
     for p in $(seq "$base" $((base + $1))); do
       if (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then ok=0; break; fi
@@ -40,8 +40,6 @@ free_block() { # a base port with $1 free consecutive ports above it
   done
   echo "no free ports" >&2; exit 1
 }
-BASE=$(free_block $((NODES + 4)))
-PORT=$BASE FIRST=$((BASE + 1))
 LOG=$(mktemp) CONF=$(mktemp --suffix .toml)
 UP=""
 stop_up() { [ -n "$UP" ] && { kill -TERM "$UP" 2>/dev/null; wait "$UP" 2>/dev/null || true; }; UP=""; }
@@ -49,9 +47,15 @@ trap 'stop_up; rm -f "$LOG" "$CONF"' EXIT
 
 start_up() { # $1 = copy rate limit
   printf '[migration]\nmax_keys_per_sec = %s\n' "$1" >"$CONF"
+  # Fresh ports for every cluster: the previous one's may still be closing.
+  BASE=$(free_block $((NODES + 4)))
+  PORT=$BASE FIRST=$((BASE + 1))
   "$BIN" up --nodes "$NODES" --port "$PORT" --first-node-port "$FIRST" --config "$CONF" >"$LOG" 2>&1 &
   UP=$!
-  for _ in $(seq 100); do redis-cli -p "$PORT" PING >/dev/null 2>&1 && break; sleep 0.1; done
+  for _ in $(seq 150); do redis-cli -p "$PORT" PING >/dev/null 2>&1 && break; sleep 0.1; done
+  if ! redis-cli -p "$PORT" PING >/dev/null 2>&1; then
+    echo "shardis up did not start:" >&2; cat "$LOG" >&2; exit 1
+  fi
   echo "writing $KEYS keys of $SIZE B ..." >&2
   "$LOAD" --addr "127.0.0.1:$PORT" --workload set --keys "$KEYS" -d "$SIZE" --preload -n 1 --duration 1s --json >/dev/null
 }

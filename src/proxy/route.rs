@@ -44,17 +44,6 @@ pub async fn dispatch(s: &mut ClientSession, req: Request) {
     }
 }
 
-fn key_positions(spec: &CommandSpec, req: &Request) -> Result<Vec<usize>, String> {
-    // The common case, one key at position 1, without walking the spec.
-    if let KeySpec::Range {
-        first: 1, last: 1, ..
-    } = spec.keys
-    {
-        return Ok(vec![1]);
-    }
-    spec.key_positions(&req.args)
-}
-
 /// During a change's cutover, requests on moving keys wait for it to end;
 /// true when this request had to wait (the caller then routes it afresh).
 async fn wait_cutover(routing: &Routing, keys: impl Iterator<Item = &Bytes>) -> bool {
@@ -112,7 +101,7 @@ async fn keyed(s: &mut ClientSession, spec: &'static CommandSpec, req: Request) 
     {
         return single_key(s, spec, req).await;
     }
-    let positions = match key_positions(spec, &req) {
+    let positions = match spec.key_positions(&req.args) {
         Ok(p) => p,
         Err(e) => return s.error(&e).await,
     };
@@ -166,7 +155,7 @@ async fn single_key(s: &mut ClientSession, spec: &'static CommandSpec, req: Requ
 }
 
 async fn split(s: &mut ClientSession, spec: &'static CommandSpec, req: Request, merge: Merge) {
-    let positions = match key_positions(spec, &req) {
+    let positions = match spec.key_positions(&req.args) {
         Ok(p) => p,
         Err(e) => return s.error(&e).await,
     };
@@ -240,7 +229,7 @@ pub fn merge_fragments(
     let mut out = BytesMut::new();
     match merge {
         Merge::Values => {
-            let step = 1;
+            // MGET's keys are consecutive arguments: slot = position - first.
             let mut slots: Vec<Option<&[u8]>> = vec![None; total];
             for (r, ps) in replies.iter().zip(order) {
                 let Some(els) = elements(r) else {
@@ -250,7 +239,7 @@ pub fn merge_fragments(
                     return bad_fragment(r);
                 }
                 for (e, &p) in els.into_iter().zip(ps) {
-                    slots[(p - first_key) / step] = Some(&r[e]);
+                    slots[p - first_key] = Some(&r[e]);
                 }
             }
             encode::array_len(&mut out, total);
