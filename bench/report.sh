@@ -11,6 +11,8 @@
 #   5. shardis check --backend builtin | redis    consistency through join/leave/kills
 #   6. shardis demo --memory                      bytes per key vs redis-server,
 #                                                 10^7 keys of 1 KB (--quick: 10^6)
+#   7. bench/migration.sh                         copy rate and client throughput
+#                                                 during a join and a leave, 10^6 keys of 1 KB
 # Every figure in the report comes from a command this run executed; a step
 # that is missing or fails is reported as such, with the tail of its output.
 #
@@ -27,7 +29,7 @@ SKIP_CHECK=0
 OUT="$REPO/test_report.md"
 ARGS="$*"
 
-usage() { sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'; }
 
 while [ $# -gt 0 ]; do
     case "$1" in
@@ -120,6 +122,9 @@ if [ "$SKIP_MEMORY" = 0 ]; then
     run memory 3600 "$SHARDIS" demo --memory "${MEMORY_FLAGS[@]}" --json "$WORK/memory.json" \
         --markdown "$WORK/memory.md"
 fi
+MIGRATION_KEYS=1000000
+[ "$QUICK" = 1 ] && MIGRATION_KEYS=100000
+run migration 1800 "$REPO/bench/migration.sh" --keys "$MIGRATION_KEYS" --out "$WORK/migration.md"
 TOTAL_MIN=$(( ($(date +%s) - START + 59) / 60 ))
 
 # --- report ------------------------------------------------------------------
@@ -308,6 +313,13 @@ glance() {
         fi
         failure_tail memory
     fi
+    echo
+    echo "## 7. Migration speed and the throughput dip: \`bench/migration.sh\`"
+    echo
+    step_status migration
+    echo
+    [ "$(rc migration)" = 0 ] && [ -s "$WORK/migration.md" ] && cat "$WORK/migration.md"
+    failure_tail migration
 } >"$OUT"
 
 echo "report.sh: wrote $OUT and $CHARTS_REL/*.svg" >&2

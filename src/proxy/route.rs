@@ -106,6 +106,12 @@ async fn send_tracked(
 }
 
 async fn keyed(s: &mut ClientSession, spec: &'static CommandSpec, req: Request) {
+    if let KeySpec::Range {
+        first: 1, last: 1, ..
+    } = spec.keys
+    {
+        return single_key(s, spec, req).await;
+    }
     let positions = match key_positions(spec, &req) {
         Ok(p) => p,
         Err(e) => return s.error(&e).await,
@@ -139,6 +145,23 @@ async fn keyed(s: &mut ClientSession, spec: &'static CommandSpec, req: Request) 
         positions.iter().map(|&p| req.args[p].clone()),
     );
     let rx = send_tracked(s, &routing, &node, req.raw, track).await;
+    s.push(Pending::One(rx)).await;
+}
+
+/// The hot path: a command with one key at position 1 (GET, SET, INCR, …).
+async fn single_key(s: &mut ClientSession, spec: &'static CommandSpec, req: Request) {
+    let Request { raw, args } = req;
+    let key = &args[1];
+    let routing = loop {
+        let routing = s.proxy.routing.load_full();
+        if !wait_cutover(&routing, std::iter::once(key)).await {
+            break routing;
+        }
+    };
+    let _gate = routing.enter();
+    let node = routing.owner(key);
+    let track = moving_writes(&routing, spec, std::iter::once(key.clone()));
+    let rx = send_tracked(s, &routing, node, raw, track).await;
     s.push(Pending::One(rx)).await;
 }
 

@@ -111,7 +111,14 @@ impl ClientSession {
         if matches!(p, Pending::Close) {
             self.closing = true;
         }
-        let _ = self.out.send(p).await;
+        // try_send first; wait only when the client owes `pipeline_depth` replies.
+        match self.out.try_send(p) {
+            Ok(()) => {}
+            Err(mpsc::error::TrySendError::Full(p)) => {
+                let _ = self.out.send(p).await;
+            }
+            Err(mpsc::error::TrySendError::Closed(_)) => {}
+        }
     }
 
     /// Queues an encoded reply.

@@ -146,9 +146,9 @@ impl Routing {
     }
 
     /// Marks a dispatch in progress until the guard drops.
-    pub fn enter(self: &Arc<Self>) -> DispatchGuard {
+    pub fn enter(&self) -> DispatchGuard<'_> {
         self.dispatching.fetch_add(1, Ordering::AcqRel);
-        DispatchGuard(self.clone())
+        DispatchGuard(self)
     }
 
     /// Waits until no dispatch holds this snapshot (after it was swapped out).
@@ -168,9 +168,9 @@ impl Routing {
 }
 
 /// Held while one request is being dispatched; see [`Routing::enter`].
-pub struct DispatchGuard(Arc<Routing>);
+pub struct DispatchGuard<'a>(&'a Routing);
 
-impl Drop for DispatchGuard {
+impl Drop for DispatchGuard<'_> {
     fn drop(&mut self) {
         self.0.dispatching.fetch_sub(1, Ordering::AcqRel);
     }

@@ -110,7 +110,19 @@ impl Upstream {
     /// always a complete RESP value: the node's own, or an `-ERR` of ours.
     pub async fn send(&self, raw: Bytes) -> oneshot::Receiver<Bytes> {
         let (reply, rx) = oneshot::channel();
-        if let Err(mpsc::error::SendError(req)) = self.tx.send(UpRequest { raw, reply }).await {
+        // try_send first: when the queue has room (nearly always) it skips the
+        // semaphore future of an awaited send.
+        let req = match self.tx.try_send(UpRequest { raw, reply }) {
+            Ok(()) => return rx,
+            Err(mpsc::error::TrySendError::Full(req)) => req,
+            Err(mpsc::error::TrySendError::Closed(req)) => {
+                let _ = req
+                    .reply
+                    .send(error_reply(&self.label, "proxy is shutting down"));
+                return rx;
+            }
+        };
+        if let Err(mpsc::error::SendError(req)) = self.tx.send(req).await {
             let _ = req
                 .reply
                 .send(error_reply(&self.label, "proxy is shutting down"));
@@ -246,13 +258,16 @@ async fn serve(
                     },
                 },
             };
-            let deadline = Instant::now() + request_timeout;
+            // The clock is read only when the reply is not already buffered:
+            // under pipelining most replies are.
+            let mut deadline = None;
             let reply = loop {
                 match reply_len(&buf) {
                     Ok(Some(n)) => break Ok(buf.split_to(n).freeze()),
                     Ok(None) => {}
                     Err(e) => break Err(e.to_string()),
                 }
+                let deadline = *deadline.get_or_insert_with(|| Instant::now() + request_timeout);
                 match tokio::time::timeout_at(deadline, rd.read_buf(&mut buf)).await {
                     Ok(Ok(0)) => break Err("connection closed by node".to_string()),
                     Ok(Ok(_)) => {}

@@ -220,29 +220,7 @@ pub static COMMANDS: &[Command] = &[
     },
 ];
 
-/// FNV-1a: command names are short and not chosen by an attacker who could
-/// exploit it (unknown names just miss), and SipHash showed in profiles.
-#[derive(Default)]
-struct Fnv(u64);
-
-impl std::hash::Hasher for Fnv {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        let mut h = if self.0 == 0 {
-            0xcbf2_9ce4_8422_2325
-        } else {
-            self.0
-        };
-        for &b in bytes {
-            h = (h ^ b as u64).wrapping_mul(0x0100_0000_01b3);
-        }
-        self.0 = h;
-    }
-}
-
-type FnvBuild = std::hash::BuildHasherDefault<Fnv>;
+use crate::resp::command::FnvBuild;
 
 static BY_NAME: LazyLock<HashMap<&'static [u8], &'static Command, FnvBuild>> =
     LazyLock::new(|| COMMANDS.iter().map(|c| (c.name.as_bytes(), c)).collect());
