@@ -156,16 +156,7 @@ async fn add_node(proxy: &std::sync::Arc<super::Proxy>, args: &[Bytes]) -> Resul
         }
         i += 2;
     }
-    let _lock = proxy
-        .admin_lock
-        .try_lock()
-        .map_err(|_| "another topology change is being applied".to_string())?;
-    let routing = proxy.routing.load_full();
-    if routing.migration.is_some() || routing.filter_keys {
-        return Err(
-            "a topology change is in progress; retry when CLUSTER INFO shows state:ok".into(),
-        );
-    }
+    let (_lock, routing) = start_change(proxy)?;
     for n in routing.ring.nodes() {
         if n.addr == addr {
             return Err(format!(
@@ -199,12 +190,8 @@ async fn spawn_node(
         .spawner
         .clone()
         .ok_or("SPAWNNODE works under `shardis up` only; start a node yourself and use CLUSTER ADDNODE host:port")?;
-    let routing = proxy.routing.load_full();
-    if routing.migration.is_some() || routing.filter_keys {
-        return Err(
-            "a topology change is in progress; retry when CLUSTER INFO shows state:ok".into(),
-        );
-    }
+    // Refuse before starting a process; ADDNODE below checks again under the lock.
+    drop(start_change(proxy)?);
     let addr = spawner.spawn().await?;
     let mut name = format!("node{}", addr.rsplit(':').next().unwrap_or("0"));
     let mut args = vec![Bytes::from(addr.clone())];
@@ -230,8 +217,18 @@ async fn spawn_node(
     Ok(format!("{name} {addr}"))
 }
 
-async fn remove_node(proxy: &std::sync::Arc<super::Proxy>, which: &str) -> Result<(), String> {
-    let _lock = proxy
+/// Takes the admin lock and checks no change is running; the lock is held
+/// until the new change has started.
+fn start_change(
+    proxy: &super::Proxy,
+) -> Result<
+    (
+        tokio::sync::MutexGuard<'_, ()>,
+        std::sync::Arc<super::topology::Routing>,
+    ),
+    String,
+> {
+    let lock = proxy
         .admin_lock
         .try_lock()
         .map_err(|_| "another topology change is being applied".to_string())?;
@@ -241,6 +238,11 @@ async fn remove_node(proxy: &std::sync::Arc<super::Proxy>, which: &str) -> Resul
             "a topology change is in progress; retry when CLUSTER INFO shows state:ok".into(),
         );
     }
+    Ok((lock, routing))
+}
+
+async fn remove_node(proxy: &std::sync::Arc<super::Proxy>, which: &str) -> Result<(), String> {
+    let (_lock, routing) = start_change(proxy)?;
     let idx = routing
         .ring
         .index_of(which)
