@@ -306,7 +306,10 @@ pub fn markdown(r: &MemoryReport) -> String {
     let _ = writeln!(
         out,
         "{} keys of {} B written through the proxy into {} nodes of each kind, one kind \
-         after the other. Growth = after the write − before, summed over the nodes.\n",
+         after the other. Growth = after the write − before, summed over the nodes. \
+         RSS is what the kernel reports (`VmRSS`); `used_memory` is each server's own \
+         figure (redis-server: bytes its allocator handed out; built-in node: its \
+         accounting of key + value + a fixed per-entry estimate).\n",
         group(r.keys),
         r.value_size,
         r.nodes
