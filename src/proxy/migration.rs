@@ -745,13 +745,15 @@ async fn reconcile(
             Ok(())
         }
     }
+    // Nodes that gain keys are those that "lose" them going back from next to now;
+    // `next_nodes` is aligned with `next.nodes()`.
+    let gains = losing_nodes(&m.next, &routing.ring);
     let gaining: Vec<Arc<Node>> = m
         .next_nodes
         .iter()
-        .filter(|n| {
-            losing_nodes(&m.next, &routing.ring)[m.next.index_of(&n.spec.name).unwrap_or(0)]
-        })
-        .cloned()
+        .zip(&gains)
+        .filter(|(_, g)| **g)
+        .map(|(n, _)| n.clone())
         .collect();
     for target in gaining {
         let step = Check {
