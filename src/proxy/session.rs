@@ -3,30 +3,36 @@
 //!
 //! ```text
 //!  socket ─read─► BytesMut ─decode_request─► Request ─dispatch─► Pending ──┐
-//!                                                                          │ bounded channel
-//!  socket ◄─write (batched)─ writer task ◄── awaits each Pending in order ◄┘   (pipeline depth)
+//!                                                                          │ owed (FIFO,
+//!  socket ◄─write (batched)─ out ◄── each Pending, in order, once complete ◄┘  ≤ pipeline depth)
 //! ```
 //!
-//! The reader half belongs to [`ClientSession::run`], the writer half to one
-//! writer task; neither touches the other's half. When the channel of owed
-//! replies is full the session stops reading, so a client that pipelines
-//! without reading cannot grow the proxy's memory. A protocol error is answered,
-//! then that client alone is closed; a bad argument is answered and the session
-//! goes on.
+//! One task does both halves: it reads while the client owes fewer than
+//! `pipeline_depth` replies, gathers every reply that is complete at the front
+//! of the FIFO into one write, and flushes before it waits on one that is not,
+//! so earlier replies never wait for later ones. A reply from a node wakes
+//! this task directly; there is no writer task between them. When the FIFO is
+//! full the session stops reading, so a client that pipelines without reading
+//! cannot grow the proxy's memory. A protocol error is answered, then that
+//! client alone is closed; a bad argument is answered and the session goes on.
 
-use std::future::Future;
+use std::collections::VecDeque;
+use std::future::{poll_fn, Future};
 use std::pin::Pin;
 use std::sync::atomic::Ordering;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
+use std::task::Poll;
 
-use bytes::{Bytes, BytesMut};
+use bytes::{Buf, Bytes, BytesMut};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::tcp::OwnedWriteHalf;
 use tokio::net::TcpStream;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::oneshot;
 
 use super::Proxy;
 use crate::resp::{decode_request, encode, Request};
+
+/// Replies gathered before they are written, at most (one reply may exceed it).
+const MAX_OUT_BYTES: usize = 256 * 1024;
 
 /// A reply the client is owed, in request order.
 pub enum Pending {
@@ -48,19 +54,28 @@ pub struct ClientSession {
     pub proto: u8,
     pub name: Option<Bytes>,
     pub peer: String,
-    out: mpsc::Sender<Pending>,
+    /// Replies owed, oldest first. A `Mutex` only to make the session `Sync`
+    /// (a `Later` future is `Send` but not `Sync`); it is never locked, only
+    /// reached through `get_mut`, which costs nothing.
+    owed: Mutex<VecDeque<Pending>>,
     closing: bool,
+}
+
+/// What woke a session.
+enum Event {
+    Read(std::io::Result<usize>),
+    Wrote(std::io::Result<usize>),
+    Reply(Bytes),
 }
 
 impl ClientSession {
     /// Serves one client until it disconnects, errs, or the proxy shuts down.
-    pub async fn run(proxy: Arc<Proxy>, sock: TcpStream) {
+    pub async fn run(proxy: Arc<Proxy>, mut sock: TcpStream) {
         let _ = sock.set_nodelay(true);
         let peer = sock.peer_addr().map(|a| a.to_string()).unwrap_or_default();
-        let (mut rd, wr) = sock.into_split();
-        let depth = proxy.config.pipeline_depth;
-        let (out, rx) = mpsc::channel(depth);
-        let writer = tokio::spawn(write_replies(wr, rx));
+        let (mut rd, mut wr) = sock.split();
+        let depth = proxy.config.pipeline_depth.max(1);
+        let limits = proxy.config.limits;
         let id = proxy.next_client_id.fetch_add(1, Ordering::Relaxed);
         let mut session = ClientSession {
             proxy,
@@ -68,57 +83,110 @@ impl ClientSession {
             proto: 2,
             name: None,
             peer,
-            out,
+            owed: Mutex::new(VecDeque::new()),
             closing: false,
         };
         let mut buf = BytesMut::with_capacity(16 * 1024);
-        let limits = session.proxy.config.limits;
-        'read: loop {
-            match rd.read_buf(&mut buf).await {
-                Ok(0) | Err(_) => break,
-                Ok(_) => {}
-            }
-            loop {
+        let mut out = BytesMut::with_capacity(16 * 1024);
+        // The client sent EOF (or its socket failed): answer what is owed, then close.
+        let mut eof = false;
+        // `buf` holds no complete request until more bytes arrive.
+        let mut need_bytes = true;
+        loop {
+            // Dispatch what is buffered, up to the pipeline depth.
+            while !need_bytes && !session.closing && session.owed().len() < depth {
                 match decode_request(&mut buf, &limits) {
                     Ok(Some(req)) => {
                         session.proxy.stats.commands.fetch_add(1, Ordering::Relaxed);
                         session.dispatch(req).await;
-                        if session.closing {
-                            break 'read;
-                        }
                     }
-                    Ok(None) => break,
+                    Ok(None) => need_bytes = true,
                     Err(e) => {
                         let mut b = BytesMut::new();
                         encode::error(&mut b, &format!("ERR {e}"));
                         session.push(Pending::Ready(b.freeze())).await;
                         session.push(Pending::Close).await;
-                        break 'read;
                     }
                 }
             }
-            if buf.capacity() - buf.len() < 4096 && buf.is_empty() {
-                buf = BytesMut::with_capacity(16 * 1024);
+            // Gather every reply that is complete at the front.
+            let closed = session.collect(&mut out);
+            if closed || (eof && session.owed().is_empty()) {
+                break;
+            }
+            if need_bytes && buf.capacity() - buf.len() < 4096 {
+                if buf.is_empty() {
+                    buf = BytesMut::with_capacity(16 * 1024);
+                } else {
+                    buf.reserve(16 * 1024);
+                }
+            }
+            let want_read = need_bytes && !eof && !session.closing && session.owed().len() < depth;
+            let want_reply = !session.owed().is_empty() && out.len() < MAX_OUT_BYTES;
+            let owed = session.owed();
+            let event = tokio::select! {
+                biased;
+                r = wr.write(&out), if !out.is_empty() => Event::Wrote(r),
+                r = front_reply(owed), if want_reply => Event::Reply(r),
+                r = rd.read_buf(&mut buf), if want_read => Event::Read(r),
+            };
+            match event {
+                Event::Read(Ok(0)) | Event::Read(Err(_)) => eof = true,
+                Event::Read(Ok(_)) => need_bytes = false,
+                Event::Wrote(Ok(n)) if n > 0 => {
+                    if n == out.len() {
+                        out.clear();
+                    } else {
+                        out.advance(n);
+                    }
+                }
+                // The client is gone: nobody reads what is owed.
+                Event::Wrote(_) => return,
+                Event::Reply(r) => {
+                    session.owed().pop_front();
+                    out.extend_from_slice(&r);
+                }
             }
         }
-        // Half-close or error: the writer sends what is owed, then closes.
-        drop(session);
-        let _ = writer.await;
+        if !out.is_empty() {
+            let _ = wr.write_all(&out).await;
+        }
+        let _ = wr.shutdown().await;
     }
 
-    /// Queues a reply slot; waits while the client owes `pipeline_depth` replies.
+    fn owed(&mut self) -> &mut VecDeque<Pending> {
+        self.owed.get_mut().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Moves the complete replies at the front of the FIFO into `out`; true
+    /// when it reached a `Close`.
+    fn collect(&mut self, out: &mut BytesMut) -> bool {
+        while out.len() < MAX_OUT_BYTES {
+            match self.owed().front_mut() {
+                None => return false,
+                Some(Pending::Ready(b)) => out.extend_from_slice(b),
+                Some(Pending::One(rx)) => match rx.try_recv() {
+                    Ok(b) => out.extend_from_slice(&b),
+                    Err(oneshot::error::TryRecvError::Closed) => {
+                        out.extend_from_slice(&lost_reply())
+                    }
+                    Err(oneshot::error::TryRecvError::Empty) => return false,
+                },
+                Some(Pending::Later(_)) => return false,
+                Some(Pending::Close) => return true,
+            }
+            self.owed().pop_front();
+        }
+        false
+    }
+
+    /// Queues a reply slot. Never waits: the session reads no further
+    /// request while `pipeline_depth` replies are owed.
     pub async fn push(&mut self, p: Pending) {
         if matches!(p, Pending::Close) {
             self.closing = true;
         }
-        // try_send first; wait only when the client owes `pipeline_depth` replies.
-        match self.out.try_send(p) {
-            Ok(()) => {}
-            Err(mpsc::error::TrySendError::Full(p)) => {
-                let _ = self.out.send(p).await;
-            }
-            Err(mpsc::error::TrySendError::Closed(_)) => {}
-        }
+        self.owed().push_back(p);
     }
 
     /// Queues an encoded reply.
@@ -138,73 +206,17 @@ impl ClientSession {
     }
 }
 
-async fn write_replies(mut wr: OwnedWriteHalf, mut rx: mpsc::Receiver<Pending>) {
-    let mut out = BytesMut::with_capacity(16 * 1024);
-    let mut next = None;
-    loop {
-        let p = match next.take() {
-            Some(p) => p,
-            None => match rx.recv().await {
-                Some(p) => p,
-                None => break,
-            },
-        };
-        let close = matches!(p, Pending::Close);
-        if !close {
-            let reply = resolve(p, &mut wr, &mut out).await;
-            out.extend_from_slice(&reply);
-        }
-        // Batch: keep appending replies that are already complete; flush
-        // before waiting on one that is not, so earlier replies never wait.
-        if !close {
-            if let Ok(p) = rx.try_recv() {
-                next = Some(p);
-                if out.len() < 256 * 1024 {
-                    continue;
-                }
-            }
-        }
-        if !out.is_empty() {
-            if wr.write_all(&out).await.is_err() {
-                return;
-            }
-            out.clear();
-        }
-        if close {
-            break;
-        }
-    }
-    if !out.is_empty() {
-        let _ = wr.write_all(&out).await;
-    }
-    let _ = wr.shutdown().await;
-}
-
-/// Waits for one pending reply; flushes `out` first if it must wait.
-async fn resolve(p: Pending, wr: &mut OwnedWriteHalf, out: &mut BytesMut) -> Bytes {
-    match p {
-        Pending::Ready(b) => b,
-        Pending::One(mut rx) => match rx.try_recv() {
-            Ok(b) => b,
-            Err(oneshot::error::TryRecvError::Closed) => lost_reply(),
-            Err(oneshot::error::TryRecvError::Empty) => {
-                flush(wr, out).await;
-                rx.await.unwrap_or_else(|_| lost_reply())
-            }
-        },
-        Pending::Later(f) => {
-            flush(wr, out).await;
-            f.await
-        }
-        Pending::Close => Bytes::new(),
-    }
-}
-
-async fn flush(wr: &mut OwnedWriteHalf, out: &mut BytesMut) {
-    if !out.is_empty() {
-        let _ = wr.write_all(out).await;
-        out.clear();
-    }
+/// Waits for the reply at the front of the FIFO (never a `Ready` or a
+/// `Close`: `collect` has taken those).
+fn front_reply(owed: &mut VecDeque<Pending>) -> impl Future<Output = Bytes> + '_ {
+    poll_fn(move |cx| match owed.front_mut() {
+        Some(Pending::One(rx)) => Pin::new(rx)
+            .poll(cx)
+            .map(|r| r.unwrap_or_else(|_| lost_reply())),
+        Some(Pending::Later(f)) => f.as_mut().poll(cx),
+        Some(Pending::Ready(b)) => Poll::Ready(b.clone()),
+        _ => Poll::Pending,
+    })
 }
 
 fn lost_reply() -> Bytes {

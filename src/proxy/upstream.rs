@@ -3,16 +3,14 @@
 //! An [`Upstream`] is a handle (a bounded channel) to an actor that owns one
 //! TCP connection. Many clients' requests are written back to back; replies
 //! are matched first-in first-out, never send-then-wait (twemproxy's server
-//! out-queue). The actor is the only task that writes the socket; its reader
-//! half is the only one that reads it.
+//! out-queue). One task does all of it, so a request costs no hop between a
+//! writer and a reader task and no timer of its own.
 //!
 //! ```text
-//!  sessions ──UpRequest──► [bounded mpsc] ──► writer ──raw bytes──► node
-//!                                               │ push reply slot (before the write)
-//!                                               ▼
-//!                                       [in-flight FIFO] ──► reader ◄── replies
-//!                                                              │ reply_len(), split
-//!                                                              ▼ oneshot per request
+//!  sessions ──UpRequest──► [bounded mpsc] ──► connection task ──raw bytes──► node
+//!                                              │  in-flight FIFO (slot pushed with its bytes)
+//!                                              ▼
+//!                            replies ──► reply_len(), split ──► oneshot per request
 //! ```
 //!
 //! Failure: a connect error, a timeout, a malformed or stray reply poisons the
@@ -20,11 +18,12 @@
 //! and the actor reconnects with capped exponential backoff. While the node
 //! is down, requests fail at once instead of queueing.
 
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::{Bytes, BytesMut};
+use bytes::{Buf, Bytes, BytesMut};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, oneshot};
@@ -38,6 +37,8 @@ const QUEUE_DEPTH: usize = 4_096;
 const MAX_IN_FLIGHT: usize = 16_384;
 /// Largest batch of requests gathered into one write.
 const MAX_BATCH_BYTES: usize = 256 * 1024;
+/// Watchdog ticks per request timeout.
+const TICKS_PER_TIMEOUT: u32 = 4;
 const MIN_BACKOFF_MS: u64 = 50;
 const MAX_BACKOFF_MS: u64 = 2_000;
 
@@ -227,113 +228,122 @@ async fn connect(opts: &UpstreamOptions) -> Result<TcpStream, String> {
     Ok(sock)
 }
 
+/// What woke a connection's task.
+enum Event {
+    Read(std::io::Result<usize>),
+    Wrote(std::io::Result<usize>),
+    Request(Option<UpRequest>),
+    Tick,
+}
+
 /// Runs one connection until it fails (`Some(reason)`) or the handle is
-/// dropped (`None`). Every request taken off `rx` gets exactly one reply.
+/// dropped and everything in flight is answered (`None`). Every request taken
+/// off `rx` gets exactly one reply.
+///
+/// One task reads, writes and keeps the in-flight FIFO: no channel between a
+/// writer and a reader, and no timer per request. A watchdog ticks four times
+/// per `request_timeout`; each in-flight request remembers the tick it was
+/// sent in, and when the oldest is five ticks old (between 1 and 1.25 times
+/// the timeout) the connection is poisoned.
 async fn serve(
-    sock: TcpStream,
+    mut sock: TcpStream,
     first: UpRequest,
     rx: &mut mpsc::Receiver<UpRequest>,
     opts: &UpstreamOptions,
 ) -> Option<String> {
-    let (mut rd, mut wr) = sock.into_split();
-    let (inflight_tx, mut inflight_rx) = mpsc::channel::<oneshot::Sender<Bytes>>(MAX_IN_FLIGHT);
-    let (dead_tx, mut dead_rx) = oneshot::channel::<String>();
-    let label = opts.label.clone();
-    let request_timeout = opts.request_timeout;
+    let (mut rd, mut wr) = sock.split();
+    let mut inflight: VecDeque<(oneshot::Sender<Bytes>, u32)> = VecDeque::new();
+    let mut out = BytesMut::with_capacity(64 * 1024);
+    let mut buf = BytesMut::with_capacity(64 * 1024);
+    let period = (opts.request_timeout / TICKS_PER_TIMEOUT).max(Duration::from_millis(1));
+    let mut watchdog = tokio::time::interval_at(Instant::now() + period, period);
+    watchdog.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+    let mut now: u32 = 0;
+    let mut handle_dropped = false;
+    out.extend_from_slice(&first.raw);
+    inflight.push_back((first.reply, now));
 
-    let reader = tokio::spawn(async move {
-        let mut buf = BytesMut::with_capacity(64 * 1024);
-        let why = loop {
-            let waiter = tokio::select! {
-                biased;
-                w = inflight_rx.recv() => match w { Some(w) => w, None => break None },
-                r = rd.read_buf(&mut buf) => match r {
-                    Ok(0) => break Some("connection closed by node".to_string()),
-                    Err(e) => break Some(e.to_string()),
-                    // Bytes with nothing in flight: a stray reply, unless its
-                    // slot was pushed just now.
-                    Ok(_) => match inflight_rx.try_recv() {
-                        Ok(w) => w,
-                        Err(_) => break Some("stray reply from node".to_string()),
-                    },
-                },
-            };
-            // The clock is read only when the reply is not already buffered:
-            // under pipelining most replies are.
-            let mut deadline = None;
-            let reply = loop {
-                match reply_len(&buf) {
-                    Ok(Some(n)) => break Ok(buf.split_to(n).freeze()),
-                    Ok(None) => {}
-                    Err(e) => break Err(e.to_string()),
+    let why = 'conn: loop {
+        // Gather what is already queued into one write. A slot goes into the
+        // FIFO with its bytes, so a reply can never arrive ahead of its slot.
+        while !handle_dropped && out.len() < MAX_BATCH_BYTES && inflight.len() < MAX_IN_FLIGHT {
+            match rx.try_recv() {
+                Ok(req) => {
+                    out.extend_from_slice(&req.raw);
+                    inflight.push_back((req.reply, now));
                 }
-                let deadline = *deadline.get_or_insert_with(|| Instant::now() + request_timeout);
-                match tokio::time::timeout_at(deadline, rd.read_buf(&mut buf)).await {
-                    Ok(Ok(0)) => break Err("connection closed by node".to_string()),
-                    Ok(Ok(_)) => {}
-                    Ok(Err(e)) => break Err(e.to_string()),
-                    Err(_) => {
-                        break Err(format!(
+                Err(mpsc::error::TryRecvError::Empty) => break,
+                Err(mpsc::error::TryRecvError::Disconnected) => handle_dropped = true,
+            }
+        }
+        if handle_dropped && inflight.is_empty() {
+            break None;
+        }
+        if buf.capacity() - buf.len() < 4096 {
+            buf.reserve(64 * 1024);
+        }
+        let can_take =
+            !handle_dropped && out.len() < MAX_BATCH_BYTES && inflight.len() < MAX_IN_FLIGHT;
+        let event = tokio::select! {
+            biased;
+            r = rd.read_buf(&mut buf) => Event::Read(r),
+            r = wr.write(&out), if !out.is_empty() => Event::Wrote(r),
+            r = rx.recv(), if can_take => Event::Request(r),
+            _ = watchdog.tick() => Event::Tick,
+        };
+        match event {
+            Event::Read(Ok(0)) => break Some("connection closed by node".to_string()),
+            Event::Read(Err(e)) => break Some(e.to_string()),
+            Event::Read(Ok(_)) => loop {
+                match reply_len(&buf) {
+                    Ok(Some(n)) => {
+                        let reply = buf.split_to(n).freeze();
+                        match inflight.pop_front() {
+                            Some((waiter, _)) => {
+                                let _ = waiter.send(reply);
+                            }
+                            None => break 'conn Some("stray reply from node".to_string()),
+                        }
+                    }
+                    Ok(None) if !buf.is_empty() && inflight.is_empty() => {
+                        break 'conn Some("stray reply from node".to_string())
+                    }
+                    Ok(None) => break,
+                    Err(e) => break 'conn Some(e.to_string()),
+                }
+            },
+            Event::Wrote(Ok(0)) => break Some("connection closed by node".to_string()),
+            Event::Wrote(Ok(n)) => {
+                if n == out.len() {
+                    out.clear();
+                } else {
+                    out.advance(n);
+                }
+            }
+            Event::Wrote(Err(e)) => break Some(e.to_string()),
+            Event::Request(Some(req)) => {
+                out.extend_from_slice(&req.raw);
+                inflight.push_back((req.reply, now));
+            }
+            Event::Request(None) => handle_dropped = true,
+            Event::Tick => {
+                now = now.wrapping_add(1);
+                if let Some((_, sent)) = inflight.front() {
+                    if now.wrapping_sub(*sent) > TICKS_PER_TIMEOUT {
+                        break Some(format!(
                             "no reply within {} ms",
-                            request_timeout.as_millis()
-                        ))
+                            opts.request_timeout.as_millis()
+                        ));
                     }
                 }
-            };
-            match reply {
-                Ok(r) => {
-                    let _ = waiter.send(r);
-                }
-                Err(e) => {
-                    let _ = waiter.send(error_reply(&label, &e));
-                    break Some(e);
-                }
-            }
-        };
-        // Poisoned or closing: everything still in flight fails now.
-        inflight_rx.close();
-        let msg = why.clone().unwrap_or_else(|| "connection closed".into());
-        while let Ok(w) = inflight_rx.try_recv() {
-            let _ = w.send(error_reply(&label, &msg));
-        }
-        if let Some(e) = why {
-            let _ = dead_tx.send(e);
-        }
-    });
-
-    let mut out = BytesMut::with_capacity(64 * 1024);
-    let mut next = Some(first);
-    let why = 'conn: loop {
-        let req = match next.take() {
-            Some(r) => r,
-            None => tokio::select! {
-                r = rx.recv() => match r { Some(r) => r, None => break 'conn None },
-                e = &mut dead_rx => break 'conn Some(e.unwrap_or_else(|_| "reader ended".into())),
-            },
-        };
-        // Gather what is already queued into one write.
-        let mut batch = Some(req);
-        while let Some(req) = batch.take() {
-            out.extend_from_slice(&req.raw);
-            // The slot goes in before the bytes go out, so a reply can never
-            // arrive ahead of its slot.
-            if let Err(e) = inflight_tx.send(req.reply).await {
-                let _ = e.0.send(error_reply(&opts.label, "connection lost"));
-                break 'conn Some("reader ended".into());
-            }
-            if out.len() < MAX_BATCH_BYTES {
-                batch = rx.try_recv().ok();
             }
         }
-        if let Err(e) = wr.write_all(&out).await {
-            break Some(e.to_string());
-        }
-        out.clear();
     };
-    // Closing our half makes a broken connection's reads end promptly; the
-    // reader then fails whatever is still in flight with an error naming the node.
-    drop(inflight_tx);
-    drop(wr);
-    let _ = reader.await;
+    // Poisoned or closing: everything still in flight fails now, with an
+    // error naming the node.
+    let msg = why.as_deref().unwrap_or("connection closed");
+    for (waiter, _) in inflight {
+        let _ = waiter.send(error_reply(&opts.label, msg));
+    }
     why
 }
