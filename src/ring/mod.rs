@@ -158,6 +158,12 @@ pub struct Ring {
     points: Vec<u64>,
     /// `owners[i]` is the node index of `points[i]`.
     owners: Vec<u32>,
+    /// `index[b]` is the first point in bucket `b` or after it, where a
+    /// bucket is a range of hashes sharing their top bits (`hash >> shift`);
+    /// one entry more than buckets. A lookup searches one bucket, usually
+    /// holding zero to two points, instead of the whole ring.
+    index: Vec<u32>,
+    shift: u32,
     /// Points generated per node.
     point_counts: Vec<usize>,
     /// Fraction of the hash space each node owns.
@@ -214,10 +220,14 @@ impl Ring {
             prev = Some(value);
         }
 
+        let points: Vec<u64> = pairs.iter().map(|p| p.0).collect();
+        let (index, shift) = bucket_index(&points, config.scheme);
         Ok(Ring {
             point_counts: counts.iter().map(|&c| c as usize).collect(),
-            points: pairs.iter().map(|p| p.0).collect(),
+            points,
             owners: pairs.iter().map(|p| p.1).collect(),
+            index,
+            shift,
             shares,
             nodes,
             config,
@@ -234,7 +244,15 @@ impl Ring {
     /// Index of the node owning hash `hash`: the first point ≥ `hash`, wrapping.
     #[inline]
     pub fn locate_hash(&self, hash: u64) -> usize {
-        let i = self.points.partition_point(|&p| p < hash);
+        let b = (hash >> self.shift) as usize;
+        let i = match (self.index.get(b), self.index.get(b + 1)) {
+            (Some(&lo), Some(&hi)) => {
+                let (lo, hi) = (lo as usize, hi as usize);
+                lo + self.points[lo..hi].partition_point(|&p| p < hash)
+            }
+            // Beyond the hash space of the scheme: past every point.
+            _ => self.points.len(),
+        };
         let i = if i == self.points.len() { 0 } else { i };
         self.owners[i] as usize
     }
@@ -361,4 +379,27 @@ fn name_ranks(nodes: &[NodeSpec]) -> Vec<u32> {
         rank[i] = r as u32;
     }
     rank
+}
+
+/// Builds [`Ring`]'s bucket index over sorted `points`: about two buckets per
+/// point (256 to 65 536 of them), each entry the first point at or after the
+/// bucket's lowest hash.
+fn bucket_index(points: &[u64], scheme: PointScheme) -> (Vec<u32>, u32) {
+    let space_bits = match scheme {
+        PointScheme::Ketama => 32,
+        PointScheme::Vnode => 64,
+    };
+    let buckets = (points.len() * 2).next_power_of_two().clamp(256, 1 << 16);
+    let shift = space_bits - buckets.trailing_zeros();
+    let mut index = Vec::with_capacity(buckets + 1);
+    let mut i = 0;
+    for b in 0..buckets as u64 {
+        let start = b << shift;
+        while i < points.len() && points[i] < start {
+            i += 1;
+        }
+        index.push(i as u32);
+    }
+    index.push(points.len() as u32);
+    (index, shift)
 }

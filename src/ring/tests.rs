@@ -407,3 +407,34 @@ fn ring_is_send_and_sync() {
     fn assert_send_sync<T: Send + Sync>() {}
     assert_send_sync::<Ring>();
 }
+
+/// The bucket index finds exactly what a search over the whole ring finds.
+#[test]
+fn bucket_index_agrees_with_a_full_search() {
+    for scheme in [PointScheme::Ketama, PointScheme::Vnode] {
+        for n in [1, 3, 10, 100] {
+            let r = ring(named_nodes(n), scheme);
+            let full = |hash: u64| {
+                let i = r.points.partition_point(|&p| p < hash);
+                r.owners[if i == r.points.len() { 0 } else { i }] as usize
+            };
+            let mut probes: Vec<u64> = vec![0, 1, u32::MAX as u64, u32::MAX as u64 + 1, u64::MAX];
+            for &p in r.points.iter().step_by(7) {
+                probes.extend([p.saturating_sub(1), p, p.saturating_add(1)]);
+            }
+            let mut x = 0x9e37_79b9_7f4a_7c15u64;
+            for _ in 0..20_000 {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                probes.push(match scheme {
+                    PointScheme::Ketama => x >> 32,
+                    PointScheme::Vnode => x,
+                });
+            }
+            for h in probes {
+                assert_eq!(r.locate_hash(h), full(h), "{scheme:?} n={n} hash={h}");
+            }
+        }
+    }
+}
