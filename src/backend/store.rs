@@ -82,6 +82,20 @@ impl Entry {
         self.data.extend_from_slice(more);
     }
 
+    /// Replaces the value and the expiry, reusing the allocation when it is
+    /// large enough and not more than twice what is needed.
+    pub fn replace_value(&mut self, value: &[u8], expire_at: u64) {
+        let key_len = self.key_len as usize;
+        let need = key_len + value.len();
+        self.data.truncate(key_len);
+        if self.data.capacity() > 2 * need + 64 {
+            self.data.shrink_to(need);
+        }
+        self.data.reserve_exact(value.len());
+        self.data.extend_from_slice(value);
+        self.expire_at = expire_at;
+    }
+
     /// Writes `bytes` at `offset` in the value, zero-padding (SETRANGE).
     pub fn write_at(&mut self, offset: usize, bytes: &[u8]) {
         let start = self.key_len as usize + offset;
@@ -350,6 +364,12 @@ impl Locked<'_> {
     /// with its key; returns the old one if it was live.
     pub fn insert(&mut self, hash: u64, entry: Entry) -> Option<Entry> {
         let old = self.remove(hash, entry.key());
+        self.insert_absent(hash, entry);
+        old
+    }
+
+    /// Stores `entry`, whose key is known not to be in the table.
+    fn insert_absent(&mut self, hash: u64, entry: Entry) {
         self.counters.used_memory.fetch_add(entry.mem(), Relaxed);
         if entry.expire_at != 0 {
             self.shard.expires += 1;
@@ -358,13 +378,21 @@ impl Locked<'_> {
         self.shard.table.insert(table_hash(hash), entry, |e| {
             table_hash(hash_bytes(seed, e.key()))
         });
-        old
     }
 
-    /// Stores a copy of `key` and `value` with an absolute expiry (0 = none).
-    pub fn put(&mut self, hash: u64, key: &[u8], value: &[u8], expire_at: u64) -> Option<Entry> {
+    /// Stores a copy of `key` and `value` with an absolute expiry (0 = none),
+    /// replacing any entry with its key. An existing entry keeps its
+    /// allocation when it is large enough, so overwriting a value with one
+    /// of the same size allocates and frees nothing (and looks the key up once).
+    pub fn put(&mut self, hash: u64, key: &[u8], value: &[u8], expire_at: u64) {
         let now = self.now;
-        self.insert(hash, Entry::new(key, value, expire_at, now))
+        let replaced = self
+            .update(hash, key, |e| e.replace_value(value, expire_at))
+            .is_some();
+        if !replaced {
+            // `update` found no live entry, and removed an expired one.
+            self.insert_absent(hash, Entry::new(key, value, expire_at, now));
+        }
     }
 
     /// Removes `key`; returns it if it was live (an expired entry is removed
@@ -458,6 +486,27 @@ mod tests {
         assert!(store.used_memory() >= BASE_MEMORY + 106 + ENTRY_OVERHEAD);
         store.lock(h, 1000).remove(h, b"k");
         assert_eq!(store.used_memory(), BASE_MEMORY);
+    }
+
+    #[test]
+    fn overwriting_reuses_the_entry_and_keeps_accounting_exact() {
+        let store = Store::new();
+        let h = store.hash(b"k");
+        for (len, ttl) in [(100, 0), (100, 5000), (10, 0), (1000, 9000), (1000, 0)] {
+            put(&store, b"k", &vec![b'v'; len], ttl, 1000);
+            assert_eq!(store.used_memory(), BASE_MEMORY + 1 + len + ENTRY_OVERHEAD);
+            let mut s = store.lock(h, 1000);
+            assert_eq!(s.get(h, b"k").unwrap().value(), &vec![b'v'; len][..]);
+            assert_eq!(s.get(h, b"k").unwrap().expire_at, ttl);
+            assert_eq!(s.shard.expires, (ttl != 0) as usize);
+            assert_eq!(s.len(), 1);
+        }
+        // An expired entry is replaced by a fresh one, not revived.
+        put(&store, b"k", b"old", 1500, 1000);
+        put(&store, b"k", b"new", 0, 2000);
+        let mut s = store.lock(h, 2000);
+        assert_eq!(s.get(h, b"k").unwrap().value(), b"new");
+        assert_eq!(s.shard.expires, 0);
     }
 
     #[test]

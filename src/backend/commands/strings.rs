@@ -34,6 +34,16 @@ pub fn set(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let (key, value) = (&args[1][..], &args[2][..]);
     let h = store.hash(key);
     let mut s = store.lock(h, ctx.now);
+    if !(o.nx || o.xx || o.get || o.keepttl) {
+        // Plain SET (with or without a TTL): one lookup, no old value needed.
+        if expire_at != 0 && expire_at <= ctx.now {
+            s.remove(h, key);
+        } else {
+            s.put(h, key, value, expire_at);
+        }
+        ctx.ok();
+        return Ok(());
+    }
     let old = s.get(h, key);
     let found = old.is_some();
     let keep = if o.keepttl {
@@ -106,7 +116,8 @@ pub fn psetex(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
 pub fn getset(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let store = &ctx.node.store;
     let h = store.hash(&args[1]);
-    let old = store.lock(h, ctx.now).put(h, &args[1], &args[2], 0);
+    let entry = Entry::new(&args[1], &args[2], 0, ctx.now);
+    let old = store.lock(h, ctx.now).insert(h, entry);
     ctx.bulk_or_null(old.as_ref().map(|e| e.value()));
     Ok(())
 }
