@@ -98,7 +98,7 @@ impl CmdError {
     }
 
     /// `UnknownCommand` with Redis's rendering of the first arguments.
-    pub fn unknown_command(name: &[u8], args: &[bytes::Bytes]) -> CmdError {
+    pub fn unknown_command(name: &[u8], args: &[&[u8]]) -> CmdError {
         let mut shown = String::new();
         for a in args {
             if shown.len() >= 128 {

@@ -15,8 +15,10 @@ use super::error::CmdError;
 use super::evict::EXPIRE_TICK_MS;
 use super::store::{now_ms, Store};
 use super::NodeConfig;
-use crate::resp::{decode_request, Limits};
+use crate::resp::{next_frame, Frame, Limits, Spans};
+use bytes::Buf;
 use bytes::BytesMut;
+use smallvec::SmallVec;
 use std::future::Future;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::sync::Arc;
@@ -201,22 +203,36 @@ async fn execute_batch(
     sock: &mut TcpStream,
 ) -> std::io::Result<bool> {
     let now = now_ms();
+    let mut spans = Spans::new();
     loop {
-        let req = match decode_request(input, &node.limits) {
-            Ok(Some(req)) => req,
+        // Arguments are slices of `input`, used in place, then consumed.
+        let frame = match next_frame(input, &node.limits, &mut spans) {
+            Ok(Some(frame)) => frame,
             Ok(None) => break,
             Err(e) => {
                 CmdError::err(e).write(out);
                 return Ok(false);
             }
         };
-        match commands::dispatch(node, client, out, &req.args, now) {
-            Next::Done => {}
-            Next::Migrate => match commands::migrate::migrate(node, &req.args).await {
-                Ok(reply) => out.extend_from_slice(&reply),
-                Err(e) => e.write(out),
-            },
+        let (len, owned) = match frame {
+            Frame::Spans { len } => (len, None),
+            Frame::Inline { len, args } => (len, Some(args)),
+        };
+        let args: SmallVec<[&[u8]; 8]> = match &owned {
+            None => spans.iter().map(|&(s, e)| &input[s..e]).collect(),
+            Some(owned) => owned.iter().map(|a| a.as_slice()).collect(),
+        };
+        if !args.is_empty() {
+            match commands::dispatch(node, client, out, &args, now) {
+                Next::Done => {}
+                Next::Migrate => match commands::migrate::migrate(node, &args).await {
+                    Ok(reply) => out.extend_from_slice(&reply),
+                    Err(e) => e.write(out),
+                },
+            }
         }
+        drop(args);
+        input.advance(len);
         if client.quit {
             return Ok(false);
         }

@@ -13,7 +13,7 @@ pub mod request;
 
 pub use command::{lookup, CommandSpec, KeySpec, Kind};
 pub use reply::{reply_len, ReplyError};
-pub use request::{decode_request, ProtocolError, Request};
+pub use request::{decode_request, next_frame, Frame, ProtocolError, Request, Spans};
 
 /// Redis's `proto-max-bulk-len` default: 512 MB.
 pub const DEFAULT_MAX_BULK_LEN: usize = 512 * 1024 * 1024;

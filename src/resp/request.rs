@@ -14,8 +14,12 @@
 use std::fmt;
 
 use bytes::{Bytes, BytesMut};
+use smallvec::SmallVec;
 
 use super::{encode, parse_i64, Limits};
+
+/// Argument spans of one multibulk: up to eight without a heap allocation.
+pub type Spans = SmallVec<[(usize, usize); 8]>;
 
 /// One complete client request.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -87,12 +91,13 @@ pub fn decode_request(
     buf: &mut BytesMut,
     limits: &Limits,
 ) -> Result<Option<Request>, ProtocolError> {
+    let mut spans = Spans::new();
     loop {
         if buf.is_empty() {
             return Ok(None);
         }
         let parsed = if buf[0] == b'*' {
-            parse_multibulk(buf, limits)?
+            parse_multibulk(buf, limits, &mut spans)?
         } else {
             parse_inline(buf, limits)?
         };
@@ -106,7 +111,7 @@ pub fn decode_request(
             Parsed::Skip(n) => {
                 let _ = buf.split_to(n);
             }
-            Parsed::Multibulk { len, spans } => {
+            Parsed::Multibulk { len } => {
                 let raw = buf.split_to(len).freeze();
                 let args = spans.iter().map(|&(s, e)| raw.slice(s..e)).collect();
                 return Ok(Some(Request { raw, args }));
@@ -117,8 +122,8 @@ pub fn decode_request(
                 let mut out = BytesMut::new();
                 encode::command(&mut out, &refs);
                 let mut enc = out;
-                return match parse_multibulk(&enc, limits)? {
-                    Parsed::Multibulk { len, spans } => {
+                return match parse_multibulk(&enc, limits, &mut spans)? {
+                    Parsed::Multibulk { len } => {
                         let raw = enc.split_to(len).freeze();
                         let args = spans.iter().map(|&(s, e)| raw.slice(s..e)).collect();
                         Ok(Some(Request { raw, args }))
@@ -130,13 +135,72 @@ pub fn decode_request(
     }
 }
 
+/// One request at the front of a buffer, parsed in place (for a server that
+/// executes it before consuming it: no copies, no reference counts).
+#[derive(Debug, PartialEq, Eq)]
+pub enum Frame {
+    /// A multibulk of `len` bytes from the buffer's start; its arguments are
+    /// the spans left in the caller's [`Spans`].
+    Spans { len: usize },
+    /// An inline request of `len` bytes, its arguments unquoted and owned.
+    Inline { len: usize, args: Vec<Vec<u8>> },
+}
+
+/// Parses the request at the front of `buf` without consuming it; `Ok(None)`
+/// until it has all arrived. Empty requests before it (blank inline lines,
+/// `*0`) are consumed with it, counted in its `len`; empty requests followed
+/// by nothing complete give a `Frame::Spans` with no spans.
+pub fn next_frame(
+    buf: &[u8],
+    limits: &Limits,
+    spans: &mut Spans,
+) -> Result<Option<Frame>, ProtocolError> {
+    let mut at = 0;
+    loop {
+        spans.clear();
+        let rest = &buf[at..];
+        if rest.is_empty() {
+            // Only empty requests: consume them, execute nothing.
+            return Ok((at > 0).then_some(Frame::Spans { len: at }));
+        }
+        let parsed = if rest[0] == b'*' {
+            parse_multibulk(rest, limits, spans)?
+        } else {
+            parse_inline(rest, limits)?
+        };
+        match parsed {
+            Parsed::Incomplete => {
+                if rest.len() > limits.max_query_buffer {
+                    return Err(ProtocolError::QueryBufferFull);
+                }
+                // Spans of the incomplete request are not a request.
+                spans.clear();
+                return Ok((at > 0).then_some(Frame::Spans { len: at }));
+            }
+            Parsed::Skip(n) => at += n,
+            Parsed::Multibulk { len } => {
+                for s in spans.iter_mut() {
+                    *s = (s.0 + at, s.1 + at);
+                }
+                return Ok(Some(Frame::Spans { len: at + len }));
+            }
+            Parsed::Inline { len, args } => {
+                return Ok(Some(Frame::Inline {
+                    len: at + len,
+                    args,
+                }))
+            }
+        }
+    }
+}
+
 enum Parsed {
     Incomplete,
     /// Consume this many bytes, nothing to execute.
     Skip(usize),
+    /// A complete multibulk of `len` bytes; its spans are in the caller's [`Spans`].
     Multibulk {
         len: usize,
-        spans: Vec<(usize, usize)>,
     },
     Inline {
         len: usize,
@@ -160,7 +224,12 @@ fn find_crlf(buf: &[u8], from: usize) -> Option<usize> {
     None
 }
 
-fn parse_multibulk(buf: &[u8], limits: &Limits) -> Result<Parsed, ProtocolError> {
+fn parse_multibulk(
+    buf: &[u8],
+    limits: &Limits,
+    spans: &mut Spans,
+) -> Result<Parsed, ProtocolError> {
+    spans.clear();
     let Some(eol) = find_crlf(buf, 0) else {
         if buf.len() > limits.max_inline_len {
             return Err(ProtocolError::TooBigMultibulkCount);
@@ -175,8 +244,8 @@ fn parse_multibulk(buf: &[u8], limits: &Limits) -> Result<Parsed, ProtocolError>
     if count <= 0 {
         return Ok(Parsed::Skip(pos));
     }
-    // Bounded preallocation: a peer announcing a million arguments must send them first.
-    let mut spans = Vec::with_capacity((count as usize).min(64));
+    // Spans grow as arguments arrive: a peer announcing a million arguments
+    // must send them first.
     for _ in 0..count {
         if pos >= buf.len() {
             return Ok(Parsed::Incomplete);
@@ -205,7 +274,7 @@ fn parse_multibulk(buf: &[u8], limits: &Limits) -> Result<Parsed, ProtocolError>
         spans.push((start, end));
         pos = end + 2;
     }
-    Ok(Parsed::Multibulk { len: pos, spans })
+    Ok(Parsed::Multibulk { len: pos })
 }
 
 fn parse_inline(buf: &[u8], limits: &Limits) -> Result<Parsed, ProtocolError> {
@@ -332,6 +401,29 @@ mod tests {
         Ok(out)
     }
 
+    /// Like `decode_all`, through `next_frame`, consuming as a server does.
+    fn frames_all(input: &[u8]) -> Result<Vec<Vec<Vec<u8>>>, ProtocolError> {
+        let mut buf = input.to_vec();
+        let mut spans = Spans::new();
+        let mut out = Vec::new();
+        while let Some(frame) = next_frame(&buf, &Limits::default(), &mut spans)? {
+            let len = match frame {
+                Frame::Spans { len } => {
+                    if !spans.is_empty() {
+                        out.push(spans.iter().map(|&(s, e)| buf[s..e].to_vec()).collect());
+                    }
+                    len
+                }
+                Frame::Inline { len, args } => {
+                    out.push(args);
+                    len
+                }
+            };
+            buf.drain(..len);
+        }
+        Ok(out)
+    }
+
     fn v(args: &[&str]) -> Vec<Vec<u8>> {
         args.iter().map(|a| a.as_bytes().to_vec()).collect()
     }
@@ -362,10 +454,16 @@ mod tests {
                 "{:?}",
                 String::from_utf8_lossy(input)
             );
+            assert_eq!(&frames_all(input).unwrap(), want);
+            // Empty requests, then an incomplete one: nothing to execute yet.
+            let mut cut = b"*0\r\n\r\n".to_vec();
+            cut.extend_from_slice(&input[..input.len() - 1]);
+            assert_eq!(frames_all(&cut).unwrap(), Vec::<Vec<Vec<u8>>>::new());
             // Trailing bytes of a following request must not change the first.
             let mut padded = input.to_vec();
             padded.extend_from_slice(b"*1\r\n$4\r\nPI");
             assert_eq!(&decode_all(&padded).unwrap(), want);
+            assert_eq!(&frames_all(&padded).unwrap(), want);
             // Cut at every byte: nothing until complete, then exactly the requests.
             for cut in 0..input.len() {
                 let mut buf = BytesMut::from(&input[..cut]);
@@ -444,6 +542,7 @@ mod tests {
         for (input, want) in cases {
             let mut buf = BytesMut::from(*input);
             let err = decode_request(&mut buf, &Limits::default()).unwrap_err();
+            assert_eq!(frames_all(input).unwrap_err(), err);
             assert_eq!(
                 err.to_string(),
                 *want,

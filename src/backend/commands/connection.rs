@@ -8,31 +8,31 @@ use crate::resp::{encode, eq_ignore_case};
 use bytes::Bytes;
 
 /// PING [message]
-pub fn ping(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+pub fn ping(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     match args.len() {
         1 => encode::simple(ctx.out, "PONG"),
-        2 => encode::bulk(ctx.out, &args[1]),
+        2 => encode::bulk(ctx.out, args[1]),
         _ => return Err(CmdError::WrongArity("ping".into())),
     }
     Ok(())
 }
 
 /// ECHO message
-pub fn echo(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
-    encode::bulk(ctx.out, &args[1]);
+pub fn echo(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
+    encode::bulk(ctx.out, args[1]);
     Ok(())
 }
 
 /// QUIT: `+OK`, then the connection closes once replies are flushed.
-pub fn quit(ctx: &mut Ctx, _args: &[Bytes]) -> CmdResult {
+pub fn quit(ctx: &mut Ctx, _args: &[&[u8]]) -> CmdResult {
     ctx.ok();
     ctx.client.quit = true;
     Ok(())
 }
 
 /// SELECT index: only database 0 exists.
-pub fn select(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
-    match parse_i64(&args[1])? {
+pub fn select(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
+    match parse_i64(args[1])? {
         0 => {
             ctx.ok();
             Ok(())
@@ -54,13 +54,13 @@ fn check_auth(user: &[u8]) -> CmdResult {
 }
 
 /// AUTH [username] password
-pub fn auth(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+pub fn auth(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     match args.len() {
         2 => Err(CmdError::err(
             "AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?",
         )),
         3 => {
-            check_auth(&args[1])?;
+            check_auth(args[1])?;
             ctx.ok();
             Ok(())
         }
@@ -73,7 +73,7 @@ fn valid_name(name: &[u8]) -> bool {
     name.iter().all(|&c| (b'!'..=b'~').contains(&c))
 }
 
-fn set_name(ctx: &mut Ctx, name: &Bytes) -> CmdResult {
+fn set_name(ctx: &mut Ctx, name: &[u8]) -> CmdResult {
     if !valid_name(name) {
         return Err(CmdError::err(
             "Client names cannot contain spaces, newlines or special characters.",
@@ -84,10 +84,10 @@ fn set_name(ctx: &mut Ctx, name: &Bytes) -> CmdResult {
 }
 
 /// HELLO [protover [AUTH username password] [SETNAME clientname]]
-pub fn hello(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+pub fn hello(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     let mut proto = None;
     if args.len() >= 2 {
-        let v = parse_i64(&args[1])
+        let v = parse_i64(args[1])
             .map_err(|_| CmdError::err("Protocol version is not an integer or out of range"))?;
         if !(2..=3).contains(&v) {
             return Err(CmdError::NoProto);
@@ -98,16 +98,16 @@ pub fn hello(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let mut j = 2;
     while j < args.len() {
         let more = args.len() - 1 - j;
-        if eq_ignore_case(&args[j], b"auth") && more >= 2 {
+        if eq_ignore_case(args[j], b"auth") && more >= 2 {
             user = Some(&args[j + 1]);
             j += 3;
-        } else if eq_ignore_case(&args[j], b"setname") && more >= 1 {
+        } else if eq_ignore_case(args[j], b"setname") && more >= 1 {
             name = Some(&args[j + 1]);
             j += 2;
         } else {
             return Err(CmdError::err(format!(
                 "Syntax error in HELLO option '{}'",
-                String::from_utf8_lossy(&args[j])
+                String::from_utf8_lossy(args[j])
             )));
         }
     }
@@ -141,7 +141,7 @@ pub fn hello(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
 }
 
 /// RESET: back to a fresh RESP2 connection.
-pub fn reset(ctx: &mut Ctx, _args: &[Bytes]) -> CmdResult {
+pub fn reset(ctx: &mut Ctx, _args: &[&[u8]]) -> CmdResult {
     ctx.client.proto = 2;
     ctx.client.name = None;
     encode::simple(ctx.out, "RESET");
@@ -179,7 +179,7 @@ pub fn verbatim(ctx: &mut Ctx, text: &str) {
 }
 
 /// CLIENT SETNAME|GETNAME|ID|SETINFO|INFO|LIST|NO-EVICT|NO-TOUCH|HELP
-pub fn client(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+pub fn client(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     let sub = args[1].to_ascii_lowercase();
     let need = |ok: bool| match ok {
         true => Ok(()),
@@ -192,7 +192,7 @@ pub fn client(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     match &sub[..] {
         b"setname" => {
             need(n == 3)?;
-            set_name(ctx, &args[2])?;
+            set_name(ctx, args[2])?;
             ctx.ok();
         }
         b"getname" => {
@@ -206,20 +206,20 @@ pub fn client(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
         }
         b"setinfo" => {
             need(n == 4)?;
-            let value = Some(Bytes::copy_from_slice(&args[3]));
-            if eq_ignore_case(&args[2], b"lib-name") {
-                if !valid_name(&args[3]) {
+            let value = Some(Bytes::copy_from_slice(args[3]));
+            if eq_ignore_case(args[2], b"lib-name") {
+                if !valid_name(args[3]) {
                     return Err(CmdError::err(
                         "lib-name cannot contain spaces, newlines or special characters.",
                     ));
                 }
                 ctx.client.lib.0 = value;
-            } else if eq_ignore_case(&args[2], b"lib-ver") {
+            } else if eq_ignore_case(args[2], b"lib-ver") {
                 ctx.client.lib.1 = value;
             } else {
                 return Err(CmdError::err(format!(
                     "Unrecognized option '{}'",
-                    String::from_utf8_lossy(&args[2])
+                    String::from_utf8_lossy(args[2])
                 )));
             }
             ctx.ok();
@@ -235,7 +235,7 @@ pub fn client(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
         }
         b"no-evict" | b"no-touch" => {
             need(n == 3)?;
-            if !eq_ignore_case(&args[2], b"on") && !eq_ignore_case(&args[2], b"off") {
+            if !eq_ignore_case(args[2], b"on") && !eq_ignore_case(args[2], b"off") {
                 return Err(CmdError::Syntax);
             }
             ctx.ok();
@@ -256,7 +256,7 @@ pub fn client(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
         }
         _ => {
             return Err(CmdError::UnknownSubcommand(
-                String::from_utf8_lossy(&args[1]).into_owned(),
+                String::from_utf8_lossy(args[1]).into_owned(),
                 "CLIENT",
             ))
         }

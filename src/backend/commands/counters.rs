@@ -4,7 +4,6 @@
 use super::{parse_f64, parse_i64, CmdResult, Ctx};
 use crate::backend::error::CmdError;
 use crate::resp::encode;
-use bytes::Bytes;
 
 fn incr_by(ctx: &mut Ctx, key: &[u8], delta: i64) -> CmdResult {
     let store = &ctx.node.store;
@@ -29,41 +28,41 @@ fn incr_by(ctx: &mut Ctx, key: &[u8], delta: i64) -> CmdResult {
 }
 
 /// INCR key
-pub fn incr(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
-    incr_by(ctx, &args[1], 1)
+pub fn incr(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
+    incr_by(ctx, args[1], 1)
 }
 
 /// DECR key
-pub fn decr(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
-    incr_by(ctx, &args[1], -1)
+pub fn decr(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
+    incr_by(ctx, args[1], -1)
 }
 
 /// INCRBY key increment
-pub fn incrby(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
-    let delta = parse_i64(&args[2])?;
-    incr_by(ctx, &args[1], delta)
+pub fn incrby(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
+    let delta = parse_i64(args[2])?;
+    incr_by(ctx, args[1], delta)
 }
 
 /// DECRBY key decrement
-pub fn decrby(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
-    let delta = parse_i64(&args[2])?;
+pub fn decrby(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
+    let delta = parse_i64(args[2])?;
     if delta == i64::MIN {
         return Err(CmdError::DecrementOverflow);
     }
-    incr_by(ctx, &args[1], -delta)
+    incr_by(ctx, args[1], -delta)
 }
 
 /// INCRBYFLOAT key increment
-pub fn incrbyfloat(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+pub fn incrbyfloat(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     let store = &ctx.node.store;
-    let key = &args[1][..];
+    let key = args[1];
     let h = store.hash(key);
     let mut s = store.lock(h, ctx.now);
     let current = match s.get(h, key) {
         Some(e) => Some(parse_f64(e.value())?),
         None => None,
     };
-    let incr = parse_f64(&args[2])?;
+    let incr = parse_f64(args[2])?;
     let value = current.unwrap_or(0.0) + incr;
     if !value.is_finite() {
         return Err(CmdError::NanOrInfinity);

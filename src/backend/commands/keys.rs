@@ -6,10 +6,9 @@ use super::{parse_i64, CmdResult, Ctx};
 use crate::backend::error::CmdError;
 use crate::backend::glob;
 use crate::resp::{encode, eq_ignore_case};
-use bytes::Bytes;
 
 /// DEL key [key ...] and UNLINK key [key ...]
-pub fn del(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+pub fn del(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     let store = &ctx.node.store;
     let mut n = 0;
     for key in &args[1..] {
@@ -23,7 +22,7 @@ pub fn del(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
 }
 
 /// EXISTS key [key ...] (a key named twice counts twice)
-pub fn exists(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+pub fn exists(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     let store = &ctx.node.store;
     let n = args[1..]
         .iter()
@@ -37,7 +36,7 @@ pub fn exists(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
 }
 
 /// TOUCH key [key ...]
-pub fn touch(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+pub fn touch(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     let store = &ctx.node.store;
     let n = args[1..]
         .iter()
@@ -51,10 +50,10 @@ pub fn touch(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
 }
 
 /// TYPE key
-pub fn type_(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+pub fn type_(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     let store = &ctx.node.store;
-    let h = store.hash(&args[1]);
-    let found = store.lock(h, ctx.now).contains(h, &args[1]);
+    let h = store.hash(args[1]);
+    let found = store.lock(h, ctx.now).contains(h, args[1]);
     encode::simple(ctx.out, if found { "string" } else { "none" });
     Ok(())
 }
@@ -69,7 +68,7 @@ pub struct ExpireFlags {
 }
 
 /// Parses EXPIRE's trailing options with Redis 7's errors.
-pub fn parse_expire_flags(opts: &[Bytes]) -> Result<ExpireFlags, CmdError> {
+pub fn parse_expire_flags(opts: &[&[u8]]) -> Result<ExpireFlags, CmdError> {
     let mut f = ExpireFlags::default();
     for o in opts {
         match () {
@@ -112,13 +111,13 @@ impl ExpireFlags {
 /// The EXPIRE family: `seconds` scales the number, `relative` adds now.
 fn expire_generic(
     ctx: &mut Ctx,
-    args: &[Bytes],
+    args: &[&[u8]],
     seconds: bool,
     relative: bool,
     name: &'static str,
 ) -> CmdResult {
     let flags = parse_expire_flags(&args[3..])?;
-    let v = parse_i64(&args[2])?;
+    let v = parse_i64(args[2])?;
     let bad = CmdError::InvalidExpire(name);
     let ms = if seconds {
         v.checked_mul(1000).ok_or(bad.clone())?
@@ -131,7 +130,7 @@ fn expire_generic(
         ms
     };
     let store = &ctx.node.store;
-    let (key, now) = (&args[1][..], ctx.now);
+    let (key, now) = (args[1], ctx.now);
     let h = store.hash(key);
     let mut s = store.lock(h, now);
     let Some(current) = s.get(h, key).map(|e| e.expire_at) else {
@@ -152,22 +151,22 @@ fn expire_generic(
 }
 
 /// EXPIRE key seconds [NX|XX|GT|LT]
-pub fn expire(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+pub fn expire(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     expire_generic(ctx, args, true, true, "expire")
 }
 
 /// PEXPIRE key milliseconds [NX|XX|GT|LT]
-pub fn pexpire(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+pub fn pexpire(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     expire_generic(ctx, args, false, true, "pexpire")
 }
 
 /// EXPIREAT key unix-seconds [NX|XX|GT|LT]
-pub fn expireat(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+pub fn expireat(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     expire_generic(ctx, args, true, false, "expireat")
 }
 
 /// PEXPIREAT key unix-ms [NX|XX|GT|LT]
-pub fn pexpireat(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+pub fn pexpireat(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     expire_generic(ctx, args, false, false, "pexpireat")
 }
 
@@ -199,32 +198,32 @@ fn ttl_generic(ctx: &mut Ctx, key: &[u8], ms: bool, absolute: bool) -> CmdResult
 }
 
 /// TTL key
-pub fn ttl(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
-    ttl_generic(ctx, &args[1], false, false)
+pub fn ttl(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
+    ttl_generic(ctx, args[1], false, false)
 }
 
 /// PTTL key
-pub fn pttl(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
-    ttl_generic(ctx, &args[1], true, false)
+pub fn pttl(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
+    ttl_generic(ctx, args[1], true, false)
 }
 
 /// EXPIRETIME key
-pub fn expiretime(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
-    ttl_generic(ctx, &args[1], false, true)
+pub fn expiretime(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
+    ttl_generic(ctx, args[1], false, true)
 }
 
 /// PEXPIRETIME key
-pub fn pexpiretime(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
-    ttl_generic(ctx, &args[1], true, true)
+pub fn pexpiretime(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
+    ttl_generic(ctx, args[1], true, true)
 }
 
 /// PERSIST key
-pub fn persist(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+pub fn persist(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     let store = &ctx.node.store;
-    let h = store.hash(&args[1]);
+    let h = store.hash(args[1]);
     let changed = store
         .lock(h, ctx.now)
-        .update(h, &args[1], |e| std::mem::take(&mut e.expire_at) != 0);
+        .update(h, args[1], |e| std::mem::take(&mut e.expire_at) != 0);
     encode::integer(ctx.out, changed.unwrap_or(false) as i64);
     Ok(())
 }
@@ -247,23 +246,23 @@ pub fn parse_cursor(b: &[u8]) -> Result<u64, CmdError> {
 }
 
 /// SCAN cursor [MATCH pattern] [COUNT count] [TYPE type]
-pub fn scan(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
-    let cursor = parse_cursor(&args[1])?;
+pub fn scan(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
+    let cursor = parse_cursor(args[1])?;
     let (mut pattern, mut count, mut type_ok) = (None, 10usize, true);
     let mut j = 2;
     while j < args.len() {
         let Some(value) = args.get(j + 1) else {
             return Err(CmdError::Syntax);
         };
-        if eq_ignore_case(&args[j], b"match") {
+        if eq_ignore_case(args[j], b"match") {
             pattern = Some(&value[..]).filter(|p| !glob::is_match_all(p));
-        } else if eq_ignore_case(&args[j], b"count") {
+        } else if eq_ignore_case(args[j], b"count") {
             let n = parse_i64(value)?;
             if n < 1 {
                 return Err(CmdError::Syntax);
             }
             count = n as usize;
-        } else if eq_ignore_case(&args[j], b"type") {
+        } else if eq_ignore_case(args[j], b"type") {
             // Only strings exist here.
             type_ok = eq_ignore_case(value, b"string");
         } else {
@@ -284,8 +283,8 @@ pub fn scan(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
 }
 
 /// KEYS pattern
-pub fn keys(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
-    let pattern = &args[1][..];
+pub fn keys(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
+    let pattern = args[1];
     let all = glob::is_match_all(pattern);
     let keys = ctx
         .node
@@ -299,7 +298,7 @@ pub fn keys(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
 }
 
 /// RANDOMKEY
-pub fn randomkey(ctx: &mut Ctx, _args: &[Bytes]) -> CmdResult {
+pub fn randomkey(ctx: &mut Ctx, _args: &[&[u8]]) -> CmdResult {
     let key = ctx.node.store.random_key(ctx.now);
     ctx.bulk_or_null(key.as_deref());
     Ok(())
@@ -309,10 +308,8 @@ pub fn randomkey(ctx: &mut Ctx, _args: &[Bytes]) -> CmdResult {
 mod tests {
     use super::*;
 
-    fn opts(s: &str) -> Vec<Bytes> {
-        s.split_whitespace()
-            .map(|a| Bytes::copy_from_slice(a.as_bytes()))
-            .collect()
+    fn opts(s: &str) -> Vec<&[u8]> {
+        s.split_whitespace().map(|a| a.as_bytes()).collect()
     }
 
     #[test]

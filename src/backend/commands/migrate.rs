@@ -79,34 +79,34 @@ pub fn parse_payload(p: &[u8]) -> Option<&[u8]> {
 }
 
 /// DUMP key
-pub fn dump(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+pub fn dump(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     let store = &ctx.node.store;
-    let h = store.hash(&args[1]);
+    let h = store.hash(args[1]);
     let payload = store
         .lock(h, ctx.now)
-        .get(h, &args[1])
+        .get(h, args[1])
         .map(|e| dump_payload(e.value()));
     ctx.bulk_or_null(payload.as_deref());
     Ok(())
 }
 
 /// RESTORE key ttl payload [REPLACE] [ABSTTL] [IDLETIME s] [FREQ f]
-pub fn restore(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+pub fn restore(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     let (mut replace, mut absttl) = (false, false);
     let mut j = 4;
     while j < args.len() {
         let more = args.len() - 1 - j;
-        if eq_ignore_case(&args[j], b"replace") {
+        if eq_ignore_case(args[j], b"replace") {
             replace = true;
-        } else if eq_ignore_case(&args[j], b"absttl") {
+        } else if eq_ignore_case(args[j], b"absttl") {
             absttl = true;
-        } else if eq_ignore_case(&args[j], b"idletime") && more >= 1 {
-            if parse_i64(&args[j + 1])? < 0 {
+        } else if eq_ignore_case(args[j], b"idletime") && more >= 1 {
+            if parse_i64(args[j + 1])? < 0 {
                 return Err(CmdError::err("Invalid IDLETIME value, must be >= 0"));
             }
             j += 1;
-        } else if eq_ignore_case(&args[j], b"freq") && more >= 1 {
-            let f = parse_i64(&args[j + 1])?;
+        } else if eq_ignore_case(args[j], b"freq") && more >= 1 {
+            let f = parse_i64(args[j + 1])?;
             if !(0..=255).contains(&f) {
                 return Err(CmdError::err("Invalid FREQ value, must be >= 0 and <= 255"));
             }
@@ -117,17 +117,17 @@ pub fn restore(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
         j += 1;
     }
     let store = &ctx.node.store;
-    let (key, now) = (&args[1][..], ctx.now);
+    let (key, now) = (args[1], ctx.now);
     let h = store.hash(key);
     let mut s = store.lock(h, now);
     if !replace && s.contains(h, key) {
         return Err(CmdError::BusyKey);
     }
-    let ttl = parse_i64(&args[2])?;
+    let ttl = parse_i64(args[2])?;
     if ttl < 0 {
         return Err(CmdError::err("Invalid TTL value, must be >= 0"));
     }
-    let value = parse_payload(&args[3]).ok_or(CmdError::BadPayload)?;
+    let value = parse_payload(args[3]).ok_or(CmdError::BadPayload)?;
     let expire_at = match (ttl, absttl) {
         (0, _) => 0,
         (t, true) => t as u64,
@@ -162,9 +162,9 @@ struct Migrate {
     keys: Vec<Bytes>,
 }
 
-fn parse_migrate(args: &[Bytes]) -> Result<Migrate, CmdError> {
+fn parse_migrate(args: &[&[u8]]) -> Result<Migrate, CmdError> {
     let (mut copy, mut replace, mut auth) = (false, false, None);
-    let mut keys = vec![args[3].clone()];
+    let mut keys = vec![Bytes::copy_from_slice(args[3])];
     let mut j = 6;
     while j < args.len() {
         let more = args.len() - 1 - j;
@@ -174,10 +174,13 @@ fn parse_migrate(args: &[Bytes]) -> Result<Migrate, CmdError> {
         } else if eq_ignore_case(a, b"replace") {
             replace = true;
         } else if eq_ignore_case(a, b"auth") && more >= 1 {
-            auth = Some((None, args[j + 1].clone()));
+            auth = Some((None, Bytes::copy_from_slice(args[j + 1])));
             j += 1;
         } else if eq_ignore_case(a, b"auth2") && more >= 2 {
-            auth = Some((Some(args[j + 1].clone()), args[j + 2].clone()));
+            auth = Some((
+                Some(Bytes::copy_from_slice(args[j + 1])),
+                Bytes::copy_from_slice(args[j + 2]),
+            ));
             j += 2;
         } else if eq_ignore_case(a, b"keys") {
             if !args[3].is_empty() {
@@ -185,21 +188,24 @@ fn parse_migrate(args: &[Bytes]) -> Result<Migrate, CmdError> {
                     "When using MIGRATE KEYS option, the key argument must be set to the empty string",
                 ));
             }
-            keys = args[j + 1..].to_vec();
+            keys = args[j + 1..]
+                .iter()
+                .map(|a| Bytes::copy_from_slice(a))
+                .collect();
             break;
         } else {
             return Err(CmdError::Syntax);
         }
         j += 1;
     }
-    let timeout = parse_i64(&args[5])?;
-    let db = parse_i64(&args[4])?;
-    let port = parse_i64(&args[2])
+    let timeout = parse_i64(args[5])?;
+    let db = parse_i64(args[4])?;
+    let port = parse_i64(args[2])
         .ok()
         .and_then(|p| u16::try_from(p).ok())
         .unwrap_or(0);
     let timeout = Duration::from_millis(if timeout <= 0 { 1000 } else { timeout as u64 });
-    let host = String::from_utf8_lossy(&args[1]).into_owned();
+    let host = String::from_utf8_lossy(args[1]).into_owned();
     Ok(Migrate {
         host,
         port,
@@ -291,7 +297,7 @@ async fn round_trip(
 
 /// MIGRATE host port key|"" destination-db timeout [COPY] [REPLACE]
 /// [AUTH password | AUTH2 username password] [KEYS key ...]
-pub async fn migrate(node: &Node, args: &[Bytes]) -> Result<BytesMut, CmdError> {
+pub async fn migrate(node: &Node, args: &[&[u8]]) -> Result<BytesMut, CmdError> {
     let m = parse_migrate(args)?;
     let mut state = node.migrate.lock().await;
     state
@@ -471,13 +477,13 @@ mod tests {
 
     #[test]
     fn migrate_keys_option_requires_empty_key() {
-        let args: Vec<Bytes> = ["MIGRATE", "h", "1", "k", "0", "100", "KEYS", "a"]
+        let args: Vec<&[u8]> = ["MIGRATE", "h", "1", "k", "0", "100", "KEYS", "a"]
             .iter()
-            .map(|s| Bytes::from_static(s.as_bytes()))
+            .map(|s| s.as_bytes())
             .collect();
         assert!(parse_migrate(&args).is_err());
         let mut ok = args.clone();
-        ok[3] = Bytes::new();
+        ok[3] = b"";
         let m = parse_migrate(&ok).ok().unwrap();
         assert_eq!(m.keys, vec![Bytes::from_static(b"a")]);
     }

@@ -97,7 +97,7 @@ pub type CmdResult = Result<(), CmdError>;
 #[derive(Clone, Copy)]
 pub enum Run {
     /// In place, holding no lock across an `.await`.
-    Sync(fn(&mut Ctx, &[Bytes]) -> CmdResult),
+    Sync(fn(&mut Ctx, &[&[u8]]) -> CmdResult),
     /// MIGRATE: talks to another node, so the connection awaits it.
     Migrate,
 }
@@ -250,12 +250,12 @@ pub fn dispatch(
     node: &Node,
     client: &mut Client,
     out: &mut BytesMut,
-    args: &[Bytes],
+    args: &[&[u8]],
     now: u64,
 ) -> Next {
     node.stats.total_commands.fetch_add(1, Relaxed);
-    let Some(cmd) = lookup(&args[0]) else {
-        CmdError::unknown_command(&args[0], &args[1..]).write(out);
+    let Some(cmd) = lookup(args[0]) else {
+        CmdError::unknown_command(args[0], &args[1..]).write(out);
         return Next::Done;
     };
     client.last_cmd = cmd.name;

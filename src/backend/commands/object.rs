@@ -5,7 +5,6 @@ use super::{parse_i64, CmdResult, Ctx};
 use crate::backend::error::CmdError;
 use crate::backend::store::{lru_clock, Entry, Store};
 use crate::resp::{encode, eq_ignore_case};
-use bytes::Bytes;
 
 /// Moves `src` to `dst` under both shard locks. `nx`: only if `dst` is
 /// absent. `copy`: keep `src`. Returns None if `src` is missing, else
@@ -29,14 +28,14 @@ fn transfer(ctx: &mut Ctx, src: &[u8], dst: &[u8], nx: bool, copy: bool) -> Opti
 }
 
 /// RENAME key newkey
-pub fn rename(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+pub fn rename(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     if args[1] == args[2] {
         let store = &ctx.node.store;
-        let h = store.hash(&args[1]);
-        if !store.lock(h, ctx.now).contains(h, &args[1]) {
+        let h = store.hash(args[1]);
+        if !store.lock(h, ctx.now).contains(h, args[1]) {
             return Err(CmdError::err("no such key"));
         }
-    } else if transfer(ctx, &args[1], &args[2], false, false).is_none() {
+    } else if transfer(ctx, args[1], args[2], false, false).is_none() {
         return Err(CmdError::err("no such key"));
     }
     ctx.ok();
@@ -44,31 +43,30 @@ pub fn rename(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
 }
 
 /// RENAMENX key newkey
-pub fn renamenx(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+pub fn renamenx(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     let done = if args[1] == args[2] {
         let store = &ctx.node.store;
-        let h = store.hash(&args[1]);
-        if !store.lock(h, ctx.now).contains(h, &args[1]) {
+        let h = store.hash(args[1]);
+        if !store.lock(h, ctx.now).contains(h, args[1]) {
             return Err(CmdError::err("no such key"));
         }
         false
     } else {
-        transfer(ctx, &args[1], &args[2], true, false)
-            .ok_or_else(|| CmdError::err("no such key"))?
+        transfer(ctx, args[1], args[2], true, false).ok_or_else(|| CmdError::err("no such key"))?
     };
     encode::integer(ctx.out, done as i64);
     Ok(())
 }
 
 /// COPY source destination [DB destination-db] [REPLACE]
-pub fn copy(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+pub fn copy(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     let mut replace = false;
     let mut j = 3;
     while j < args.len() {
-        if eq_ignore_case(&args[j], b"replace") {
+        if eq_ignore_case(args[j], b"replace") {
             replace = true;
-        } else if eq_ignore_case(&args[j], b"db") && j + 1 < args.len() {
-            if parse_i64(&args[j + 1])? != 0 {
+        } else if eq_ignore_case(args[j], b"db") && j + 1 < args.len() {
+            if parse_i64(args[j + 1])? != 0 {
                 return Err(CmdError::DbIndexOutOfRange);
             }
             j += 1;
@@ -80,7 +78,7 @@ pub fn copy(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     if args[1] == args[2] {
         return Err(CmdError::err("source and destination objects are the same"));
     }
-    let done = transfer(ctx, &args[1], &args[2], !replace, true).unwrap_or(false);
+    let done = transfer(ctx, args[1], args[2], !replace, true).unwrap_or(false);
     encode::integer(ctx.out, done as i64);
     Ok(())
 }
@@ -97,7 +95,7 @@ pub fn encoding(value: &[u8]) -> &'static str {
 }
 
 /// OBJECT ENCODING|IDLETIME|FREQ|REFCOUNT key, OBJECT HELP
-pub fn object(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+pub fn object(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     let sub = &args[1];
     if eq_ignore_case(sub, b"help") {
         let lines = [
@@ -128,10 +126,10 @@ pub fn object(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
         )));
     }
     let store = &ctx.node.store;
-    let h = store.hash(&args[2]);
+    let h = store.hash(args[2]);
     let s = store.lock(h, ctx.now);
     // OBJECT must not count as an access: read the entry without touching it.
-    let Some((enc, lru, int)) = s.peek(h, &args[2]).map(|e| {
+    let Some((enc, lru, int)) = s.peek(h, args[2]).map(|e| {
         (
             encoding(e.value()),
             e.lru,
@@ -160,10 +158,10 @@ pub fn object(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
 }
 
 /// MEMORY USAGE key [SAMPLES n]: the bytes this node counts for the key.
-pub fn memory(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
-    if !eq_ignore_case(&args[1], b"usage") {
+pub fn memory(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
+    if !eq_ignore_case(args[1], b"usage") {
         return Err(CmdError::UnknownSubcommand(
-            String::from_utf8_lossy(&args[1]).into_owned(),
+            String::from_utf8_lossy(args[1]).into_owned(),
             "MEMORY",
         ));
     }
@@ -171,10 +169,10 @@ pub fn memory(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
         return Err(CmdError::WrongArity("memory|usage".into()));
     }
     let store = &ctx.node.store;
-    let h = store.hash(&args[2]);
+    let h = store.hash(args[2]);
     let mem = store
         .lock(h, ctx.now)
-        .peek(h, &args[2])
+        .peek(h, args[2])
         .map(|e| e.mem() as i64);
     match mem {
         Some(m) => encode::integer(ctx.out, m),

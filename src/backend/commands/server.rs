@@ -8,18 +8,18 @@ use crate::backend::glob;
 use crate::backend::server::REDIS_VERSION;
 use crate::backend::store::now_ms;
 use crate::resp::{encode, eq_ignore_case};
-use bytes::{Bytes, BytesMut};
+use bytes::BytesMut;
 use std::fmt::Write as _;
 use std::sync::atomic::Ordering::Relaxed;
 
 /// DBSIZE (expired keys not yet reclaimed count, as in Redis).
-pub fn dbsize(ctx: &mut Ctx, _args: &[Bytes]) -> CmdResult {
+pub fn dbsize(ctx: &mut Ctx, _args: &[&[u8]]) -> CmdResult {
     encode::integer(ctx.out, ctx.node.store.counts().0 as i64);
     Ok(())
 }
 
 /// FLUSHDB / FLUSHALL [ASYNC|SYNC]
-pub fn flush(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+pub fn flush(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     let asynchronous = match args.get(1) {
         None => false,
         Some(a) if args.len() == 2 && eq_ignore_case(a, b"async") => true,
@@ -38,7 +38,7 @@ pub fn flush(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
 }
 
 /// TIME
-pub fn time(ctx: &mut Ctx, _args: &[Bytes]) -> CmdResult {
+pub fn time(ctx: &mut Ctx, _args: &[&[u8]]) -> CmdResult {
     let t = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap_or_default();
@@ -49,7 +49,7 @@ pub fn time(ctx: &mut Ctx, _args: &[Bytes]) -> CmdResult {
 }
 
 /// LASTSAVE: the node never saves; report its start time.
-pub fn lastsave(ctx: &mut Ctx, _args: &[Bytes]) -> CmdResult {
+pub fn lastsave(ctx: &mut Ctx, _args: &[&[u8]]) -> CmdResult {
     encode::integer(ctx.out, (ctx.node.started_ms / 1000) as i64);
     Ok(())
 }
@@ -105,7 +105,7 @@ fn command_docs(out: &mut BytesMut, c: &Command, proto: u8) {
 }
 
 /// COMMAND [COUNT | INFO name... | DOCS [name...] | LIST]
-pub fn command(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+pub fn command(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     let proto = ctx.client.proto;
     let Some(sub) = args.get(1) else {
         encode::array_len(ctx.out, COMMANDS.len());
@@ -179,7 +179,7 @@ fn rss_bytes() -> u64 {
 }
 
 /// The INFO text for the requested sections (empty = default set).
-pub fn info_text(ctx: &Ctx, sections: &[Bytes]) -> String {
+pub fn info_text(ctx: &Ctx, sections: &[&[u8]]) -> String {
     let node = ctx.node;
     let want = |name: &str| {
         sections.is_empty()
@@ -254,7 +254,7 @@ pub fn info_text(ctx: &Ctx, sections: &[Bytes]) -> String {
 }
 
 /// INFO [section ...]
-pub fn info(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+pub fn info(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     let text = info_text(ctx, &args[1..]);
     verbatim(ctx, &text);
     Ok(())
@@ -307,7 +307,7 @@ fn config_values(ctx: &Ctx) -> Vec<(&'static str, String)> {
 }
 
 /// CONFIG GET pattern... | SET name value... | RESETSTAT
-pub fn config(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+pub fn config(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     let sub = &args[1];
     if eq_ignore_case(sub, b"get") {
         if args.len() < 3 {
@@ -332,15 +332,15 @@ pub fn config(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
             return Err(CmdError::WrongArity("config|set".into()));
         }
         for pair in args[2..].chunks(2) {
-            let name = String::from_utf8_lossy(&pair[0]).to_ascii_lowercase();
+            let name = String::from_utf8_lossy(pair[0]).to_ascii_lowercase();
             match name.as_str() {
                 "maxmemory" => {
-                    let v = parse_memory(&pair[1]).ok_or_else(|| {
+                    let v = parse_memory(pair[1]).ok_or_else(|| {
                         CmdError::err("CONFIG SET failed (possibly related to argument 'maxmemory') - argument must be a memory value")
                     })?;
                     ctx.node.maxmemory.store(v, Relaxed);
                 }
-                "maxmemory-policy" if eq_ignore_case(&pair[1], b"allkeys-lru") => {}
+                "maxmemory-policy" if eq_ignore_case(pair[1], b"allkeys-lru") => {}
                 "save" | "appendonly" | "maxmemory-samples" | "hz" | "timeout" => {}
                 _ => {
                     return Err(CmdError::err(format!(

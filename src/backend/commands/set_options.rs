@@ -6,7 +6,6 @@
 use super::parse_i64;
 use crate::backend::error::CmdError;
 use crate::resp::eq_ignore_case;
-use bytes::Bytes;
 
 /// The unit and base of an expiry option.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -39,11 +38,11 @@ pub struct StringOptions<'a> {
 }
 
 /// Parses SET (`is_set`) or GETEX options, starting after the fixed args.
-pub fn parse_options(opts: &[Bytes], is_set: bool) -> Result<StringOptions<'_>, CmdError> {
+pub fn parse_options<'a>(opts: &[&'a [u8]], is_set: bool) -> Result<StringOptions<'a>, CmdError> {
     let mut o = StringOptions::default();
     let mut j = 0;
     while j < opts.len() {
-        let a = &opts[j][..];
+        let a = opts[j];
         let next = opts.get(j + 1);
         let has_expire = o.expire.is_some();
         let expire_unit = [
@@ -109,10 +108,8 @@ pub fn resolve_expire(
 mod tests {
     use super::*;
 
-    fn args(s: &str) -> Vec<Bytes> {
-        s.split_whitespace()
-            .map(|a| Bytes::copy_from_slice(a.as_bytes()))
-            .collect()
+    fn args(s: &str) -> Vec<&[u8]> {
+        s.split_whitespace().map(|a| a.as_bytes()).collect()
     }
 
     #[test]

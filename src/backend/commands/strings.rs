@@ -6,17 +6,16 @@ use super::{parse_i64, CmdResult, Ctx};
 use crate::backend::error::CmdError;
 use crate::backend::store::{Entry, Store};
 use crate::resp::encode;
-use bytes::Bytes;
 
 /// Largest string value (Redis `proto-max-bulk-len`).
 pub const MAX_STRING_LEN: usize = 512 * 1024 * 1024;
 
 /// GET key
-pub fn get(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+pub fn get(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     let store = &ctx.node.store;
-    let h = store.hash(&args[1]);
+    let h = store.hash(args[1]);
     let mut s = store.lock(h, ctx.now);
-    match s.read(h, &args[1]) {
+    match s.read(h, args[1]) {
         Some(e) => encode::bulk(ctx.out, e.value()),
         None => encode::null(ctx.out, ctx.client.proto),
     }
@@ -24,14 +23,14 @@ pub fn get(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
 }
 
 /// SET key value [NX|XX] [GET] [EX s|PX ms|EXAT t|PXAT t|KEEPTTL]
-pub fn set(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+pub fn set(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     let o = parse_options(&args[3..], true)?;
     let expire_at = match o.expire {
         Some((unit, raw)) => resolve_expire(unit, raw, ctx.now, "set")?,
         None => 0,
     };
     let store = &ctx.node.store;
-    let (key, value) = (&args[1][..], &args[2][..]);
+    let (key, value) = (args[1], args[2]);
     let h = store.hash(key);
     let mut s = store.lock(h, ctx.now);
     if !(o.nx || o.xx || o.get || o.keepttl) {
@@ -84,58 +83,58 @@ fn put(ctx: &mut Ctx, key: &[u8], value: &[u8], expire_at: u64) {
 }
 
 /// SETNX key value
-pub fn setnx(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+pub fn setnx(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     let store = &ctx.node.store;
-    let h = store.hash(&args[1]);
+    let h = store.hash(args[1]);
     let mut s = store.lock(h, ctx.now);
-    let created = !s.contains(h, &args[1]);
+    let created = !s.contains(h, args[1]);
     if created {
-        s.put(h, &args[1], &args[2], 0);
+        s.put(h, args[1], args[2], 0);
     }
     encode::integer(ctx.out, created as i64);
     Ok(())
 }
 
 /// SETEX key seconds value
-pub fn setex(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
-    let at = resolve_expire(ExpireUnit::Ex, &args[2], ctx.now, "setex")?;
-    put(ctx, &args[1], &args[3], at);
+pub fn setex(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
+    let at = resolve_expire(ExpireUnit::Ex, args[2], ctx.now, "setex")?;
+    put(ctx, args[1], args[3], at);
     ctx.ok();
     Ok(())
 }
 
 /// PSETEX key milliseconds value
-pub fn psetex(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
-    let at = resolve_expire(ExpireUnit::Px, &args[2], ctx.now, "psetex")?;
-    put(ctx, &args[1], &args[3], at);
+pub fn psetex(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
+    let at = resolve_expire(ExpireUnit::Px, args[2], ctx.now, "psetex")?;
+    put(ctx, args[1], args[3], at);
     ctx.ok();
     Ok(())
 }
 
 /// GETSET key value (drops the TTL, like SET)
-pub fn getset(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+pub fn getset(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     let store = &ctx.node.store;
-    let h = store.hash(&args[1]);
-    let entry = Entry::new(&args[1], &args[2], 0, ctx.now);
+    let h = store.hash(args[1]);
+    let entry = Entry::new(args[1], args[2], 0, ctx.now);
     let old = store.lock(h, ctx.now).insert(h, entry);
     ctx.bulk_or_null(old.as_ref().map(|e| e.value()));
     Ok(())
 }
 
 /// GETDEL key
-pub fn getdel(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+pub fn getdel(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     let store = &ctx.node.store;
-    let h = store.hash(&args[1]);
-    let old = store.lock(h, ctx.now).remove(h, &args[1]);
+    let h = store.hash(args[1]);
+    let old = store.lock(h, ctx.now).remove(h, args[1]);
     ctx.bulk_or_null(old.as_ref().map(|e| e.value()));
     Ok(())
 }
 
 /// GETEX key [EX s|PX ms|EXAT t|PXAT t|PERSIST]
-pub fn getex(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+pub fn getex(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     let o = parse_options(&args[2..], false)?;
     let store = &ctx.node.store;
-    let (key, now) = (&args[1][..], ctx.now);
+    let (key, now) = (args[1], ctx.now);
     let h = store.hash(key);
     let mut s = store.lock(h, now);
     if s.read(h, key).is_none() {
@@ -163,7 +162,7 @@ pub fn getex(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
 }
 
 /// MGET key [key ...]
-pub fn mget(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+pub fn mget(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     let store = &ctx.node.store;
     encode::array_len(ctx.out, args.len() - 1);
     for key in &args[1..] {
@@ -179,14 +178,14 @@ pub fn mget(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
 
 /// MSET and MSETNX: all pairs land together (every shard involved is locked
 /// first, in shard order), so no reader sees half of them.
-fn mset_generic(ctx: &mut Ctx, args: &[Bytes], nx: bool, name: &str) -> CmdResult {
+fn mset_generic(ctx: &mut Ctx, args: &[&[u8]], nx: bool, name: &str) -> CmdResult {
     if args.len().is_multiple_of(2) {
         return Err(CmdError::WrongArity(name.into()));
     }
     let store = &ctx.node.store;
-    let pairs: Vec<(u64, &Bytes, &Bytes)> = args[1..]
+    let pairs: Vec<(u64, &[u8], &[u8])> = args[1..]
         .chunks(2)
-        .map(|p| (store.hash(&p[0]), &p[0], &p[1]))
+        .map(|p| (store.hash(p[0]), p[0], p[1]))
         .collect();
     let hashes: Vec<u64> = pairs.iter().map(|p| p.0).collect();
     let mut locked = store.lock_many(&hashes, ctx.now);
@@ -214,19 +213,19 @@ fn mset_generic(ctx: &mut Ctx, args: &[Bytes], nx: bool, name: &str) -> CmdResul
 }
 
 /// MSET key value [key value ...]
-pub fn mset(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+pub fn mset(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     mset_generic(ctx, args, false, "mset")
 }
 
 /// MSETNX key value [key value ...]
-pub fn msetnx(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+pub fn msetnx(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     mset_generic(ctx, args, true, "msetnx")
 }
 
 /// APPEND key value
-pub fn append(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+pub fn append(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     let store = &ctx.node.store;
-    let (key, add) = (&args[1][..], &args[2][..]);
+    let (key, add) = (args[1], args[2]);
     let h = store.hash(key);
     let mut s = store.lock(h, ctx.now);
     let len = match s.get(h, key).map(|e| e.value().len()) {
@@ -250,12 +249,12 @@ pub fn append(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
 }
 
 /// STRLEN key
-pub fn strlen(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+pub fn strlen(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     let store = &ctx.node.store;
-    let h = store.hash(&args[1]);
+    let h = store.hash(args[1]);
     let len = store
         .lock(h, ctx.now)
-        .read(h, &args[1])
+        .read(h, args[1])
         .map_or(0, |e| e.value().len());
     encode::integer(ctx.out, len as i64);
     Ok(())
@@ -282,24 +281,24 @@ pub fn clamp_range(start: i64, end: i64, len: usize) -> Option<(usize, usize)> {
 }
 
 /// GETRANGE key start end
-pub fn getrange(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
-    let (start, end) = (parse_i64(&args[2])?, parse_i64(&args[3])?);
+pub fn getrange(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
+    let (start, end) = (parse_i64(args[2])?, parse_i64(args[3])?);
     let store = &ctx.node.store;
-    let h = store.hash(&args[1]);
+    let h = store.hash(args[1]);
     let mut s = store.lock(h, ctx.now);
-    let v = s.read(h, &args[1]).map(|e| e.value()).unwrap_or(b"");
+    let v = s.read(h, args[1]).map(|e| e.value()).unwrap_or(b"");
     let slice = clamp_range(start, end, v.len()).map_or(&b""[..], |(a, b)| &v[a..b]);
     encode::bulk(ctx.out, slice);
     Ok(())
 }
 
 /// SETRANGE key offset value
-pub fn setrange(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
-    let offset = parse_i64(&args[2])?;
+pub fn setrange(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
+    let offset = parse_i64(args[2])?;
     if offset < 0 {
         return Err(CmdError::OffsetOutOfRange);
     }
-    let (key, add) = (&args[1][..], &args[3][..]);
+    let (key, add) = (args[1], args[3]);
     let store = &ctx.node.store;
     let h = store.hash(key);
     let mut s = store.lock(h, ctx.now);
