@@ -489,6 +489,22 @@ async fn migrate_moves_a_key_and_deletes_the_source_copy() {
 }
 
 #[tokio::test]
+async fn migrate_to_itself_is_refused_and_keeps_the_key() {
+    let a = node().await;
+    let port = a.addr.port().to_string();
+    let mut ca = Client::connect(&a).await;
+    ca.check(&["SET", "k", "v"], "+OK\r\n").await;
+    for extra in [&[][..], &["REPLACE"][..]] {
+        ca.check(
+            &migrate_args(&port, "k", extra),
+            "-ERR MIGRATE target is this node itself\r\n",
+        )
+        .await;
+        ca.check(&["GET", "k"], "$1\r\nv\r\n").await;
+    }
+}
+
+#[tokio::test]
 async fn migrate_of_a_missing_key_replies_nokey() {
     let (a, b) = (node().await, node().await);
     let port = b.addr.port().to_string();

@@ -333,7 +333,7 @@ pub async fn migrate(node: &Node, args: &[&[u8]]) -> Result<BytesMut, CmdError> 
             continue;
         }
         sent_any = true;
-        let replies = send_batch(&mut state, &m, &batch).await?;
+        let replies = send_batch(&mut state, &m, &batch, node.port).await?;
         for (sent, reply) in batch.iter().zip(&replies) {
             if let Some(err) = reply.strip_prefix(b"-") {
                 first_error.get_or_insert_with(|| String::from_utf8_lossy(err).into_owned());
@@ -364,6 +364,15 @@ pub async fn migrate(node: &Node, args: &[&[u8]]) -> Result<BytesMut, CmdError> 
     Ok(out)
 }
 
+/// Whether `sock` is connected to this node's own listener: the same host
+/// (a connection to oneself has equal local and peer addresses) and port.
+fn is_self(sock: &TcpStream, own_port: u16) -> bool {
+    match (sock.local_addr(), sock.peer_addr()) {
+        (Ok(local), Ok(peer)) => peer.port() == own_port && peer.ip() == local.ip(),
+        _ => false,
+    }
+}
+
 /// Sends one batch on the cached (or a new) connection and returns one reply
 /// line per key. A cached connection that fails before any reply arrived
 /// may just have been closed by the target while idle: retry once on a
@@ -372,6 +381,7 @@ async fn send_batch(
     state: &mut MigrateState,
     m: &Migrate,
     batch: &[Sent],
+    own_port: u16,
 ) -> Result<Vec<Bytes>, CmdError> {
     let addr = (m.host.clone(), m.port);
     for attempt in 0..2 {
@@ -380,6 +390,11 @@ async fn send_batch(
             None => {
                 let connect = TcpStream::connect((m.host.as_str(), m.port));
                 match tokio::time::timeout(m.timeout, connect).await {
+                    Ok(Ok(s)) if is_self(&s, own_port) => {
+                        // RESTORE REPLACE on ourselves, then the DEL that
+                        // ends a MIGRATE, would delete the key.
+                        return Err(CmdError::err("MIGRATE target is this node itself"));
+                    }
                     Ok(Ok(s)) => {
                         let _ = s.set_nodelay(true);
                         (s, true)
