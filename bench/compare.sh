@@ -315,7 +315,7 @@ fi
 
 for rep in $(seq 1 "$REPS"); do
     # Rotate the order each repetition: a target's position in the sequence
-    # alone moved its throughput by up to 10% here, so none may always go first.
+    # alone moved its throughput by 5-12% here, so none may always go first.
     k=$(( (rep - 1) % ${#ACTIVE[@]} ))
     ORDER=("${ACTIVE[@]:k}" "${ACTIVE[@]:0:k}")
     for spec in "${TESTS[@]}"; do
