@@ -3,13 +3,15 @@
 //! `resp` (framing, command table) and `ring` (placement) are pure and depend on
 //! nothing of ours; `backend` (the built-in cache node) uses `resp`; `proxy` uses
 //! `resp` and `ring`; `sim` (distribution science for `shardis sim`) uses
-//! `ring`; `check` and `demo` drive whole clusters of child processes through
-//! the proxy port. Only `main.rs` knows clap (besides `sim::SimArgs`, which derives its
-//! flags so `main.rs` can embed them), signals and tracing-subscriber.
+//! `ring`; `check` and `demo` drive whole clusters of child processes, started
+//! and killed through `procs`, through the proxy port. Only `main.rs` knows clap
+//! (besides `sim::SimArgs`, which derives its flags so `main.rs` can embed
+//! them), signals and tracing-subscriber.
 
 pub mod backend;
 pub mod check;
 pub mod demo;
+pub mod procs;
 pub mod proxy;
 pub mod resp;
 pub mod ring;

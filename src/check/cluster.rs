@@ -1,90 +1,53 @@
 //! The checker's own cluster: node processes (built-in or redis-server) and a
-//! proxy process with a state file, all on free loopback ports, all killed on drop.
+//! proxy process with a state file, all on free loopback ports, all killed on
+//! drop (see [`crate::procs`]).
 
 use std::collections::HashSet;
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::path::PathBuf;
+use std::time::Duration;
 
 use super::client::{Client, Reply};
+use crate::procs::{self, NodeKind, Proc, WorkDir};
 use crate::ring::{NodeSpec, Ring, RingConfig};
-
-#[derive(Clone, Copy, Debug)]
-pub enum Backend {
-    Builtin,
-    Redis,
-}
-
-impl Backend {
-    pub fn name(&self) -> &'static str {
-        match self {
-            Backend::Builtin => "built-in",
-            Backend::Redis => "redis-server",
-        }
-    }
-}
 
 /// A started node.
 pub struct NodeProc {
     pub name: String,
     pub addr: String,
-    child: Option<Child>,
+    /// None once killed.
+    proc: Option<Proc>,
     /// Left the ring (still running; must hold no key).
     removed: bool,
 }
 
+/// Nodes plus a proxy. Fields drop in order: the proxy, then the nodes, then
+/// the directory they wrote into.
 pub struct CheckCluster {
-    backend: Backend,
+    proxy: Option<Proc>,
     pub nodes: Vec<NodeProc>,
+    kind: NodeKind,
     pub proxy_port: u16,
-    proxy: Option<Child>,
-    dir: std::path::PathBuf,
-    config_path: std::path::PathBuf,
+    config_path: PathBuf,
     skip_resync: bool,
-}
-
-fn free_port() -> Result<u16, String> {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").map_err(|e| e.to_string())?;
-    Ok(l.local_addr().map_err(|e| e.to_string())?.port())
-}
-
-fn wait_ping(port: u16) -> Result<(), String> {
-    let deadline = Instant::now() + Duration::from_secs(15);
-    loop {
-        if let Ok(mut s) = std::net::TcpStream::connect(("127.0.0.1", port)) {
-            use std::io::{Read, Write};
-            let _ = s.set_read_timeout(Some(Duration::from_millis(500)));
-            let mut buf = [0u8; 7];
-            if s.write_all(b"*1\r\n$4\r\nPING\r\n").is_ok()
-                && s.read_exact(&mut buf).is_ok()
-                && &buf == b"+PONG\r\n"
-            {
-                return Ok(());
-            }
-        }
-        if Instant::now() > deadline {
-            return Err(format!("nothing answered PING on port {port} within 15 s"));
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    dir: WorkDir,
 }
 
 impl CheckCluster {
     pub fn start(
-        backend: Backend,
+        kind: NodeKind,
         n: usize,
         copy_rate: u64,
         skip_resync: bool,
     ) -> Result<CheckCluster, String> {
-        let dir = std::env::temp_dir().join(format!("shardis-check-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+        let dir = WorkDir::create(&format!("shardis-check-{}", std::process::id()))?;
         let mut c = CheckCluster {
-            backend,
-            nodes: Vec::new(),
-            proxy_port: free_port()?,
             proxy: None,
+            nodes: Vec::new(),
+            kind,
+            proxy_port: procs::free_port()?,
             config_path: dir.join("proxy.toml"),
-            dir,
             skip_resync,
+            dir,
         };
         for _ in 0..n {
             c.start_node()?;
@@ -94,93 +57,51 @@ impl CheckCluster {
             c.proxy_port,
             c.dir.join("topology.toml").display()
         );
-        for node in &c.nodes {
-            cfg.push_str(&format!(
-                "[[nodes]]\naddr = \"{}\"\nname = \"{}\"\n",
-                node.addr, node.name
-            ));
-        }
+        cfg.push_str(&procs::nodes_toml(
+            c.nodes.iter().map(|n| (n.name.as_str(), n.addr.as_str())),
+        ));
         std::fs::write(&c.config_path, cfg).map_err(|e| e.to_string())?;
         c.spawn_proxy()?;
         Ok(c)
     }
 
+    /// Starts the proxy on the fixed port and config, so a restart finds its
+    /// state file; the fault switch goes in through the environment.
     fn spawn_proxy(&mut self) -> Result<(), String> {
-        let exe = std::env::current_exe().map_err(|e| e.to_string())?;
-        let child = Command::new(exe)
-            .args([
-                "proxy",
-                "--config",
-                self.config_path.to_str().unwrap_or_default(),
-            ])
-            .env(
-                "SHARDIS_FAULT_SKIP_RESYNC",
-                if self.skip_resync { "1" } else { "0" },
-            )
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .map_err(|e| format!("start proxy: {e}"))?;
-        self.proxy = Some(child);
-        wait_ping(self.proxy_port)
+        let skip = if self.skip_resync { "1" } else { "0" };
+        self.proxy = Some(procs::start_proxy(
+            &self.config_path,
+            self.proxy_port,
+            &self.dir.join("proxy.log"),
+            &[("SHARDIS_FAULT_SKIP_RESYNC", skip)],
+        )?);
+        Ok(())
     }
 
     /// kill -9 of the proxy, then the same proxy again (same config and state file).
     pub fn restart_proxy(&mut self) -> Result<(), String> {
-        if let Some(mut p) = self.proxy.take() {
-            let _ = p.kill();
-            let _ = p.wait();
-        }
+        self.proxy = None;
         self.spawn_proxy()
     }
 
     /// Starts one more node (not yet in the ring) and returns its name and address.
     pub fn start_node(&mut self) -> Result<NodeProcInfo, String> {
-        let port = free_port()?;
         let name = format!("node{}", self.nodes.len() + 1);
-        let child = match self.backend {
-            Backend::Builtin => {
-                let exe = std::env::current_exe().map_err(|e| e.to_string())?;
-                Command::new(exe)
-                    .args(["node", "--port", &port.to_string()])
-                    .stdout(Stdio::null())
-                    .stderr(Stdio::null())
-                    .spawn()
-            }
-            Backend::Redis => Command::new("redis-server")
-                .args([
-                    "--port",
-                    &port.to_string(),
-                    "--bind",
-                    "127.0.0.1",
-                    "--save",
-                    "",
-                    "--appendonly",
-                    "no",
-                ])
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn(),
-        }
-        .map_err(|e| format!("start {} node: {e}", self.backend.name()))?;
-        let addr = format!("127.0.0.1:{port}");
+        let proc = procs::start_node(self.kind, &name)?;
+        let addr = proc.addr();
         self.nodes.push(NodeProc {
             name: name.clone(),
             addr: addr.clone(),
-            child: Some(child),
+            proc: Some(proc),
             removed: false,
         });
-        wait_ping(port)?;
         Ok(NodeProcInfo { name, addr })
     }
 
     /// kill -9 of a node.
     pub fn kill_node(&mut self, name: &str) {
         if let Some(n) = self.nodes.iter_mut().find(|n| n.name == name) {
-            if let Some(mut c) = n.child.take() {
-                let _ = c.kill();
-                let _ = c.wait();
-            }
+            n.proc = None;
         }
     }
 
@@ -212,7 +133,7 @@ impl CheckCluster {
         let ring = Ring::new(specs, RingConfig::default(), 1).map_err(|e| e.to_string())?;
         let members: HashSet<&str> = ring.nodes().iter().map(|n| n.name.as_str()).collect();
         let mut orphans = 0;
-        for node in self.nodes.iter().filter(|n| n.child.is_some()) {
+        for node in self.nodes.iter().filter(|n| n.proc.is_some()) {
             if !members.contains(node.name.as_str()) && !node.removed {
                 continue; // never joined (or aborted and dead): nothing to check
             }
@@ -247,20 +168,4 @@ impl CheckCluster {
 pub struct NodeProcInfo {
     pub name: String,
     pub addr: String,
-}
-
-impl Drop for CheckCluster {
-    fn drop(&mut self) {
-        if let Some(mut p) = self.proxy.take() {
-            let _ = p.kill();
-            let _ = p.wait();
-        }
-        for n in &mut self.nodes {
-            if let Some(mut c) = n.child.take() {
-                let _ = c.kill();
-                let _ = c.wait();
-            }
-        }
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
 }

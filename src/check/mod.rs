@@ -21,8 +21,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::procs::NodeKind;
 use client::{Client, Reply};
-use cluster::{Backend, CheckCluster};
+use cluster::CheckCluster;
 use workload::{Shared, Worker};
 
 /// Options of `shardis check`.
@@ -74,8 +75,8 @@ pub fn run(args: &CheckArgs) -> Result<bool, String> {
         args.nodes = args.nodes.min(6);
     }
     let backend = match args.backend.as_str() {
-        "builtin" => Backend::Builtin,
-        "redis" => Backend::Redis,
+        "builtin" => NodeKind::Builtin,
+        "redis" => NodeKind::Redis,
         other => {
             return Err(format!(
                 "--backend: expected builtin or redis, got {other:?}"
@@ -94,14 +95,14 @@ pub fn run(args: &CheckArgs) -> Result<bool, String> {
     })
 }
 
-async fn scenario(args: CheckArgs, backend: Backend) -> Result<bool, String> {
+async fn scenario(args: CheckArgs, backend: NodeKind) -> Result<bool, String> {
     let t0 = Instant::now();
     let mut cluster =
         CheckCluster::start(backend, args.nodes, args.copy_rate, args.inject_skip_resync)?;
     eprintln!(
         "check: {} {} nodes, proxy on 127.0.0.1:{}",
         args.nodes,
-        backend.name(),
+        backend.label(),
         cluster.proxy_port
     );
     let proxy_addr = format!("127.0.0.1:{}", cluster.proxy_port);
@@ -199,9 +200,9 @@ async fn scenario(args: CheckArgs, backend: Backend) -> Result<bool, String> {
     let ok = report.violations() == 0;
     let mut out = std::io::stdout().lock();
     if args.json {
-        let _ = writeln!(out, "{}", report.json(backend.name()));
+        let _ = writeln!(out, "{}", report.json(backend.label()));
     } else {
-        let _ = write!(out, "{}", report.text(backend.name()));
+        let _ = write!(out, "{}", report.text(backend.label()));
     }
     Ok(ok)
 }

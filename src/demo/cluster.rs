@@ -3,32 +3,10 @@
 //! port, configured through a generated TOML file in a private temp directory.
 //!
 //! Every process is a child of this one and is killed (and reaped) when the
-//! [`DemoCluster`] is dropped, on every path out of the demo. Built-in nodes and
-//! the proxy also get `--exit-with-parent`, so even a `kill -9` of the demo
-//! leaves nothing behind.
+//! [`DemoCluster`] is dropped, on every path out of the demo (see
+//! [`crate::procs`], which also makes a `kill -9` of the demo leave nothing behind).
 
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
-
-/// What the nodes are.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum NodeKind {
-    /// `shardis node`, this very executable.
-    Builtin,
-    /// `redis-server` from `PATH`, without persistence.
-    Redis,
-}
-
-impl NodeKind {
-    /// A short label for reports.
-    pub fn label(self) -> &'static str {
-        match self {
-            NodeKind::Builtin => "built-in",
-            NodeKind::Redis => "redis-server",
-        }
-    }
-}
+use crate::procs::{self, NodeKind, Proc, WorkDir};
 
 /// One started node process.
 pub struct NodeProc {
@@ -36,76 +14,41 @@ pub struct NodeProc {
     pub name: String,
     /// `127.0.0.1:port`.
     pub addr: String,
+    proc: Proc,
+}
+
+impl NodeProc {
     /// OS process id, for `/proc/PID/status`.
-    pub pid: u32,
-    child: Child,
-}
-
-/// Nodes plus a proxy, all children of this process.
-pub struct DemoCluster {
-    kind: NodeKind,
-    /// Every node started, including ones added later or removed from the ring.
-    pub nodes: Vec<NodeProc>,
-    /// `127.0.0.1:port` of the proxy (empty until [`DemoCluster::start_proxy`]).
-    pub proxy_addr: String,
-    proxy: Option<Child>,
-    dir: PathBuf,
-}
-
-/// A port nothing listens on right now: bind port 0 and let the kernel choose.
-pub fn free_port() -> Result<u16, String> {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").map_err(|e| e.to_string())?;
-    Ok(l.local_addr().map_err(|e| e.to_string())?.port())
-}
-
-/// Waits until `port` answers PING with +PONG, or the child exits, or 15 s pass.
-fn wait_ping(port: u16, child: &mut Child, what: &str) -> Result<(), String> {
-    use std::io::{Read, Write};
-    let deadline = Instant::now() + Duration::from_secs(15);
-    loop {
-        if let Ok(Some(status)) = child.try_wait() {
-            return Err(format!(
-                "{what} on port {port} exited during start-up ({status})"
-            ));
-        }
-        if let Ok(mut s) = std::net::TcpStream::connect(("127.0.0.1", port)) {
-            let _ = s.set_read_timeout(Some(Duration::from_millis(500)));
-            let mut buf = [0u8; 7];
-            if s.write_all(b"*1\r\n$4\r\nPING\r\n").is_ok()
-                && s.read_exact(&mut buf).is_ok()
-                && &buf == b"+PONG\r\n"
-            {
-                return Ok(());
-            }
-        }
-        if Instant::now() > deadline {
-            return Err(format!(
-                "{what} on port {port} did not answer PING within 15 s"
-            ));
-        }
-        std::thread::sleep(Duration::from_millis(20));
+    pub fn pid(&self) -> u32 {
+        self.proc.pid()
     }
 }
 
-fn kill(child: &mut Child) {
-    let _ = child.kill();
-    let _ = child.wait();
+/// Nodes plus a proxy, all children of this process. Fields drop in order:
+/// the proxy, then the nodes, then the directory they wrote into.
+pub struct DemoCluster {
+    proxy: Option<Proc>,
+    /// Every node started, including ones added later or removed from the ring.
+    pub nodes: Vec<NodeProc>,
+    kind: NodeKind,
+    /// `127.0.0.1:port` of the proxy (empty until [`DemoCluster::start_proxy`]).
+    pub proxy_addr: String,
+    dir: WorkDir,
 }
 
 impl DemoCluster {
     /// Starts `n` nodes named `node1..node{n}` (no proxy yet).
     pub fn start_nodes(kind: NodeKind, n: usize) -> Result<DemoCluster, String> {
-        let dir = std::env::temp_dir().join(format!(
+        let dir = WorkDir::create(&format!(
             "shardis-demo-{}-{}",
             std::process::id(),
             kind.label()
-        ));
-        std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        ))?;
         let mut c = DemoCluster {
-            kind,
-            nodes: Vec::new(),
-            proxy_addr: String::new(),
             proxy: None,
+            nodes: Vec::new(),
+            kind,
+            proxy_addr: String::new(),
             dir,
         };
         for _ in 0..n {
@@ -116,77 +59,39 @@ impl DemoCluster {
 
     /// Starts one more node, not yet in the ring; returns its index in `nodes`.
     pub fn start_node(&mut self) -> Result<usize, String> {
-        let port = free_port()?;
         let name = format!("node{}", self.nodes.len() + 1);
-        let spawned = match self.kind {
-            NodeKind::Builtin => {
-                let exe = std::env::current_exe().map_err(|e| e.to_string())?;
-                Command::new(exe)
-                    .args(["node", "--port", &port.to_string(), "--exit-with-parent"])
-                    .stdout(Stdio::null())
-                    .stderr(Stdio::null())
-                    .spawn()
-            }
-            NodeKind::Redis => Command::new("redis-server")
-                .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
-                .args(["--save", "", "--appendonly", "no"])
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn(),
-        };
-        let mut child =
-            spawned.map_err(|e| format!("cannot start a {} node: {e}", self.kind.label()))?;
-        if let Err(e) = wait_ping(port, &mut child, &name) {
-            kill(&mut child);
-            return Err(e);
-        }
+        let proc = procs::start_node(self.kind, &name)?;
         self.nodes.push(NodeProc {
             name,
-            addr: format!("127.0.0.1:{port}"),
-            pid: child.id(),
-            child,
+            addr: proc.addr(),
+            proc,
         });
         Ok(self.nodes.len() - 1)
     }
 
     /// Writes the proxy's config over every node started so far and starts it.
     pub fn start_proxy(&mut self) -> Result<(), String> {
-        let port = free_port()?;
+        let port = procs::free_port()?;
         let mut cfg = format!(
             "# Generated by shardis demo.\n[proxy]\nlisten = \"127.0.0.1:{port}\"\n\
              request_timeout_ms = 10000\n\n[migration]\nbatch = 500\ntimeout_ms = 10000\n\n"
         );
-        for n in &self.nodes {
-            cfg.push_str(&format!(
-                "[[nodes]]\naddr = \"{}\"\nname = \"{}\"\n\n",
-                n.addr, n.name
-            ));
-        }
+        cfg.push_str(&procs::nodes_toml(
+            self.nodes
+                .iter()
+                .map(|n| (n.name.as_str(), n.addr.as_str())),
+        ));
         let path = self.dir.join("proxy.toml");
         std::fs::write(&path, cfg).map_err(|e| format!("{}: {e}", path.display()))?;
-        let log = std::fs::File::create(self.dir.join("proxy.log")).map_err(|e| e.to_string())?;
-        let exe = std::env::current_exe().map_err(|e| e.to_string())?;
-        let mut child = Command::new(exe)
-            .args(["proxy", "--config", &path.to_string_lossy()])
-            .arg("--exit-with-parent")
-            .env("RUST_LOG", "warn")
-            .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()
-            .map_err(|e| format!("cannot start the proxy: {e}"))?;
-        if let Err(e) = wait_ping(port, &mut child, "proxy") {
-            kill(&mut child);
-            let log = std::fs::read_to_string(self.dir.join("proxy.log")).unwrap_or_default();
-            return Err(format!("{e}\n{log}"));
-        }
-        self.proxy = Some(child);
-        self.proxy_addr = format!("127.0.0.1:{port}");
+        let proxy = procs::start_proxy(&path, port, &self.dir.join("proxy.log"), &[])?;
+        self.proxy_addr = proxy.addr();
+        self.proxy = Some(proxy);
         Ok(())
     }
 
     /// The proxy's OS process id.
     pub fn proxy_pid(&self) -> Option<u32> {
-        self.proxy.as_ref().map(|p| p.id())
+        self.proxy.as_ref().map(|p| p.pid())
     }
 
     /// The node called `name`.
@@ -196,20 +101,8 @@ impl DemoCluster {
 
     /// Stops the proxy and every node now (dropping does the same).
     pub fn stop(&mut self) {
-        if let Some(mut p) = self.proxy.take() {
-            kill(&mut p);
-        }
-        for n in &mut self.nodes {
-            kill(&mut n.child);
-        }
+        self.proxy = None;
         self.nodes.clear();
-    }
-}
-
-impl Drop for DemoCluster {
-    fn drop(&mut self) {
-        self.stop();
-        let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
 

@@ -99,30 +99,9 @@ pub async fn write_all(
     progress: &Progress,
 ) -> Result<WriteStats, String> {
     let t0 = Instant::now();
-    let mut tasks = Vec::new();
-    for w in 0..conns {
-        let addr = addr.to_string();
-        let progress = progress.clone();
-        tasks.push(tokio::spawn(async move {
-            let mut c = Conn::connect(&addr).await?;
-            let mine: Vec<_> = batches(n, BATCH_KEYS)
-                .enumerate()
-                .filter(|(i, _)| i % conns == w)
-                .map(|(_, r)| r)
-                .collect();
-            for round in mine.chunks(PIPELINE_DEPTH) {
-                for ids in round {
-                    c.queue_raw(&mset(ids.clone(), size));
-                }
-                for r in c.round_trip().await? {
-                    conn::ok(&r).map_err(|e| format!("MSET: {e}"))?;
-                }
-                progress.add(round.iter().map(|r| r.end - r.start).sum());
-            }
-            Ok::<(), String>(())
-        }));
-    }
-    join_all(tasks).await?;
+    let encode = move |ids| mset(ids, size);
+    let check = |r: &Bytes, _, _: &mut ()| conn::ok(r).map_err(|e| format!("MSET: {e}"));
+    pipelined(addr, n, BATCH_KEYS, conns, progress, encode, check).await?;
     let secs = t0.elapsed().as_secs_f64();
     Ok(WriteStats {
         keys: n,
@@ -133,6 +112,54 @@ pub async fn write_all(
     })
 }
 
+/// Sends one command per batch of `user:1..=n` (`batch` ids each, made by
+/// `encode`) on `conns` connections in parallel, each taking every `conns`-th
+/// batch and keeping [`PIPELINE_DEPTH`] in flight; `check` folds each reply
+/// into that connection's `S` (an error from it stops the step). Returns one
+/// `S` per connection.
+async fn pipelined<S, E, C>(
+    addr: &str,
+    n: u64,
+    batch: u64,
+    conns: usize,
+    progress: &Progress,
+    encode: E,
+    check: C,
+) -> Result<Vec<S>, String>
+where
+    S: Default + Send + 'static,
+    E: Fn(std::ops::Range<u64>) -> Vec<u8> + Copy + Send + 'static,
+    C: Fn(&Bytes, std::ops::Range<u64>, &mut S) -> Result<(), String> + Copy + Send + 'static,
+{
+    let mut tasks = Vec::new();
+    for w in 0..conns {
+        let addr = addr.to_string();
+        let progress = progress.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut c = Conn::connect(&addr).await?;
+            let mut st = S::default();
+            let mine: Vec<_> = batches(n, batch)
+                .enumerate()
+                .filter(|(i, _)| i % conns == w)
+                .map(|(_, r)| r)
+                .collect();
+            for round in mine.chunks(PIPELINE_DEPTH) {
+                for ids in round {
+                    c.queue_raw(&encode(ids.clone()));
+                }
+                for (r, ids) in c.round_trip().await?.iter().zip(round) {
+                    check(r, ids.clone(), &mut st)?;
+                }
+                progress.add(round.iter().map(|r| r.end - r.start).sum());
+            }
+            Ok::<S, String>(st)
+        }));
+    }
+    join_all(tasks).await
+}
+
+/// Awaits the tasks in order; the first failure (an error or a panic) fails
+/// the step.
 async fn join_all<T>(
     tasks: Vec<tokio::task::JoinHandle<Result<T, String>>>,
 ) -> Result<Vec<T>, String> {
@@ -201,33 +228,14 @@ pub async fn verify_all(
     progress: &Progress,
 ) -> Result<ReadStats, String> {
     let t0 = Instant::now();
-    let mut tasks = Vec::new();
-    for w in 0..conns {
-        let addr = addr.to_string();
-        let progress = progress.clone();
-        tasks.push(tokio::spawn(async move {
-            let mut c = Conn::connect(&addr).await?;
-            let mut st = ReadStats::default();
-            let mine: Vec<_> = batches(n, VERIFY_BATCH_KEYS)
-                .enumerate()
-                .filter(|(i, _)| i % conns == w)
-                .map(|(_, r)| r)
-                .collect();
-            for round in mine.chunks(PIPELINE_DEPTH) {
-                for ids in round {
-                    c.queue_raw(&mget(ids.clone()));
-                }
-                for (r, ids) in c.round_trip().await?.iter().zip(round) {
-                    check_mget(r, ids.clone(), size, &mut st);
-                }
-                progress.add(round.iter().map(|r| r.end - r.start).sum());
-            }
-            Ok::<ReadStats, String>(st)
-        }));
-    }
+    let check = move |r: &Bytes, ids, st: &mut ReadStats| {
+        check_mget(r, ids, size, st);
+        Ok(())
+    };
+    let per_conn = pipelined(addr, n, VERIFY_BATCH_KEYS, conns, progress, mget, check).await?;
     let mut total = ReadStats::default();
-    for st in join_all(tasks).await? {
-        total.add(&st);
+    for st in &per_conn {
+        total.add(st);
     }
     total.secs = t0.elapsed().as_secs_f64();
     Ok(total)

@@ -15,12 +15,13 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use super::cluster::{meminfo, rss_bytes, DemoCluster, NodeKind};
+use super::cluster::{meminfo, rss_bytes, DemoCluster};
 use super::conn;
 use super::keys::{self, WriteStats};
 use super::progress::Progress;
 use super::report::{group, Distribution};
 use super::DemoArgs;
+use crate::procs::NodeKind;
 
 /// Abort a write when the machine has less than this available.
 pub const MIN_FREE_BYTES: u64 = 1 << 30;
@@ -163,7 +164,7 @@ async fn sample(cluster: &DemoCluster) -> Result<Vec<(u64, u64)>, String> {
         let used = conn::field(&info, "used_memory")
             .and_then(|v| v.parse().ok())
             .ok_or_else(|| format!("{}: no used_memory in INFO memory", node.name))?;
-        out.push((used, rss_bytes(node.pid).unwrap_or(0)));
+        out.push((used, rss_bytes(node.pid()).unwrap_or(0)));
     }
     Ok(out)
 }

@@ -31,7 +31,7 @@ mod svg;
 use std::path::PathBuf;
 use std::time::Duration;
 
-pub use cluster::NodeKind;
+pub use crate::procs::NodeKind;
 pub use memory::MemoryReport;
 pub use report::DemoReport;
 

@@ -5,13 +5,14 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::cluster::{DemoCluster, NodeKind};
+use super::cluster::DemoCluster;
 use super::conn::{self, Conn};
 use super::keys::{self, ReadStats};
 use super::latency::{self, LatencyRun, Op, Workload};
 use super::progress::Progress;
 use super::report::{self, Change, DemoReport, Distribution};
 use super::DemoArgs;
+use crate::procs::NodeKind;
 
 /// Longest wait for a topology change to reach `state:ok`.
 const CHANGE_TIMEOUT_S: u64 = 600;

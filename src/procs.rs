@@ -1,0 +1,243 @@
+//! Child processes of `shardis check` and `shardis demo`: built-in nodes
+//! (`shardis node`, this very executable), `redis-server`, and `shardis proxy`,
+//! each on a free loopback port, plus the private temp directory that holds
+//! their config.
+//!
+//! Every process here is one we started, held as a [`Proc`] that kills it by
+//! its own handle (so by its PID, never by name) and reaps it on drop, on
+//! every path out of the caller. Built-in nodes and the proxy also get
+//! `--exit-with-parent`, so even a `kill -9` of the caller leaves nothing behind.
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// How long a started process may take to answer PING.
+const START_TIMEOUT: Duration = Duration::from_secs(15);
+
+/// What the nodes are.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NodeKind {
+    /// `shardis node`, this very executable.
+    Builtin,
+    /// `redis-server` from `PATH`, without persistence.
+    Redis,
+}
+
+impl NodeKind {
+    /// A short label for reports.
+    pub fn label(self) -> &'static str {
+        match self {
+            NodeKind::Builtin => "built-in",
+            NodeKind::Redis => "redis-server",
+        }
+    }
+}
+
+/// A child process of ours that answered PING on `127.0.0.1:port`; killed and
+/// reaped when dropped, so no path out of the caller leaves it running.
+pub struct Proc {
+    child: Child,
+    port: u16,
+}
+
+impl Proc {
+    /// Spawns `cmd` and waits until it answers PING on `port`. On failure the
+    /// child is killed (by the drop of the half-built `Proc`), not left behind.
+    fn spawn(cmd: &mut Command, port: u16, what: &str) -> Result<Proc, String> {
+        let child = cmd
+            .spawn()
+            .map_err(|e| format!("cannot start {what}: {e}"))?;
+        let mut p = Proc { child, port };
+        wait_ping(port, &mut p.child, what)?;
+        Ok(p)
+    }
+
+    /// `127.0.0.1:port`.
+    pub fn addr(&self) -> String {
+        format!("127.0.0.1:{}", self.port)
+    }
+
+    /// OS process id, for `/proc/PID/status`.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A port nothing listens on right now: bind port 0 and let the kernel choose.
+pub fn free_port() -> Result<u16, String> {
+    let l = TcpListener::bind("127.0.0.1:0").map_err(|e| e.to_string())?;
+    Ok(l.local_addr().map_err(|e| e.to_string())?.port())
+}
+
+/// Waits until `port` answers PING with +PONG, or the child exits (no point
+/// waiting out the timeout for a process that is gone), or 15 s pass.
+fn wait_ping(port: u16, child: &mut Child, what: &str) -> Result<(), String> {
+    let deadline = Instant::now() + START_TIMEOUT;
+    loop {
+        if let Ok(Some(status)) = child.try_wait() {
+            return Err(format!(
+                "{what} on port {port} exited during start-up ({status})"
+            ));
+        }
+        if answers_ping(port) {
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            return Err(format!(
+                "{what} on port {port} did not answer PING within 15 s"
+            ));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// One PING on a fresh connection; false on any error or other reply.
+fn answers_ping(port: u16) -> bool {
+    let Ok(mut s) = TcpStream::connect(("127.0.0.1", port)) else {
+        return false;
+    };
+    let _ = s.set_read_timeout(Some(Duration::from_millis(500)));
+    let mut buf = [0u8; 7];
+    s.write_all(b"*1\r\n$4\r\nPING\r\n").is_ok()
+        && s.read_exact(&mut buf).is_ok()
+        && &buf == b"+PONG\r\n"
+}
+
+/// This executable, to start `shardis node` and `shardis proxy` from.
+fn current_exe() -> Result<PathBuf, String> {
+    std::env::current_exe().map_err(|e| format!("cannot find this executable: {e}"))
+}
+
+/// Starts a node of `kind` on a free port, bound to loopback, and waits until
+/// it answers PING. `name` (its name in the ring) only labels errors.
+pub fn start_node(kind: NodeKind, name: &str) -> Result<Proc, String> {
+    let port = free_port()?;
+    let port_arg = port.to_string();
+    let mut cmd = match kind {
+        NodeKind::Builtin => {
+            let mut c = Command::new(current_exe()?);
+            c.args(["node", "--port", &port_arg, "--exit-with-parent"]);
+            c
+        }
+        NodeKind::Redis => {
+            let mut c = Command::new("redis-server");
+            c.args(["--port", &port_arg, "--bind", "127.0.0.1"]).args([
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+            ]);
+            c
+        }
+    };
+    cmd.stdout(Stdio::null()).stderr(Stdio::null());
+    Proc::spawn(&mut cmd, port, &format!("{} node {name}", kind.label()))
+}
+
+/// Starts `shardis proxy --config config`, which must listen on `port`, with
+/// `env` added, and waits until it answers PING. Its stderr goes to `log`
+/// (truncated), whose text is added to the error if the start fails.
+pub fn start_proxy(
+    config: &Path,
+    port: u16,
+    log: &Path,
+    env: &[(&str, &str)],
+) -> Result<Proc, String> {
+    let log_file = std::fs::File::create(log).map_err(|e| format!("{}: {e}", log.display()))?;
+    let mut cmd = Command::new(current_exe()?);
+    cmd.args(["proxy", "--config", &config.to_string_lossy()])
+        .arg("--exit-with-parent")
+        .env("RUST_LOG", "warn")
+        .envs(env.iter().copied())
+        .stdout(Stdio::null())
+        .stderr(log_file);
+    Proc::spawn(&mut cmd, port, "proxy").map_err(|e| {
+        let text = std::fs::read_to_string(log).unwrap_or_default();
+        format!("{e}\n{text}")
+    })
+}
+
+/// The `[[nodes]]` tables of a proxy config, one per `(name, addr)`.
+pub fn nodes_toml<'a>(nodes: impl IntoIterator<Item = (&'a str, &'a str)>) -> String {
+    let mut out = String::new();
+    for (name, addr) in nodes {
+        out.push_str(&format!(
+            "[[nodes]]\naddr = \"{addr}\"\nname = \"{name}\"\n\n"
+        ));
+    }
+    out
+}
+
+/// A private directory under the system temp dir, removed with all it holds
+/// on drop. Declare it after the processes that write into it, so they are
+/// gone first.
+pub struct WorkDir(PathBuf);
+
+impl WorkDir {
+    /// Creates `$TMPDIR/<name>` (and any missing parents).
+    pub fn create(name: &str) -> Result<WorkDir, String> {
+        let dir = std::env::temp_dir().join(name);
+        std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        Ok(WorkDir(dir))
+    }
+
+    /// `dir/file`.
+    pub fn join(&self, file: &str) -> PathBuf {
+        self.0.join(file)
+    }
+}
+
+impl Drop for WorkDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn free_port_is_bindable_on_loopback() {
+        let port = free_port().unwrap();
+        assert!(TcpListener::bind(("127.0.0.1", port)).is_ok());
+    }
+
+    #[test]
+    fn a_child_that_exits_at_once_fails_fast_and_names_itself() {
+        let port = free_port().unwrap();
+        let t = Instant::now();
+        let err = Proc::spawn(&mut Command::new("true"), port, "thing")
+            .err()
+            .expect("true never answers PING");
+        assert!(err.starts_with("thing on port"), "{err}");
+        assert!(t.elapsed() < START_TIMEOUT);
+    }
+
+    #[test]
+    fn nodes_toml_lists_every_node() {
+        let t = nodes_toml([("node1", "127.0.0.1:1"), ("node2", "127.0.0.1:2")]);
+        assert_eq!(t.matches("[[nodes]]").count(), 2);
+        assert!(t.contains("addr = \"127.0.0.1:2\"\nname = \"node2\""));
+    }
+
+    #[test]
+    fn work_dir_is_removed_on_drop() {
+        let name = format!("shardis-procs-test-{}", std::process::id());
+        let d = WorkDir::create(&name).unwrap();
+        let path = d.join("x");
+        std::fs::write(&path, "x").unwrap();
+        drop(d);
+        assert!(!path.exists());
+    }
+}
