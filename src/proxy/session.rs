@@ -129,6 +129,9 @@ impl ClientSession {
                 r = wr.write(&out), if !out.is_empty() => Event::Wrote(r),
                 r = front_reply(owed), if want_reply => Event::Reply(r),
                 r = rd.read_buf(&mut buf), if want_read => Event::Read(r),
+                // Not reached: with nothing owed and nothing to write, the
+                // session either reads or has ended above. Ending beats a panic.
+                else => break,
             };
             match event {
                 Event::Read(Ok(0)) | Event::Read(Err(_)) => eof = true,
