@@ -96,18 +96,8 @@ pub fn decode_request(
         if buf.is_empty() {
             return Ok(None);
         }
-        let parsed = if buf[0] == b'*' {
-            parse_multibulk(buf, limits, &mut spans)?
-        } else {
-            parse_inline(buf, limits)?
-        };
-        match parsed {
-            Parsed::Incomplete => {
-                if buf.len() > limits.max_query_buffer {
-                    return Err(ProtocolError::QueryBufferFull);
-                }
-                return Ok(None);
-            }
+        match parse_front(buf, limits, &mut spans)? {
+            Parsed::Incomplete => return Ok(None),
             Parsed::Skip(n) => {
                 let _ = buf.split_to(n);
             }
@@ -163,16 +153,8 @@ pub fn next_frame(
             // Only empty requests: consume them, execute nothing.
             return Ok((at > 0).then_some(Frame::Spans { len: at }));
         }
-        let parsed = if rest[0] == b'*' {
-            parse_multibulk(rest, limits, spans)?
-        } else {
-            parse_inline(rest, limits)?
-        };
-        match parsed {
+        match parse_front(rest, limits, spans)? {
             Parsed::Incomplete => {
-                if rest.len() > limits.max_query_buffer {
-                    return Err(ProtocolError::QueryBufferFull);
-                }
                 // Spans of the incomplete request are not a request.
                 spans.clear();
                 return Ok((at > 0).then_some(Frame::Spans { len: at }));
@@ -192,6 +174,20 @@ pub fn next_frame(
             }
         }
     }
+}
+
+/// Parses the request at the front of non-empty `buf`, multibulk or inline;
+/// an incomplete one longer than the query buffer limit is an error.
+fn parse_front(buf: &[u8], limits: &Limits, spans: &mut Spans) -> Result<Parsed, ProtocolError> {
+    let parsed = if buf[0] == b'*' {
+        parse_multibulk(buf, limits, spans)?
+    } else {
+        parse_inline(buf, limits)?
+    };
+    if matches!(parsed, Parsed::Incomplete) && buf.len() > limits.max_query_buffer {
+        return Err(ProtocolError::QueryBufferFull);
+    }
+    Ok(parsed)
 }
 
 enum Parsed {
