@@ -591,6 +591,50 @@ mod tests {
             while let Ok(Some(_)) = decode_request(&mut buf, &limits) {}
         }
 
+        /// The in-place parser never panics and executes exactly what the
+        /// copying decoder returns, with the same error at the same point.
+        #[test]
+        fn next_frame_agrees_with_decode_request(data in proptest::collection::vec(
+            proptest::prop_oneof![
+                proptest::strategy::Just(b'*'), proptest::strategy::Just(b'$'),
+                proptest::strategy::Just(b'\r'), proptest::strategy::Just(b'\n'),
+                proptest::strategy::Just(b'1'), proptest::strategy::Just(b'2'),
+                proptest::strategy::Just(b' '), proptest::strategy::Just(b'"'),
+                proptest::num::u8::ANY,
+            ], 0..128)) {
+            let limits = Limits { max_bulk_len: 1 << 20, max_query_buffer: 64, ..Limits::default() };
+            let mut buf = BytesMut::from(&data[..]);
+            let mut want = Vec::new();
+            let want_end = loop {
+                match decode_request(&mut buf, &limits) {
+                    Ok(Some(req)) => want.push(req.args.iter().map(|a| a.to_vec()).collect::<Vec<_>>()),
+                    Ok(None) => break Ok(()),
+                    Err(e) => break Err(e),
+                }
+            };
+            let mut rest = data.clone();
+            let mut spans = Spans::new();
+            let mut got = Vec::new();
+            let got_end = loop {
+                match next_frame(&rest, &limits, &mut spans) {
+                    Ok(Some(Frame::Spans { len })) => {
+                        if !spans.is_empty() {
+                            got.push(spans.iter().map(|&(s, e)| rest[s..e].to_vec()).collect());
+                        }
+                        rest.drain(..len);
+                    }
+                    Ok(Some(Frame::Inline { len, args })) => {
+                        got.push(args);
+                        rest.drain(..len);
+                    }
+                    Ok(None) => break Ok(()),
+                    Err(e) => break Err(e),
+                }
+            };
+            proptest::prop_assert_eq!(got, want);
+            proptest::prop_assert_eq!(got_end, want_end);
+        }
+
         #[test]
         fn encoded_commands_round_trip(args in proptest::collection::vec(proptest::collection::vec(proptest::num::u8::ANY, 0..20), 1..6)) {
             let refs: Vec<&[u8]> = args.iter().map(|a| a.as_slice()).collect();
