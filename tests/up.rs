@@ -8,21 +8,28 @@ use std::time::{Duration, Instant};
 
 use common::*;
 
+/// `shardis up` with `nodes` nodes from `first_node_port`, the proxy on `port`,
+/// and no config file.
+fn up_command(port: u16, first_node_port: u16, nodes: usize) -> Command {
+    let mut cmd = Command::new(BIN);
+    cmd.args([
+        "up",
+        "--nodes",
+        &nodes.to_string(),
+        "--port",
+        &port.to_string(),
+    ])
+    .args([
+        "--first-node-port",
+        &first_node_port.to_string(),
+        "--config",
+        "/nonexistent/default.toml",
+    ]);
+    cmd
+}
+
 fn spawn_up(port: u16, first_node_port: u16, nodes: usize) -> Proc {
-    let child = Command::new(BIN)
-        .args([
-            "up",
-            "--nodes",
-            &nodes.to_string(),
-            "--port",
-            &port.to_string(),
-        ])
-        .args([
-            "--first-node-port",
-            &first_node_port.to_string(),
-            "--config",
-            "/nonexistent/default.toml",
-        ])
+    let child = up_command(port, first_node_port, nodes)
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
@@ -103,19 +110,7 @@ fn up_with_its_port_taken_fails_clearly_and_starts_no_node() {
     let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = taken.local_addr().unwrap().port();
     let first = free_block(2);
-    let out = Command::new(BIN)
-        .args([
-            "up",
-            "--nodes",
-            "2",
-            "--port",
-            &port.to_string(),
-            "--first-node-port",
-            &first.to_string(),
-        ])
-        .args(["--config", "/nonexistent/default.toml"])
-        .output()
-        .unwrap();
+    let out = up_command(port, first, 2).output().unwrap();
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
@@ -130,19 +125,7 @@ fn up_with_a_node_port_taken_fails_and_reaps_the_other_nodes() {
     let first = free_block(3);
     let _taken = std::net::TcpListener::bind(("127.0.0.1", first + 1)).unwrap();
     let port = free_port();
-    let out = Command::new(BIN)
-        .args([
-            "up",
-            "--nodes",
-            "3",
-            "--port",
-            &port.to_string(),
-            "--first-node-port",
-            &first.to_string(),
-        ])
-        .args(["--config", "/nonexistent/default.toml"])
-        .output()
-        .unwrap();
+    let out = up_command(port, first, 3).output().unwrap();
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("error:"), "{err}");
