@@ -16,6 +16,18 @@ const TOP: f64 = 50.0;
 const BOTTOM: f64 = 70.0;
 const COLORS: [&str; 3] = ["#4e79a7", "#f28e2b", "#59a14f"];
 
+/// A horizontal grid line across the plot at height `y`, labelled on the left.
+fn gridline(out: &mut String, y: f64, label: &str) {
+    let _ = writeln!(
+        out,
+        "<line x1=\"{LEFT}\" x2=\"{}\" y1=\"{y:.1}\" y2=\"{y:.1}\" stroke=\"#ddd\"/>\
+         <text x=\"{}\" y=\"{:.1}\" text-anchor=\"end\">{label}</text>",
+        W - RIGHT,
+        LEFT - 6.0,
+        y + 4.0,
+    );
+}
+
 fn open(out: &mut String, title: &str) {
     let _ = write!(
         out,
@@ -104,16 +116,7 @@ pub fn keys_per_node(r: &DemoReport) -> String {
     );
     let mut v = 0.0;
     while v <= top + step / 2.0 {
-        let _ = writeln!(
-            out,
-            "<line x1=\"{LEFT}\" x2=\"{}\" y1=\"{y:.1}\" y2=\"{y:.1}\" stroke=\"#ddd\"/>\
-             <text x=\"{}\" y=\"{:.1}\" text-anchor=\"end\">{}</text>",
-            W - RIGHT,
-            LEFT - 6.0,
-            y(v) + 4.0,
-            super::report::group(v as u64),
-            y = y(v)
-        );
+        gridline(&mut out, y(v), &super::report::group(v as u64));
         v += step;
     }
     let group_w = pw / names.len().max(1) as f64;
@@ -200,20 +203,12 @@ pub fn latency(r: &DemoReport) -> String {
     let mut e = lo;
     while e <= hi {
         let v = 10f64.powf(e);
-        let _ = writeln!(
-            out,
-            "<line x1=\"{LEFT}\" x2=\"{}\" y1=\"{yy:.1}\" y2=\"{yy:.1}\" stroke=\"#ddd\"/>\
-             <text x=\"{}\" y=\"{:.1}\" text-anchor=\"end\">{} ms</text>",
-            W - RIGHT,
-            LEFT - 6.0,
-            y(v) + 4.0,
-            if v < 1.0 {
-                format!("{v}")
-            } else {
-                format!("{v:.0}")
-            },
-            yy = y(v)
-        );
+        let label = if v < 1.0 {
+            format!("{v} ms")
+        } else {
+            format!("{v:.0} ms")
+        };
+        gridline(&mut out, y(v), &label);
         e += 1.0;
     }
     let group_w = pw / r.latency.len().max(1) as f64;
