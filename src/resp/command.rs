@@ -440,57 +440,51 @@ pub const TABLE: &[CommandSpec] = &[
 /// Longest command name in the table, so lookups can upper-case on the stack.
 const MAX_NAME: usize = 24;
 
-/// FNV-1a, for the built-in node's command table: names are short and an
-/// unknown name just misses, so a simple hash beats SipHash's setup cost on
-/// every request (SipHash showed in profiles).
-#[derive(Default)]
-pub struct Fnv(u64);
-
-/// A `BuildHasher` for [`Fnv`].
-pub type FnvBuild = std::hash::BuildHasherDefault<Fnv>;
-
-impl std::hash::Hasher for Fnv {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-
-    fn write(&mut self, bytes: &[u8]) {
-        let mut h = if self.0 == 0 {
-            0xcbf2_9ce4_8422_2325
-        } else {
-            self.0
-        };
-        for &b in bytes {
-            h = (h ^ b as u64).wrapping_mul(0x100_0000_01b3);
-        }
-        self.0 = h;
-    }
-}
-
 /// A command name, lower-cased and zero-padded, as three words: hashed and
 /// compared a word at a time.
 type Name = [u64; MAX_NAME / 8];
 
-/// Open-addressed table from [`Name`] to its spec: a power-of-two size at
-/// least four times the table's length, linear probing. A lookup hashes three
-/// words and usually compares one slot.
-struct Index {
-    slots: Vec<Option<(Name, &'static CommandSpec)>>,
+/// A table of commands by name, case-insensitive: open addressing over a
+/// power-of-two size at least four times the table's length, linear probing.
+/// A lookup hashes three words and usually compares one slot. The proxy's
+/// command table and the built-in node's both use it.
+pub struct NameIndex<T: 'static> {
+    slots: Vec<Option<(Name, &'static T)>>,
     mask: usize,
 }
 
-impl Index {
+impl<T> NameIndex<T> {
+    /// Indexes `items` by `name(item)`; names must be at most 24 bytes and unique.
+    pub fn new(items: &'static [T], name: impl Fn(&T) -> &str) -> NameIndex<T> {
+        let size = (items.len() * 4).next_power_of_two();
+        let mut index = NameIndex {
+            slots: (0..size).map(|_| None).collect(),
+            mask: size - 1,
+        };
+        for item in items {
+            let key = fold(name(item).as_bytes()).expect("command names are short");
+            let mut i = index.slot(&key);
+            while index.slots[i].is_some() {
+                i = (i + 1) & index.mask;
+            }
+            index.slots[i] = Some((key, item));
+        }
+        index
+    }
+
     fn slot(&self, name: &Name) -> usize {
         let h = (name[0] ^ name[1].rotate_left(21) ^ name[2].rotate_left(42))
             .wrapping_mul(0x9e37_79b9_7f4a_7c15);
         (h >> 32) as usize & self.mask
     }
 
-    fn get(&self, name: &Name) -> Option<&'static CommandSpec> {
-        let mut i = self.slot(name);
+    /// The item named `name` in any case, without allocating.
+    pub fn get(&self, name: &[u8]) -> Option<&'static T> {
+        let name = fold(name)?;
+        let mut i = self.slot(&name);
         loop {
             match &self.slots[i] {
-                Some((n, spec)) if n == name => return Some(spec),
+                Some((n, item)) if *n == name => return Some(item),
                 Some(_) => i = (i + 1) & self.mask,
                 None => return None,
             }
@@ -498,24 +492,9 @@ impl Index {
     }
 }
 
-fn index() -> &'static Index {
-    static INDEX: OnceLock<Index> = OnceLock::new();
-    INDEX.get_or_init(|| {
-        let size = (TABLE.len() * 4).next_power_of_two();
-        let mut index = Index {
-            slots: vec![None; size],
-            mask: size - 1,
-        };
-        for spec in TABLE {
-            let name = fold(spec.name.as_bytes()).expect("table names are short");
-            let mut i = index.slot(&name);
-            while index.slots[i].is_some() {
-                i = (i + 1) & index.mask;
-            }
-            index.slots[i] = Some((name, spec));
-        }
-        index
-    })
+fn index() -> &'static NameIndex<CommandSpec> {
+    static INDEX: OnceLock<NameIndex<CommandSpec>> = OnceLock::new();
+    INDEX.get_or_init(|| NameIndex::new(TABLE, |spec| spec.name))
 }
 
 fn fold(name: &[u8]) -> Option<Name> {
@@ -536,7 +515,7 @@ fn fold(name: &[u8]) -> Option<Name> {
 
 /// Finds a command by name, case-insensitively, without allocating.
 pub fn lookup(name: &[u8]) -> Option<&'static CommandSpec> {
-    index().get(&fold(name)?)
+    index().get(name)
 }
 
 /// Redis 7's reply text for an unknown command (without the leading '-').

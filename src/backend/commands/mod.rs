@@ -19,7 +19,6 @@ use super::error::CmdError;
 use super::server::Node;
 use crate::resp::encode;
 use bytes::{Bytes, BytesMut};
-use std::collections::HashMap;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::LazyLock;
 
@@ -220,21 +219,14 @@ pub static COMMANDS: &[Command] = &[
     },
 ];
 
-use crate::resp::command::FnvBuild;
+use crate::resp::command::NameIndex;
 
-static BY_NAME: LazyLock<HashMap<&'static [u8], &'static Command, FnvBuild>> =
-    LazyLock::new(|| COMMANDS.iter().map(|c| (c.name.as_bytes(), c)).collect());
+static BY_NAME: LazyLock<NameIndex<Command>> =
+    LazyLock::new(|| NameIndex::new(COMMANDS, |c| c.name));
 
 /// Looks a command up by name, any case, without allocating.
 pub fn lookup(name: &[u8]) -> Option<&'static Command> {
-    let mut lower = [0u8; 16];
-    if name.len() > lower.len() {
-        return None;
-    }
-    for (d, s) in lower.iter_mut().zip(name) {
-        *d = s.to_ascii_lowercase();
-    }
-    BY_NAME.get(&lower[..name.len()]).copied()
+    BY_NAME.get(name)
 }
 
 /// What the connection must do after [`dispatch`].
