@@ -33,34 +33,27 @@ pub fn set(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     let (key, value) = (args[1], args[2]);
     let h = store.hash(key);
     let mut s = store.lock(h, ctx.now);
-    if !(o.nx || o.xx || o.get || o.keepttl) {
-        // Plain SET (with or without a TTL): one lookup, no old value needed.
-        if expire_at != 0 && expire_at <= ctx.now {
-            s.remove(h, key);
-        } else {
-            s.put(h, key, value, expire_at);
+    // The old value matters only to NX, XX, GET and KEEPTTL; a plain SET
+    // looks the key up once, in `put`.
+    let mut keep = 0;
+    if o.nx || o.xx || o.get || o.keepttl {
+        let old = s.get(h, key);
+        let found = old.is_some();
+        if o.keepttl {
+            keep = old.as_ref().map_or(0, |e| e.expire_at);
         }
-        ctx.ok();
-        return Ok(());
-    }
-    let old = s.get(h, key);
-    let found = old.is_some();
-    let keep = if o.keepttl {
-        old.as_ref().map_or(0, |e| e.expire_at)
-    } else {
-        0
-    };
-    if o.get {
-        match &old {
-            Some(e) => encode::bulk(ctx.out, e.value()),
-            None => encode::null(ctx.out, ctx.client.proto),
+        if o.get {
+            match &old {
+                Some(e) => encode::bulk(ctx.out, e.value()),
+                None => encode::null(ctx.out, ctx.client.proto),
+            }
         }
-    }
-    if (o.nx && found) || (o.xx && !found) {
-        if !o.get {
-            encode::null(ctx.out, ctx.client.proto);
+        if (o.nx && found) || (o.xx && !found) {
+            if !o.get {
+                encode::null(ctx.out, ctx.client.proto);
+            }
+            return Ok(());
         }
-        return Ok(());
     }
     let expire_at = if o.expire.is_some() { expire_at } else { keep };
     if expire_at != 0 && expire_at <= ctx.now {
