@@ -5,11 +5,7 @@
 
 use std::fmt::Write as _;
 
-use super::report::{group, Change, DemoReport, Distribution};
-
-fn ms(us: u64) -> String {
-    format!("{:.3}", us as f64 / 1000.0)
-}
+use super::report::{group, latency_cells, Change, DemoReport, Distribution};
 
 fn distribution(out: &mut String, d: &Distribution) {
     let _ = writeln!(out, "| node | keys | share | ÷ average |");
@@ -98,17 +94,7 @@ pub fn demo(r: &DemoReport) -> String {
     );
     let _ = writeln!(out, "|---|---:|---:|---:|---:|---:|---:|");
     for l in &r.latency {
-        let _ = writeln!(
-            out,
-            "| {} | {} | {} | {} | {} | {} | {} |",
-            l.label(),
-            group(l.ops_per_sec.round() as u64),
-            ms(l.p50_us),
-            ms(l.p99_us),
-            ms(l.p999_us),
-            ms(l.max_us),
-            l.errors
-        );
+        let _ = writeln!(out, "| {} |", latency_cells(l).join(" | "));
     }
     let _ = writeln!(
         out,

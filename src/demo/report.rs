@@ -245,8 +245,22 @@ pub fn change_text(c: &Change) -> String {
     out
 }
 
+/// Microseconds as milliseconds with three decimals.
 fn ms(us: u64) -> String {
     format!("{:.3}", us as f64 / 1000.0)
+}
+
+/// A latency run's row: label, ops/s, p50, p99, p99.9 and max in ms, errors.
+pub fn latency_cells(r: &LatencyRun) -> [String; 7] {
+    [
+        r.label(),
+        group(r.ops_per_sec.round() as u64),
+        ms(r.p50_us),
+        ms(r.p99_us),
+        ms(r.p999_us),
+        ms(r.max_us),
+        r.errors.to_string(),
+    ]
 }
 
 /// The latency table: one row per run.
@@ -258,16 +272,10 @@ pub fn latency_table(runs: &[LatencyRun]) -> String {
         "run", "ops/s", "p50 ms", "p99 ms", "p99.9 ms", "max ms", "errors"
     );
     for r in runs {
+        let [label, ops, p50, p99, p999, max, errors] = latency_cells(r);
         let _ = writeln!(
             out,
-            "  {:<22} {:>10} {:>9} {:>9} {:>9} {:>9} {:>7}",
-            r.label(),
-            group(r.ops_per_sec.round() as u64),
-            ms(r.p50_us),
-            ms(r.p99_us),
-            ms(r.p999_us),
-            ms(r.max_us),
-            r.errors
+            "  {label:<22} {ops:>10} {p50:>9} {p99:>9} {p999:>9} {max:>9} {errors:>7}"
         );
     }
     out
