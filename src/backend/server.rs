@@ -11,6 +11,7 @@
 //! The task that owns a client's socket is the only one that touches it.
 
 use super::commands::{self, migrate::MigrateState, Client, Next};
+use super::config::Settings;
 use super::error::CmdError;
 use super::evict::EXPIRE_TICK_MS;
 use super::store::{now_ms, Store};
@@ -54,9 +55,10 @@ pub struct Stats {
 pub struct Node {
     /// The keyspace.
     pub store: Store,
-    /// Bytes; 0 = unlimited. CONFIG SET changes it at run time.
-    pub maxmemory: AtomicU64,
-    /// Request bounds.
+    /// Run-time parameters (CONFIG GET/SET), `maxmemory` among them.
+    pub settings: Settings,
+    /// Request bounds; `max_bulk_len` is superseded by the live
+    /// `proto-max-bulk-len` in `settings`.
     pub limits: Limits,
     /// Connection and command counters.
     pub stats: Stats,
@@ -83,7 +85,7 @@ impl Node {
         );
         Node {
             store,
-            maxmemory: AtomicU64::new(config.maxmemory),
+            settings: Settings::new(config.maxmemory, config.limits.max_bulk_len, port),
             limits: config.limits,
             stats: Stats::default(),
             migrate: tokio::sync::Mutex::new(MigrateState::default()),
@@ -204,9 +206,14 @@ async fn execute_batch(
 ) -> std::io::Result<bool> {
     let now = now_ms();
     let mut spans = Spans::new();
+    // CONFIG SET proto-max-bulk-len applies from the next batch on.
+    let limits = Limits {
+        max_bulk_len: node.settings.max_bulk() as usize,
+        ..node.limits
+    };
     loop {
         // Arguments are slices of `input`, used in place, then consumed.
-        let frame = match next_frame(input, &node.limits, &mut spans) {
+        let frame = match next_frame(input, &limits, &mut spans) {
             Ok(Some(frame)) => frame,
             Ok(None) => break,
             Err(e) => {

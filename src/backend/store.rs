@@ -144,6 +144,8 @@ pub struct Counters {
     pub keyspace_hits: AtomicU64,
     /// Reads that did not.
     pub keyspace_misses: AtomicU64,
+    /// Whether accesses feed LFU counters instead of the LRU clock.
+    pub lfu: super::evict::Lfu,
 }
 
 /// One shard's table plus what the background sweeps need.
@@ -298,7 +300,12 @@ impl Locked<'_> {
         }
         // SAFETY: as above.
         let e = unsafe { bucket.as_mut() };
-        e.lru = lru_clock(now);
+        let lfu = &self.counters.lfu;
+        e.lru = if lfu.is_on() {
+            lfu.touched(e.lru, now)
+        } else {
+            lru_clock(now)
+        };
         Some(e)
     }
 
@@ -369,7 +376,10 @@ impl Locked<'_> {
     }
 
     /// Stores `entry`, whose key is known not to be in the table.
-    fn insert_absent(&mut self, hash: u64, entry: Entry) {
+    fn insert_absent(&mut self, hash: u64, mut entry: Entry) {
+        if self.counters.lfu.is_on() {
+            entry.lru = self.counters.lfu.initial(self.now);
+        }
         self.counters.used_memory.fetch_add(entry.mem(), Relaxed);
         if entry.expire_at != 0 {
             self.shard.expires += 1;

@@ -2,6 +2,8 @@
 //! the proxy — each killed when its handle drops, so no test leaves an orphan.
 #![allow(dead_code)]
 
+pub mod conn;
+
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::process::{Child, Command, Stdio};

@@ -6,9 +6,15 @@
 //! and turns any [`CmdError`] into its `-ERR` line. One file per command
 //! family; handlers write their reply straight into the output buffer.
 
+mod bitfield;
+mod bits;
+mod config;
 mod connection;
 mod counters;
+mod hll;
+mod hll_repr;
 mod keys;
+mod lcs;
 pub(crate) mod migrate;
 mod object;
 mod server;
@@ -159,7 +165,7 @@ pub static COMMANDS: &[Command] = &[
     cmd!("dbsize", 1, READONLY | FAST, NOKEYS, server::dbsize),
     cmd!("flushdb", -1, WRITE, NOKEYS, server::flush),
     cmd!("flushall", -1, WRITE, NOKEYS, server::flush),
-    cmd!("config", -2, 0, NOKEYS, server::config),
+    cmd!("config", -2, 0, NOKEYS, config::config),
     cmd!("time", 1, FAST, NOKEYS, server::time),
     cmd!("lastsave", 1, FAST, NOKEYS, server::lastsave),
     // strings
@@ -184,6 +190,25 @@ pub static COMMANDS: &[Command] = &[
     cmd!("incrby", 3, RW | FAST, KEY1, counters::incrby),
     cmd!("decrby", 3, RW | FAST, KEY1, counters::decrby),
     cmd!("incrbyfloat", 3, RW | FAST, KEY1, counters::incrbyfloat),
+    cmd!("lcs", -3, READONLY, (1, 2, 1), lcs::lcs),
+    // bitmaps
+    cmd!("setbit", 4, RW, KEY1, bits::setbit),
+    cmd!("getbit", 3, READONLY | FAST, KEY1, bits::getbit),
+    cmd!("bitcount", -2, READONLY, KEY1, bits::bitcount),
+    cmd!("bitpos", -3, READONLY, KEY1, bits::bitpos),
+    cmd!("bitop", -4, RW, (2, -1, 1), bits::bitop),
+    cmd!("bitfield", -2, RW, KEY1, bitfield::bitfield),
+    cmd!(
+        "bitfield_ro",
+        -2,
+        READONLY | FAST,
+        KEY1,
+        bitfield::bitfield_ro
+    ),
+    // hyperloglog
+    cmd!("pfadd", -2, RW | FAST, KEY1, hll::pfadd),
+    cmd!("pfcount", -2, READONLY, ALLKEYS, hll::pfcount),
+    cmd!("pfmerge", -2, RW, ALLKEYS, hll::pfmerge),
     // keys
     cmd!("del", -2, WRITE, ALLKEYS, keys::del),
     cmd!("unlink", -2, WRITE | FAST, ALLKEYS, keys::del),
@@ -255,12 +280,9 @@ pub fn dispatch(
         CmdError::WrongArity(cmd.name.to_string()).write(out);
         return Next::Done;
     }
-    if cmd.flags & DENYOOM != 0 {
-        let max = node.maxmemory.load(Relaxed);
-        if max != 0 && node.store.evict_to_fit(max, now).is_err() {
-            CmdError::OutOfMemory.write(out);
-            return Next::Done;
-        }
+    if cmd.flags & DENYOOM != 0 && node.make_room(now).is_err() {
+        CmdError::OutOfMemory.write(out);
+        return Next::Done;
     }
     match cmd.run {
         Run::Sync(f) => {

@@ -141,8 +141,15 @@ pub fn object(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
         return Ok(());
     };
     drop(s);
+    let lfu = &ctx.node.store.counters.lfu;
     if eq_ignore_case(sub, b"encoding") {
         encode::bulk(ctx.out, enc.as_bytes());
+    } else if eq_ignore_case(sub, b"idletime") && lfu.is_on() {
+        return Err(CmdError::err(
+            "An LFU maxmemory policy is selected, idle time not tracked. Please note that when switching between policies at runtime LRU and LFU data will take some time to adjust.",
+        ));
+    } else if eq_ignore_case(sub, b"freq") && lfu.is_on() {
+        encode::integer(ctx.out, lfu.decayed(lru, ctx.now) as i64);
     } else if eq_ignore_case(sub, b"idletime") {
         encode::integer(ctx.out, (lru_clock(ctx.now).wrapping_sub(lru) / 100) as i64);
     } else if eq_ignore_case(sub, b"refcount") {
