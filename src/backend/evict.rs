@@ -117,7 +117,9 @@ impl Lfu {
 
     /// The counter after decay (OBJECT FREQ; Redis `LFUDecrAndReturn`).
     pub fn decayed(&self, lru: u32, now_ms: u64) -> u32 {
-        let (ldt, counter) = (lru >> 8, lru & 255);
+        // Masked to Redis's 24 bits: after a switch from an LRU policy the
+        // field still holds a clock, read as (arbitrary) LFU data.
+        let (ldt, counter) = ((lru >> 8) & 0xffff, lru & 255);
         let now = lfu_minutes(now_ms);
         let elapsed = if now >= ldt {
             now - ldt
@@ -405,6 +407,20 @@ mod tests {
             "recent keys evicted: {}",
             5_000 - recent_left
         );
+    }
+
+    #[test]
+    fn lfu_data_decays_and_survives_a_switch_from_lru() {
+        let lfu = Lfu::default();
+        let now = 10 * 60_000;
+        assert_eq!(lfu.decayed(lfu.initial(now), now), LFU_INIT_VAL);
+        // Three minutes later, one decrement per minute.
+        assert_eq!(lfu.decayed(lfu.initial(now), now + 3 * 60_000), 2);
+        // An LRU clock value left in the field must not overflow anything.
+        for lru in [u32::MAX, lru_clock(now), 0] {
+            assert!(lfu.decayed(lru, now) <= 255);
+            assert!(lfu.touched(lru, now) & 255 <= 255);
+        }
     }
 
     #[test]
