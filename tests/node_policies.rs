@@ -18,13 +18,21 @@ fn used_memory(c: &mut Connection) -> u64 {
 }
 
 fn set_config(c: &mut Connection, name: &str, value: &str) {
-    let _: () = redis::cmd("CONFIG").arg("SET").arg(name).arg(value).query(c).unwrap();
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg(name)
+        .arg(value)
+        .query(c)
+        .unwrap();
 }
 
 fn fill(c: &mut Connection, prefix: &str, n: usize, ttl: Option<usize>) {
     let mut pipe = redis::pipe();
     for i in 0..n {
-        let cmd = pipe.cmd("SET").arg(format!("{prefix}{i}")).arg(vec![b'x'; 200]);
+        let cmd = pipe
+            .cmd("SET")
+            .arg(format!("{prefix}{i}"))
+            .arg(vec![b'x'; 200]);
         if let Some(t) = ttl {
             cmd.arg("EX").arg(t + i);
         }
@@ -53,9 +61,15 @@ fn noeviction_refuses_writes_and_keeps_every_key() {
     set_config(&mut c, "maxmemory-policy", "noeviction");
     fill(&mut c, "k", 500, None);
     squeeze(&mut c, base, 0.9);
-    let err = redis::cmd("SET").arg("more").arg("v").query::<()>(&mut c).unwrap_err();
+    let err = redis::cmd("SET")
+        .arg("more")
+        .arg("v")
+        .query::<()>(&mut c)
+        .unwrap_err();
     assert_eq!(err.code(), Some("OOM"), "{err}");
-    assert!(err.to_string().contains("command not allowed when used memory > 'maxmemory'"));
+    assert!(err
+        .to_string()
+        .contains("command not allowed when used memory > 'maxmemory'"));
     let n: i64 = redis::cmd("DBSIZE").query(&mut c).unwrap();
     assert_eq!(n, 500);
     let v: Vec<u8> = redis::cmd("GET").arg("k1").query(&mut c).unwrap();
@@ -74,16 +88,30 @@ fn volatile_policies_evict_only_keys_with_a_ttl_and_refuse_when_none_is_left() {
     fill(&mut c, "late", 300, Some(100_000));
     let limit = squeeze(&mut c, base, 0.8);
     assert!(used_memory(&mut c) <= limit);
-    assert!((0..300).all(|i| exists(&mut c, &format!("keep{i}"))), "a key without TTL was evicted");
-    let soon_gone = (0..300).filter(|i| !exists(&mut c, &format!("soon{i}"))).count();
-    let late_gone = (0..300).filter(|i| !exists(&mut c, &format!("late{i}"))).count();
-    assert!(soon_gone > 0 && soon_gone > 3 * late_gone, "soon {soon_gone} late {late_gone}");
+    assert!(
+        (0..300).all(|i| exists(&mut c, &format!("keep{i}"))),
+        "a key without TTL was evicted"
+    );
+    let soon_gone = (0..300)
+        .filter(|i| !exists(&mut c, &format!("soon{i}")))
+        .count();
+    let late_gone = (0..300)
+        .filter(|i| !exists(&mut c, &format!("late{i}")))
+        .count();
+    assert!(
+        soon_gone > 0 && soon_gone > 3 * late_gone,
+        "soon {soon_gone} late {late_gone}"
+    );
 
     // Squeezing below what the keys without TTL need: nothing volatile is
     // left to evict, so writes are refused.
     set_config(&mut c, "maxmemory-policy", "volatile-lru");
     squeeze(&mut c, base, 0.3);
-    let err = redis::cmd("SET").arg("more").arg("v").query::<()>(&mut c).unwrap_err();
+    let err = redis::cmd("SET")
+        .arg("more")
+        .arg("v")
+        .query::<()>(&mut c)
+        .unwrap_err();
     assert_eq!(err.code(), Some("OOM"), "{err}");
     assert!((0..300).all(|i| exists(&mut c, &format!("keep{i}"))));
 }
@@ -99,7 +127,11 @@ fn allkeys_random_gets_under_the_limit() {
     assert!(used_memory(&mut c) <= limit);
     let n: i64 = redis::cmd("DBSIZE").query(&mut c).unwrap();
     assert!((1400..1800).contains(&n), "{n}");
-    let _: () = redis::cmd("SET").arg("more").arg("v").query(&mut c).unwrap();
+    let _: () = redis::cmd("SET")
+        .arg("more")
+        .arg("v")
+        .query(&mut c)
+        .unwrap();
 }
 
 #[test]
@@ -108,11 +140,18 @@ fn allkeys_lfu_keeps_frequently_read_keys_and_object_freq_counts_reads() {
     let mut c = common::connect(node.port);
     let base = used_memory(&mut c);
     let _: () = redis::cmd("SET").arg("k").arg("v").query(&mut c).unwrap();
-    let err = redis::cmd("OBJECT").arg("FREQ").arg("k").query::<()>(&mut c);
+    let err = redis::cmd("OBJECT")
+        .arg("FREQ")
+        .arg("k")
+        .query::<()>(&mut c);
     assert!(err.is_err(), "FREQ needs an LFU policy");
     set_config(&mut c, "maxmemory-policy", "allkeys-lfu");
     fill(&mut c, "k", 2000, None);
-    let fresh: i64 = redis::cmd("OBJECT").arg("FREQ").arg("k0").query(&mut c).unwrap();
+    let fresh: i64 = redis::cmd("OBJECT")
+        .arg("FREQ")
+        .arg("k0")
+        .query(&mut c)
+        .unwrap();
     assert_eq!(fresh, 5, "new keys start at LFU_INIT_VAL");
     let mut pipe = redis::pipe();
     for _ in 0..50 {
@@ -121,11 +160,19 @@ fn allkeys_lfu_keeps_frequently_read_keys_and_object_freq_counts_reads() {
         }
     }
     let _: () = pipe.query(&mut c).unwrap();
-    let hot: i64 = redis::cmd("OBJECT").arg("FREQ").arg("k1").query(&mut c).unwrap();
+    let hot: i64 = redis::cmd("OBJECT")
+        .arg("FREQ")
+        .arg("k1")
+        .query(&mut c)
+        .unwrap();
     assert!(hot > fresh, "freq after 50 reads: {hot}");
     squeeze(&mut c, base, 0.5);
-    let hot_left = (0..100).filter(|i| exists(&mut c, &format!("k{i}"))).count();
-    let cold_left = (1000..2000).filter(|i| exists(&mut c, &format!("k{i}"))).count();
+    let hot_left = (0..100)
+        .filter(|i| exists(&mut c, &format!("k{i}")))
+        .count();
+    let cold_left = (1000..2000)
+        .filter(|i| exists(&mut c, &format!("k{i}")))
+        .count();
     assert!(hot_left >= 95, "hot keys left: {hot_left}");
     assert!(cold_left < 700, "cold keys left: {cold_left}");
 }

@@ -404,6 +404,9 @@ const CASES: &[&[&[&str]]] = &[
         &["SETBIT", "b", "16777215", "1"],
         &["BITFIELD", "b", "GET", "u8", "#2097152"],
         &["STRLEN", "b"],
+        &["SETRANGE", "s", "2097151", "x"],
+        &["SETRANGE", "s", "2097152", "x"],
+        &["APPEND", "s", "y"],
         &["CONFIG", "SET", "proto-max-bulk-len", "536870912"],
         &["CONFIG", "SET", "hll-sparse-max-bytes", "x"],
         &["CONFIG", "SET", "hll-sparse-max-bytes", "3kb"],
@@ -642,8 +645,15 @@ async fn hyperloglog_error_stays_within_the_standard_error() {
 /// One random bitmap command over three small keys.
 fn bit_command() -> impl Strategy<Value = Vec<String>> {
     let key = prop::sample::select(vec!["a", "b", "c"]);
-    let off = 0u64..200;
-    let idx = -30i64..30;
+    // Short keys (mostly under 8 bytes) so ranges often fall entirely in
+    // set or clear bits, and values that set whole fields to ones.
+    let off = prop_oneof![3 => 0u64..64, 1 => 0u64..200];
+    let idx = -12i64..12;
+    let val = prop_oneof![
+        prop::sample::select(vec![-1i64, 0, 1, 255, i64::MAX, i64::MIN]),
+        -300i64..300,
+        any::<i64>()
+    ];
     let unit = prop::sample::select(vec!["", "BYTE", "BIT"]);
     let ty = prop_oneof![
         (1u32..=64).prop_map(|b| format!("i{b}")),
@@ -652,12 +662,17 @@ fn bit_command() -> impl Strategy<Value = Vec<String>> {
     let ow = prop::sample::select(vec!["WRAP", "SAT", "FAIL"]);
     let op = prop::sample::select(vec!["AND", "OR", "XOR", "NOT"]);
     prop_oneof![
-        (key.clone(), off.clone(), 0u8..2).prop_map(|(k, o, v)| vec![
-            "SETBIT".into(),
-            k.into(),
-            o.to_string(),
-            v.to_string()
-        ]),
+        (
+            key.clone(),
+            off.clone(),
+            prop_oneof![1 => Just(0u8), 3 => Just(1u8)]
+        )
+            .prop_map(|(k, o, v)| vec![
+                "SETBIT".into(),
+                k.into(),
+                o.to_string(),
+                v.to_string()
+            ]),
         (key.clone(), off.clone()).prop_map(|(k, o)| vec![
             "GETBIT".into(),
             k.into(),
@@ -700,7 +715,7 @@ fn bit_command() -> impl Strategy<Value = Vec<String>> {
         }),
         (
             key,
-            prop::collection::vec((ow, ty, off, any::<i64>(), 0u8..3, any::<bool>()), 1..4)
+            prop::collection::vec((ow, ty, off, val, 0u8..3, any::<bool>()), 1..4)
         )
             .prop_map(|(k, ops)| {
                 let mut v = vec!["BITFIELD".into(), k.into()];
@@ -711,7 +726,6 @@ fn bit_command() -> impl Strategy<Value = Vec<String>> {
                     } else {
                         o.to_string()
                     };
-                    let val = if val % 3 == 0 { val % 300 } else { val };
                     v.extend(["OVERFLOW".into(), ow.to_string()]);
                     match kind {
                         0 => v.extend(["GET".into(), ty, o]),
@@ -745,6 +759,7 @@ fn random_bitmap_sequences_match_redis_server() {
         failure_persistence: None,
         ..ProptestConfig::default()
     });
+    let ran = std::cell::Cell::new(0usize);
     let result = runner.run(&prop::collection::vec(bit_command(), 1..40), |cmds| {
         let mut guard = conns.borrow_mut();
         let (ours, theirs) = &mut *guard;
@@ -765,9 +780,55 @@ fn random_bitmap_sequences_match_redis_server() {
             None
         });
         prop_assert!(diff.is_none(), "{}", diff.unwrap_or_default());
+        ran.set(ran.get() + cmds.len());
         Ok(())
     });
     if let Err(e) = result {
         panic!("{e}");
     }
+    assert!(ran.get() >= 48, "only {} commands ran", ran.get());
+}
+
+/// After `CONFIG SET proto-max-bulk-len 1mb`, a larger argument is a
+/// protocol error on both servers, with the same reply, and the same
+/// argument fits again once the limit is raised.
+#[tokio::test]
+async fn proto_max_bulk_len_bounds_requests_like_redis() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let Some((node_port, redis, _stop)) = pair().await else {
+        return;
+    };
+    let big = vec![b'v'; 1536 * 1024];
+    let mut replies = Vec::new();
+    for port in [node_port, redis.port] {
+        let mut c = Conn::open(port).await;
+        c.call(&["CONFIG", "SET", "proto-max-bulk-len", "1mb"])
+            .await;
+        let mut sock = tokio::net::TcpStream::connect(("127.0.0.1", port))
+            .await
+            .unwrap();
+        let mut req = format!("*3\r\n$3\r\nSET\r\n$1\r\nk\r\n${}\r\n", big.len()).into_bytes();
+        req.extend_from_slice(&big);
+        req.extend_from_slice(b"\r\n");
+        // The server may close before reading everything: ignore write errors.
+        let _ = sock.write_all(&req).await;
+        let mut got = Vec::new();
+        let _ = tokio::time::timeout(
+            std::time::Duration::from_secs(10),
+            sock.read_to_end(&mut got),
+        )
+        .await
+        .expect("the connection is closed after the error");
+        replies.push(got);
+        c.call(&["CONFIG", "SET", "proto-max-bulk-len", "512mb"])
+            .await;
+        let ok = c.call(&[&b"SET"[..], b"k", &big]).await;
+        assert_eq!(ok, b"+OK\r\n");
+    }
+    assert_eq!(shown(&replies[0]), shown(&replies[1]));
+    assert!(
+        replies[0].starts_with(b"-ERR Protocol error"),
+        "{}",
+        shown(&replies[0])
+    );
 }

@@ -16,7 +16,11 @@ fn config(con: &mut redis::Connection, args: &[&str]) -> redis::RedisResult<redi
 }
 
 fn get(con: &mut redis::Connection, name: &str) -> Vec<String> {
-    redis::cmd("CONFIG").arg("GET").arg(name).query(con).unwrap()
+    redis::cmd("CONFIG")
+        .arg("GET")
+        .arg(name)
+        .query(con)
+        .unwrap()
 }
 
 #[test]
@@ -34,16 +38,25 @@ fn config_set_reaches_every_node_and_get_reads_the_first() {
     assert_eq!(ok, "OK");
     for n in &cluster.nodes {
         let mut nc = common::connect(n.port);
-        assert_eq!(get(&mut nc, "maxmemory-policy"), ["maxmemory-policy", "allkeys-lfu"]);
+        assert_eq!(
+            get(&mut nc, "maxmemory-policy"),
+            ["maxmemory-policy", "allkeys-lfu"]
+        );
         assert_eq!(get(&mut nc, "maxmemory"), ["maxmemory", "104857600"]);
     }
-    assert_eq!(get(&mut c, "maxmemory-policy"), ["maxmemory-policy", "allkeys-lfu"]);
+    assert_eq!(
+        get(&mut c, "maxmemory-policy"),
+        ["maxmemory-policy", "allkeys-lfu"]
+    );
     // The proxy's own parameters win over the nodes'.
     assert_eq!(get(&mut c, "databases"), ["databases", "1"]);
     assert_eq!(get(&mut c, "cluster-enabled"), ["cluster-enabled", "no"]);
     let mut pairs = get(&mut c, "maxmemory*");
     pairs.sort();
-    assert!(pairs.contains(&"maxmemory-samples".to_string()), "{pairs:?}");
+    assert!(
+        pairs.contains(&"maxmemory-samples".to_string()),
+        "{pairs:?}"
+    );
 
     // A value every node refuses: each one is named with its reason.
     let err = config(&mut c, &["SET", "maxmemory-samples", "0"]).unwrap_err();
@@ -55,7 +68,11 @@ fn config_set_reaches_every_node_and_get_reads_the_first() {
     assert!(text.contains("argument must be between 1 and"), "{text}");
     // Arity and syntax are checked before anything is sent.
     let err = config(&mut c, &["SET", "maxmemory"]).unwrap_err();
-    assert!(err.to_string().contains("wrong number of arguments for 'config|set'"), "{err}");
+    assert!(
+        err.to_string()
+            .contains("wrong number of arguments for 'config|set'"),
+        "{err}"
+    );
     let err = config(&mut c, &["SET", "maxmemory", "1", "x"]).unwrap_err();
     assert!(err.to_string().contains("syntax error"), "{err}");
 }
@@ -76,9 +93,17 @@ fn config_set_names_the_nodes_that_refused_and_the_ones_that_did_not_answer() {
     let err = config(&mut c, &["SET", "lazyfree-lazy-user-del", "yes"]).unwrap_err();
     let text = err.to_string();
     assert!(text.contains("refused by 2 of 3 nodes"), "{text}");
-    assert!(text.contains("node1 (") && text.contains("node3 ("), "{text}");
+    assert!(
+        text.contains("node1 (") && text.contains("node3 ("),
+        "{text}"
+    );
     assert!(!text.contains("node2 ("), "{text}");
-    assert!(text.contains("Unknown option or number of arguments for CONFIG SET - 'lazyfree-lazy-user-del'"), "{text}");
+    assert!(
+        text.contains(
+            "Unknown option or number of arguments for CONFIG SET - 'lazyfree-lazy-user-del'"
+        ),
+        "{text}"
+    );
     // Accepted by all three.
     let ok: String = redis::cmd("CONFIG")
         .arg("SET")
@@ -91,5 +116,8 @@ fn config_set_names_the_nodes_that_refused_and_the_ones_that_did_not_answer() {
     cluster.nodes[2].kill();
     let err = config(&mut c, &["SET", "hll-sparse-max-bytes", "3000"]).unwrap_err();
     let text = err.to_string();
-    assert!(text.contains("refused by 1 of 3 nodes") && text.contains("node3 ("), "{text}");
+    assert!(
+        text.contains("refused by 1 of 3 nodes") && text.contains("node3 ("),
+        "{text}"
+    );
 }

@@ -331,7 +331,7 @@ async fn config(s: &mut ClientSession, args: &[Bytes]) {
     let mut out = BytesMut::new();
     match sub.as_str() {
         "get" if args.len() >= 3 => return config_get(s, args).await,
-        "set" if args.len() >= 4 && args.len() % 2 == 0 => return config_set(s, args).await,
+        "set" if args.len() >= 4 && args.len().is_multiple_of(2) => return config_set(s, args).await,
         "set" if args.len() >= 4 => return s.error("ERR syntax error").await,
         "resetstat" => encode::simple(&mut out, "OK"),
         "get" | "set" => {

@@ -7,9 +7,6 @@ use crate::backend::error::CmdError;
 use crate::backend::store::{Entry, Store};
 use crate::resp::encode;
 
-/// Largest string value (Redis `proto-max-bulk-len`).
-pub const MAX_STRING_LEN: usize = 512 * 1024 * 1024;
-
 /// GET key
 pub fn get(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     let store = &ctx.node.store;
@@ -223,7 +220,7 @@ pub fn append(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     let mut s = store.lock(h, ctx.now);
     let len = match s.get(h, key).map(|e| e.value().len()) {
         Some(cur) => {
-            if cur + add.len() > MAX_STRING_LEN {
+            if (cur + add.len()) as u64 > ctx.node.settings.max_bulk() {
                 return Err(CmdError::StringTooLong);
             }
             s.update(h, key, |e| {
@@ -300,7 +297,7 @@ pub fn setrange(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
         encode::integer(ctx.out, cur.unwrap_or(0) as i64);
         return Ok(());
     }
-    if offset as u64 + add.len() as u64 > MAX_STRING_LEN as u64 {
+    if offset as u64 + add.len() as u64 > ctx.node.settings.max_bulk() {
         return Err(CmdError::StringTooLong);
     }
     let offset = offset as usize;
