@@ -166,6 +166,8 @@ static PARAMS: &[Param] = &[
     ),
     p("list-compress-depth", Kind::Int(0, INT_MAX), "0"),
     p("set-max-intset-entries", Kind::Int(0, i64::MAX), "512"),
+    p("set-max-listpack-entries", Kind::Int(0, i64::MAX), "128"),
+    p("set-max-listpack-value", Kind::Memory(0, LONG_MAX), "64"),
     p("stream-node-max-bytes", Kind::Memory(0, LONG_MAX), "4096"),
     p("stream-node-max-entries", Kind::Int(0, i64::MAX), "100"),
     p("timeout", Kind::Int(0, INT_MAX), "0"),
@@ -263,6 +265,13 @@ impl Settings {
     /// `proto-max-bulk-len` in bytes.
     pub fn max_bulk(&self) -> u64 {
         self.max_bulk_len.load(Relaxed)
+    }
+
+    /// A numeric parameter's current value by name or alias (the encoding
+    /// thresholds are read this way by the commands that build values).
+    pub fn int(&self, name: &str) -> Option<i64> {
+        let i = find(name.as_bytes())?;
+        self.lock()[i].parse().ok()
     }
 
     /// `(name, value)` of every parameter whose name or alias matches.
@@ -471,5 +480,7 @@ mod tests {
         assert_eq!(s.policy(), Policy::AllkeysLfu);
         assert_eq!(s.get(b"maxmemory-policy")[0].1, "allkeys-lfu");
         assert_eq!(s.get(b"hash-max-ziplist-entries")[0].1, "128");
+        s.set(&[(b"hash-max-ziplist-value", b"1kb")]).unwrap();
+        assert_eq!(s.int("hash-max-listpack-value"), Some(1024));
     }
 }

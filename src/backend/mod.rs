@@ -3,7 +3,8 @@
 //! per node behind the proxy.
 //!
 //! Layout: `store` (sharded keyspace, lazy expiry, memory accounting),
-//! `evict` (LRU eviction, active expiry), `scan` (cursors, KEYS),
+//! `evict` (eviction by `maxmemory-policy`, LFU counters, active expiry),
+//! `config` (CONFIG parameters), `scan` (cursors, KEYS),
 //! `glob` (patterns), `commands/*` (one file per command family, the table
 //! and dispatcher), `server` (accept loop and pipelined client loop),
 //! `error` (the one place errors become `-ERR` lines). RESP framing comes
@@ -30,8 +31,8 @@ use std::net::SocketAddr;
 #[derive(Debug, Clone, Copy, Default)]
 pub struct NodeConfig {
     /// Memory limit in bytes for keys, values and their overhead; 0 =
-    /// unlimited. Above it, approximately least-recently-used keys are
-    /// evicted (allkeys-lru).
+    /// unlimited. Above it, keys are evicted by `maxmemory-policy`
+    /// (allkeys-lru unless CONFIG SET changes it).
     pub maxmemory: u64,
     /// Bounds on client requests.
     pub limits: Limits,

@@ -1,6 +1,6 @@
 //! Commands the proxy answers itself: connection handshake (HELLO, AUTH,
-//! CLIENT, SELECT), introspection (COMMAND, INFO, TIME), CONFIG (GET from
-//! the proxy and the first node, SET fanned out to every node) and PING,
+//! CLIENT, SELECT), introspection (COMMAND, INFO, TIME; CONFIG is in
+//! `config_cmd.rs`) and PING,
 //! ECHO, QUIT. Replies follow redis-server 7 so that client libraries'
 //! handshakes succeed unchanged.
 //!
@@ -63,7 +63,7 @@ pub async fn handle(s: &mut ClientSession, spec: &'static CommandSpec, req: Requ
         "client" => return client(s, args).await,
         "command" => return command(s, args).await,
         "info" => return info(s, args).await,
-        "config" => return config(s, args).await,
+        "config" => return super::config_cmd::config(s, args).await,
         "time" => {
             let now = SystemTime::now()
                 .duration_since(UNIX_EPOCH)
@@ -300,171 +300,8 @@ async fn command(s: &mut ClientSession, args: &[Bytes]) {
     s.reply(out).await;
 }
 
-/// What `CONFIG GET` reports for the nodes' parameters when the first
-/// node cannot answer: enough for redis-benchmark and clients that probe.
-const CONFIG_PARAMS: &[(&str, &str)] = &[
-    ("appendonly", "no"),
-    ("maxmemory", "0"),
-    ("maxmemory-policy", "allkeys-lru"),
-    ("save", ""),
-    ("timeout", "0"),
-];
-
-/// Parameters that describe the proxy itself; CONFIG GET answers them from
-/// the proxy, whatever the nodes say.
-fn own_params(s: &ClientSession) -> Vec<(&'static str, String)> {
-    vec![
-        ("databases", "1".into()),
-        ("cluster-enabled", "no".into()),
-        (
-            "proto-max-bulk-len",
-            s.proxy.config.limits.max_bulk_len.to_string(),
-        ),
-    ]
-}
-
-/// CONFIG GET answers from the proxy's own parameters plus the first node
-/// of the ring (nodes are configured alike); CONFIG SET goes to every node
-/// and is `+OK` only when every node accepted it.
-async fn config(s: &mut ClientSession, args: &[Bytes]) {
-    let sub = String::from_utf8_lossy(&args[1]).to_ascii_lowercase();
-    let mut out = BytesMut::new();
-    match sub.as_str() {
-        "get" if args.len() >= 3 => return config_get(s, args).await,
-        "set" if args.len() >= 4 && args.len().is_multiple_of(2) => return config_set(s, args).await,
-        "set" if args.len() >= 4 => return s.error("ERR syntax error").await,
-        "resetstat" => encode::simple(&mut out, "OK"),
-        "get" | "set" => {
-            return s
-                .error(&format!(
-                    "ERR wrong number of arguments for 'config|{sub}' command"
-                ))
-                .await
-        }
-        "rewrite" => {
-            return s
-                .error("ERR CONFIG REWRITE is not available through the proxy; the nodes run without config files")
-                .await
-        }
-        _ => {
-            return s
-                .error(&format!(
-                    "ERR unknown subcommand '{}'. Try CONFIG HELP.",
-                    String::from_utf8_lossy(&args[1])
-                ))
-                .await
-        }
-    }
-    s.reply(out).await;
-}
-
-/// The request re-encoded for the nodes.
-fn forwarded(args: &[Bytes]) -> Bytes {
-    let parts: Vec<&[u8]> = args.iter().map(|a| &a[..]).collect();
-    let mut raw = BytesMut::new();
-    encode::command(&mut raw, &parts);
-    raw.freeze()
-}
-
-async fn config_get(s: &mut ClientSession, args: &[Bytes]) {
-    let pats: Vec<Bytes> = args[2..].to_vec();
-    let matching = |name: &str| pats.iter().any(|p| glob_match(p, name.as_bytes()));
-    let mut found: Vec<(Vec<u8>, Vec<u8>)> = own_params(s)
-        .into_iter()
-        .filter(|(k, _)| matching(k))
-        .map(|(k, v)| (k.as_bytes().to_vec(), v.into_bytes()))
-        .collect();
-    let fallback: Vec<(Vec<u8>, Vec<u8>)> = CONFIG_PARAMS
-        .iter()
-        .filter(|(k, _)| matching(k))
-        .map(|(k, v)| (k.as_bytes().to_vec(), v.as_bytes().to_vec()))
-        .collect();
-    let routing = s.proxy.routing.load_full();
-    let wait = match all_nodes(&routing).first() {
-        Some(n) => Some(n.upstream(2, s.id).send(forwarded(args)).await),
-        None => None,
-    };
-    let proto = s.proto;
-    s.push(Pending::Later(Box::pin(async move {
-        let from_node = match wait {
-            Some(w) => w.await.ok().and_then(|r| bulk_pairs(&r)),
-            None => None,
-        };
-        for (k, v) in from_node.unwrap_or(fallback) {
-            if !found.iter().any(|(f, _)| f.eq_ignore_ascii_case(&k)) {
-                found.push((k, v));
-            }
-        }
-        let mut out = BytesMut::new();
-        encode::map_len(&mut out, found.len(), proto);
-        for (k, v) in found {
-            encode::bulk(&mut out, &k);
-            encode::bulk(&mut out, &v);
-        }
-        out.freeze()
-    })))
-    .await;
-}
-
-/// The strings of a RESP2 array of bulk strings, in pairs.
-fn bulk_pairs(reply: &[u8]) -> Option<Vec<(Vec<u8>, Vec<u8>)>> {
-    let items: Vec<Vec<u8>> = crate::resp::reply::elements(reply)?
-        .into_iter()
-        .map(|r| {
-            let el = &reply[r];
-            let start = el.iter().position(|&c| c == b'\n')? + 1;
-            (el.first() == Some(&b'$')).then(|| el[start..el.len() - 2].to_vec())
-        })
-        .collect::<Option<_>>()?;
-    Some(
-        items
-            .chunks_exact(2)
-            .map(|p| (p[0].clone(), p[1].clone()))
-            .collect(),
-    )
-}
-
-async fn config_set(s: &mut ClientSession, args: &[Bytes]) {
-    let routing = s.proxy.routing.load_full();
-    let nodes = all_nodes(&routing);
-    let raw = forwarded(args);
-    let mut waits = Vec::with_capacity(nodes.len());
-    for n in &nodes {
-        let label = format!("{} ({})", n.spec.name, n.spec.addr);
-        waits.push((label, n.upstream(2, s.id).send(raw.clone()).await));
-    }
-    s.push(Pending::Later(Box::pin(async move {
-        let total = waits.len();
-        let mut refused = Vec::new();
-        for (label, w) in waits {
-            match w.await {
-                Ok(r) if &r[..] == b"+OK\r\n" => {}
-                Ok(r) => {
-                    let text = String::from_utf8_lossy(&r);
-                    let text = text.trim_start_matches(['-', '!']).trim_end();
-                    refused.push(format!("{label}: {text}"));
-                }
-                Err(_) => refused.push(format!("{label}: no reply")),
-            }
-        }
-        let mut out = BytesMut::new();
-        if refused.is_empty() {
-            encode::simple(&mut out, "OK");
-        } else {
-            let line = format!(
-                "ERR CONFIG SET refused by {} of {total} nodes (the others applied it): {}",
-                refused.len(),
-                refused.join("; ")
-            );
-            encode::error(&mut out, &line);
-        }
-        out.freeze()
-    })))
-    .await;
-}
-
 /// Minimal glob for CONFIG GET: `*` and `?`, case-insensitive.
-fn glob_match(pat: &[u8], s: &[u8]) -> bool {
+pub(super) fn glob_match(pat: &[u8], s: &[u8]) -> bool {
     match (pat.first(), s.first()) {
         (None, None) => true,
         (Some(b'*'), _) => glob_match(&pat[1..], s) || (!s.is_empty() && glob_match(pat, &s[1..])),

@@ -12,6 +12,7 @@
 
 pub mod admin;
 pub mod config;
+pub mod config_cmd;
 pub mod local;
 pub mod migration;
 pub mod route;

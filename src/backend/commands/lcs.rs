@@ -18,9 +18,12 @@ type Range = (u32, u32, u32, u32);
 /// LCS key1 key2 [LEN] [IDX] [MINMATCHLEN n] [WITHMATCHLEN]
 pub fn lcs(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     // Keys are read first, as Redis does, so a wrong type wins over a bad
-    // option.
-    let a = with_string(ctx, args[1], |v| v.unwrap_or_default().to_vec())?;
-    let b = with_string(ctx, args[2], |v| v.unwrap_or_default().to_vec())?;
+    // option; LCS has its own wording for it.
+    let read = |key| {
+        with_string(ctx, key, |v| v.unwrap_or_default().to_vec())
+            .map_err(|_| CmdError::err("The specified keys must contain string values"))
+    };
+    let (a, b) = (read(args[1])?, read(args[2])?);
     let (mut getlen, mut getidx, mut withlen, mut minlen) = (false, false, false, 0i64);
     let mut j = 3;
     while j < args.len() {
