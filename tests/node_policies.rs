@@ -176,3 +176,32 @@ fn allkeys_lfu_keeps_frequently_read_keys_and_object_freq_counts_reads() {
     assert!(hot_left >= 95, "hot keys left: {hot_left}");
     assert!(cold_left < 700, "cold keys left: {cold_left}");
 }
+
+/// `redis-cli --hotkeys` needs an LFU policy and OBJECT FREQ; against the
+/// node it lists the most read key first.
+#[test]
+fn redis_cli_hotkeys_finds_the_most_read_key() {
+    if !common::have_tool("redis-cli") {
+        return;
+    }
+    let node = common::start_node(common::free_port());
+    let mut c = common::connect(node.port);
+    set_config(&mut c, "maxmemory-policy", "allkeys-lfu");
+    fill(&mut c, "k", 50, None);
+    let mut pipe = redis::pipe();
+    for _ in 0..200 {
+        pipe.cmd("GET").arg("k7").ignore();
+    }
+    let _: () = pipe.query(&mut c).unwrap();
+    let out = std::process::Command::new("timeout")
+        .args(["30", "redis-cli", "-p", &node.port.to_string(), "--hotkeys"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    let first = text
+        .lines()
+        .find(|l| l.starts_with("hot key found with counter"))
+        .unwrap_or_else(|| panic!("no hot keys in:\n{text}"));
+    assert!(first.ends_with("keyname: \"k7\""), "{text}");
+}

@@ -198,8 +198,8 @@ fn apply(op: &Op, v: &[u8]) -> Option<(i64, u64)> {
 }
 
 /// The bytes covering `bits` bits at `offset` after writing the low `bits`
-/// of `value` there: (first byte index, bytes).
-fn patch(v: &[u8], offset: u64, bits: u32, value: u64) -> (usize, Vec<u8>) {
+/// of `value` there (from the first byte the field touches).
+fn patch(v: &[u8], offset: u64, bits: u32, value: u64) -> Vec<u8> {
     let (b0, b1) = (
         (offset >> 3) as usize,
         ((offset + bits as u64 - 1) >> 3) as usize,
@@ -215,7 +215,7 @@ fn patch(v: &[u8], offset: u64, bits: u32, value: u64) -> (usize, Vec<u8>) {
             out[byte] &= !mask;
         }
     }
-    (b0, out)
+    out
 }
 
 fn run(ctx: &mut Ctx, args: &[&[u8]], read_only_cmd: bool) -> CmdResult {
@@ -294,7 +294,7 @@ fn run(ctx: &mut Ctx, args: &[&[u8]], read_only_cmd: bool) -> CmdResult {
         }
         match apply(&rel, &window) {
             Some((reply, new)) => {
-                let (_, bytes) = patch(&window, rel.offset, op.bits, new);
+                let bytes = patch(&window, rel.offset, op.bits, new);
                 write_at(&mut s, h, key, b0, &bytes);
                 encode::integer(ctx.out, reply);
             }
@@ -339,9 +339,9 @@ mod tests {
     #[test]
     fn fields_round_trip_at_odd_offsets() {
         let v = vec![0u8; 4];
-        let (at, bytes) = patch(&v, 3, 13, 0x1abc);
+        let bytes = patch(&v, 3, 13, 0x1abc);
         let mut w = v.clone();
-        w[at..at + bytes.len()].copy_from_slice(&bytes);
+        w[..bytes.len()].copy_from_slice(&bytes);
         assert_eq!(get_bits(&w, 3, 13), 0x1abc & 0x1fff);
         assert_eq!(get_signed(&w, 3, 13), 0x1abc - 0x2000);
     }
