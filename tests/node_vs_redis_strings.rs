@@ -12,10 +12,20 @@ mod common;
 mod props;
 
 use cases::CASES;
-use common::conn::Conn;
+use common::{Proc, Raw};
 use proptest::prelude::*;
-use shardis::backend::{run, NodeConfig};
-use tokio::net::TcpListener;
+
+/// Binary-safe calls with any argument type, returning the raw reply.
+trait Call {
+    fn any<A: AsRef<[u8]>>(&mut self, args: &[A]) -> Vec<u8>;
+}
+
+impl Call for Raw {
+    fn any<A: AsRef<[u8]>>(&mut self, args: &[A]) -> Vec<u8> {
+        let args: Vec<&[u8]> = args.iter().map(|a| a.as_ref()).collect();
+        self.call_bytes(&args)
+    }
+}
 
 /// The policy both servers are reset to before each case (the node's own
 /// default is allkeys-lru, Redis's noeviction).
@@ -24,40 +34,34 @@ const RESET: &[&[&str]] = &[
     &["CONFIG", "SET", "maxmemory-policy", "allkeys-lru"],
 ];
 
-/// A node in this process and a redis-server, both listening.
-async fn pair() -> Option<(u16, common::Proc, tokio::sync::oneshot::Sender<()>)> {
+/// A built-in node and a redis-server, both listening (killed on drop).
+fn pair() -> Option<(Proc, Proc)> {
     if !common::have_tool("redis-server") {
         return None;
     }
-    let redis = common::start_redis(common::free_port());
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let node_port = listener.local_addr().unwrap().port();
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    tokio::spawn(run(listener, NodeConfig::default(), async {
-        let _ = stopped.await;
-    }));
-    Some((node_port, redis, stop))
+    let node = common::start_node(common::free_port());
+    Some((node, common::start_redis(common::free_port())))
 }
 
 fn shown(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
 }
 
-async fn compare_cases(proto: &str) -> Vec<String> {
-    let Some((node_port, redis, _stop)) = pair().await else {
+fn compare_cases(proto: &str) -> Vec<String> {
+    let Some((node, redis)) = pair() else {
         return Vec::new();
     };
     let mut mismatches = Vec::new();
     for case in CASES {
-        let (mut ours, mut theirs) = (Conn::open(node_port).await, Conn::open(redis.port).await);
+        let (mut ours, mut theirs) = (Raw::connect(node.port), Raw::connect(redis.port));
         for c in [&mut ours, &mut theirs] {
-            c.call(&["HELLO", proto]).await;
+            c.any(&["HELLO", proto]);
             for r in RESET {
-                c.call(r).await;
+                c.any(r);
             }
         }
         for args in *case {
-            let (a, b) = (ours.call(args).await, theirs.call(args).await);
+            let (a, b) = (ours.any(args), theirs.any(args));
             if a != b {
                 mismatches.push(format!(
                     "RESP{proto} {args:?}\n  node:  {:?}\n  redis: {:?}",
@@ -70,10 +74,10 @@ async fn compare_cases(proto: &str) -> Vec<String> {
     mismatches
 }
 
-#[tokio::test]
-async fn string_family_replies_match_redis_server_in_resp2_and_resp3() {
-    let mut all = compare_cases("2").await;
-    all.extend(compare_cases("3").await);
+#[test]
+fn string_family_replies_match_redis_server_in_resp2_and_resp3() {
+    let mut all = compare_cases("2");
+    all.extend(compare_cases("3"));
     assert!(
         all.is_empty(),
         "{} replies differ:\n{}",
@@ -83,13 +87,13 @@ async fn string_family_replies_match_redis_server_in_resp2_and_resp3() {
 }
 
 /// PFADD in batches of `batch` elements named `{prefix}{i}`, over `range`.
-async fn pfadd_range(c: &mut Conn, key: &str, prefix: &str, range: std::ops::Range<u64>) {
+fn pfadd_range(c: &mut Raw, key: &str, prefix: &str, range: std::ops::Range<u64>) {
     let mut i = range.start;
     while i < range.end {
         let end = (i + 1000).min(range.end);
         let mut args = vec!["PFADD".to_string(), key.to_string()];
         args.extend((i..end).map(|n| format!("{prefix}{n}")));
-        c.call(&args).await;
+        c.any(&args);
         i = end;
     }
 }
@@ -98,12 +102,12 @@ async fn pfadd_range(c: &mut Conn, key: &str, prefix: &str, range: std::ops::Ran
 /// promotion) and the same PFCOUNT, single and union, and PFMERGE of a
 /// sparse and a dense HLL agrees too, also with a small
 /// `hll-sparse-max-bytes`.
-#[tokio::test]
-async fn hyperloglog_values_and_counts_are_byte_equal_to_redis() {
-    let Some((node_port, redis, _stop)) = pair().await else {
+#[test]
+fn hyperloglog_values_and_counts_are_byte_equal_to_redis() {
+    let Some((node, redis)) = pair() else {
         return;
     };
-    let (mut ours, mut theirs) = (Conn::open(node_port).await, Conn::open(redis.port).await);
+    let (mut ours, mut theirs) = (Raw::connect(node.port), Raw::connect(redis.port));
     let mut mismatches = Vec::new();
     let mut same = |what: String, a: Vec<u8>, b: Vec<u8>| {
         if a != b {
@@ -118,32 +122,27 @@ async fn hyperloglog_values_and_counts_are_byte_equal_to_redis() {
     let mut done = 0;
     for &n in &checkpoints {
         for c in [&mut ours, &mut theirs] {
-            pfadd_range(c, "h", "el:", done..n).await;
+            pfadd_range(c, "h", "el:", done..n);
         }
         done = n;
         let get = ["GET", "h"];
-        same(
-            format!("GET after {n}"),
-            ours.call(&get).await,
-            theirs.call(&get).await,
-        );
+        same(format!("GET after {n}"), ours.any(&get), theirs.any(&get));
         let count = ["PFCOUNT", "h"];
         same(
             format!("PFCOUNT after {n}"),
-            ours.call(&count).await,
-            theirs.call(&count).await,
+            ours.any(&count),
+            theirs.any(&count),
         );
         same(
             format!("GET after PFCOUNT {n}"),
-            ours.call(&get).await,
-            theirs.call(&get).await,
+            ours.any(&get),
+            theirs.any(&get),
         );
     }
     for c in [&mut ours, &mut theirs] {
-        c.call(&["CONFIG", "SET", "hll-sparse-max-bytes", "200"])
-            .await;
-        pfadd_range(c, "small", "x", 0..150).await;
-        pfadd_range(c, "sparse", "y", 0..50).await;
+        c.any(&["CONFIG", "SET", "hll-sparse-max-bytes", "200"]);
+        pfadd_range(c, "small", "x", 0..150);
+        pfadd_range(c, "sparse", "y", 0..50);
     }
     for args in [
         &["GET", "small"][..],
@@ -158,11 +157,7 @@ async fn hyperloglog_values_and_counts_are_byte_equal_to_redis() {
         &["PFCOUNT", "sparse"],
         &["CONFIG", "SET", "hll-sparse-max-bytes", "3000"],
     ] {
-        same(
-            format!("{args:?}"),
-            ours.call(args).await,
-            theirs.call(args).await,
-        );
+        same(format!("{args:?}"), ours.any(args), theirs.any(args));
     }
     assert!(mismatches.is_empty(), "{}", mismatches.join("\n"));
 }
@@ -170,22 +165,18 @@ async fn hyperloglog_values_and_counts_are_byte_equal_to_redis() {
 /// PFCOUNT stays within Redis's documented standard error (1.04/sqrt(16384)
 /// = 0.81%) from 10^5 to 10^6 distinct elements: every checkpoint within
 /// three standard errors, and the mean absolute error within two.
-#[tokio::test]
-async fn hyperloglog_error_stays_within_the_standard_error() {
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let port = listener.local_addr().unwrap().port();
-    let (_stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    tokio::spawn(run(listener, NodeConfig::default(), async {
-        let _ = stopped.await;
-    }));
-    let mut c = Conn::open(port).await;
+#[test]
+fn hyperloglog_error_stays_within_the_standard_error() {
+    let node = common::start_node(common::free_port());
+    let port = node.port;
+    let mut c = Raw::connect(port);
     let sigma = 1.04 / (16384f64).sqrt();
     let mut errors = Vec::new();
     let mut done = 0;
     for n in (1..=10u64).map(|k| k * 100_000) {
-        pfadd_range(&mut c, "h", "acc:", done..n).await;
+        pfadd_range(&mut c, "h", "acc:", done..n);
         done = n;
-        let reply = c.call(&["PFCOUNT", "h"]).await;
+        let reply = c.any(&["PFCOUNT", "h"]);
         let est: f64 = String::from_utf8_lossy(&reply[1..reply.len() - 2])
             .parse()
             .unwrap();
@@ -209,17 +200,11 @@ async fn hyperloglog_error_stays_within_the_standard_error() {
 /// redis-server (bounded: 48 sequences of up to 40 commands).
 #[test]
 fn random_bitmap_sequences_match_redis_server() {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    let Some((node_port, redis, _stop)) = rt.block_on(pair()) else {
+    let Some((node, redis)) = pair() else {
         return;
     };
     // The runner takes a `Fn`; the connections are borrowed one case at a time.
-    let conns = std::cell::RefCell::new(
-        rt.block_on(async { (Conn::open(node_port).await, Conn::open(redis.port).await) }),
-    );
+    let conns = std::cell::RefCell::new((Raw::connect(node.port), Raw::connect(redis.port)));
     let mut runner = proptest::test_runner::TestRunner::new(ProptestConfig {
         cases: 48,
         failure_persistence: None,
@@ -231,12 +216,12 @@ fn random_bitmap_sequences_match_redis_server() {
         |cmds| {
             let mut guard = conns.borrow_mut();
             let (ours, theirs) = &mut *guard;
-            let diff = rt.block_on(async {
-                ours.call(&["FLUSHALL"]).await;
-                theirs.call(&["FLUSHALL"]).await;
+            let diff = (|| {
+                ours.any(&["FLUSHALL"]);
+                theirs.any(&["FLUSHALL"]);
                 let finals = ["a", "b", "c"].map(|k| vec!["GET".to_string(), k.to_string()]);
                 for args in cmds.iter().chain(finals.iter()) {
-                    let (a, b) = (ours.call(args).await, theirs.call(args).await);
+                    let (a, b) = (ours.any(args), theirs.any(args));
                     if a != b {
                         return Some(format!(
                             "{args:?}: node {:?} redis {:?}",
@@ -246,7 +231,7 @@ fn random_bitmap_sequences_match_redis_server() {
                     }
                 }
                 None
-            });
+            })();
             prop_assert!(diff.is_none(), "{}", diff.unwrap_or_default());
             ran.set(ran.get() + cmds.len());
             Ok(())
@@ -261,37 +246,26 @@ fn random_bitmap_sequences_match_redis_server() {
 /// After `CONFIG SET proto-max-bulk-len 1mb`, a larger argument is a
 /// protocol error on both servers, with the same reply, and the same
 /// argument fits again once the limit is raised.
-#[tokio::test]
-async fn proto_max_bulk_len_bounds_requests_like_redis() {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let Some((node_port, redis, _stop)) = pair().await else {
+#[test]
+fn proto_max_bulk_len_bounds_requests_like_redis() {
+    use std::io::Write;
+    let Some((node, redis)) = pair() else {
         return;
     };
     let big = vec![b'v'; 1536 * 1024];
     let mut replies = Vec::new();
-    for port in [node_port, redis.port] {
-        let mut c = Conn::open(port).await;
-        c.call(&["CONFIG", "SET", "proto-max-bulk-len", "1mb"])
-            .await;
-        let mut sock = tokio::net::TcpStream::connect(("127.0.0.1", port))
-            .await
-            .unwrap();
+    for port in [node.port, redis.port] {
+        let mut c = Raw::connect(port);
+        c.any(&["CONFIG", "SET", "proto-max-bulk-len", "1mb"]);
+        let mut sock = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
         let mut req = format!("*3\r\n$3\r\nSET\r\n$1\r\nk\r\n${}\r\n", big.len()).into_bytes();
         req.extend_from_slice(&big);
         req.extend_from_slice(b"\r\n");
         // The server may close before reading everything: ignore write errors.
-        let _ = sock.write_all(&req).await;
-        let mut got = Vec::new();
-        let _ = tokio::time::timeout(
-            std::time::Duration::from_secs(10),
-            sock.read_to_end(&mut got),
-        )
-        .await
-        .expect("the connection is closed after the error");
-        replies.push(got);
-        c.call(&["CONFIG", "SET", "proto-max-bulk-len", "512mb"])
-            .await;
-        let ok = c.call(&[&b"SET"[..], b"k", &big]).await;
+        let _ = sock.write_all(&req);
+        replies.push(common::read_to_close(&mut sock));
+        c.any(&["CONFIG", "SET", "proto-max-bulk-len", "512mb"]);
+        let ok = c.any(&[&b"SET"[..], b"k", &big]);
         assert_eq!(ok, b"+OK\r\n");
     }
     assert_eq!(shown(&replies[0]), shown(&replies[1]));

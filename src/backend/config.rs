@@ -61,6 +61,11 @@ impl Policy {
         matches!(self, Policy::VolatileLfu | Policy::AllkeysLfu)
     }
 
+    /// Whether the victim is any candidate rather than the best of a sample.
+    pub fn is_random(self) -> bool {
+        matches!(self, Policy::VolatileRandom | Policy::AllkeysRandom)
+    }
+
     /// Whether only keys with a TTL may be evicted.
     pub fn is_volatile(self) -> bool {
         (self as u8) <= Policy::VolatileTtl as u8

@@ -165,14 +165,32 @@ impl Store {
             return Err(OutOfMemory);
         }
         let samples = samples.max(1);
+        let want = if policy.is_random() { 1 } else { samples };
         let mut misses = 0;
         while self.used_memory() as u64 > maxmemory {
-            // Keys are spread evenly over shards, so the best of a sample
-            // from one random shard approximates the best overall.
-            let shard = (random() as usize) % SHARDS;
-            if self.lock_shard(shard, now).evict_one(policy, samples) {
-                misses = 0;
-                continue;
+            // Shards are added to the sample until it holds `want`
+            // candidates: one shard when keys are many, several when a node
+            // holds few (most shards then hold none or one, and sampling a
+            // single shard would evict nearly at random, even the key being
+            // written).
+            let (mut best, mut seen) = (None::<(usize, u64)>, 0);
+            for _ in 0..SHARDS {
+                let shard = (random() as usize) % SHARDS;
+                if let Some((_, score, n)) = self.lock_shard(shard, now).pick(policy, samples) {
+                    seen += n;
+                    if best.is_none_or(|(_, b)| score > b) {
+                        best = Some((shard, score));
+                    }
+                }
+                if seen >= want {
+                    break;
+                }
+            }
+            if let Some((shard, _)) = best {
+                if self.lock_shard(shard, now).evict_one(policy, samples) {
+                    misses = 0;
+                    continue;
+                }
             }
             misses += 1;
             if misses > 8 {
@@ -212,9 +230,10 @@ impl Store {
 
 impl Locked<'_> {
     /// Up to `samples` eviction candidates (only keys with a TTL under a
-    /// volatile policy) in consecutive buckets from a random position; the
-    /// index of the one the policy would evict first.
-    fn pick(&self, policy: Policy, samples: usize) -> Option<usize> {
+    /// volatile policy) in consecutive buckets from a random position: the
+    /// bucket and score (higher is evicted first) of the one the policy
+    /// would evict, and how many candidates were looked at.
+    fn pick(&self, policy: Policy, samples: usize) -> Option<(usize, u64, usize)> {
         let table = &self.shard.table;
         if table.is_empty() || (policy.is_volatile() && self.shard.expires == 0) {
             return None;
@@ -232,10 +251,7 @@ impl Locked<'_> {
                 Policy::AllkeysRandom | Policy::VolatileRandom | Policy::NoEviction => 0,
             }
         };
-        let want = match policy {
-            Policy::AllkeysRandom | Policy::VolatileRandom => 1,
-            _ => samples,
-        };
+        let want = if policy.is_random() { 1 } else { samples };
         let buckets = table.buckets();
         let start = (random() as usize) & (buckets - 1);
         let mut best: Option<(usize, u64)> = None;
@@ -258,12 +274,12 @@ impl Locked<'_> {
                 }
             }
         }
-        best.map(|(i, _)| i)
+        best.map(|(i, score)| (i, score, seen))
     }
 
     /// Evicts the policy's choice from a fresh sample; false if there is none.
     fn evict_one(&mut self, policy: Policy, samples: usize) -> bool {
-        let Some(i) = self.pick(policy, samples) else {
+        let Some((i, _, _)) = self.pick(policy, samples) else {
             return false;
         };
         // SAFETY: `pick` returned a full bucket index of this table,
