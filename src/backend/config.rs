@@ -143,7 +143,7 @@ static PARAMS: &[Param] = &[
         "hash-max-listpack-entries",
         "hash-max-ziplist-entries",
         Kind::Int(0, i64::MAX),
-        "128",
+        "512",
     ),
     pa(
         "hash-max-listpack-value",
@@ -177,7 +177,7 @@ static PARAMS: &[Param] = &[
     p("stream-node-max-entries", Kind::Int(0, i64::MAX), "100"),
     p("timeout", Kind::Int(0, INT_MAX), "0"),
     p("hz", Kind::Int(0, INT_MAX), "10"),
-    p("maxclients", Kind::Int(1, INT_MAX), "10000"),
+    p("maxclients", Kind::Int(1, u32::MAX as i64), "10000"),
     p("save", Kind::Save, ""),
     p("appendonly", Kind::Bool, "no"),
     p("activerehashing", Kind::Bool, "yes"),
@@ -424,8 +424,11 @@ fn normalise(kind: Kind, value: &[u8]) -> Result<String, String> {
 }
 
 /// Parses a Redis memory value (`memtoull`): digits with an optional
-/// b/k/kb/m/mb/g/gb unit, any case; no sign.
+/// b/k/kb/m/mb/g/gb unit, any case; no sign; empty is 0, as in Redis.
 pub fn parse_memory(b: &[u8]) -> Option<u64> {
+    if b.is_empty() {
+        return Some(0);
+    }
     let s = std::str::from_utf8(b).ok()?.to_ascii_lowercase();
     let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
     let (num, unit) = s.split_at(split);
@@ -484,7 +487,7 @@ mod tests {
         assert_eq!(s.maxmemory.load(Relaxed), 1 << 20);
         assert_eq!(s.policy(), Policy::AllkeysLfu);
         assert_eq!(s.get(b"maxmemory-policy")[0].1, "allkeys-lfu");
-        assert_eq!(s.get(b"hash-max-ziplist-entries")[0].1, "128");
+        assert_eq!(s.get(b"hash-max-ziplist-entries")[0].1, "512");
         s.set(&[(b"hash-max-ziplist-value", b"1kb")]).unwrap();
         assert_eq!(s.int("hash-max-listpack-value"), Some(1024));
     }
