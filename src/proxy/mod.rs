@@ -13,6 +13,7 @@
 pub mod admin;
 pub mod config;
 pub mod local;
+pub mod merge;
 pub mod migration;
 pub mod route;
 pub mod session;
