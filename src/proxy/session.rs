@@ -18,18 +18,20 @@
 
 use std::collections::VecDeque;
 use std::future::{poll_fn, Future};
+use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::task::Poll;
 
 use bytes::{Buf, Bytes, BytesMut};
+use futures::FutureExt;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::oneshot;
 
 use super::Proxy;
-use crate::resp::{decode_request, encode};
+use crate::resp::{decode_request, encode, Request};
 
 /// Replies gathered before they are written, at most (one reply may exceed it).
 const MAX_OUT_BYTES: usize = 256 * 1024;
@@ -123,8 +125,7 @@ impl ClientSession {
                 match decode_request(&mut buf, &limits) {
                     Ok(Some(req)) => {
                         session.proxy.stats.commands.fetch_add(1, Ordering::Relaxed);
-                        let p =
-                            super::route::dispatch(&session.proxy, &mut session.state, req).await;
+                        let p = dispatch(&session.proxy, &mut session.state, req).await;
                         session.push(p);
                     }
                     Ok(None) => need_bytes = true,
@@ -215,6 +216,64 @@ impl ClientSession {
             self.closing = true;
         }
         self.owed.push_back(p);
+    }
+}
+
+/// Routes one request with its panics contained: a handler that panics
+/// (while dispatching, or later while building the reply) costs the client
+/// that one reply, answered `-ERR internal error …`, and the session goes on.
+/// The panic itself is logged by the process's panic hook.
+async fn dispatch(proxy: &Arc<Proxy>, state: &mut ClientState, req: Request) -> Pending {
+    let name = String::from_utf8_lossy(req.name()).to_ascii_lowercase();
+    let id = state.id;
+    let routed = AssertUnwindSafe(async {
+        fault_panic(&name);
+        super::route::dispatch(proxy, state, req).await
+    })
+    .catch_unwind()
+    .await;
+    match routed {
+        Ok(Pending::Later(f)) => {
+            let proxy = proxy.clone();
+            Pending::Later(Box::pin(
+                AssertUnwindSafe(f)
+                    .catch_unwind()
+                    .map(move |r| r.unwrap_or_else(|_| internal_error(&proxy, id, &name))),
+            ))
+        }
+        Ok(p) => p,
+        Err(_) => Pending::Ready(internal_error(proxy, id, &name)),
+    }
+}
+
+/// The reply for a request whose handler panicked; counts it.
+fn internal_error(proxy: &Proxy, client: u64, command: &str) -> Bytes {
+    proxy.stats.internal_errors.fetch_add(1, Ordering::Relaxed);
+    tracing::warn!(
+        client,
+        command,
+        "request handler panicked; answered -ERR internal error"
+    );
+    let mut b = BytesMut::new();
+    encode::error(
+        &mut b,
+        &format!("ERR internal error while handling '{command}' (logged by the proxy)"),
+    );
+    b.freeze()
+}
+
+/// Fault injection for tests: with `SHARDIS_FAULT_PANIC_ON=<command>` the
+/// proxy panics while dispatching that command, to prove a panic costs one
+/// reply and nothing else. Read once.
+fn fault_panic(command: &str) {
+    static ON: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
+    let on = ON.get_or_init(|| {
+        std::env::var("SHARDIS_FAULT_PANIC_ON")
+            .ok()
+            .map(|c| c.to_ascii_lowercase())
+    });
+    if on.as_deref() == Some(command) {
+        panic!("fault injected by SHARDIS_FAULT_PANIC_ON={command}");
     }
 }
 
