@@ -109,6 +109,22 @@ fn main() -> ExitCode {
         )
         .with_writer(std::io::stderr)
         .init();
+    // Panics go to the log like any other error. The proxy contains a
+    // panicking request (one `-ERR internal error`, see proxy::session); the
+    // message keeps "panicked at" so that a test scanning stderr still sees it.
+    std::panic::set_hook(Box::new(|info| {
+        let msg = info
+            .payload()
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| info.payload().downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "(no message)".into());
+        let at = info
+            .location()
+            .map(|l| format!("{}:{}", l.file(), l.line()))
+            .unwrap_or_default();
+        tracing::error!(thread = ?std::thread::current().name(), "panicked at {at}: {msg}");
+    }));
     let cli = Cli::parse();
     let result = match cli.cmd {
         Cmd::Up(a) => up(a),

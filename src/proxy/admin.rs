@@ -12,6 +12,7 @@
 //! Changes are validated before the ring changes, one at a time.
 
 use std::sync::atomic::Ordering;
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
@@ -19,39 +20,40 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 use super::migration::{self, Change};
-use super::session::{ClientSession, Pending};
+use super::session::{ClientState, Pending};
+use super::Proxy;
 use crate::resp::reply::{integer, reply_len};
 use crate::resp::{encode, eq_ignore_case, parse_i64, Request};
 use crate::ring::NodeSpec;
 
-pub async fn handle(s: &mut ClientSession, req: Request) {
+pub async fn handle(proxy: &Arc<Proxy>, s: &ClientState, req: Request) -> Pending {
     let args = req.args;
     let sub = String::from_utf8_lossy(&args[1]).to_ascii_lowercase();
     let proto = s.proto;
-    let proxy = s.proxy.clone();
+    let proxy = proxy.clone();
     let client = s.id;
     match sub.as_str() {
         "slots" | "shards" | "myid" | "addslots" | "meet" | "reset" | "failover" | "replicate" => {
-            s.error("ERR This instance has cluster support disabled").await
+            Pending::error("ERR This instance has cluster support disabled")
         }
         "keynode" if args.len() == 3 => {
             let routing = proxy.routing.load();
             let mut out = BytesMut::new();
             encode::bulk(&mut out, routing.owner(&args[2]).spec.name.as_bytes());
-            s.reply(out).await
+            Pending::ready(out)
         }
         "info" if args.len() == 2 => {
             let text = cluster_info(&proxy);
             let mut out = BytesMut::new();
             encode::verbatim(&mut out, text.as_bytes(), proto);
-            s.reply(out).await
+            Pending::ready(out)
         }
         "nodes" if args.len() == 2 => {
             let (tx, rx) = tokio::sync::oneshot::channel();
             tokio::spawn(async move {
                 let _ = tx.send(cluster_nodes(&proxy, proto, client).await);
             });
-            s.push(Pending::One(rx)).await
+            Pending::One(rx)
         }
         "addnode" if args.len() >= 3 => {
             let (tx, rx) = tokio::sync::oneshot::channel();
@@ -59,7 +61,7 @@ pub async fn handle(s: &mut ClientSession, req: Request) {
                 let r = add_node(&proxy, &args[2..]).await;
                 let _ = tx.send(ok_or_err(r));
             });
-            s.push(Pending::One(rx)).await
+            Pending::One(rx)
         }
         "spawnnode" => {
             let (tx, rx) = tokio::sync::oneshot::channel();
@@ -73,7 +75,7 @@ pub async fn handle(s: &mut ClientSession, req: Request) {
                     Err(e) => ok_or_err(Err(e)),
                 });
             });
-            s.push(Pending::One(rx)).await
+            Pending::One(rx)
         }
         "removenode" if args.len() == 3 => {
             let (tx, rx) = tokio::sync::oneshot::channel();
@@ -81,17 +83,16 @@ pub async fn handle(s: &mut ClientSession, req: Request) {
                 let r = remove_node(&proxy, &String::from_utf8_lossy(&args[2])).await;
                 let _ = tx.send(ok_or_err(r));
             });
-            s.push(Pending::One(rx)).await
+            Pending::One(rx)
         }
         "keynode" | "info" | "nodes" | "addnode" | "removenode" => {
-            s.error(&format!("ERR wrong number of arguments for 'cluster|{sub}' command")).await
+            Pending::error(&format!("ERR wrong number of arguments for 'cluster|{sub}' command"))
         }
         _ => {
-            s.error(&format!(
+            Pending::error(&format!(
                 "ERR unknown subcommand '{}'. Try CLUSTER ADDNODE, SPAWNNODE, REMOVENODE, NODES, INFO or KEYNODE.",
                 String::from_utf8_lossy(&args[1])
             ))
-            .await
         }
     }
 }

@@ -126,6 +126,42 @@ pub fn start_redis(port: u16) -> Proc {
 /// Writes a proxy config over `nodes` and starts `shardis proxy`.
 pub fn start_proxy(nodes: &[String], extra: &str) -> (Proc, tempdir::Dir) {
     let dir = tempdir::Dir::new();
+    let (path, port) = write_proxy_config(&dir, nodes, extra);
+    (start_proxy_with(&path, port), dir)
+}
+
+/// Starts `shardis proxy --config path` expected to listen on `port`.
+pub fn start_proxy_with(path: &std::path::Path, port: u16) -> Proc {
+    start_proxy_env(path, port, &[], Stdio::null())
+}
+
+/// [`start_proxy_with`], with extra environment variables and where its
+/// stderr goes (a file, to check what it logged).
+pub fn start_proxy_env(
+    path: &std::path::Path,
+    port: u16,
+    env: &[(&str, &str)],
+    stderr: Stdio,
+) -> Proc {
+    let child = Command::new(BIN)
+        .args(["proxy", "--config", path.to_str().unwrap()])
+        .envs(env.iter().copied())
+        .stdout(Stdio::null())
+        .stderr(stderr)
+        .spawn()
+        .expect("start proxy");
+    let p = Proc { child, port };
+    wait_ping(port);
+    p
+}
+
+/// Writes a proxy config over `nodes` (as [`start_proxy`] does) and returns
+/// its path and port without starting anything.
+pub fn write_proxy_config(
+    dir: &tempdir::Dir,
+    nodes: &[String],
+    extra: &str,
+) -> (std::path::PathBuf, u16) {
     let port = free_port();
     let mut cfg = format!("[proxy]\nlisten = \"127.0.0.1:{port}\"\nconnect_timeout_ms = 500\nrequest_timeout_ms = 2000\n{extra}\n");
     for (i, n) in nodes.iter().enumerate() {
@@ -136,20 +172,7 @@ pub fn start_proxy(nodes: &[String], extra: &str) -> (Proc, tempdir::Dir) {
     }
     let path = dir.path().join("proxy.toml");
     std::fs::write(&path, cfg).unwrap();
-    (start_proxy_with(&path, port), dir)
-}
-
-/// Starts `shardis proxy --config path` expected to listen on `port`.
-pub fn start_proxy_with(path: &std::path::Path, port: u16) -> Proc {
-    let child = Command::new(BIN)
-        .args(["proxy", "--config", path.to_str().unwrap()])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start proxy");
-    let p = Proc { child, port };
-    wait_ping(port);
-    p
+    (path, port)
 }
 
 /// N built-in nodes and a proxy over them.
