@@ -13,7 +13,7 @@ use tokio::sync::oneshot;
 
 use super::migration;
 use super::session::{ClientSession, Pending};
-use super::topology::{Node, Routing};
+use super::topology::{self, Node, Routing};
 use crate::resp::command::{arity_error, unknown_command_error, Aggregate, KeySpec, Merge};
 use crate::resp::reply::{elements, integer, is_error};
 use crate::resp::{encode, lookup, parse_i64, CommandSpec, Kind, Request};
@@ -42,24 +42,6 @@ pub async fn dispatch(s: &mut ClientSession, req: Request) {
             .await
         }
     }
-}
-
-/// During a change's cutover, requests on moving keys wait for it to end;
-/// true when this request had to wait (the caller then routes it afresh).
-async fn wait_cutover(routing: &Routing, keys: impl Iterator<Item = &Bytes>) -> bool {
-    let Some(m) = &routing.migration else {
-        return false;
-    };
-    if !m.paused {
-        return false;
-    }
-    let mut keys = keys;
-    if !keys.any(|k| routing.is_moving(k)) {
-        return false;
-    }
-    let mut rx = m.resume.subscribe();
-    let _ = rx.wait_for(|done| *done).await;
-    true
 }
 
 /// The moving keys a write touches, to be marked dirty when it is answered.
@@ -113,13 +95,8 @@ async fn keyed(s: &mut ClientSession, spec: &'static CommandSpec, req: Request) 
             ))
             .await;
     }
-    let routing = loop {
-        let routing = s.proxy.routing.load_full();
-        if !wait_cutover(&routing, positions.iter().map(|&p| &req.args[p])).await {
-            break routing;
-        }
-    };
-    let _gate = routing.enter();
+    let routing =
+        topology::enter(&s.proxy.routing, || positions.iter().map(|&p| &req.args[p])).await;
     let node = routing.owner(&req.args[positions[0]]).clone();
     for &p in &positions[1..] {
         if !Arc::ptr_eq(routing.owner(&req.args[p]), &node) {
@@ -141,13 +118,7 @@ async fn keyed(s: &mut ClientSession, spec: &'static CommandSpec, req: Request) 
 async fn single_key(s: &mut ClientSession, spec: &'static CommandSpec, req: Request) {
     let Request { raw, args } = req;
     let key = &args[1];
-    let routing = loop {
-        let routing = s.proxy.routing.load_full();
-        if !wait_cutover(&routing, std::iter::once(key)).await {
-            break routing;
-        }
-    };
-    let _gate = routing.enter();
+    let routing = topology::enter(&s.proxy.routing, || std::iter::once(key)).await;
     let node = routing.owner(key);
     let track = moving_writes(&routing, spec, std::iter::once(key.clone()));
     let rx = send_tracked(s, &routing, node, raw, track).await;
@@ -162,13 +133,8 @@ async fn split(s: &mut ClientSession, spec: &'static CommandSpec, req: Request, 
     if merge == Merge::AllOk && req.args.len().is_multiple_of(2) {
         return s.error(&arity_error(spec)).await;
     }
-    let routing = loop {
-        let routing = s.proxy.routing.load_full();
-        if !wait_cutover(&routing, positions.iter().map(|&p| &req.args[p])).await {
-            break routing;
-        }
-    };
-    let _gate = routing.enter();
+    let routing =
+        topology::enter(&s.proxy.routing, || positions.iter().map(|&p| &req.args[p])).await;
     // Group keys by owner node (not by ring point), keeping each key's position.
     let mut groups: Vec<(Arc<Node>, Vec<usize>)> = Vec::new();
     for &p in &positions {
@@ -285,8 +251,7 @@ pub fn all_nodes(routing: &Routing) -> Vec<Arc<Node>> {
 }
 
 async fn fan_out(s: &mut ClientSession, req: Request, agg: Aggregate) {
-    let routing = s.proxy.routing.load_full();
-    let _gate = routing.enter();
+    let routing = topology::enter(&s.proxy.routing, std::iter::empty).await;
     if agg == Aggregate::AllOk && (routing.migration.is_some() || routing.filter_keys) {
         return s
             .error("ERR FLUSHALL/FLUSHDB are refused while a topology change runs; retry when CLUSTER INFO shows state:ok")
