@@ -9,7 +9,7 @@
 
 mod common;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use common::*;
@@ -24,7 +24,7 @@ fn manifest() -> PathBuf {
 
 /// Whether an installed client library is there; skips (or fails when
 /// required) with the command that installs it.
-fn have(path: &PathBuf, install: &str) -> bool {
+fn have(path: &Path, install: &str) -> bool {
     if path.exists() {
         return true;
     }
@@ -33,7 +33,10 @@ fn have(path: &PathBuf, install: &str) -> bool {
         "{} is required (SHARDIS_REQUIRE_REDIS=1); install it with: {install}",
         path.display()
     );
-    eprintln!("skipping: {} not found; install with: {install}", path.display());
+    eprintln!(
+        "skipping: {} not found; install with: {install}",
+        path.display()
+    );
     false
 }
 
@@ -74,7 +77,10 @@ fn redis_py(port: u16, types: bool) {
 
 fn node_clients(port: u16, types: bool) {
     let dir = manifest().join("tests/clients/node");
-    if !have(&dir.join("node_modules"), "npm ci --prefix tests/clients/node") {
+    if !have(
+        &dir.join("node_modules"),
+        "npm ci --prefix tests/clients/node",
+    ) {
         return;
     }
     let mut cmd = Command::new("timeout");

@@ -137,9 +137,7 @@ impl Proxy {
             config,
         });
         if let Some(s) = saved {
-            if let Some(m) = s.migration {
-                migration::resume(&proxy, m)?;
-            }
+            migration::resume(&proxy, s)?;
         }
         Ok(proxy)
     }

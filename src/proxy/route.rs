@@ -14,7 +14,7 @@ use tokio::sync::oneshot;
 use super::merge::{aggregate, bad_fragment, lost, merge_fragments, owned_only};
 use super::migration;
 use super::session::{ClientState, Pending};
-use super::topology::{Node, Routing};
+use super::topology::{self, Node, Routing};
 use super::Proxy;
 use crate::resp::command::{arity_error, unknown_command_error, Aggregate, KeySpec, Merge};
 use crate::resp::reply::{elements, is_error};
@@ -42,24 +42,6 @@ pub async fn dispatch(proxy: &Arc<Proxy>, client: &mut ClientState, req: Request
             spec.name
         )),
     }
-}
-
-/// During a change's cutover, requests on moving keys wait for it to end;
-/// true when this request had to wait (the caller then routes it afresh).
-async fn wait_cutover(routing: &Routing, keys: impl Iterator<Item = &Bytes>) -> bool {
-    let Some(m) = &routing.migration else {
-        return false;
-    };
-    if !m.paused {
-        return false;
-    }
-    let mut keys = keys;
-    if !keys.any(|k| routing.is_moving(k)) {
-        return false;
-    }
-    let mut rx = m.resume.subscribe();
-    let _ = rx.wait_for(|done| *done).await;
-    true
 }
 
 /// The moving keys a write touches, to be marked dirty when it is answered.
@@ -116,13 +98,7 @@ async fn keyed(
             spec.name
         ));
     }
-    let routing = loop {
-        let routing = proxy.routing.load_full();
-        if !wait_cutover(&routing, positions.iter().map(|&p| &req.args[p])).await {
-            break routing;
-        }
-    };
-    let _gate = routing.enter();
+    let routing = topology::enter(&proxy.routing, || positions.iter().map(|&p| &req.args[p])).await;
     let node = routing.owner(&req.args[positions[0]]).clone();
     for &p in &positions[1..] {
         if !Arc::ptr_eq(routing.owner(&req.args[p]), &node) {
@@ -147,13 +123,7 @@ async fn single_key(
 ) -> Pending {
     let Request { raw, args } = req;
     let key = &args[1];
-    let routing = loop {
-        let routing = proxy.routing.load_full();
-        if !wait_cutover(&routing, std::iter::once(key)).await {
-            break routing;
-        }
-    };
-    let _gate = routing.enter();
+    let routing = topology::enter(&proxy.routing, || std::iter::once(key)).await;
     let node = routing.owner(key);
     let track = moving_writes(&routing, spec, std::iter::once(key.clone()));
     let rx = send_tracked(client, &routing, node, raw, track).await;
@@ -174,13 +144,7 @@ async fn split(
     if merge == Merge::AllOk && req.args.len().is_multiple_of(2) {
         return Pending::error(&arity_error(spec));
     }
-    let routing = loop {
-        let routing = proxy.routing.load_full();
-        if !wait_cutover(&routing, positions.iter().map(|&p| &req.args[p])).await {
-            break routing;
-        }
-    };
-    let _gate = routing.enter();
+    let routing = topology::enter(&proxy.routing, || positions.iter().map(|&p| &req.args[p])).await;
     // Group keys by owner node (not by ring point), keeping each key's position.
     let mut groups: Vec<(Arc<Node>, Vec<usize>)> = Vec::new();
     for &p in &positions {
@@ -238,8 +202,7 @@ async fn fan_out(
     req: Request,
     agg: Aggregate,
 ) -> Pending {
-    let routing = proxy.routing.load_full();
-    let _gate = routing.enter();
+    let routing = topology::enter(&proxy.routing, std::iter::empty).await;
     if agg == Aggregate::AllOk && (routing.migration.is_some() || routing.filter_keys) {
         return Pending::error("ERR FLUSHALL/FLUSHDB are refused while a topology change runs; retry when CLUSTER INFO shows state:ok");
     }
