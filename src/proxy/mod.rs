@@ -12,9 +12,11 @@
 
 pub mod admin;
 pub mod config;
+pub mod cursor;
 pub mod local;
 pub mod migration;
 pub mod route;
+pub mod scan;
 pub mod session;
 pub mod state;
 pub mod topology;

@@ -18,9 +18,6 @@ use crate::resp::command::{arity_error, unknown_command_error, Aggregate, KeySpe
 use crate::resp::reply::{elements, integer, is_error};
 use crate::resp::{encode, lookup, parse_i64, CommandSpec, Kind, Request};
 
-/// Node index bits in a proxy SCAN cursor: up to 1024 nodes.
-const SCAN_NODE_BITS: u32 = 10;
-
 pub async fn dispatch(s: &mut ClientSession, req: Request) {
     let Some(spec) = lookup(req.name()) else {
         return s.error(&unknown_command_error(&req.args)).await;
@@ -274,7 +271,7 @@ fn bad_fragment(r: &Bytes) -> Bytes {
     out.freeze()
 }
 
-fn lost() -> Bytes {
+pub(super) fn lost() -> Bytes {
     Bytes::from_static(b"-ERR upstream connection lost before the reply arrived\r\n")
 }
 
@@ -295,24 +292,20 @@ async fn fan_out(s: &mut ClientSession, req: Request, agg: Aggregate) {
     let nodes = all_nodes(&routing);
     let (proto, id) = (s.proto, s.id);
     match agg {
-        Aggregate::Scan => return scan(s, req, routing.clone()).await,
-        Aggregate::AnyNonNil => {
-            let start = (id as usize) % nodes.len();
-            let raw = req.raw.clone();
+        Aggregate::Scan => {
             return s
-                .push(Pending::Later(Box::pin(async move {
-                    let mut last = Bytes::new();
-                    for i in 0..nodes.len() {
-                        let node = &nodes[(start + i) % nodes.len()];
-                        let r = node.upstream(proto, id).call(raw.clone()).await;
-                        if is_error(&r) || !(r.starts_with(b"$-1") || r.starts_with(b"_")) {
-                            return r;
-                        }
-                        last = r;
-                    }
-                    last
-                })))
-                .await;
+                .push(super::scan::scan(&s.proxy.clone(), proto, id, &req.args).await)
+                .await
+        }
+        Aggregate::AnyNonNil => {
+            return s
+                .push(super::scan::random_key(
+                    &s.proxy.clone(),
+                    proto,
+                    id,
+                    req.raw,
+                ))
+                .await
         }
         _ => {}
     }
@@ -372,7 +365,7 @@ pub fn aggregate(agg: Aggregate, replies: &[Bytes]) -> Bytes {
 }
 
 /// Keeps, in an array of keys returned by node `idx`, only the keys it owns.
-fn owned_only(r: &Bytes, routing: &Routing, idx: usize) -> Bytes {
+pub(super) fn owned_only(r: &Bytes, routing: &Routing, idx: usize) -> Bytes {
     let Some(els) = elements(r) else {
         return r.clone();
     };
@@ -397,85 +390,6 @@ fn bulk_payload(el: &[u8]) -> Option<&[u8]> {
     let nl = el.iter().position(|&b| b == b'\n')?;
     let n = parse_i64(el.get(1..nl.checked_sub(1)?)?)?;
     el.get(nl + 1..nl + 1 + usize::try_from(n).ok()?)
-}
-
-async fn scan(s: &mut ClientSession, req: Request, routing: Arc<Routing>) {
-    let nodes = all_nodes(&routing);
-    let cursor = std::str::from_utf8(&req.args[1])
-        .ok()
-        .and_then(|c| c.parse::<u64>().ok());
-    let Some(cursor) = cursor else {
-        return s.error("ERR invalid cursor").await;
-    };
-    let idx = (cursor & ((1 << SCAN_NODE_BITS) - 1)) as usize;
-    let node_cursor = cursor >> SCAN_NODE_BITS;
-    if idx >= nodes.len() {
-        return s.error("ERR invalid cursor").await;
-    }
-    let mut parts: Vec<&[u8]> = vec![b"SCAN"];
-    let nc = node_cursor.to_string();
-    parts.push(nc.as_bytes());
-    parts.extend(req.args[2..].iter().map(|a| a.as_ref()));
-    let mut raw = BytesMut::new();
-    encode::command(&mut raw, &parts);
-    let rx = nodes[idx].upstream(s.proto, s.id).send(raw.freeze()).await;
-    let n = nodes.len();
-    s.push(Pending::Later(Box::pin(async move {
-        let r = rx.await.unwrap_or_else(|_| lost());
-        let r = scan_reply(&r, idx, n);
-        if !routing.filter_keys {
-            return r;
-        }
-        // Drop copies this node holds but does not own.
-        match elements(&r) {
-            Some(els) if els.len() == 2 => {
-                let keys = Bytes::copy_from_slice(&r[els[1].clone()]);
-                let mut out = BytesMut::from(&r[..els[1].start]);
-                out.extend_from_slice(&owned_only(&keys, &routing, idx));
-                out.freeze()
-            }
-            _ => r,
-        }
-    })))
-    .await;
-}
-
-/// Rewrites a node's SCAN reply: its cursor becomes a proxy cursor that
-/// continues on the same node, or starts the next node when this one is done.
-pub fn scan_reply(r: &Bytes, idx: usize, n: usize) -> Bytes {
-    if is_error(r) {
-        return r.clone();
-    }
-    let Some(els) = elements(r) else {
-        return bad_fragment(r);
-    };
-    if els.len() != 2 {
-        return bad_fragment(r);
-    }
-    let cur = &r[els[0].clone()];
-    // `$len\r\ncursor\r\n`
-    let digits = cur
-        .split(|&b| b == b'\n')
-        .nth(1)
-        .map(|d| d.strip_suffix(b"\r").unwrap_or(d));
-    let Some(node_cursor) = digits.and_then(parse_i64).map(|c| c as u64) else {
-        return bad_fragment(r);
-    };
-    let next = if node_cursor != 0 {
-        if node_cursor >> (64 - SCAN_NODE_BITS) != 0 {
-            return bad_fragment(r);
-        }
-        (node_cursor << SCAN_NODE_BITS) | idx as u64
-    } else if idx + 1 < n {
-        (idx + 1) as u64
-    } else {
-        0
-    };
-    let mut out = BytesMut::new();
-    encode::array_len(&mut out, 2);
-    encode::bulk(&mut out, next.to_string().as_bytes());
-    out.extend_from_slice(&r[els[1].clone()]);
-    out.freeze()
 }
 
 #[cfg(test)]
@@ -539,17 +453,5 @@ mod tests {
             &aggregate(Aggregate::AllOk, &[b("+OK\r\n"), b("-ERR no\r\n")])[..],
             b"-ERR no\r\n"
         );
-    }
-
-    #[test]
-    fn scan_cursor_walks_node_after_node() {
-        let mid = b("*2\r\n$2\r\n17\r\n*1\r\n$1\r\nk\r\n");
-        assert_eq!(
-            &scan_reply(&mid, 3, 10)[..],
-            format!("*2\r\n$5\r\n{}\r\n*1\r\n$1\r\nk\r\n", (17 << 10) | 3).as_bytes()
-        );
-        let done = b("*2\r\n$1\r\n0\r\n*0\r\n");
-        assert_eq!(&scan_reply(&done, 3, 10)[..], b"*2\r\n$1\r\n4\r\n*0\r\n");
-        assert_eq!(&scan_reply(&done, 9, 10)[..], b"*2\r\n$1\r\n0\r\n*0\r\n");
     }
 }
