@@ -214,6 +214,7 @@ fn command_entry(out: &mut BytesMut, spec: &CommandSpec) {
         KeySpec::None => (0, 0, 0),
         KeySpec::Range { first, last, step } => (first as i64, last as i64, step as i64),
         KeySpec::NumKeys { .. } => (0, 0, 0),
+        KeySpec::Keyword(_) => (1, 1, 1),
     };
     encode::array_len(out, 10);
     encode::bulk(out, spec.name.as_bytes());

@@ -12,10 +12,12 @@
 
 pub mod admin;
 pub mod config;
+pub mod cursor;
 pub mod local;
 pub mod merge;
 pub mod migration;
 pub mod route;
+pub mod scan;
 pub mod session;
 pub mod state;
 pub mod topology;

@@ -11,17 +11,13 @@ use std::sync::Arc;
 use bytes::{Bytes, BytesMut};
 use tokio::sync::oneshot;
 
-use super::merge::{aggregate, bad_fragment, lost, merge_fragments, owned_only};
+use super::merge::{aggregate, lost, merge_fragments, owned_only};
 use super::migration;
 use super::session::{ClientState, Pending};
 use super::topology::{self, Node, Routing};
 use super::Proxy;
 use crate::resp::command::{arity_error, unknown_command_error, Aggregate, KeySpec, Merge};
-use crate::resp::reply::{elements, is_error};
-use crate::resp::{encode, lookup, parse_i64, CommandSpec, Kind, Request};
-
-/// Node index bits in a proxy SCAN cursor: up to 1024 nodes.
-const SCAN_NODE_BITS: u32 = 10;
+use crate::resp::{encode, lookup, CommandSpec, Kind, Request};
 
 /// Routes one request and returns the reply slot the client is owed for it.
 pub async fn dispatch(proxy: &Arc<Proxy>, client: &mut ClientState, req: Request) -> Pending {
@@ -202,32 +198,22 @@ async fn fan_out(
     req: Request,
     agg: Aggregate,
 ) -> Pending {
+    // SCAN and RANDOMKEY visit nodes one at a time and enter the gate themselves.
+    match agg {
+        Aggregate::Scan => {
+            return super::scan::scan(proxy, client.proto, client.id, &req.args).await
+        }
+        Aggregate::AnyNonNil => {
+            return super::scan::random_key(proxy, client.proto, client.id, req.raw).await
+        }
+        _ => {}
+    }
     let routing = topology::enter(&proxy.routing, std::iter::empty).await;
     if agg == Aggregate::AllOk && (routing.migration.is_some() || routing.filter_keys) {
         return Pending::error("ERR FLUSHALL/FLUSHDB are refused while a topology change runs; retry when CLUSTER INFO shows state:ok");
     }
     let nodes = all_nodes(&routing);
     let (proto, id) = (client.proto, client.id);
-    match agg {
-        Aggregate::Scan => return scan(client, req, routing.clone()).await,
-        Aggregate::AnyNonNil => {
-            let start = (id as usize) % nodes.len();
-            let raw = req.raw.clone();
-            return Pending::Later(Box::pin(async move {
-                let mut last = Bytes::new();
-                for i in 0..nodes.len() {
-                    let node = &nodes[(start + i) % nodes.len()];
-                    let r = node.upstream(proto, id).call(raw.clone()).await;
-                    if is_error(&r) || !(r.starts_with(b"$-1") || r.starts_with(b"_")) {
-                        return r;
-                    }
-                    last = r;
-                }
-                last
-            }));
-        }
-        _ => {}
-    }
     let mut waits = Vec::with_capacity(nodes.len());
     for n in &nodes {
         waits.push(n.upstream(proto, id).send(req.raw.clone()).await);
@@ -244,106 +230,4 @@ async fn fan_out(
         }
         aggregate(agg, &replies)
     }))
-}
-
-async fn scan(client: &ClientState, req: Request, routing: Arc<Routing>) -> Pending {
-    let nodes = all_nodes(&routing);
-    let cursor = std::str::from_utf8(&req.args[1])
-        .ok()
-        .and_then(|c| c.parse::<u64>().ok());
-    let Some(cursor) = cursor else {
-        return Pending::error("ERR invalid cursor");
-    };
-    let idx = (cursor & ((1 << SCAN_NODE_BITS) - 1)) as usize;
-    let node_cursor = cursor >> SCAN_NODE_BITS;
-    if idx >= nodes.len() {
-        return Pending::error("ERR invalid cursor");
-    }
-    let mut parts: Vec<&[u8]> = vec![b"SCAN"];
-    let nc = node_cursor.to_string();
-    parts.push(nc.as_bytes());
-    parts.extend(req.args[2..].iter().map(|a| a.as_ref()));
-    let mut raw = BytesMut::new();
-    encode::command(&mut raw, &parts);
-    let rx = nodes[idx]
-        .upstream(client.proto, client.id)
-        .send(raw.freeze())
-        .await;
-    let n = nodes.len();
-    Pending::Later(Box::pin(async move {
-        let r = rx.await.unwrap_or_else(|_| lost());
-        let r = scan_reply(&r, idx, n);
-        if !routing.filter_keys {
-            return r;
-        }
-        // Drop copies this node holds but does not own.
-        match elements(&r) {
-            Some(els) if els.len() == 2 => {
-                let keys = Bytes::copy_from_slice(&r[els[1].clone()]);
-                let mut out = BytesMut::from(&r[..els[1].start]);
-                out.extend_from_slice(&owned_only(&keys, &routing, idx));
-                out.freeze()
-            }
-            _ => r,
-        }
-    }))
-}
-
-/// Rewrites a node's SCAN reply: its cursor becomes a proxy cursor that
-/// continues on the same node, or starts the next node when this one is done.
-pub fn scan_reply(r: &Bytes, idx: usize, n: usize) -> Bytes {
-    if is_error(r) {
-        return r.clone();
-    }
-    let Some(els) = elements(r) else {
-        return bad_fragment(r);
-    };
-    if els.len() != 2 {
-        return bad_fragment(r);
-    }
-    let cur = &r[els[0].clone()];
-    // `$len\r\ncursor\r\n`
-    let digits = cur
-        .split(|&b| b == b'\n')
-        .nth(1)
-        .map(|d| d.strip_suffix(b"\r").unwrap_or(d));
-    let Some(node_cursor) = digits.and_then(parse_i64).map(|c| c as u64) else {
-        return bad_fragment(r);
-    };
-    let next = if node_cursor != 0 {
-        if node_cursor >> (64 - SCAN_NODE_BITS) != 0 {
-            return bad_fragment(r);
-        }
-        (node_cursor << SCAN_NODE_BITS) | idx as u64
-    } else if idx + 1 < n {
-        (idx + 1) as u64
-    } else {
-        0
-    };
-    let mut out = BytesMut::new();
-    encode::array_len(&mut out, 2);
-    encode::bulk(&mut out, next.to_string().as_bytes());
-    out.extend_from_slice(&r[els[1].clone()]);
-    out.freeze()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn b(s: &str) -> Bytes {
-        Bytes::copy_from_slice(s.as_bytes())
-    }
-
-    #[test]
-    fn scan_cursor_walks_node_after_node() {
-        let mid = b("*2\r\n$2\r\n17\r\n*1\r\n$1\r\nk\r\n");
-        assert_eq!(
-            &scan_reply(&mid, 3, 10)[..],
-            format!("*2\r\n$5\r\n{}\r\n*1\r\n$1\r\nk\r\n", (17 << 10) | 3).as_bytes()
-        );
-        let done = b("*2\r\n$1\r\n0\r\n*0\r\n");
-        assert_eq!(&scan_reply(&done, 3, 10)[..], b"*2\r\n$1\r\n4\r\n*0\r\n");
-        assert_eq!(&scan_reply(&done, 9, 10)[..], b"*2\r\n$1\r\n0\r\n*0\r\n");
-    }
 }
