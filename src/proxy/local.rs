@@ -12,6 +12,7 @@ use bytes::{Bytes, BytesMut};
 
 use super::route::all_nodes;
 use super::session::{ClientSession, Pending};
+use crate::glob;
 use crate::resp::command::TABLE;
 use crate::resp::reply::is_error;
 use crate::resp::{encode, eq_ignore_case, lookup, parse_i64, CommandSpec, KeySpec, Kind, Request};
@@ -319,7 +320,7 @@ async fn config(s: &mut ClientSession, args: &[Bytes]) {
             let mut found: Vec<(&str, &str)> = Vec::new();
             for pat in &args[2..] {
                 for &(k, v) in CONFIG_PARAMS {
-                    if glob_match(pat, k.as_bytes()) && !found.iter().any(|(f, _)| *f == k) {
+                    if glob::matches_nocase(pat, k.as_bytes()) && !found.iter().any(|(f, _)| *f == k) {
                         found.push((k, v));
                     }
                 }
@@ -347,17 +348,6 @@ async fn config(s: &mut ClientSession, args: &[Bytes]) {
         }
     }
     s.reply(out).await;
-}
-
-/// Minimal glob for CONFIG GET: `*` and `?`, case-insensitive.
-fn glob_match(pat: &[u8], s: &[u8]) -> bool {
-    match (pat.first(), s.first()) {
-        (None, None) => true,
-        (Some(b'*'), _) => glob_match(&pat[1..], s) || (!s.is_empty() && glob_match(pat, &s[1..])),
-        (Some(b'?'), Some(_)) => glob_match(&pat[1..], &s[1..]),
-        (Some(p), Some(c)) if p.eq_ignore_ascii_case(c) => glob_match(&pat[1..], &s[1..]),
-        _ => false,
-    }
 }
 
 async fn info(s: &mut ClientSession, args: &[Bytes]) {
@@ -483,13 +473,5 @@ mod tests {
             (12, 3)
         );
         assert_eq!(parse_keyspace("# Keyspace\r\n"), (0, 0));
-    }
-
-    #[test]
-    fn config_glob_matches() {
-        assert!(glob_match(b"*", b"save"));
-        assert!(glob_match(b"max*", b"maxmemory"));
-        assert!(glob_match(b"SAVE", b"save"));
-        assert!(!glob_match(b"sav", b"save"));
     }
 }

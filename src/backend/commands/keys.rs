@@ -4,7 +4,7 @@
 
 use super::{parse_i64, CmdResult, Ctx};
 use crate::backend::error::CmdError;
-use crate::backend::glob;
+use crate::glob;
 use crate::resp::{encode, eq_ignore_case};
 
 /// DEL key [key ...] and UNLINK key [key ...]

@@ -4,9 +4,9 @@
 use super::connection::verbatim;
 use super::{CmdResult, Command, Ctx, Run, COMMANDS, DENYOOM, FAST, READONLY, WRITE};
 use crate::backend::error::CmdError;
-use crate::backend::glob;
 use crate::backend::server::REDIS_VERSION;
 use crate::backend::store::now_ms;
+use crate::glob;
 use crate::resp::{encode, eq_ignore_case};
 use bytes::BytesMut;
 use std::fmt::Write as _;
@@ -319,7 +319,7 @@ pub fn config(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
             .filter(|(name, _)| {
                 args[2..]
                     .iter()
-                    .any(|p| glob::matches(&p.to_ascii_lowercase(), name.as_bytes()))
+                    .any(|p| glob::matches_nocase(p, name.as_bytes()))
             })
             .collect();
         encode::map_len(ctx.out, hits.len(), ctx.client.proto);
