@@ -99,12 +99,26 @@ async fn keyed(s: &mut ClientSession, spec: &'static CommandSpec, req: Request) 
         first: 1, last: 1, ..
     } = spec.keys
     {
-        return single_key(s, spec, req).await;
+        if req.args.len() > 1 {
+            return single_key(s, spec, req).await;
+        }
     }
     let positions = match spec.key_positions(&req.args) {
         Ok(p) => p,
         Err(e) => return s.error(&e).await,
     };
+    if positions.is_empty() && matches!(spec.keys, KeySpec::Range { .. }) {
+        // A form with no key at all (OBJECT HELP, OBJECT ENCODING without
+        // its key): it touches no data, so any node answers it as Redis would.
+        let routing = s.proxy.routing.load_full();
+        let _gate = routing.enter();
+        let rx = routing
+            .owner(&req.args[0])
+            .upstream(s.proto, s.id)
+            .send(req.raw)
+            .await;
+        return s.push(Pending::One(rx)).await;
+    }
     if positions.is_empty() {
         return s
             .error(&format!(
