@@ -46,7 +46,10 @@ fn object_help_over_builtin_nodes_lists_the_subcommands() {
     let c = Cluster::builtin(2);
     let mut con = RespConn::open(c.proxy.port, TIMEOUT).unwrap();
     let help = String::from_utf8(con.cmd(&["OBJECT", "HELP"])).unwrap();
-    assert!(help.starts_with("*6\r\n") && help.contains("ENCODING <key>"), "{help}");
+    assert!(
+        help.starts_with("*6\r\n") && help.contains("ENCODING <key>"),
+        "{help}"
+    );
     assert_eq!(
         con.cmd(&["OBJECT", "ENCODING"]),
         b"-ERR wrong number of arguments for 'object|encoding' command\r\n"
@@ -101,4 +104,56 @@ fn glob_heavy_patterns_are_answered_while_other_clients_are_served() {
     stop.store(true, Ordering::Relaxed);
     let pongs = pinger.join().expect("every PING was answered");
     assert!(pongs > 0);
+}
+
+/// Replies the command sweep found differing in class from redis-server,
+/// now the same: EVALSHA's digest is checked before its key count, SCAN
+/// takes any cursor Redis takes, AUTH knows only the `default` user, and
+/// the proxy's own CLIENT, CONFIG and COMMAND subcommands check their
+/// arguments (and answer HELP).
+#[test]
+fn proxy_answers_edge_forms_in_the_same_class_as_redis() {
+    if !have_tool("redis-server") {
+        return;
+    }
+    let c = Cluster::redis(2);
+    let direct = start_redis(free_port());
+    let mut ours = RespConn::open(c.proxy.port, TIMEOUT).unwrap();
+    let mut theirs = RespConn::open(direct.port, TIMEOUT).unwrap();
+    let cases: &[&[&str]] = &[
+        &["EVALSHA", "nosuch", "x"],
+        &["EVALSHA_RO", "nosuch", "-1"],
+        &["SCAN", ""],
+        &["SCAN", "-1"],
+        &["SCAN", "-1", "-1"],
+        &["AUTH", "someone", "pw"],
+        &["AUTH", "default", "pw"],
+        &["CLIENT", "LIST", "x"],
+        &["CLIENT", "LIST", "TYPE", "nosuch"],
+        &["CLIENT", "LIST", "ID", "0"],
+        &["CLIENT", "HELP"],
+        &["CLIENT", "NO-EVICT", "maybe"],
+        &["CONFIG", "HELP"],
+        &["CONFIG", "RESETSTAT", "x"],
+        &["COMMAND", "HELP"],
+        &["COMMAND", "COUNT", "x"],
+        &["COMMAND", "LIST", "x"],
+    ];
+    let class = |r: &[u8]| {
+        let text = String::from_utf8_lossy(r).into_owned();
+        match text.strip_prefix('-') {
+            Some(e) => e.split(' ').next().unwrap_or("").to_string(),
+            None => "ok".to_string(),
+        }
+    };
+    for args in cases {
+        let (a, b) = (ours.cmd(args), theirs.cmd(args));
+        assert_eq!(
+            class(&a),
+            class(&b),
+            "{args:?}: proxy {:?}, redis {:?}",
+            String::from_utf8_lossy(&a),
+            String::from_utf8_lossy(&b)
+        );
+    }
 }

@@ -49,6 +49,12 @@ pub async fn handle(s: &mut ClientSession, spec: &'static CommandSpec, req: Requ
             if args.len() != 3 {
                 return s.error("ERR syntax error").await;
             }
+            // Without users, only Redis's passwordless `default` user exists.
+            if !eq_ignore_case(&args[1], b"default") {
+                return s
+                    .error("WRONGPASS invalid username-password pair or user is disabled.")
+                    .await;
+            }
             encode::simple(&mut out, "OK");
         }
         "select" => match parse_i64(&args[1]) {
@@ -193,21 +199,32 @@ async fn client(s: &mut ClientSession, args: &[Bytes]) {
             }
             encode::simple(&mut out, "OK");
         }
-        ("info", 2) | ("list", _) => {
-            let line = format!(
-                "id={} addr={} name={} db=0 resp={} lib=shardis-proxy\n",
-                s.id,
-                s.peer,
-                s.name
-                    .as_deref()
-                    .map(String::from_utf8_lossy)
-                    .unwrap_or_default(),
-                s.proto
-            );
+        ("list", n) if n > 2 => {
+            if let Some(e) = client_list_filter_error(&args[2..]) {
+                return s.error(&e).await;
+            }
+            // The filters (TYPE normal, ID of this client) can only select
+            // this connection, the one client the proxy lists.
+            let own = b"normal".eq_ignore_ascii_case(&args[3])
+                || args[3..].iter().any(|a| parse_i64(a) == Some(s.id as i64));
+            let line = client_line(s);
+            encode::verbatim(&mut out, if own { line.as_bytes() } else { b"" }, s.proto);
+        }
+        ("help", 2) => help(&mut out, "CLIENT", CLIENT_HELP),
+        ("info", 2) | ("list", 2) => {
+            let line = client_line(s);
             encode::verbatim(&mut out, line.as_bytes(), s.proto);
         }
-        ("no-evict" | "no-touch", 3) => encode::simple(&mut out, "OK"),
-        ("setname" | "getname" | "id" | "setinfo" | "info" | "no-evict" | "no-touch", _) => {
+        ("no-evict" | "no-touch", 3) => {
+            if !eq_ignore_case(&args[2], b"on") && !eq_ignore_case(&args[2], b"off") {
+                return s.error("ERR syntax error").await;
+            }
+            encode::simple(&mut out, "OK")
+        }
+        (
+            "setname" | "getname" | "id" | "setinfo" | "info" | "no-evict" | "no-touch" | "help",
+            _,
+        ) => {
             return s
                 .error(&format!(
                     "ERR wrong number of arguments for 'client|{sub}' command"
@@ -224,6 +241,77 @@ async fn client(s: &mut ClientSession, args: &[Bytes]) {
         }
     }
     s.reply(out).await;
+}
+
+/// This client's line in CLIENT LIST / CLIENT INFO.
+fn client_line(s: &ClientSession) -> String {
+    format!(
+        "id={} addr={} name={} db=0 resp={} lib=shardis-proxy\n",
+        s.id,
+        s.peer,
+        s.name
+            .as_deref()
+            .map(String::from_utf8_lossy)
+            .unwrap_or_default(),
+        s.proto
+    )
+}
+
+/// Redis's error for CLIENT LIST's filters (`TYPE t` or `ID id…`), if any.
+fn client_list_filter_error(filters: &[Bytes]) -> Option<String> {
+    if filters.len() == 2 && eq_ignore_case(&filters[0], b"type") {
+        let t = &filters[1];
+        let known = [&b"normal"[..], b"master", b"replica", b"slave", b"pubsub"];
+        if known.iter().any(|k| eq_ignore_case(t, k)) {
+            return None;
+        }
+        return Some(format!(
+            "ERR Unknown client type '{}'",
+            String::from_utf8_lossy(t)
+        ));
+    }
+    if filters.len() >= 2 && eq_ignore_case(&filters[0], b"id") {
+        if filters[1..].iter().all(|a| parse_i64(a).is_some()) {
+            return None;
+        }
+        return Some("ERR Invalid client ID".into());
+    }
+    Some("ERR syntax error".into())
+}
+
+const CLIENT_HELP: &[&str] = &[
+    "GETNAME",
+    "ID",
+    "INFO",
+    "LIST [TYPE <type>] [ID <id> [<id> ...]]",
+    "NO-EVICT (ON|OFF)",
+    "NO-TOUCH (ON|OFF)",
+    "SETINFO <LIB-NAME|LIB-VER> <value>",
+    "SETNAME <name>",
+    "HELP",
+];
+
+const CONFIG_HELP: &[&str] = &["GET <pattern>", "RESETSTAT", "HELP"];
+
+const COMMAND_HELP: &[&str] = &[
+    "(no subcommand)",
+    "COUNT",
+    "DOCS [<command-name> ...]",
+    "INFO [<command-name> ...]",
+    "LIST",
+    "HELP",
+];
+
+/// A HELP reply in Redis's shape: a title line, then one line per subcommand.
+fn help(out: &mut BytesMut, command: &str, lines: &[&str]) {
+    encode::array_len(out, lines.len() + 1);
+    encode::simple(
+        out,
+        &format!("{command} <subcommand> [<arg> [value] [opt] ...]. Subcommands are:"),
+    );
+    for l in lines {
+        encode::simple(out, l);
+    }
 }
 
 fn command_entry(out: &mut BytesMut, spec: &CommandSpec) {
@@ -261,9 +349,19 @@ async fn command(s: &mut ClientSession, args: &[Bytes]) {
         return s.reply(out).await;
     }
     let sub = String::from_utf8_lossy(&args[1]).to_ascii_lowercase();
-    match sub.as_str() {
-        "count" => encode::integer(&mut out, TABLE.len() as i64),
-        "info" => {
+    match (sub.as_str(), args.len()) {
+        ("count", 2) => encode::integer(&mut out, TABLE.len() as i64),
+        ("help", 2) => help(&mut out, "COMMAND", COMMAND_HELP),
+        ("count" | "help", _) => {
+            return s
+                .error(&format!(
+                    "ERR wrong number of arguments for 'command|{sub}' command"
+                ))
+                .await
+        }
+        // FILTERBY is not supported: nothing else may follow LIST.
+        ("list", n) if n > 2 => return s.error("ERR syntax error").await,
+        ("info", _) => {
             let names: Vec<&Bytes> = args[2..].iter().collect();
             if names.is_empty() {
                 encode::array_len(&mut out, TABLE.len());
@@ -281,8 +379,8 @@ async fn command(s: &mut ClientSession, args: &[Bytes]) {
             }
         }
         // redis-cli asks for docs to show hints; none is a valid answer.
-        "docs" => encode::map_len(&mut out, 0, s.proto),
-        "list" => {
+        ("docs", _) => encode::map_len(&mut out, 0, s.proto),
+        ("list", _) => {
             encode::array_len(&mut out, TABLE.len());
             for spec in TABLE {
                 encode::bulk(&mut out, spec.name.as_bytes());
@@ -331,7 +429,15 @@ async fn config(s: &mut ClientSession, args: &[Bytes]) {
                 encode::bulk(&mut out, v.as_bytes());
             }
         }
+        "resetstat" | "help" if args.len() > 2 => {
+            return s
+                .error(&format!(
+                    "ERR wrong number of arguments for 'config|{sub}' command"
+                ))
+                .await
+        }
         "resetstat" => encode::simple(&mut out, "OK"),
+        "help" => help(&mut out, "CONFIG", CONFIG_HELP),
         "get" => return s.error("ERR wrong number of arguments for 'config|get' command").await,
         "set" | "rewrite" => {
             return s

@@ -103,13 +103,18 @@ async fn keyed(s: &mut ClientSession, spec: &'static CommandSpec, req: Request) 
             return single_key(s, spec, req).await;
         }
     }
-    let positions = match spec.key_positions(&req.args) {
-        Ok(p) => p,
-        Err(e) => return s.error(&e).await,
+    let positions = spec.key_positions(&req.args);
+    let keyless = match &positions {
+        Ok(p) => p.is_empty() && matches!(spec.keys, KeySpec::Range { .. }),
+        // A malformed key count: Redis refuses the request before touching
+        // data, with an error that depends on more than the count (EVALSHA
+        // checks its digest first), so let a node say it.
+        Err(_) => true,
     };
-    if positions.is_empty() && matches!(spec.keys, KeySpec::Range { .. }) {
+    if keyless {
         // A form with no key at all (OBJECT HELP, OBJECT ENCODING without
-        // its key): it touches no data, so any node answers it as Redis would.
+        // its key) or one Redis refuses: it touches no data, so any node
+        // answers it as Redis would.
         let routing = s.proxy.routing.load_full();
         let _gate = routing.enter();
         let rx = routing
@@ -119,6 +124,7 @@ async fn keyed(s: &mut ClientSession, spec: &'static CommandSpec, req: Request) 
             .await;
         return s.push(Pending::One(rx)).await;
     }
+    let positions = positions.unwrap_or_default();
     if positions.is_empty() {
         return s
             .error(&format!(
@@ -415,16 +421,16 @@ fn bulk_payload(el: &[u8]) -> Option<&[u8]> {
 
 async fn scan(s: &mut ClientSession, req: Request, routing: Arc<Routing>) {
     let nodes = all_nodes(&routing);
-    let cursor = std::str::from_utf8(&req.args[1])
-        .ok()
-        .and_then(|c| c.parse::<u64>().ok());
-    let Some(cursor) = cursor else {
+    let Some(cursor) = crate::resp::parse_cursor(&req.args[1]) else {
         return s.error("ERR invalid cursor").await;
     };
-    let idx = (cursor & ((1 << SCAN_NODE_BITS) - 1)) as usize;
-    let node_cursor = cursor >> SCAN_NODE_BITS;
-    if idx >= nodes.len() {
-        return s.error("ERR invalid cursor").await;
+    let mut idx = (cursor & ((1 << SCAN_NODE_BITS) - 1)) as usize;
+    let mut node_cursor = cursor >> SCAN_NODE_BITS;
+    // Not a cursor this proxy issued (Redis accepts any number too): the walk
+    // is over, once the first node has checked the options as Redis would.
+    let past_end = idx >= nodes.len();
+    if past_end {
+        (idx, node_cursor) = (0, 0);
     }
     let mut parts: Vec<&[u8]> = vec![b"SCAN"];
     let nc = node_cursor.to_string();
@@ -436,6 +442,9 @@ async fn scan(s: &mut ClientSession, req: Request, routing: Arc<Routing>) {
     let n = nodes.len();
     s.push(Pending::Later(Box::pin(async move {
         let r = rx.await.unwrap_or_else(|_| lost());
+        if past_end && !is_error(&r) {
+            return Bytes::from_static(b"*2\r\n$1\r\n0\r\n*0\r\n");
+        }
         let r = scan_reply(&r, idx, n);
         if !routing.filter_keys {
             return r;

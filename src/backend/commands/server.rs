@@ -118,6 +118,10 @@ pub fn command(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     if eq_ignore_case(sub, b"count") && args.len() == 2 {
         encode::integer(ctx.out, COMMANDS.len() as i64);
     } else if eq_ignore_case(sub, b"list") {
+        // FILTERBY is not supported; Redis calls anything else a syntax error.
+        if args.len() != 2 {
+            return Err(CmdError::Syntax);
+        }
         encode::array_len(ctx.out, COMMANDS.len());
         COMMANDS
             .iter()
@@ -354,6 +358,9 @@ pub fn config(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
         let _ = ctx.node.store.evict_to_fit(max, now_ms());
         ctx.ok();
     } else if eq_ignore_case(sub, b"resetstat") {
+        if args.len() != 2 {
+            return Err(CmdError::WrongArity("config|resetstat".into()));
+        }
         let c = &ctx.node.store.counters;
         for a in [
             &c.expired_keys,
