@@ -7,7 +7,6 @@ mod common;
 
 use std::io::Write;
 use std::net::TcpStream;
-use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use common::*;
@@ -20,12 +19,13 @@ fn a_panicking_request_is_answered_and_neither_the_session_nor_its_slot_is_lost(
     let dir = tempdir::Dir::new();
     let (path, port) = write_proxy_config(&dir, &[node.addr()], "max_clients = 3");
     let log = dir.path().join("proxy.log");
-    let _proxy = start_proxy_env(
+    let mut proxy = start_proxy_env(
         &path,
         port,
         &[("SHARDIS_FAULT_PANIC_ON", "echo")],
-        Stdio::from(std::fs::File::create(&log).unwrap()),
+        Some(std::fs::File::create(&log).unwrap()),
     );
+    proxy.expect_panics();
     // More panics than there are client slots: each must leave its slot.
     for i in 0..10 {
         let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();

@@ -14,6 +14,7 @@ use bytes::{Bytes, BytesMut};
 use super::route::all_nodes;
 use super::session::{ClientState, Pending};
 use super::Proxy;
+use crate::glob;
 use crate::resp::command::TABLE;
 use crate::resp::reply::is_error;
 use crate::resp::{encode, eq_ignore_case, lookup, parse_i64, CommandSpec, KeySpec, Kind, Request};
@@ -49,6 +50,12 @@ pub async fn handle(
             }
             if args.len() != 3 {
                 return Pending::error("ERR syntax error");
+            }
+            // Without users, only Redis's passwordless `default` user exists.
+            if !eq_ignore_case(&args[1], b"default") {
+                return Pending::error(
+                    "WRONGPASS invalid username-password pair or user is disabled.",
+                );
             }
             encode::simple(&mut out, "OK");
         }
@@ -180,21 +187,32 @@ fn client(s: &mut ClientState, args: &[Bytes]) -> Pending {
             }
             encode::simple(&mut out, "OK");
         }
-        ("info", 2) | ("list", _) => {
-            let line = format!(
-                "id={} addr={} name={} db=0 resp={} lib=shardis-proxy\n",
-                s.id,
-                s.peer,
-                s.name
-                    .as_deref()
-                    .map(String::from_utf8_lossy)
-                    .unwrap_or_default(),
-                s.proto
-            );
+        ("list", n) if n > 2 => {
+            if let Some(e) = client_list_filter_error(&args[2..]) {
+                return Pending::error(&e);
+            }
+            // The filters (TYPE normal, ID of this client) can only select
+            // this connection, the one client the proxy lists.
+            let own = b"normal".eq_ignore_ascii_case(&args[3])
+                || args[3..].iter().any(|a| parse_i64(a) == Some(s.id as i64));
+            let line = client_line(s);
+            encode::verbatim(&mut out, if own { line.as_bytes() } else { b"" }, s.proto);
+        }
+        ("help", 2) => help(&mut out, "CLIENT", CLIENT_HELP),
+        ("info", 2) | ("list", 2) => {
+            let line = client_line(s);
             encode::verbatim(&mut out, line.as_bytes(), s.proto);
         }
-        ("no-evict" | "no-touch", 3) => encode::simple(&mut out, "OK"),
-        ("setname" | "getname" | "id" | "setinfo" | "info" | "no-evict" | "no-touch", _) => {
+        ("no-evict" | "no-touch", 3) => {
+            if !eq_ignore_case(&args[2], b"on") && !eq_ignore_case(&args[2], b"off") {
+                return Pending::error("ERR syntax error");
+            }
+            encode::simple(&mut out, "OK")
+        }
+        (
+            "setname" | "getname" | "id" | "setinfo" | "info" | "no-evict" | "no-touch" | "help",
+            _,
+        ) => {
             return Pending::error(&format!(
                 "ERR wrong number of arguments for 'client|{sub}' command"
             ));
@@ -207,6 +225,77 @@ fn client(s: &mut ClientState, args: &[Bytes]) -> Pending {
         }
     }
     Pending::ready(out)
+}
+
+/// This client's line in CLIENT LIST / CLIENT INFO.
+fn client_line(s: &ClientState) -> String {
+    format!(
+        "id={} addr={} name={} db=0 resp={} lib=shardis-proxy\n",
+        s.id,
+        s.peer,
+        s.name
+            .as_deref()
+            .map(String::from_utf8_lossy)
+            .unwrap_or_default(),
+        s.proto
+    )
+}
+
+/// Redis's error for CLIENT LIST's filters (`TYPE t` or `ID id…`), if any.
+fn client_list_filter_error(filters: &[Bytes]) -> Option<String> {
+    if filters.len() == 2 && eq_ignore_case(&filters[0], b"type") {
+        let t = &filters[1];
+        let known = [&b"normal"[..], b"master", b"replica", b"slave", b"pubsub"];
+        if known.iter().any(|k| eq_ignore_case(t, k)) {
+            return None;
+        }
+        return Some(format!(
+            "ERR Unknown client type '{}'",
+            String::from_utf8_lossy(t)
+        ));
+    }
+    if filters.len() >= 2 && eq_ignore_case(&filters[0], b"id") {
+        if filters[1..].iter().all(|a| parse_i64(a).is_some()) {
+            return None;
+        }
+        return Some("ERR Invalid client ID".into());
+    }
+    Some("ERR syntax error".into())
+}
+
+const CLIENT_HELP: &[&str] = &[
+    "GETNAME",
+    "ID",
+    "INFO",
+    "LIST [TYPE <type>] [ID <id> [<id> ...]]",
+    "NO-EVICT (ON|OFF)",
+    "NO-TOUCH (ON|OFF)",
+    "SETINFO <LIB-NAME|LIB-VER> <value>",
+    "SETNAME <name>",
+    "HELP",
+];
+
+const CONFIG_HELP: &[&str] = &["GET <pattern>", "RESETSTAT", "HELP"];
+
+const COMMAND_HELP: &[&str] = &[
+    "(no subcommand)",
+    "COUNT",
+    "DOCS [<command-name> ...]",
+    "INFO [<command-name> ...]",
+    "LIST",
+    "HELP",
+];
+
+/// A HELP reply in Redis's shape: a title line, then one line per subcommand.
+fn help(out: &mut BytesMut, command: &str, lines: &[&str]) {
+    encode::array_len(out, lines.len() + 1);
+    encode::simple(
+        out,
+        &format!("{command} <subcommand> [<arg> [value] [opt] ...]. Subcommands are:"),
+    );
+    for l in lines {
+        encode::simple(out, l);
+    }
 }
 
 fn command_entry(out: &mut BytesMut, spec: &CommandSpec) {
@@ -245,9 +334,17 @@ fn command(s: &ClientState, args: &[Bytes]) -> Pending {
         return Pending::ready(out);
     }
     let sub = String::from_utf8_lossy(&args[1]).to_ascii_lowercase();
-    match sub.as_str() {
-        "count" => encode::integer(&mut out, TABLE.len() as i64),
-        "info" => {
+    match (sub.as_str(), args.len()) {
+        ("count", 2) => encode::integer(&mut out, TABLE.len() as i64),
+        ("help", 2) => help(&mut out, "COMMAND", COMMAND_HELP),
+        ("count" | "help", _) => {
+            return Pending::error(&format!(
+                "ERR wrong number of arguments for 'command|{sub}' command"
+            ))
+        }
+        // FILTERBY is not supported: nothing else may follow LIST.
+        ("list", n) if n > 2 => return Pending::error("ERR syntax error"),
+        ("info", _) => {
             let names: Vec<&Bytes> = args[2..].iter().collect();
             if names.is_empty() {
                 encode::array_len(&mut out, TABLE.len());
@@ -265,8 +362,8 @@ fn command(s: &ClientState, args: &[Bytes]) -> Pending {
             }
         }
         // redis-cli asks for docs to show hints; none is a valid answer.
-        "docs" => encode::map_len(&mut out, 0, s.proto),
-        "list" => {
+        ("docs", _) => encode::map_len(&mut out, 0, s.proto),
+        ("list", _) => {
             encode::array_len(&mut out, TABLE.len());
             for spec in TABLE {
                 encode::bulk(&mut out, spec.name.as_bytes());
@@ -302,7 +399,9 @@ fn config(s: &ClientState, args: &[Bytes]) -> Pending {
             let mut found: Vec<(&str, &str)> = Vec::new();
             for pat in &args[2..] {
                 for &(k, v) in CONFIG_PARAMS {
-                    if glob_match(pat, k.as_bytes()) && !found.iter().any(|(f, _)| *f == k) {
+                    if glob::matches_nocase(pat, k.as_bytes())
+                        && !found.iter().any(|(f, _)| *f == k)
+                    {
                         found.push((k, v));
                     }
                 }
@@ -313,7 +412,13 @@ fn config(s: &ClientState, args: &[Bytes]) -> Pending {
                 encode::bulk(&mut out, v.as_bytes());
             }
         }
+        "resetstat" | "help" if args.len() > 2 => {
+            return Pending::error(&format!(
+                "ERR wrong number of arguments for 'config|{sub}' command"
+            ))
+        }
         "resetstat" => encode::simple(&mut out, "OK"),
+        "help" => help(&mut out, "CONFIG", CONFIG_HELP),
         "get" => return Pending::error("ERR wrong number of arguments for 'config|get' command"),
         "set" | "rewrite" => {
             return Pending::error("ERR CONFIG SET/REWRITE is not available through the proxy; configure each node directly");
@@ -326,17 +431,6 @@ fn config(s: &ClientState, args: &[Bytes]) -> Pending {
         }
     }
     Pending::ready(out)
-}
-
-/// Minimal glob for CONFIG GET: `*` and `?`, case-insensitive.
-fn glob_match(pat: &[u8], s: &[u8]) -> bool {
-    match (pat.first(), s.first()) {
-        (None, None) => true,
-        (Some(b'*'), _) => glob_match(&pat[1..], s) || (!s.is_empty() && glob_match(pat, &s[1..])),
-        (Some(b'?'), Some(_)) => glob_match(&pat[1..], &s[1..]),
-        (Some(p), Some(c)) if p.eq_ignore_ascii_case(c) => glob_match(&pat[1..], &s[1..]),
-        _ => false,
-    }
 }
 
 async fn info(p: &Proxy, s: &ClientState, args: &[Bytes]) -> Pending {
@@ -461,13 +555,5 @@ mod tests {
             (12, 3)
         );
         assert_eq!(parse_keyspace("# Keyspace\r\n"), (0, 0));
-    }
-
-    #[test]
-    fn config_glob_matches() {
-        assert!(glob_match(b"*", b"save"));
-        assert!(glob_match(b"max*", b"maxmemory"));
-        assert!(glob_match(b"SAVE", b"save"));
-        assert!(!glob_match(b"sav", b"save"));
     }
 }

@@ -82,12 +82,31 @@ async fn keyed(
         first: 1, last: 1, ..
     } = spec.keys
     {
-        return single_key(proxy, client, spec, req).await;
+        if req.args.len() > 1 {
+            return single_key(proxy, client, spec, req).await;
+        }
     }
-    let positions = match spec.key_positions(&req.args) {
-        Ok(p) => p,
-        Err(e) => return Pending::error(&e),
+    let positions = spec.key_positions(&req.args);
+    let keyless = match &positions {
+        Ok(p) => p.is_empty() && matches!(spec.keys, KeySpec::Range { .. }),
+        // A malformed key count: Redis refuses the request before touching
+        // data, with an error that depends on more than the count (EVALSHA
+        // checks its digest first), so let a node say it.
+        Err(_) => true,
     };
+    if keyless {
+        // A form with no key at all (OBJECT HELP, OBJECT ENCODING without
+        // its key) or one Redis refuses: it touches no data, so any node
+        // answers it as Redis would.
+        let routing = topology::enter(&proxy.routing, std::iter::empty).await;
+        let rx = routing
+            .owner(&req.args[0])
+            .upstream(client.proto, client.id)
+            .send(req.raw)
+            .await;
+        return Pending::One(rx);
+    }
+    let positions = positions.unwrap_or_default();
     if positions.is_empty() {
         return Pending::error(&format!(
             "ERR '{}' without keys cannot be routed: declare at least one key so shardis can pick a node",

@@ -97,23 +97,27 @@ impl CommandSpec {
     }
 
     /// Positions of the keys in `args`, or an error text when a key count is
-    /// malformed (Redis's wording).
+    /// malformed (Redis's wording). Every position returned indexes `args`,
+    /// whatever the argument count: a form shorter than the key position
+    /// (`OBJECT HELP`, `OBJECT ENCODING` without its key) has no keys.
     pub fn key_positions(&self, args: &[Bytes]) -> Result<Vec<usize>, String> {
         match self.keys {
             KeySpec::None => Ok(Vec::new()),
             KeySpec::Range { first, last, step } => {
-                let first = first as usize;
+                let first = first as i64;
+                let end = args.len() as i64 - 1;
                 let last = if last < 0 {
                     args.len() as i64 + last as i64
                 } else {
-                    last as i64
+                    (last as i64).min(end)
                 };
-                // Keys past the end are absent (OBJECT HELP has none).
-                let last = last.min(args.len() as i64 - 1);
-                if (first as i64) > last {
+                if first > last {
                     return Ok(Vec::new());
                 }
-                Ok((first..=last as usize).step_by(step as usize).collect())
+                // A zero step would never advance; the table has none, but a
+                // row must not be able to hang or panic a client's task.
+                let step = (step as usize).max(1);
+                Ok((first as usize..=last as usize).step_by(step).collect())
             }
             KeySpec::NumKeys { count_at, dest } => {
                 let count_at = count_at as usize;
@@ -739,12 +743,39 @@ mod tests {
                 Err("ERR Unbalanced 'xreadgroup' list of streams: for each stream key an ID or '>' must be specified."),
             ),
             (&["xread", "count", "1", "a", "0"], Err("ERR syntax error")),
+            (&["object"], Ok(vec![])),
+            (&["get"], Ok(vec![])),
+            (&["mset"], Ok(vec![])),
             (&["ping"], Ok(vec![])),
         ];
         for (a, want) in cases {
             let spec = lookup(a[0].as_bytes()).unwrap();
             let got = spec.key_positions(&args(a));
             assert_eq!(got, want.clone().map_err(|e| e.to_string()), "{a:?}");
+        }
+    }
+
+    /// Every row, at every argument count a client can send (arity
+    /// checks come after routing for some paths, and a row's key positions
+    /// may exceed its minimum arity), yields only positions inside the
+    /// arguments, with or without a parsable key count.
+    #[test]
+    fn key_positions_stay_inside_the_arguments_for_every_row_and_count() {
+        for spec in TABLE {
+            for argc in 0..spec.arity.unsigned_abs() as usize + 4 {
+                for fill in ["k", "1", "0", "-1", "99999999999999999999", "2"] {
+                    let mut a = vec![Bytes::from(spec.name)];
+                    a.extend((1..argc).map(|_| Bytes::from(fill)));
+                    a.truncate(argc);
+                    if let Ok(ps) = spec.key_positions(&a) {
+                        assert!(
+                            ps.iter().all(|&p| p < a.len() && p > 0),
+                            "{} with {argc} args of {fill:?}: {ps:?}",
+                            spec.name
+                        );
+                    }
+                }
+            }
         }
     }
 
