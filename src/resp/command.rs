@@ -135,6 +135,9 @@ impl CommandSpec {
                 pos.extend(count_at + 1..count_at + 1 + n as usize);
                 Ok(pos)
             }
+            // A form shorter than its first key has none (the arity check
+            // refuses it before anything is routed).
+            KeySpec::Keyword(_) if args.len() < 2 => Ok(Vec::new()),
             KeySpec::Keyword(k) => k.positions(self.name, args),
         }
     }
