@@ -12,6 +12,7 @@
 
 pub mod admin;
 pub mod config;
+pub mod info;
 pub mod local;
 pub mod migration;
 pub mod route;
@@ -44,6 +45,8 @@ pub struct Stats {
     pub connections: AtomicU64,
     pub rejected: AtomicU64,
     pub commands: AtomicU64,
+    /// INFO `instantaneous_ops_per_sec`.
+    pub ops: crate::resp::info::OpsMeter,
 }
 
 /// State shared by every session of one proxy.

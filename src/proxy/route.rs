@@ -94,7 +94,9 @@ async fn send_tracked(
     }
 }
 
-async fn keyed(s: &mut ClientSession, spec: &'static CommandSpec, req: Request) {
+/// Routes by the keys `spec` declares (all on one node); also used by
+/// `info::memory` for MEMORY USAGE.
+pub(super) async fn keyed(s: &mut ClientSession, spec: &'static CommandSpec, req: Request) {
     if let KeySpec::Range {
         first: 1, last: 1, ..
     } = spec.keys

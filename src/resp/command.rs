@@ -100,10 +100,11 @@ impl CommandSpec {
             KeySpec::None => Ok(Vec::new()),
             KeySpec::Range { first, last, step } => {
                 let first = first as usize;
+                // A fixed last position past the arguments (OBJECT HELP) means no key.
                 let last = if last < 0 {
                     args.len() as i64 + last as i64
                 } else {
-                    last as i64
+                    (last as i64).min(args.len() as i64 - 1)
                 };
                 if (first as i64) > last {
                     return Ok(Vec::new());
@@ -386,6 +387,7 @@ pub const TABLE: &[CommandSpec] = &[
     row("readonly", 1, LOCAL, NONE, false),
     row("readwrite", 1, LOCAL, NONE, false),
     row("reset", 1, LOCAL, NONE, false),
+    row("memory", -2, LOCAL, NONE, false),
     // administration
     row("cluster", -2, Kind::Admin, NONE, false),
     // refused
@@ -431,7 +433,6 @@ pub const TABLE: &[CommandSpec] = &[
     row("failover", -1, SERVER, NONE, false),
     row("slowlog", -2, SERVER, NONE, false),
     row("latency", -2, SERVER, NONE, false),
-    row("memory", -2, SERVER, NONE, false),
     row("acl", -2, SERVER, NONE, false),
     row("module", -2, SERVER, NONE, false),
     row("function", -2, SERVER, NONE, false),
@@ -654,6 +655,7 @@ mod tests {
                 Err("ERR value is not an integer or out of range"),
             ),
             (&["object", "encoding", "k"], Ok(vec![2])),
+            (&["object", "help"], Ok(vec![])),
             (&["ping"], Ok(vec![])),
         ];
         for (a, want) in cases {
