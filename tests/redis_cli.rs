@@ -219,10 +219,21 @@ fn stat_prints_sane_numbers() {
 
 #[test]
 fn scan_mode_lists_each_matching_key_once() {
+    scan_mode(&[]);
+}
+
+#[test]
+fn scan_mode_lists_each_matching_key_once_over_redis_servers() {
+    if have_tool("redis-server") {
+        scan_mode(&["--backend", "redis-server"]);
+    }
+}
+
+fn scan_mode(backend: &[&str]) {
     if !have_cli() {
         return;
     }
-    let up = Up::start(3, &[]);
+    let up = Up::start(3, backend);
     set_keys(up.port(), "scan:", 60);
     set_keys(up.port(), "other:", 20);
     // --count arrived in redis-cli 7.2; older ones reject the flag.
@@ -244,10 +255,21 @@ fn scan_mode_lists_each_matching_key_once() {
 
 #[test]
 fn bigkeys_and_memkeys_find_the_biggest_string() {
+    bigkeys_and_memkeys(&[]);
+}
+
+#[test]
+fn bigkeys_and_memkeys_find_the_biggest_string_over_redis_servers() {
+    if have_tool("redis-server") {
+        bigkeys_and_memkeys(&["--backend", "redis-server"]);
+    }
+}
+
+fn bigkeys_and_memkeys(backend: &[&str]) {
     if !have_cli() {
         return;
     }
-    let up = Up::start(3, &[]);
+    let up = Up::start(3, backend);
     set_keys(up.port(), "small:", 20);
     let big = "x".repeat(5000);
     let _: () = redis::cmd("SET")
@@ -326,10 +348,21 @@ fn memory_usage_is_asked_of_the_keys_node_and_other_subcommands_answer() {
 
 #[test]
 fn hotkeys_reports_the_lfu_requirement_cleanly_or_finds_hot_keys() {
+    hotkeys(&[]);
+}
+
+#[test]
+fn hotkeys_finds_hot_keys_over_redis_servers_switched_to_lfu() {
+    if have_tool("redis-server") {
+        hotkeys(&["--backend", "redis-server"]);
+    }
+}
+
+fn hotkeys(backend: &[&str]) {
     if !have_cli() {
         return;
     }
-    let up = Up::start(2, &[]);
+    let up = Up::start(2, backend);
     set_keys(up.port(), "h", 60);
     // Nodes that track LFU can be switched to it; the mode then works.
     let lfu = (0..2).all(|i| {
@@ -493,10 +526,21 @@ fn eval_with_keys_on_one_node_runs_on_redis_server_nodes() {
 /// types; on nodes that do not yet, the string tests run and a note says so.
 #[test]
 fn redis_benchmark_runs_every_default_test_without_errors() {
+    redis_benchmark(&[]);
+}
+
+#[test]
+fn redis_benchmark_runs_every_default_test_over_redis_servers() {
+    if have_tool("redis-server") {
+        redis_benchmark(&["--backend", "redis-server"]);
+    }
+}
+
+fn redis_benchmark(backend: &[&str]) {
     if !have_tool("redis-benchmark") || !have_tool("timeout") {
         return;
     }
-    let up = Up::start(3, &[]);
+    let up = Up::start(3, backend);
     let port = up.port().to_string();
     let probe: redis::RedisResult<i64> = redis::cmd("LPUSH")
         .arg("probe:list")
