@@ -318,6 +318,8 @@ fn run_up(a: UpArgs) -> Result<(), String> {
     up::check_backend(a.backend)?;
     if a.check_config {
         print_config(&config);
+        // What a start would run instead, when a state file says otherwise.
+        up::topology(&config)?;
         return Ok(());
     }
     runtime(config.threads)?.block_on(up::run(config, a.backend, stop_signal()))

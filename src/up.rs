@@ -190,7 +190,7 @@ impl proxy::Spawner for NodeSpawner {
 /// The nodes to start: the state file's ring (and, mid-change, the other
 /// ring's nodes too) when there is one, else the config's. Logs where the
 /// topology came from and how it differs from the config.
-fn topology(config: &Config) -> Result<Vec<NodeSpec>, String> {
+pub fn topology(config: &Config) -> Result<Vec<NodeSpec>, String> {
     let Some(path) = &config.state_file else {
         return Ok(config.nodes.clone());
     };

@@ -245,6 +245,15 @@ fn restarted_up_starts_the_state_files_topology_and_says_how_it_differs_from_the
     wait_closed(first..first + 4, 10);
 
     let dir = tempdir::Dir::new();
+    let check = Up::command(port, first, 3, dir.path())
+        .args(["--config", &cfg, "--check-config"])
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&check.stdout);
+    assert!(
+        check.status.success() && said.contains("topology from the state file"),
+        "--check-config tells what a start would run: {said}"
+    );
     let child = Up::command(port, first, 3, dir.path())
         .args(["--config", &cfg])
         .stdout(Stdio::piped())
