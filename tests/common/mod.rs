@@ -378,3 +378,15 @@ pub fn wait_closed(ports: impl Iterator<Item = u16> + Clone, secs: u64) {
         std::thread::sleep(Duration::from_millis(50));
     }
 }
+
+/// SETs `{prefix}{i}` = i for i in 0..n through `port`.
+pub fn set_keys(port: u16, prefix: &str, n: usize) {
+    let mut con = connect(port);
+    for i in 0..n {
+        let _: () = redis::cmd("SET")
+            .arg(format!("{prefix}{i}"))
+            .arg(i)
+            .query(&mut con)
+            .unwrap();
+    }
+}
