@@ -72,7 +72,9 @@ async fn send_tracked(
     }
 }
 
-async fn keyed(
+/// Routes by the keys `spec` declares (all on one node); also used by
+/// `info::memory` for MEMORY USAGE.
+pub(super) async fn keyed(
     proxy: &Arc<Proxy>,
     client: &ClientState,
     spec: &'static CommandSpec,
