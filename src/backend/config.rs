@@ -289,7 +289,7 @@ impl Settings {
         for (i, prm) in PARAMS.iter().enumerate() {
             for name in std::iter::once(prm.name).chain(prm.alias) {
                 let hit = if is_glob {
-                    super::glob::matches(&lower, name.as_bytes())
+                    crate::glob::matches(&lower, name.as_bytes())
                 } else {
                     lower == name.as_bytes()
                 };

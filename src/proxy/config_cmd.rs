@@ -5,12 +5,23 @@
 //! Called by `local::handle`; reaches nodes through their upstreams like
 //! any fan-out, never holds a lock across an `.await`.
 
+use std::sync::Arc;
+
 use bytes::{Bytes, BytesMut};
 
-use super::local::glob_match;
+use super::local::help;
 use super::route::all_nodes;
-use super::session::{ClientSession, Pending};
+use super::session::{ClientState, Pending};
+use super::Proxy;
+use crate::glob;
 use crate::resp::encode;
+
+const CONFIG_HELP: &[&str] = &[
+    "GET <pattern>",
+    "SET <directive> <value> [<directive> <value> ...]",
+    "RESETSTAT",
+    "HELP",
+];
 
 /// What `CONFIG GET` reports for the nodes' parameters when the first
 /// node cannot answer: enough for redis-benchmark and clients that probe.
@@ -24,13 +35,13 @@ const CONFIG_PARAMS: &[(&str, &str)] = &[
 
 /// Parameters that describe the proxy itself; CONFIG GET answers them from
 /// the proxy, whatever the nodes say.
-fn own_params(s: &ClientSession) -> Vec<(&'static str, String)> {
+fn own_params(proxy: &Proxy) -> Vec<(&'static str, String)> {
     vec![
         ("databases", "1".into()),
         ("cluster-enabled", "no".into()),
         (
             "proto-max-bulk-len",
-            s.proxy.config.limits.max_bulk_len.to_string(),
+            proxy.config.limits.max_bulk_len.to_string(),
         ),
     ]
 }
@@ -38,36 +49,40 @@ fn own_params(s: &ClientSession) -> Vec<(&'static str, String)> {
 /// CONFIG GET answers from the proxy's own parameters plus the first node
 /// of the ring (nodes are configured alike); CONFIG SET goes to every node
 /// and is `+OK` only when every node accepted it.
-pub async fn config(s: &mut ClientSession, args: &[Bytes]) {
+pub async fn config(proxy: &Arc<Proxy>, s: &ClientState, args: &[Bytes]) -> Pending {
     let sub = String::from_utf8_lossy(&args[1]).to_ascii_lowercase();
     let mut out = BytesMut::new();
     match sub.as_str() {
-        "get" if args.len() >= 3 => return config_get(s, args).await,
-        "set" if args.len() >= 4 && args.len().is_multiple_of(2) => return config_set(s, args).await,
-        "set" if args.len() >= 4 => return s.error("ERR syntax error").await,
+        "get" if args.len() >= 3 => return config_get(proxy, s, args).await,
+        "set" if args.len() >= 4 && args.len().is_multiple_of(2) => {
+            return config_set(proxy, s, args).await
+        }
+        "set" if args.len() >= 4 => return Pending::error("ERR syntax error"),
+        "resetstat" | "help" if args.len() > 2 => {
+            return Pending::error(&format!(
+                "ERR wrong number of arguments for 'config|{sub}' command"
+            ))
+        }
         "resetstat" => encode::simple(&mut out, "OK"),
+        "help" => help(&mut out, "CONFIG", CONFIG_HELP),
         "get" | "set" => {
-            return s
-                .error(&format!(
-                    "ERR wrong number of arguments for 'config|{sub}' command"
-                ))
-                .await
+            return Pending::error(&format!(
+                "ERR wrong number of arguments for 'config|{sub}' command"
+            ))
         }
         "rewrite" => {
-            return s
-                .error("ERR CONFIG REWRITE is not available through the proxy; the nodes run without config files")
-                .await
+            return Pending::error(
+                "ERR CONFIG REWRITE is not available through the proxy; the nodes run without config files",
+            )
         }
         _ => {
-            return s
-                .error(&format!(
-                    "ERR unknown subcommand '{}'. Try CONFIG HELP.",
-                    String::from_utf8_lossy(&args[1])
-                ))
-                .await
+            return Pending::error(&format!(
+                "ERR unknown subcommand '{}'. Try CONFIG HELP.",
+                String::from_utf8_lossy(&args[1])
+            ))
         }
     }
-    s.reply(out).await;
+    Pending::ready(out)
 }
 
 /// The request re-encoded for the nodes.
@@ -78,10 +93,13 @@ fn forwarded(args: &[Bytes]) -> Bytes {
     raw.freeze()
 }
 
-async fn config_get(s: &mut ClientSession, args: &[Bytes]) {
+async fn config_get(proxy: &Proxy, s: &ClientState, args: &[Bytes]) -> Pending {
     let pats: Vec<Bytes> = args[2..].to_vec();
-    let matching = |name: &str| pats.iter().any(|p| glob_match(p, name.as_bytes()));
-    let mut found: Vec<(Vec<u8>, Vec<u8>)> = own_params(s)
+    let matching = |name: &str| {
+        pats.iter()
+            .any(|p| glob::matches_nocase(p, name.as_bytes()))
+    };
+    let mut found: Vec<(Vec<u8>, Vec<u8>)> = own_params(proxy)
         .into_iter()
         .filter(|(k, _)| matching(k))
         .map(|(k, v)| (k.as_bytes().to_vec(), v.into_bytes()))
@@ -91,13 +109,13 @@ async fn config_get(s: &mut ClientSession, args: &[Bytes]) {
         .filter(|(k, _)| matching(k))
         .map(|(k, v)| (k.as_bytes().to_vec(), v.as_bytes().to_vec()))
         .collect();
-    let routing = s.proxy.routing.load_full();
+    let routing = proxy.routing.load_full();
     let wait = match all_nodes(&routing).first() {
         Some(n) => Some(n.upstream(2, s.id).send(forwarded(args)).await),
         None => None,
     };
     let proto = s.proto;
-    s.push(Pending::Later(Box::pin(async move {
+    Pending::Later(Box::pin(async move {
         let from_node = match wait {
             Some(w) => w.await.ok().and_then(|r| bulk_pairs(&r)),
             None => None,
@@ -114,8 +132,7 @@ async fn config_get(s: &mut ClientSession, args: &[Bytes]) {
             encode::bulk(&mut out, &v);
         }
         out.freeze()
-    })))
-    .await;
+    }))
 }
 
 /// The strings of a RESP2 array of bulk strings, in pairs.
@@ -136,8 +153,8 @@ fn bulk_pairs(reply: &[u8]) -> Option<Vec<(Vec<u8>, Vec<u8>)>> {
     )
 }
 
-async fn config_set(s: &mut ClientSession, args: &[Bytes]) {
-    let routing = s.proxy.routing.load_full();
+async fn config_set(proxy: &Proxy, s: &ClientState, args: &[Bytes]) -> Pending {
+    let routing = proxy.routing.load_full();
     let nodes = all_nodes(&routing);
     let raw = forwarded(args);
     let mut waits = Vec::with_capacity(nodes.len());
@@ -145,7 +162,7 @@ async fn config_set(s: &mut ClientSession, args: &[Bytes]) {
         let label = format!("{} ({})", n.spec.name, n.spec.addr);
         waits.push((label, n.upstream(2, s.id).send(raw.clone()).await));
     }
-    s.push(Pending::Later(Box::pin(async move {
+    Pending::Later(Box::pin(async move {
         let total = waits.len();
         let mut refused = Vec::new();
         for (label, w) in waits {
@@ -171,6 +188,5 @@ async fn config_set(s: &mut ClientSession, args: &[Bytes]) {
             encode::error(&mut out, &line);
         }
         out.freeze()
-    })))
-    .await;
+    }))
 }

@@ -13,9 +13,13 @@
 pub mod admin;
 pub mod config;
 pub mod config_cmd;
+pub mod cursor;
+pub mod info;
 pub mod local;
+pub mod merge;
 pub mod migration;
 pub mod route;
+pub mod scan;
 pub mod session;
 pub mod state;
 pub mod topology;
@@ -45,6 +49,33 @@ pub struct Stats {
     pub connections: AtomicU64,
     pub rejected: AtomicU64,
     pub commands: AtomicU64,
+    /// Requests whose handling panicked (answered `-ERR internal error`).
+    pub internal_errors: AtomicU64,
+    /// INFO `instantaneous_ops_per_sec`.
+    pub ops: crate::resp::info::OpsMeter,
+}
+
+/// One client's place under `max_clients`, given back when dropped — also
+/// when the session's task ends by a panic, so a failing client can never
+/// leak its slot and lock the others out.
+pub struct ClientSlot(Arc<Proxy>);
+
+impl ClientSlot {
+    /// Takes a slot, or `None` when `max_clients` are connected. Only the
+    /// accept loop calls this, so checking then adding cannot race.
+    pub fn take(proxy: &Arc<Proxy>) -> Option<ClientSlot> {
+        if proxy.stats.clients.load(Ordering::Relaxed) >= proxy.config.max_clients {
+            return None;
+        }
+        proxy.stats.clients.fetch_add(1, Ordering::Relaxed);
+        Some(ClientSlot(proxy.clone()))
+    }
+}
+
+impl Drop for ClientSlot {
+    fn drop(&mut self) {
+        self.0.stats.clients.fetch_sub(1, Ordering::Relaxed);
+    }
 }
 
 /// State shared by every session of one proxy.
@@ -71,6 +102,10 @@ pub struct Proxy {
 /// Starts a node process and returns its address once it answers PING.
 pub trait Spawner: Send + Sync {
     fn spawn(&self) -> Pin<Box<dyn Future<Output = Result<String, String>> + Send + '_>>;
+
+    /// Stops the node process at `addr` if this spawner started it: called
+    /// once the node is out of the ring and its keys were swept.
+    fn retire(&self, _addr: &str) {}
 }
 
 impl Proxy {
@@ -88,6 +123,14 @@ impl Proxy {
             Some(s) => (s.nodes.clone(), s.epoch),
             None => (config.nodes.clone(), 1),
         };
+        if let (Some(s), Some(path)) = (&saved, &config.state_file) {
+            let diff = state::topology_difference(&config.nodes, &s.nodes);
+            if diff.is_empty() {
+                tracing::info!(state_file = %path, epoch = s.epoch, nodes = s.nodes.len(), "topology from the state file, as the config lists it");
+            } else {
+                tracing::warn!(state_file = %path, epoch = s.epoch, nodes = s.nodes.len(), differences = %diff.join("; "), "topology from the state file, which overrides the config's nodes");
+            }
+        }
         let ring = Ring::new(specs, config.ring, epoch).map_err(|e| format!("nodes: {e}"))?;
         let pool: HashMap<String, Arc<Node>> = ring
             .nodes()
@@ -112,9 +155,7 @@ impl Proxy {
             config,
         });
         if let Some(s) = saved {
-            if let Some(m) = s.migration {
-                migration::resume(&proxy, m)?;
-            }
+            migration::resume(&proxy, s)?;
         }
         Ok(proxy)
     }
@@ -132,9 +173,13 @@ impl Proxy {
             .collect()
     }
 
-    /// Drops a node's pooled connections (after it left the ring).
+    /// Drops a node's pooled connections (after it left the ring and was
+    /// swept), and stops its process if this proxy's `up` started it.
     pub fn release(&self, name: &str) {
-        self.pool.lock().expect("pool lock").remove(name);
+        let node = self.pool.lock().expect("pool lock").remove(name);
+        if let (Some(node), Some(spawner)) = (node, &self.spawner) {
+            spawner.retire(&node.spec.addr);
+        }
     }
 }
 
@@ -165,6 +210,9 @@ pub async fn run_with(
 ) -> Result<(), String> {
     let port = listener.local_addr().map(|a| a.port()).unwrap_or(0);
     let proxy = Proxy::new(config, port, spawner)?;
+    let routing = proxy.routing.load();
+    tracing::info!(listen = %proxy.config.listen, nodes = routing.nodes.len(), epoch = routing.ring.epoch(), "proxy ready");
+    drop(routing);
     serve(listener, proxy, shutdown).await;
     Ok(())
 }
@@ -187,7 +235,7 @@ pub async fn serve(listener: TcpListener, proxy: Arc<Proxy>, shutdown: impl Futu
             }
         };
         proxy.stats.connections.fetch_add(1, Ordering::Relaxed);
-        if proxy.stats.clients.load(Ordering::Relaxed) >= proxy.config.max_clients {
+        let Some(slot) = ClientSlot::take(&proxy) else {
             proxy.stats.rejected.fetch_add(1, Ordering::Relaxed);
             tokio::spawn(async move {
                 let _ = sock
@@ -195,12 +243,34 @@ pub async fn serve(listener: TcpListener, proxy: Arc<Proxy>, shutdown: impl Futu
                     .await;
             });
             continue;
-        }
-        proxy.stats.clients.fetch_add(1, Ordering::Relaxed);
+        };
         let p = proxy.clone();
         tokio::spawn(async move {
-            ClientSession::run(p.clone(), sock).await;
-            p.stats.clients.fetch_sub(1, Ordering::Relaxed);
+            let _slot = slot;
+            ClientSession::run(p, sock).await;
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_client_slot_is_given_back_when_its_task_panics() {
+        let config =
+            Config::parse("[proxy]\nmax_clients = 1\n[[nodes]]\naddr = \"127.0.0.1:1\"\n").unwrap();
+        let proxy = Proxy::new(config, 0, None).unwrap();
+        let slot = ClientSlot::take(&proxy).expect("one slot free");
+        assert!(ClientSlot::take(&proxy).is_none(), "max_clients = 1");
+        // resume_unwind unwinds like a panic without running the panic hook.
+        let ended = tokio::spawn(async move {
+            let _slot = slot;
+            std::panic::resume_unwind(Box::new("session task failed"));
+        })
+        .await;
+        assert!(ended.unwrap_err().is_panic());
+        assert_eq!(proxy.stats.clients.load(Ordering::Relaxed), 0);
+        assert!(ClientSlot::take(&proxy).is_some(), "the slot came back");
     }
 }

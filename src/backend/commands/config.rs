@@ -49,6 +49,9 @@ pub fn config(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
         let _ = ctx.node.make_room(ctx.now);
         ctx.ok();
     } else if eq_ignore_case(sub, b"resetstat") {
+        if args.len() != 2 {
+            return Err(CmdError::WrongArity("config|resetstat".into()));
+        }
         let c = &ctx.node.store.counters;
         for a in [
             &c.expired_keys,
