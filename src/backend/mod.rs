@@ -1,8 +1,9 @@
 //! The built-in cache node: an in-memory RESP server a Redis user
-//! recognises (strings only), run as `shardis node --port P`, one OS process
+//! recognises (strings, hashes, lists, sets and sorted sets), run as `shardis node --port P`, one OS process
 //! per node behind the proxy.
 //!
 //! Layout: `store` (sharded keyspace, lazy expiry, memory accounting),
+//! `value` and `zset` (the collection types and their encodings),
 //! `evict` (LRU eviction, active expiry), `scan` (cursors, KEYS),
 //! `glob` (patterns), `commands/*` (one file per command family, the table
 //! and dispatcher), `server` (accept loop and pipelined client loop),
@@ -12,12 +13,15 @@
 //! Uses only `resp` of our modules; never talks to the proxy or the ring.
 
 mod commands;
+mod dump;
 mod error;
 mod evict;
 mod glob;
 mod scan;
 mod server;
 mod store;
+mod value;
+mod zset;
 
 pub use crate::resp::Limits;
 pub use server::{Node, REDIS_VERSION};

@@ -14,6 +14,7 @@ use super::commands::{self, migrate::MigrateState, Client, Next};
 use super::error::CmdError;
 use super::evict::EXPIRE_TICK_MS;
 use super::store::{now_ms, Store};
+use super::value::Thresholds;
 use super::NodeConfig;
 use crate::resp::{next_frame, Frame, Limits, Spans};
 use bytes::Buf;
@@ -58,6 +59,10 @@ pub struct Node {
     pub maxmemory: AtomicU64,
     /// Request bounds.
     pub limits: Limits,
+    /// Encoding thresholds (CONFIG SET hash-max-listpack-entries …). A
+    /// mutex because they are read once per write command, as one copy,
+    /// and changed rarely; never held across anything.
+    pub encodings: std::sync::Mutex<Thresholds>,
     /// Connection and command counters.
     pub stats: Stats,
     /// Serializes MIGRATEs and holds their target connections. An async
@@ -73,6 +78,11 @@ pub struct Node {
 }
 
 impl Node {
+    /// The current encoding thresholds.
+    pub fn thresholds(&self) -> Thresholds {
+        *self.encodings.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
     fn new(config: &NodeConfig, port: u16) -> Node {
         let store = Store::new();
         let run_id = format!(
@@ -85,6 +95,7 @@ impl Node {
             store,
             maxmemory: AtomicU64::new(config.maxmemory),
             limits: config.limits,
+            encodings: std::sync::Mutex::new(Thresholds::default()),
             stats: Stats::default(),
             migrate: tokio::sync::Mutex::new(MigrateState::default()),
             port,

@@ -282,7 +282,7 @@ pub fn parse_memory(b: &[u8]) -> Option<u64> {
 /// client libraries that probe settings.
 fn config_values(ctx: &Ctx) -> Vec<(&'static str, String)> {
     let node = ctx.node;
-    vec![
+    let mut values = vec![
         ("maxmemory", node.maxmemory.load(Relaxed).to_string()),
         ("maxmemory-policy", "allkeys-lru".into()),
         (
@@ -303,7 +303,47 @@ fn config_values(ctx: &Ctx) -> Vec<(&'static str, String)> {
             node.limits.max_query_buffer.to_string(),
         ),
         ("cluster-enabled", "no".into()),
-    ]
+    ];
+    let t = node.thresholds();
+    for (name, v) in [
+        ("hash-max-listpack-entries", t.hash_entries as i64),
+        ("hash-max-listpack-value", t.hash_value as i64),
+        ("list-max-listpack-size", t.list_size),
+        ("set-max-intset-entries", t.set_intset as i64),
+        ("set-max-listpack-entries", t.set_entries as i64),
+        ("set-max-listpack-value", t.set_value as i64),
+        ("zset-max-listpack-entries", t.zset_entries as i64),
+        ("zset-max-listpack-value", t.zset_value as i64),
+    ] {
+        values.push((name, v.to_string()));
+    }
+    values
+}
+
+/// Sets an encoding threshold; `Ok(false)` if `name` is not one. Accepts
+/// Redis's old `ziplist` names too.
+fn set_threshold(ctx: &Ctx, name: &str, value: &[u8]) -> Result<bool, CmdError> {
+    let name = name.replace("ziplist", "listpack");
+    let bad = || {
+        CmdError::err(format!(
+            "CONFIG SET failed (possibly related to argument '{name}') - argument couldn't be parsed into an integer"
+        ))
+    };
+    let v = crate::resp::parse_i64(value).ok_or_else(bad)?;
+    let mut t = ctx.node.encodings.lock().unwrap_or_else(|e| e.into_inner());
+    let size = || usize::try_from(v).map_err(|_| bad());
+    match name.as_str() {
+        "hash-max-listpack-entries" => t.hash_entries = size()?,
+        "hash-max-listpack-value" => t.hash_value = size()?,
+        "list-max-listpack-size" => t.list_size = v,
+        "set-max-intset-entries" => t.set_intset = size()?,
+        "set-max-listpack-entries" => t.set_entries = size()?,
+        "set-max-listpack-value" => t.set_value = size()?,
+        "zset-max-listpack-entries" => t.zset_entries = size()?,
+        "zset-max-listpack-value" => t.zset_value = size()?,
+        _ => return Ok(false),
+    }
+    Ok(true)
 }
 
 /// CONFIG GET pattern... | SET name value... | RESETSTAT
@@ -342,6 +382,7 @@ pub fn config(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
                 }
                 "maxmemory-policy" if eq_ignore_case(pair[1], b"allkeys-lru") => {}
                 "save" | "appendonly" | "maxmemory-samples" | "hz" | "timeout" => {}
+                _ if set_threshold(ctx, &name, pair[1])? => {}
                 _ => {
                     return Err(CmdError::err(format!(
                         "Unknown option or number of arguments for CONFIG SET - '{name}'"
