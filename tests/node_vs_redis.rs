@@ -4,6 +4,14 @@
 //! `SHARDIS_REQUIRE_REDIS=1`, which makes that a failure.
 
 mod common;
+#[path = "node_vs_redis/hashes.rs"]
+mod hashes;
+#[path = "node_vs_redis/lists.rs"]
+mod lists;
+#[path = "node_vs_redis/sets.rs"]
+mod sets;
+#[path = "node_vs_redis/zsets.rs"]
+mod zsets;
 
 use bytes::BytesMut;
 use shardis::backend::{run, NodeConfig};
@@ -351,6 +359,49 @@ impl Conn {
     }
 }
 
+/// The elements of an aggregate reply (`*`, `~`, `%`), after its header.
+fn elements(reply: &[u8]) -> Option<(Vec<u8>, Vec<Vec<u8>>)> {
+    if !matches!(reply.first(), Some(b'*' | b'~' | b'%')) {
+        return None;
+    }
+    let eol = reply.windows(2).position(|w| w == b"\r\n")?;
+    let header = reply[..eol + 2].to_vec();
+    let n: i64 = std::str::from_utf8(&reply[1..eol]).ok()?.parse().ok()?;
+    let n = if reply[0] == b'%' { 2 * n } else { n };
+    let mut rest = &reply[eol + 2..];
+    let mut out = Vec::new();
+    for _ in 0..n.max(0) {
+        let len = shardis::resp::reply_len(rest).ok()??;
+        out.push(rest[..len].to_vec());
+        rest = &rest[len..];
+    }
+    Some((header, out))
+}
+
+/// Applies a step's marker: `~` sorts the reply's elements (`~2`: in
+/// pairs) where the order is Redis's hash-table order; `#` keeps only the
+/// header where the content is random (SPOP, *RAND*).
+fn apply_marker(marker: Option<&str>, reply: Vec<u8>) -> Vec<u8> {
+    if marker == Some("#") && reply.starts_with(b"$") {
+        // A random bulk string: keep its length line.
+        let eol = reply.windows(2).position(|w| w == b"\r\n").unwrap_or(0);
+        return reply[..eol].to_vec();
+    }
+    let Some((header, items)) = marker.and_then(|_| elements(&reply)) else {
+        return reply;
+    };
+    match marker {
+        Some("#") => header,
+        Some(m) => {
+            let stride = if m == "~2" { 2 } else { 1 };
+            let mut chunks: Vec<Vec<u8>> = items.chunks(stride).map(|c| c.concat()).collect();
+            chunks.sort();
+            [header, chunks.concat()].concat()
+        }
+        None => reply,
+    }
+}
+
 /// HELLO's reply carries the version and client id, which differ by design;
 /// compare everything else.
 fn normalize(args: &[&str], reply: Vec<u8>) -> Vec<u8> {
@@ -383,13 +434,25 @@ async fn replies_match_redis_server_byte_for_byte() {
         let _ = stopped.await;
     }));
     let mut mismatches = Vec::new();
-    for case in CASES {
+    let all = [
+        CASES,
+        hashes::CASES,
+        lists::CASES,
+        sets::CASES,
+        zsets::CASES,
+    ];
+    for case in all.iter().flat_map(|c| c.iter()) {
         let (mut ours, mut theirs) = (Conn::open(node_port).await, Conn::open(redis.port).await);
         ours.call(&["FLUSHALL"]).await;
         theirs.call(&["FLUSHALL"]).await;
-        for args in *case {
+        for step in *case {
+            let (marker, args) = match step[0] {
+                m @ ("~" | "~2" | "#") => (Some(m), &step[1..]),
+                _ => (None, *step),
+            };
             let (a, b) = (ours.call(args).await, theirs.call(args).await);
             let (a, b) = (normalize(args, a), normalize(args, b));
+            let (a, b) = (apply_marker(marker, a), apply_marker(marker, b));
             if a != b {
                 mismatches.push(format!(
                     "{args:?}\n  node:  {:?}\n  redis: {:?}",

@@ -79,7 +79,7 @@ impl Default for Thresholds {
     /// Redis 7's defaults.
     fn default() -> Self {
         Thresholds {
-            hash_entries: 128,
+            hash_entries: 512,
             hash_value: 64,
             list_size: -2,
             set_intset: 512,

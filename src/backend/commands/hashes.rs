@@ -228,7 +228,11 @@ pub fn hrandfield(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
         ctx.bulk_or_null(first.as_ref().map(|p| &p.0[..]));
         return Ok(());
     };
-    let picked = if count == 0 { Vec::new() } else { picked.unwrap_or_default() };
+    let picked = if count == 0 {
+        Vec::new()
+    } else {
+        picked.unwrap_or_default()
+    };
     let resp3 = ctx.client.proto >= 3;
     let per = if withvalues && !resp3 { 2 } else { 1 };
     encode::array_len(ctx.out, picked.len() * per);
@@ -248,7 +252,8 @@ pub fn hrandfield(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
 pub fn hscan(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     let cursor = parse_cursor(args[2])?;
     let step = ctx.read::<Hash, _>(args[1], |h| {
-        let pairs: Vec<(Vec<u8>, Vec<u8>)> = h.iter().map(|(f, v)| (f.to_vec(), v.to_vec())).collect();
+        let pairs: Vec<(Vec<u8>, Vec<u8>)> =
+            h.iter().map(|(f, v)| (f.to_vec(), v.to_vec())).collect();
         (pairs, h.is_compact())
     })?;
     let Some((pairs, compact)) = step else {

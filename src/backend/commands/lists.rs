@@ -154,7 +154,11 @@ pub fn lrange(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
 pub fn lrem(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     let count = parse_i64(args[2])?;
     let n = ctx.write::<List, _>(args[1], false, |l, t| {
-        let limit = if count == 0 { usize::MAX } else { count.unsigned_abs() as usize };
+        let limit = if count == 0 {
+            usize::MAX
+        } else {
+            count.unsigned_abs() as usize
+        };
         let mut hits: Vec<usize> = Vec::new();
         let positions: Box<dyn Iterator<Item = usize>> = if count < 0 {
             Box::new((0..l.len()).rev())
@@ -215,7 +219,7 @@ pub fn lpos(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     while j < args.len() {
         let more = j + 1 < args.len();
         if eq_ignore_case(args[j], b"rank") && more {
-            rank = super::util::parse_count(args[j + 1])?;
+            rank = parse_i64(args[j + 1])?;
             if rank == 0 {
                 return Err(CmdError::err(
                     "RANK can't be zero: use 1 to start from the first match, 2 from the second ... or use negative to start from the end of the list",
@@ -238,7 +242,13 @@ pub fn lpos(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
             Some(n) => n,
             None => 1,
         };
-        let mut skip = rank.unsigned_abs() - 1;
+        // Redis negates the rank, so LONG_MIN stays negative and then
+        // matches from the first hit: like -1.
+        let mut skip = if rank == i64::MIN {
+            0
+        } else {
+            rank.unsigned_abs() - 1
+        };
         let mut hits = Vec::new();
         for k in 0..scan {
             let i = if rank > 0 { k } else { len - 1 - k };
@@ -271,7 +281,13 @@ pub fn lpos(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
 }
 
 /// Pops from `src` and pushes onto `dst`, atomically; the element moved.
-fn move_one(ctx: &mut Ctx, src: &[u8], dst: &[u8], from_head: bool, to_head: bool) -> Result<Option<Elem>, CmdError> {
+fn move_one(
+    ctx: &mut Ctx,
+    src: &[u8],
+    dst: &[u8],
+    from_head: bool,
+    to_head: bool,
+) -> Result<Option<Elem>, CmdError> {
     let t = ctx.node.thresholds();
     let mut many = ctx.lock_keys(&[src, dst]);
     if many.read::<List, _>(src, |_| ())?.is_none() {
@@ -323,7 +339,10 @@ pub fn lmpop(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     let mut j = where_at + 1;
     while j < args.len() {
         if count.is_none() && eq_ignore_case(args[j], b"count") && j + 1 < args.len() {
-            count = Some(parse_at_least_one(args[j + 1], "count should be greater than 0")?);
+            count = Some(parse_at_least_one(
+                args[j + 1],
+                "count should be greater than 0",
+            )?);
             j += 2;
         } else {
             return Err(CmdError::Syntax);

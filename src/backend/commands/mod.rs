@@ -259,7 +259,13 @@ pub static COMMANDS: &[Command] = &[
     cmd!("zrangestore", -5, RW, (1, 2, 1), zrange::zrangestore),
     cmd!("zrevrange", -4, READONLY, KEY1, zrange::zrevrange),
     cmd!("zrangebyscore", -4, READONLY, KEY1, zrange::zrangebyscore),
-    cmd!("zrevrangebyscore", -4, READONLY, KEY1, zrange::zrevrangebyscore),
+    cmd!(
+        "zrevrangebyscore",
+        -4,
+        READONLY,
+        KEY1,
+        zrange::zrevrangebyscore
+    ),
     cmd!("zrangebylex", -4, READONLY, KEY1, zrange::zrangebylex),
     cmd!("zrevrangebylex", -4, READONLY, KEY1, zrange::zrevrangebylex),
     cmd!("zremrangebyrank", 4, WRITE, KEY1, zrange::zremrangebyrank),

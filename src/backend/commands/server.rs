@@ -329,7 +329,18 @@ fn set_threshold(ctx: &Ctx, name: &str, value: &[u8]) -> Result<bool, CmdError> 
             "CONFIG SET failed (possibly related to argument '{name}') - argument couldn't be parsed into an integer"
         ))
     };
-    let v = crate::resp::parse_i64(value).ok_or_else(bad)?;
+    // The `*-value` limits are sizes (Redis MEMORY_CONFIG: units allowed).
+    let v = if name.ends_with("-value") {
+        parse_memory(value)
+            .and_then(|v| i64::try_from(v).ok())
+            .ok_or_else(|| {
+                CmdError::err(format!(
+                    "CONFIG SET failed (possibly related to argument '{name}') - argument must be a memory value"
+                ))
+            })?
+    } else {
+        crate::resp::parse_i64(value).ok_or_else(bad)?
+    };
     let mut t = ctx.node.encodings.lock().unwrap_or_else(|e| e.into_inner());
     let size = || usize::try_from(v).map_err(|_| bad());
     match name.as_str() {

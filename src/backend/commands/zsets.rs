@@ -34,7 +34,13 @@ enum Outcome {
     Nop,
 }
 
-fn add_one(z: &mut ZSet, m: &[u8], score: f64, f: &AddFlags, t: &crate::backend::value::Thresholds) -> Result<Outcome, CmdError> {
+fn add_one(
+    z: &mut ZSet,
+    m: &[u8],
+    score: f64,
+    f: &AddFlags,
+    t: &crate::backend::value::Thresholds,
+) -> Result<Outcome, CmdError> {
     match z.score(m) {
         Some(cur) => {
             if f.nx {
@@ -83,15 +89,24 @@ pub fn zadd(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
         return Err(CmdError::Syntax);
     }
     if f.incr && pairs.len() > 2 {
-        return Err(CmdError::err("INCR option supports a single increment-element pair"));
+        return Err(CmdError::err(
+            "INCR option supports a single increment-element pair",
+        ));
     }
     if f.nx && f.xx {
-        return Err(CmdError::err("XX and NX options at the same time are not compatible"));
+        return Err(CmdError::err(
+            "XX and NX options at the same time are not compatible",
+        ));
     }
-    if (f.gt && f.nx) || (f.lt && f.nx) || (f.gt && f.lt) {
-        return Err(CmdError::err("GT, LT, and/or NX options at the same time are not compatible"));
+    if (f.nx && (f.gt || f.lt)) || (f.gt && f.lt) {
+        return Err(CmdError::err(
+            "GT, LT, and/or NX options at the same time are not compatible",
+        ));
     }
-    let scores: Vec<f64> = pairs.chunks(2).map(|p| parse_score(p[0])).collect::<Result<_, _>>()?;
+    let scores: Vec<f64> = pairs
+        .chunks(2)
+        .map(|p| parse_score(p[0]))
+        .collect::<Result<_, _>>()?;
     let r = ctx.write::<ZSet, _>(args[1], !f.xx, |z, t| {
         let (mut added, mut updated, mut last) = (0, 0, None);
         for (p, &score) in pairs.chunks(2).zip(&scores) {
@@ -133,7 +148,9 @@ pub fn zincrby(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
 
 /// ZREM key member [member ...]
 pub fn zrem(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
-    let n = ctx.write::<ZSet, _>(args[1], false, |z, _| args[2..].iter().filter(|m| z.remove(m)).count())?;
+    let n = ctx.write::<ZSet, _>(args[1], false, |z, _| {
+        args[2..].iter().filter(|m| z.remove(m)).count()
+    })?;
     encode::integer(ctx.out, n.unwrap_or(0) as i64);
     Ok(())
 }
@@ -169,7 +186,10 @@ pub fn zlexcount(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
 
 /// ZSCORE key member
 pub fn zscore(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
-    match ctx.read::<ZSet, _>(args[1], |z| z.score(args[2]))?.flatten() {
+    match ctx
+        .read::<ZSet, _>(args[1], |z| z.score(args[2]))?
+        .flatten()
+    {
         Some(s) => ctx.double(s),
         None => encode::null(ctx.out, ctx.client.proto),
     }
@@ -179,7 +199,9 @@ pub fn zscore(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
 /// ZMSCORE key member [member ...]
 pub fn zmscore(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     let ms = &args[2..];
-    let scores = ctx.read::<ZSet, _>(args[1], |z| ms.iter().map(|m| z.score(m)).collect::<Vec<_>>())?;
+    let scores = ctx.read::<ZSet, _>(args[1], |z| {
+        ms.iter().map(|m| z.score(m)).collect::<Vec<_>>()
+    })?;
     let scores = scores.unwrap_or_else(|| vec![None; ms.len()]);
     encode::array_len(ctx.out, scores.len());
     for s in scores {
@@ -259,7 +281,8 @@ fn zpop(ctx: &mut Ctx, args: &[&[u8]], max: bool) -> CmdResult {
         Some(c) => Some(parse_positive(c, MUST_BE_POSITIVE)? as usize),
         None => None,
     };
-    let popped = ctx.write::<ZSet, _>(args[1], false, |z, _| pop_from(z, count.unwrap_or(1), max))?;
+    let popped =
+        ctx.write::<ZSet, _>(args[1], false, |z, _| pop_from(z, count.unwrap_or(1), max))?;
     reply_pairs(ctx, &popped.unwrap_or_default(), count.is_some());
     Ok(())
 }
@@ -292,14 +315,19 @@ pub fn zmpop(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     let mut j = where_at + 1;
     while j < args.len() {
         if count.is_none() && eq_ignore_case(args[j], b"count") && j + 1 < args.len() {
-            count = Some(parse_at_least_one(args[j + 1], "count should be greater than 0")?);
+            count = Some(parse_at_least_one(
+                args[j + 1],
+                "count should be greater than 0",
+            )?);
             j += 2;
         } else {
             return Err(CmdError::Syntax);
         }
     }
     for key in &args[2..where_at] {
-        if let Some(p) = ctx.write::<ZSet, _>(key, false, |z, _| pop_from(z, count.unwrap_or(1), max))? {
+        if let Some(p) =
+            ctx.write::<ZSet, _>(key, false, |z, _| pop_from(z, count.unwrap_or(1), max))?
+        {
             encode::array_len(ctx.out, 2);
             encode::bulk(ctx.out, key);
             let proto = ctx.client.proto;
@@ -330,7 +358,12 @@ pub fn zrandmember(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
         }
     }
     let picked = ctx.read::<ZSet, _>(args[1], |z| {
-        random_picks(z.len(), count.unwrap_or(1))
+        let mut picks = random_picks(z.len(), count.unwrap_or(1));
+        if count.is_some_and(|c| c >= z.len() as i64) {
+            // Redis 7.0 returns the whole set from the highest score down.
+            picks.reverse();
+        }
+        picks
             .into_iter()
             .map(|i| {
                 let (m, s) = z.at(i);
@@ -343,7 +376,11 @@ pub fn zrandmember(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
         ctx.bulk_or_null(first.as_ref().map(|p| &p.0[..]));
         return Ok(());
     };
-    let picked = if count == 0 { Vec::new() } else { picked.unwrap_or_default() };
+    let picked = if count == 0 {
+        Vec::new()
+    } else {
+        picked.unwrap_or_default()
+    };
     if withscores {
         reply_pairs(ctx, &picked, true);
     } else {

@@ -4,7 +4,7 @@
 //! locked together, and inputs are looked up before options are parsed,
 //! as in Redis 7.0, so a WRONGTYPE wins over a syntax error.
 
-use super::sets::parse_intercard;
+use super::util::parse_positive;
 use super::zsets::reply_pairs;
 use super::{parse_f64, parse_i64, CmdResult, Ctx};
 use crate::backend::error::CmdError;
@@ -39,8 +39,12 @@ fn inputs(ctx: &mut Ctx, keys: &[&[u8]], dst: Option<&[u8]>) -> Result<Vec<Input
         let (s, h) = many.shard(k);
         let items = match s.kind_of(h, k) {
             None => None,
-            Some(Kind::ZSet) => many.read::<ZSet, _>(k, |z| z.iter().map(|(m, s)| (Elem::from(m), s)).collect())?,
-            Some(Kind::Set) => many.read::<Set, _>(k, |s| s.members().into_iter().map(|m| (m, 1.0)).collect())?,
+            Some(Kind::ZSet) => {
+                many.read::<ZSet, _>(k, |z| z.iter().map(|(m, s)| (Elem::from(m), s)).collect())?
+            }
+            Some(Kind::Set) => {
+                many.read::<Set, _>(k, |s| s.members().into_iter().map(|m| (m, 1.0)).collect())?
+            }
             Some(_) => return Err(CmdError::WrongType),
         };
         out.push(items);
@@ -80,14 +84,21 @@ fn compute(sets: Vec<Input>, weights: &[f64], op: Op, agg: Agg, limit: usize) ->
         let Some(Some(first)) = sets.first().cloned() else {
             return Vec::new();
         };
-        let others: Vec<HashMap<Elem, f64>> = sets[1..].iter().flatten().map(|v| v.iter().cloned().collect()).collect();
+        let others: Vec<HashMap<Elem, f64>> = sets[1..]
+            .iter()
+            .flatten()
+            .map(|v| v.iter().cloned().collect())
+            .collect();
         return first
             .into_iter()
             .filter(|(m, _)| !others.iter().any(|o| o.contains_key(m)))
             .collect();
     }
     for (i, s) in sets.into_iter().enumerate() {
-        srcs.push((s.unwrap_or_default(), weights.get(i).copied().unwrap_or(1.0)));
+        srcs.push((
+            s.unwrap_or_default(),
+            weights.get(i).copied().unwrap_or(1.0),
+        ));
     }
     // Smallest first, as Redis orders them (it decides the summing order).
     srcs.sort_by_key(|(v, _)| v.len());
@@ -107,13 +118,19 @@ fn compute(sets: Vec<Input>, weights: &[f64], op: Op, agg: Agg, limit: usize) ->
                     }
                 }
             }
-            order.into_iter().map(|m| {
-                let s = acc[&m];
-                (m, s)
-            }).collect()
+            order
+                .into_iter()
+                .map(|m| {
+                    let s = acc[&m];
+                    (m, s)
+                })
+                .collect()
         }
         _ => {
-            let maps: Vec<(HashMap<Elem, f64>, f64)> = srcs[1..].iter().map(|(v, w)| (v.iter().cloned().collect(), *w)).collect();
+            let maps: Vec<(HashMap<Elem, f64>, f64)> = srcs[1..]
+                .iter()
+                .map(|(v, w)| (v.iter().cloned().collect(), *w))
+                .collect();
             let mut out = Vec::new();
             let (first, w0) = &srcs[0];
             for (m, s) in first {
@@ -140,11 +157,20 @@ fn compute(sets: Vec<Input>, weights: &[f64], op: Op, agg: Agg, limit: usize) ->
     }
 }
 
-fn algebra(ctx: &mut Ctx, args: &[&[u8]], op: Op, name: &str, store: bool) -> CmdResult {
+fn algebra(
+    ctx: &mut Ctx,
+    args: &[&[u8]],
+    op: Op,
+    name: &str,
+    store: bool,
+    card: bool,
+) -> CmdResult {
     let at = if store { 2 } else { 1 };
     let n = parse_i64(args[at])?;
     if n < 1 {
-        return Err(CmdError::err(format!("at least 1 input key is needed for '{name}' command")));
+        return Err(CmdError::err(format!(
+            "at least 1 input key is needed for '{name}' command"
+        )));
     }
     if n as usize > args.len() - at - 1 {
         return Err(CmdError::Syntax);
@@ -153,11 +179,16 @@ fn algebra(ctx: &mut Ctx, args: &[&[u8]], op: Op, name: &str, store: bool) -> Cm
     let keys = &args[at + 1..at + 1 + n];
     let dst = store.then(|| args[1]);
     let sets = inputs(ctx, keys, dst)?;
-    let (mut weights, mut agg, mut withscores) = (Vec::new(), Agg::Sum, false);
+    let (mut weights, mut agg, mut withscores, mut limit) = (Vec::new(), Agg::Sum, false, 0);
     let mut j = at + 1 + n;
     while j < args.len() {
         let left = args.len() - j;
-        if op != Op::Diff && left > n && eq_ignore_case(args[j], b"weights") {
+        if card && left >= 2 && eq_ignore_case(args[j], b"limit") {
+            limit = parse_positive(args[j + 1], "LIMIT can't be negative")? as usize;
+            j += 2;
+        } else if card {
+            return Err(CmdError::Syntax);
+        } else if op != Op::Diff && left > n && eq_ignore_case(args[j], b"weights") {
             weights = args[j + 1..j + 1 + n]
                 .iter()
                 .map(|w| parse_f64(w).map_err(|_| CmdError::err("weight value is not a float")))
@@ -181,6 +212,11 @@ fn algebra(ctx: &mut Ctx, args: &[&[u8]], op: Op, name: &str, store: bool) -> Cm
         } else {
             return Err(CmdError::Syntax);
         }
+    }
+    if card {
+        let n = compute(sets, &weights, op, agg, limit).len();
+        encode::integer(ctx.out, n as i64);
+        return Ok(());
     }
     let t = ctx.node.thresholds();
     let mut z = ZSet::default();
@@ -207,39 +243,35 @@ fn algebra(ctx: &mut Ctx, args: &[&[u8]], op: Op, name: &str, store: bool) -> Cm
 
 /// ZUNION numkeys key [key ...] [WEIGHTS w ...] [AGGREGATE SUM|MIN|MAX] [WITHSCORES]
 pub fn zunion(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
-    algebra(ctx, args, Op::Union, "zunion", false)
+    algebra(ctx, args, Op::Union, "zunion", false, false)
 }
 
 /// ZINTER numkeys key [key ...] [WEIGHTS w ...] [AGGREGATE SUM|MIN|MAX] [WITHSCORES]
 pub fn zinter(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
-    algebra(ctx, args, Op::Inter, "zinter", false)
+    algebra(ctx, args, Op::Inter, "zinter", false, false)
 }
 
 /// ZDIFF numkeys key [key ...] [WITHSCORES]
 pub fn zdiff(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
-    algebra(ctx, args, Op::Diff, "zdiff", false)
+    algebra(ctx, args, Op::Diff, "zdiff", false, false)
 }
 
 /// ZUNIONSTORE destination numkeys key [key ...] [WEIGHTS w ...] [AGGREGATE …]
 pub fn zunionstore(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
-    algebra(ctx, args, Op::Union, "zunionstore", true)
+    algebra(ctx, args, Op::Union, "zunionstore", true, false)
 }
 
 /// ZINTERSTORE destination numkeys key [key ...] [WEIGHTS w ...] [AGGREGATE …]
 pub fn zinterstore(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
-    algebra(ctx, args, Op::Inter, "zinterstore", true)
+    algebra(ctx, args, Op::Inter, "zinterstore", true, false)
 }
 
 /// ZDIFFSTORE destination numkeys key [key ...]
 pub fn zdiffstore(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
-    algebra(ctx, args, Op::Diff, "zdiffstore", true)
+    algebra(ctx, args, Op::Diff, "zdiffstore", true, false)
 }
 
 /// ZINTERCARD numkeys key [key ...] [LIMIT limit]
 pub fn zintercard(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
-    let (keys, limit) = parse_intercard(args)?;
-    let sets = inputs(ctx, &keys, None)?;
-    let n = compute(sets, &[], Op::Inter, Agg::Sum, limit).len();
-    encode::integer(ctx.out, n as i64);
-    Ok(())
+    algebra(ctx, args, Op::Inter, "zintercard", false, true)
 }
