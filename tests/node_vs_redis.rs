@@ -6,6 +6,8 @@
 mod common;
 #[path = "node_vs_redis/hashes.rs"]
 mod hashes;
+#[path = "node_vs_redis/keys.rs"]
+mod keys;
 #[path = "node_vs_redis/lists.rs"]
 mod lists;
 #[path = "node_vs_redis/sets.rs"]
@@ -440,6 +442,7 @@ async fn replies_match_redis_server_byte_for_byte() {
         lists::CASES,
         sets::CASES,
         zsets::CASES,
+        keys::CASES,
     ];
     for case in all.iter().flat_map(|c| c.iter()) {
         let (mut ours, mut theirs) = (Conn::open(node_port).await, Conn::open(redis.port).await);

@@ -16,6 +16,7 @@ mod object;
 mod server;
 mod set_options;
 mod sets;
+mod sort;
 mod strings;
 mod util;
 mod zrange;
@@ -283,6 +284,8 @@ pub static COMMANDS: &[Command] = &[
     cmd!("zinterstore", -4, RW, KEY1, zstore::zinterstore),
     cmd!("zdiffstore", -4, RW, KEY1, zstore::zdiffstore),
     cmd!("zintercard", -3, READONLY, NOKEYS, zstore::zintercard),
+    cmd!("sort", -2, RW, KEY1, sort::sort),
+    cmd!("sort_ro", -2, READONLY, KEY1, sort::sort_ro),
     // keys
     cmd!("del", -2, WRITE, ALLKEYS, keys::del),
     cmd!("unlink", -2, WRITE | FAST, ALLKEYS, keys::del),
