@@ -60,11 +60,31 @@ impl Store {
         let mut misses = 0;
         while self.used_memory() as u64 > maxmemory {
             // Keys are spread evenly over shards, so the oldest of a sample
-            // from one random shard approximates the oldest overall.
-            let shard = (random() as usize) % SHARDS;
-            if self.lock_shard(shard, now).evict_one(now_clock) {
-                misses = 0;
-                continue;
+            // from random shards approximates the oldest overall. Shards are
+            // added to the sample until it holds EVICTION_SAMPLES entries:
+            // one shard when keys are many, several when a node holds few
+            // large keys (most shards then hold none or one, and sampling a
+            // single shard would evict nearly at random, even the key being
+            // written).
+            let (mut best, mut seen) = (None::<(usize, u32)>, 0);
+            for _ in 0..SHARDS {
+                let shard = (random() as usize) % SHARDS;
+                let s = self.lock_shard(shard, now);
+                if let Some((_, age, n)) = s.oldest_sample(now_clock) {
+                    seen += n;
+                    if best.is_none_or(|(_, a)| age > a) {
+                        best = Some((shard, age));
+                    }
+                }
+                if seen >= EVICTION_SAMPLES {
+                    break;
+                }
+            }
+            if let Some((shard, _)) = best {
+                if self.lock_shard(shard, now).evict_one(now_clock) {
+                    misses = 0;
+                    continue;
+                }
             }
             misses += 1;
             if misses > 8 && self.counts().0 == 0 {
@@ -99,8 +119,9 @@ impl Store {
 
 impl Locked<'_> {
     /// Up to [`EVICTION_SAMPLES`] consecutive full buckets from a random
-    /// position; the index and LRU age of the oldest.
-    fn oldest_sample(&self, now_clock: u32) -> Option<(usize, u32)> {
+    /// position; the index and LRU age of the oldest, and how many were
+    /// looked at.
+    fn oldest_sample(&self, now_clock: u32) -> Option<(usize, u32, usize)> {
         let table = &self.shard.table;
         if table.is_empty() {
             return None;
@@ -124,12 +145,12 @@ impl Locked<'_> {
                 }
             }
         }
-        best
+        best.map(|(i, age)| (i, age, seen))
     }
 
     /// Evicts the oldest of a fresh sample; false if the shard is empty.
     fn evict_one(&mut self, now_clock: u32) -> bool {
-        let Some((i, _)) = self.oldest_sample(now_clock) else {
+        let Some((i, _, _)) = self.oldest_sample(now_clock) else {
             return false;
         };
         // SAFETY: `oldest_sample` returned a full bucket index of this table,

@@ -230,7 +230,8 @@ fn rank(ctx: &mut Ctx, args: &[&[u8]], rev: bool, name: &str) -> CmdResult {
         })
     })?;
     match (found, withscore) {
-        (None, _) => encode::null(ctx.out, ctx.client.proto),
+        (None, false) => encode::null(ctx.out, ctx.client.proto),
+        (None, true) => encode::null_array(ctx.out, ctx.client.proto),
         (Some(None), false) => encode::null(ctx.out, ctx.client.proto),
         (Some(None), true) => encode::null_array(ctx.out, ctx.client.proto),
         (Some(Some((r, _))), false) => encode::integer(ctx.out, r),

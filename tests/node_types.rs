@@ -1,0 +1,413 @@
+//! The built-in node's collection types over real TCP: what the
+//! side-by-side comparison with redis-server (7.0) cannot check — Redis
+//! 7.2 behaviour the node follows (ZRANK WITHSCORE, list and small-set
+//! encodings), DUMP/RESTORE/MIGRATE of every type between nodes, memory
+//! accounting and eviction of collections, and redis-benchmark's default
+//! suite. Nodes are real processes on free loopback ports.
+
+mod common;
+
+use common::{free_port, have_tool, start_node, Proc, BIN};
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+/// A blocking RESP connection that returns whole raw replies.
+struct Raw {
+    sock: TcpStream,
+    buf: Vec<u8>,
+}
+
+impl Raw {
+    fn connect(port: u16) -> Raw {
+        let sock = TcpStream::connect(("127.0.0.1", port)).unwrap();
+        sock.set_read_timeout(Some(Duration::from_secs(10)))
+            .unwrap();
+        Raw {
+            sock,
+            buf: Vec::new(),
+        }
+    }
+
+    fn send(&mut self, args: &[&[u8]]) {
+        let mut req = format!("*{}\r\n", args.len()).into_bytes();
+        for a in args {
+            req.extend_from_slice(format!("${}\r\n", a.len()).as_bytes());
+            req.extend_from_slice(a);
+            req.extend_from_slice(b"\r\n");
+        }
+        self.sock.write_all(&req).unwrap();
+    }
+
+    fn reply(&mut self) -> Vec<u8> {
+        loop {
+            if let Some(n) = shardis::resp::reply_len(&self.buf).unwrap() {
+                return self.buf.drain(..n).collect();
+            }
+            let mut chunk = [0u8; 64 * 1024];
+            let n = self.sock.read(&mut chunk).expect("reply timed out");
+            assert!(n > 0, "connection closed");
+            self.buf.extend_from_slice(&chunk[..n]);
+        }
+    }
+
+    fn call_bytes(&mut self, args: &[&[u8]]) -> Vec<u8> {
+        self.send(args);
+        self.reply()
+    }
+
+    fn call(&mut self, args: &[&str]) -> String {
+        let args: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
+        String::from_utf8_lossy(&self.call_bytes(&args)).into_owned()
+    }
+
+    fn check(&mut self, args: &[&str], want: &str) {
+        assert_eq!(self.call(args), want, "reply to {args:?}");
+    }
+
+    /// An integer reply's value.
+    fn int(&mut self, args: &[&str]) -> i64 {
+        let r = self.call(args);
+        r.strip_prefix(':')
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or_else(|| panic!("{args:?} gave {r:?}"))
+    }
+
+    /// One `field:value` line of INFO.
+    fn info_field(&mut self, section: &str, field: &str) -> u64 {
+        let info = self.call(&["INFO", section]);
+        info.lines()
+            .find_map(|l| l.strip_prefix(&format!("{field}:")))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or_else(|| panic!("no {field} in {info}"))
+    }
+}
+
+fn node() -> Proc {
+    start_node(free_port())
+}
+
+/// The bulk payload inside a `$n\r\n…\r\n` reply.
+fn bulk_body(reply: &[u8]) -> Vec<u8> {
+    let start = reply.windows(2).position(|w| w == b"\r\n").unwrap() + 2;
+    reply[start..reply.len() - 2].to_vec()
+}
+
+#[test]
+fn zrank_withscore_replies_as_redis_7_2_does() {
+    let n = node();
+    let mut c = Raw::connect(n.port);
+    c.check(&["ZADD", "z", "1", "a", "2.5", "b"], ":2\r\n");
+    c.check(
+        &["ZRANK", "z", "b", "WITHSCORE"],
+        "*2\r\n:1\r\n$3\r\n2.5\r\n",
+    );
+    c.check(
+        &["ZREVRANK", "z", "b", "WITHSCORE"],
+        "*2\r\n:0\r\n$3\r\n2.5\r\n",
+    );
+    c.check(&["ZRANK", "z", "zz", "WITHSCORE"], "*-1\r\n");
+    c.check(&["ZRANK", "nokey", "a", "WITHSCORE"], "*-1\r\n");
+    c.check(&["ZRANK", "z", "a", "FOO"], "-ERR syntax error\r\n");
+    c.check(
+        &["ZRANK", "z", "a", "WITHSCORE", "x"],
+        "-ERR wrong number of arguments for 'zrank' command\r\n",
+    );
+    c.call(&["HELLO", "3"]);
+    c.check(&["ZRANK", "z", "a", "WITHSCORE"], "*2\r\n:0\r\n,1\r\n");
+    c.check(&["ZRANK", "z", "zz", "WITHSCORE"], "_\r\n");
+}
+
+#[test]
+fn list_and_set_encodings_follow_the_configured_thresholds() {
+    let n = node();
+    let mut c = Raw::connect(n.port);
+    c.check(&["RPUSH", "l", "a", "b", "c", "d"], ":4\r\n");
+    c.check(&["OBJECT", "ENCODING", "l"], "$8\r\nlistpack\r\n");
+    c.check(&["CONFIG", "SET", "list-max-listpack-size", "4"], "+OK\r\n");
+    c.check(&["RPUSH", "l", "e"], ":5\r\n");
+    c.check(&["OBJECT", "ENCODING", "l"], "$9\r\nquicklist\r\n");
+    // Back to a listpack only once it fits in half the limit.
+    c.check(&["RPOP", "l", "2"], "*2\r\n$1\r\ne\r\n$1\r\nd\r\n");
+    c.check(&["OBJECT", "ENCODING", "l"], "$9\r\nquicklist\r\n");
+    c.check(&["RPOP", "l"], "$1\r\nc\r\n");
+    c.check(&["OBJECT", "ENCODING", "l"], "$8\r\nlistpack\r\n");
+    c.check(&["RPUSH", "big", &"x".repeat(9000)], ":1\r\n");
+    c.check(
+        &["CONFIG", "SET", "list-max-listpack-size", "-2"],
+        "+OK\r\n",
+    );
+    c.check(&["LPUSH", "big", "y"], ":2\r\n");
+    c.check(&["OBJECT", "ENCODING", "big"], "$9\r\nquicklist\r\n");
+
+    c.check(&["SADD", "s", "1", "2"], ":2\r\n");
+    c.check(&["OBJECT", "ENCODING", "s"], "$6\r\nintset\r\n");
+    c.check(&["SADD", "s", "x"], ":1\r\n");
+    c.check(&["OBJECT", "ENCODING", "s"], "$8\r\nlistpack\r\n");
+    // A listpack set keeps insertion order (the intset's order first).
+    c.check(
+        &["SMEMBERS", "s"],
+        "*3\r\n$1\r\n1\r\n$1\r\n2\r\n$1\r\nx\r\n",
+    );
+    c.check(
+        &["CONFIG", "SET", "set-max-listpack-entries", "3"],
+        "+OK\r\n",
+    );
+    c.check(&["SADD", "s", "y"], ":1\r\n");
+    c.check(&["OBJECT", "ENCODING", "s"], "$9\r\nhashtable\r\n");
+    c.check(
+        &["CONFIG", "GET", "set-max-listpack-entries"],
+        "*2\r\n$24\r\nset-max-listpack-entries\r\n$1\r\n3\r\n",
+    );
+    c.check(&["SADD", "long", &"v".repeat(65)], ":1\r\n");
+    c.check(&["OBJECT", "ENCODING", "long"], "$9\r\nhashtable\r\n");
+}
+
+/// Builds one key of every type on `c`, each with a TTL.
+fn fill_every_type(c: &mut Raw) {
+    c.check(&["HSET", "h", "f1", "v1", "f2", "v\r\n2"], ":2\r\n");
+    c.check(&["RPUSH", "l", "a", "", "c"], ":3\r\n");
+    c.check(&["SADD", "si", "3", "1", "2"], ":3\r\n");
+    c.check(&["SADD", "ss", "x", "y"], ":2\r\n");
+    c.check(&["ZADD", "z", "1.5", "m", "-inf", "n"], ":2\r\n");
+    c.check(&["SET", "str", "plain"], "+OK\r\n");
+    for k in ["h", "l", "si", "ss", "z", "str"] {
+        c.check(&["EXPIRE", k, "100"], ":1\r\n");
+    }
+}
+
+/// What each key of [`fill_every_type`] reads back as.
+fn read_every_type(c: &mut Raw) -> Vec<String> {
+    vec![
+        c.call(&["HGETALL", "h"]),
+        c.call(&["LRANGE", "l", "0", "-1"]),
+        c.call(&["SMEMBERS", "si"]),
+        c.call(&["SORT", "ss", "ALPHA"]),
+        c.call(&["ZRANGE", "z", "0", "-1", "WITHSCORES"]),
+        c.call(&["GET", "str"]),
+        c.call(&["OBJECT", "ENCODING", "si"]),
+        c.call(&["TYPE", "ss"]),
+    ]
+}
+
+fn assert_ttls_kept(c: &mut Raw) {
+    for k in ["h", "l", "si", "ss", "z", "str"] {
+        let ttl = c.int(&["TTL", k]);
+        assert!((90..=100).contains(&ttl), "{k}: ttl {ttl}");
+    }
+}
+
+#[test]
+fn dump_and_restore_carry_every_type_and_its_ttl_between_nodes() {
+    let (a, b) = (node(), node());
+    let (mut ca, mut cb) = (Raw::connect(a.port), Raw::connect(b.port));
+    fill_every_type(&mut ca);
+    for k in ["h", "l", "si", "ss", "z", "str"] {
+        let payload = bulk_body(&ca.call_bytes(&[b"DUMP", k.as_bytes()]));
+        let pttl = ca.int(&["PTTL", k]).to_string();
+        let restore: Vec<&[u8]> = vec![b"RESTORE", k.as_bytes(), pttl.as_bytes(), &payload];
+        assert_eq!(cb.call_bytes(&restore), b"+OK\r\n", "{k}");
+        assert_eq!(
+            cb.call_bytes(&restore),
+            b"-BUSYKEY Target key name already exists.\r\n"
+        );
+        // Any corrupted byte is refused with Redis's error.
+        for i in [0, 4, 5, payload.len() / 2, payload.len() - 1] {
+            let mut bad = payload.clone();
+            bad[i] ^= 0x20;
+            let r = cb.call_bytes(&[b"RESTORE", b"bad", b"0", &bad]);
+            assert_eq!(r, b"-ERR DUMP payload version or checksum are wrong\r\n");
+        }
+    }
+    assert_eq!(read_every_type(&mut ca), read_every_type(&mut cb));
+    assert_ttls_kept(&mut cb);
+    cb.check(&["EXISTS", "bad"], ":0\r\n");
+}
+
+#[test]
+fn migrate_moves_every_type_with_its_ttl() {
+    let (a, b) = (node(), node());
+    let (mut ca, mut cb) = (Raw::connect(a.port), Raw::connect(b.port));
+    fill_every_type(&mut ca);
+    let want = read_every_type(&mut ca);
+    let port = b.port.to_string();
+    let keys = ["h", "l", "si", "ss", "z", "str"];
+    let mut args = vec![
+        "MIGRATE",
+        "127.0.0.1",
+        &port,
+        "",
+        "0",
+        "5000",
+        "COPY",
+        "REPLACE",
+        "KEYS",
+    ];
+    args.extend(keys);
+    ca.check(&args, "+OK\r\n");
+    assert_eq!(read_every_type(&mut cb), want);
+    assert_ttls_kept(&mut cb);
+    // Change the copies at the target, then move for real: REPLACE wins
+    // and the source copies go.
+    cb.check(&["HSET", "h", "extra", "1"], ":1\r\n");
+    args.retain(|a| *a != "COPY");
+    ca.check(&args, "+OK\r\n");
+    assert_eq!(read_every_type(&mut cb), want);
+    ca.check(&["DBSIZE"], ":0\r\n");
+}
+
+#[test]
+fn memory_accounting_counts_every_element_and_returns_to_zero() {
+    let n = node();
+    let mut c = Raw::connect(n.port);
+    let base = c.info_field("memory", "used_memory");
+    for (kind, add) in [
+        ("hash", &["HSET", "k", "F", "vvvvvvvvvvvvvvvvvvvv"][..]),
+        (
+            "list",
+            &["RPUSH", "k", "vvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvv"][..],
+        ),
+        ("set", &["SADD", "k", "F"][..]),
+        ("zset", &["ZADD", "k", "1", "F"][..]),
+    ] {
+        let mut last = 0;
+        for i in 0..2000 {
+            let field = format!("member-{i:06}");
+            let args: Vec<&str> = add
+                .iter()
+                .map(|a| if *a == "F" { field.as_str() } else { a })
+                .collect();
+            c.call(&args);
+            if i == 0 {
+                last = c.int(&["MEMORY", "USAGE", "k"]);
+            }
+        }
+        let usage = c.int(&["MEMORY", "USAGE", "k"]);
+        // At least the bytes of 2000 elements, and not wildly more.
+        assert!(usage > last + 2000 * 13, "{kind}: {last} -> {usage}");
+        assert!(usage < 2000 * 200, "{kind}: {usage}");
+        let used = c.info_field("memory", "used_memory");
+        assert!(
+            used >= base + usage as u64,
+            "{kind}: used {used}, base {base}, key {usage}"
+        );
+        c.check(&["DEL", "k"], ":1\r\n");
+        assert_eq!(c.info_field("memory", "used_memory"), base, "{kind}");
+    }
+}
+
+/// Resident set size of a process, from /proc.
+fn rss_bytes(pid: u32) -> u64 {
+    let statm = std::fs::read_to_string(format!("/proc/{pid}/statm")).unwrap_or_default();
+    statm
+        .split_whitespace()
+        .nth(1)
+        .and_then(|p| p.parse::<u64>().ok())
+        .map_or(0, |pages| pages * 4096)
+}
+
+#[test]
+fn big_hashes_under_a_small_maxmemory_stay_bounded() {
+    const MAXMEMORY: u64 = 8 * 1024 * 1024;
+    let port = free_port();
+    let child = Command::new(BIN)
+        .args([
+            "node",
+            "--port",
+            &port.to_string(),
+            "--maxmemory",
+            &MAXMEMORY.to_string(),
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let n = Proc { child, port };
+    common::wait_ping(port);
+    let mut c = Raw::connect(port);
+    let value = "x".repeat(100);
+    // 300 hashes of 1000 fields of ~110 bytes: ~33 MB of data, four times
+    // the limit. Pipelined in bounded batches of 100 commands.
+    let (hashes, fields_per_cmd) = (300, 50);
+    for h in 0..hashes {
+        for batch in 0..(1000 / fields_per_cmd) {
+            let key = format!("hash:{h}");
+            let names: Vec<String> = (0..fields_per_cmd)
+                .map(|f| format!("field:{:04}", batch * fields_per_cmd + f))
+                .collect();
+            let mut args: Vec<&[u8]> = vec![b"HSET", key.as_bytes()];
+            for name in &names {
+                args.push(name.as_bytes());
+                args.push(value.as_bytes());
+            }
+            c.send(&args);
+        }
+        for _ in 0..(1000 / fields_per_cmd) {
+            let r = c.reply();
+            assert!(r.starts_with(b":"), "{}", String::from_utf8_lossy(&r));
+        }
+    }
+    let used = c.info_field("memory", "used_memory");
+    // One HSET may land after eviction made room: allow one command's worth.
+    assert!(used <= MAXMEMORY + 64 * 1024, "used_memory {used}");
+    assert!(c.info_field("stats", "evicted_keys") > 100);
+    let keys = c.int(&["DBSIZE"]);
+    assert!((10..hashes).contains(&keys), "{keys} hashes left");
+    // The accounting is honest: the process holds about what it reports.
+    let rss = rss_bytes(n.pid());
+    eprintln!("maxmemory {MAXMEMORY}: used_memory {used}, rss {rss}, {keys} hashes left");
+    assert!(
+        rss < 48 * 1024 * 1024,
+        "rss {rss} with maxmemory {MAXMEMORY}"
+    );
+    // The most recent hash is whole.
+    assert_eq!(c.int(&["HLEN", &format!("hash:{}", hashes - 1)]), 1000);
+}
+
+#[test]
+fn redis_benchmark_default_suite_runs_without_errors() {
+    if !have_tool("redis-benchmark") {
+        return;
+    }
+    let n = node();
+    let out = Command::new("timeout")
+        .args([
+            "300",
+            "redis-benchmark",
+            "-p",
+            &n.port.to_string(),
+            "-q",
+            "-n",
+            "2000",
+            "--csv",
+        ])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let errors = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(
+        out.status.success(),
+        "redis-benchmark failed: {text} {errors}"
+    );
+    for t in [
+        "SET",
+        "GET",
+        "INCR",
+        "LPUSH",
+        "RPUSH",
+        "LPOP",
+        "RPOP",
+        "SADD",
+        "HSET",
+        "SPOP",
+        "ZADD",
+        "ZPOPMIN",
+        "LRANGE_600",
+        "MSET",
+    ] {
+        assert!(text.contains(&format!("\"{t}")), "no {t} row in {text}");
+    }
+    assert!(!text.to_lowercase().contains("error"), "{text}");
+    assert!(!errors.to_lowercase().contains("error"), "{errors}");
+}
