@@ -266,3 +266,74 @@ pub mod tempdir {
         }
     }
 }
+
+/// A blocking RESP connection that returns whole raw replies.
+pub struct Raw {
+    sock: TcpStream,
+    buf: Vec<u8>,
+}
+
+impl Raw {
+    pub fn connect(port: u16) -> Raw {
+        let sock = TcpStream::connect(("127.0.0.1", port)).unwrap();
+        sock.set_read_timeout(Some(Duration::from_secs(10)))
+            .unwrap();
+        Raw {
+            sock,
+            buf: Vec::new(),
+        }
+    }
+
+    pub fn send(&mut self, args: &[&[u8]]) {
+        let mut req = format!("*{}\r\n", args.len()).into_bytes();
+        for a in args {
+            req.extend_from_slice(format!("${}\r\n", a.len()).as_bytes());
+            req.extend_from_slice(a);
+            req.extend_from_slice(b"\r\n");
+        }
+        self.sock.write_all(&req).unwrap();
+    }
+
+    pub fn reply(&mut self) -> Vec<u8> {
+        loop {
+            if let Some(n) = shardis::resp::reply_len(&self.buf).unwrap() {
+                return self.buf.drain(..n).collect();
+            }
+            let mut chunk = [0u8; 64 * 1024];
+            let n = self.sock.read(&mut chunk).expect("reply timed out");
+            assert!(n > 0, "connection closed");
+            self.buf.extend_from_slice(&chunk[..n]);
+        }
+    }
+
+    pub fn call_bytes(&mut self, args: &[&[u8]]) -> Vec<u8> {
+        self.send(args);
+        self.reply()
+    }
+
+    pub fn call(&mut self, args: &[&str]) -> String {
+        let args: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
+        String::from_utf8_lossy(&self.call_bytes(&args)).into_owned()
+    }
+
+    pub fn check(&mut self, args: &[&str], want: &str) {
+        assert_eq!(self.call(args), want, "reply to {args:?}");
+    }
+
+    /// An integer reply's value.
+    pub fn int(&mut self, args: &[&str]) -> i64 {
+        let r = self.call(args);
+        r.strip_prefix(':')
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or_else(|| panic!("{args:?} gave {r:?}"))
+    }
+
+    /// One `field:value` line of INFO.
+    pub fn info_field(&mut self, section: &str, field: &str) -> u64 {
+        let info = self.call(&["INFO", section]);
+        info.lines()
+            .find_map(|l| l.strip_prefix(&format!("{field}:")))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or_else(|| panic!("no {field} in {info}"))
+    }
+}
