@@ -14,12 +14,14 @@
 
 mod commands;
 mod dump;
+mod entry;
 mod error;
 mod evict;
 mod glob;
 mod scan;
 mod server;
 mod store;
+mod typed;
 mod value;
 mod zset;
 

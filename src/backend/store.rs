@@ -8,8 +8,9 @@
 //! Sampling for eviction and active expiry lives in `evict.rs`, cursors in
 //! `scan.rs`.
 
-use super::error::CmdError;
-use super::value::{Coll, Kind, Typed};
+pub use super::entry::Entry;
+#[cfg(test)]
+pub use super::entry::ENTRY_OVERHEAD;
 use hashbrown::raw::RawTable;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::sync::{Mutex, MutexGuard};
@@ -19,156 +20,8 @@ use std::time::{SystemTime, UNIX_EPOCH};
 pub const SHARDS: usize = 64;
 const SHARD_BITS: u32 = SHARDS.trailing_zeros();
 
-/// Bytes counted per entry on top of key and value length: the 48-byte
-/// table slot at hashbrown's load factor (44%–87% between doublings: 55–109
-/// bytes), its control byte, and the malloc header and rounding of the one
-/// allocation that holds key and value (~16). Measured with 40-byte slots:
-/// 1M keys of 16+16 bytes cost 140 bytes each in RSS just after a
-/// doubling, redis-server 118. A collection adds its own estimate.
-pub const ENTRY_OVERHEAD: usize = 104;
-
 /// Fixed bytes reported as used by an empty node (tables, buffers, runtime).
 pub const BASE_MEMORY: usize = 1024 * 1024;
-
-/// One key and its value. A string value shares one allocation with the
-/// key; any other type lives in `coll` (and the string part is empty).
-///
-/// 48 bytes in the table: the key's hash is not stored (it is recomputed
-/// when the table grows and by SCAN), because at millions of small keys
-/// every slot byte counts.
-#[derive(Debug, Clone)]
-pub struct Entry {
-    /// The key followed by the string value; a `Vec` so APPEND and
-    /// SETRANGE can grow the value in place.
-    data: Vec<u8>,
-    /// The value when it is not a string.
-    coll: Option<Box<Coll>>,
-    /// Absolute expiry in ms since the Unix epoch; 0 = none.
-    pub expire_at: u64,
-    key_len: u32,
-    /// Last access, in [`lru_clock`] ticks.
-    pub lru: u32,
-}
-
-impl Entry {
-    /// A fresh entry holding copies of `key` and `value`.
-    pub fn new(key: &[u8], value: &[u8], expire_at: u64, now: u64) -> Entry {
-        let mut data = Vec::with_capacity(key.len() + value.len());
-        data.extend_from_slice(key);
-        data.extend_from_slice(value);
-        // Keys are bounded by the request limit (512 MB), far below u32::MAX.
-        Entry {
-            data,
-            coll: None,
-            expire_at,
-            key_len: key.len() as u32,
-            lru: lru_clock(now),
-        }
-    }
-
-    /// A fresh entry holding a collection.
-    pub fn with_coll(key: &[u8], coll: Coll, expire_at: u64, now: u64) -> Entry {
-        let mut e = Entry::new(key, b"", expire_at, now);
-        e.coll = Some(Box::new(coll));
-        e
-    }
-
-    /// A copy of this entry under another key (RENAME, COPY).
-    pub fn with_key(&self, key: &[u8], now: u64) -> Entry {
-        let mut e = Entry::new(key, self.value(), self.expire_at, now);
-        e.coll = self.coll.clone();
-        e
-    }
-
-    /// The value's type.
-    pub fn kind(&self) -> Kind {
-        self.coll.as_ref().map_or(Kind::String, |c| c.kind())
-    }
-
-    /// Whether the value is a string.
-    pub fn is_string(&self) -> bool {
-        self.coll.is_none()
-    }
-
-    /// The string value, or WRONGTYPE.
-    pub fn str_value(&self) -> Result<&[u8], CmdError> {
-        if self.coll.is_some() {
-            return Err(CmdError::WrongType);
-        }
-        Ok(self.value())
-    }
-
-    /// The collection, if the value is not a string.
-    pub fn coll(&self) -> Option<&Coll> {
-        self.coll.as_deref()
-    }
-
-    /// Mutable [`Entry::coll`].
-    pub fn coll_mut(&mut self) -> Option<&mut Coll> {
-        self.coll.as_deref_mut()
-    }
-
-    /// The key.
-    pub fn key(&self) -> &[u8] {
-        &self.data[..self.key_len as usize]
-    }
-
-    /// The string value's bytes (empty when the value is a collection:
-    /// string commands check [`Entry::is_string`] or use
-    /// [`Entry::str_value`] / [`Locked::get_string`] first).
-    pub fn value(&self) -> &[u8] {
-        &self.data[self.key_len as usize..]
-    }
-
-    /// Replaces the value with a string.
-    pub fn set_value(&mut self, value: &[u8]) {
-        self.coll = None;
-        self.data.truncate(self.key_len as usize);
-        self.data.extend_from_slice(value);
-        if self.data.capacity() > 2 * self.data.len() + 64 {
-            self.data.shrink_to_fit();
-        }
-    }
-
-    /// Appends to the value (APPEND).
-    pub fn append(&mut self, more: &[u8]) {
-        self.data.extend_from_slice(more);
-    }
-
-    /// Replaces the value and the expiry, reusing the allocation when it is
-    /// large enough and not more than twice what is needed.
-    pub fn replace_value(&mut self, value: &[u8], expire_at: u64) {
-        self.coll = None;
-        let key_len = self.key_len as usize;
-        let need = key_len + value.len();
-        self.data.truncate(key_len);
-        if self.data.capacity() > 2 * need + 64 {
-            self.data.shrink_to(need);
-        }
-        self.data.reserve_exact(value.len());
-        self.data.extend_from_slice(value);
-        self.expire_at = expire_at;
-    }
-
-    /// Writes `bytes` at `offset` in the value, zero-padding (SETRANGE).
-    pub fn write_at(&mut self, offset: usize, bytes: &[u8]) {
-        let start = self.key_len as usize + offset;
-        if self.data.len() < start + bytes.len() {
-            self.data.resize(start + bytes.len(), 0);
-        }
-        self.data[start..start + bytes.len()].copy_from_slice(bytes);
-    }
-
-    /// Whether the entry has expired at `now` (ms).
-    pub fn is_expired(&self, now: u64) -> bool {
-        self.expire_at != 0 && self.expire_at <= now
-    }
-
-    /// Bytes this entry counts towards `used_memory`.
-    pub fn mem(&self) -> usize {
-        self.data.capacity() + ENTRY_OVERHEAD + self.coll.as_ref().map_or(0, |c| c.mem())
-    }
-}
 
 /// LRU ticks are 10 ms; a `u32` of them wraps after ~490 days, and ages are
 /// computed with wrapping subtraction.
@@ -376,89 +229,6 @@ impl Locked<'_> {
         e
     }
 
-    /// Like [`Locked::read`] for a string: WRONGTYPE if the key holds
-    /// another type.
-    pub fn read_string(&mut self, hash: u64, key: &[u8]) -> Result<Option<&mut Entry>, CmdError> {
-        match self.read(hash, key) {
-            Some(e) if !e.is_string() => Err(CmdError::WrongType),
-            found => Ok(found),
-        }
-    }
-
-    /// Like [`Locked::get`] for a string (a write's lookup: no hit or miss
-    /// counted): WRONGTYPE if the key holds another type.
-    pub fn get_string(&mut self, hash: u64, key: &[u8]) -> Result<Option<&mut Entry>, CmdError> {
-        match self.get(hash, key) {
-            Some(e) if !e.is_string() => Err(CmdError::WrongType),
-            found => Ok(found),
-        }
-    }
-
-    /// The collection of type `T` at `key` (a read: counts a hit or miss);
-    /// `Ok(None)` if absent, WRONGTYPE if it holds another type.
-    pub fn read_coll<T: Typed>(&mut self, hash: u64, key: &[u8]) -> Result<Option<&T>, CmdError> {
-        match self.read(hash, key) {
-            None => Ok(None),
-            Some(e) => e
-                .coll
-                .as_deref()
-                .and_then(T::of_ref)
-                .map(Some)
-                .ok_or(CmdError::WrongType),
-        }
-    }
-
-    /// The type of the live value at `key`, if any, without counting a read.
-    pub fn kind_of(&mut self, hash: u64, key: &[u8]) -> Option<Kind> {
-        self.get(hash, key).map(|e| e.kind())
-    }
-
-    /// Runs `f` on the collection of type `T` at `key`, creating an empty
-    /// one first if `create`; WRONGTYPE if the key holds another type.
-    /// `Ok(None)`: absent and not created. Memory is re-accounted after
-    /// `f`, and a collection `f` left empty is deleted with its key.
-    pub fn write_coll<T: Typed, R>(
-        &mut self,
-        hash: u64,
-        key: &[u8],
-        create: bool,
-        f: impl FnOnce(&mut T) -> R,
-    ) -> Result<Option<R>, CmdError> {
-        match self.kind_of(hash, key) {
-            Some(k) if k != T::KIND => return Err(CmdError::WrongType),
-            None if !create => return Ok(None),
-            None => {
-                let e = Entry::with_coll(key, T::empty(), 0, self.now);
-                self.insert_absent(hash, e);
-            }
-            Some(_) => {}
-        }
-        let done = self.update(hash, key, |e| {
-            let c = e.coll.as_deref_mut()?;
-            let r = f(T::of(c)?);
-            Some((r, c.is_empty()))
-        });
-        match done.flatten() {
-            Some((r, empty)) => {
-                if empty {
-                    self.remove(hash, key);
-                }
-                Ok(Some(r))
-            }
-            None => Ok(None),
-        }
-    }
-
-    /// Stores `coll` at `key` (dropping any old value and TTL), or deletes
-    /// the key if `coll` is empty (the STORE variants).
-    pub fn put_coll(&mut self, hash: u64, key: &[u8], coll: Coll, expire_at: u64) {
-        self.remove(hash, key);
-        if !coll.is_empty() {
-            let e = Entry::with_coll(key, coll, expire_at, self.now);
-            self.insert_absent(hash, e);
-        }
-    }
-
     /// Whether `key` exists (and has not expired), without touching its LRU.
     /// An expired entry found here is removed.
     pub fn contains(&mut self, hash: u64, key: &[u8]) -> bool {
@@ -506,7 +276,7 @@ impl Locked<'_> {
     }
 
     /// Stores `entry`, whose key is known not to be in the table.
-    fn insert_absent(&mut self, hash: u64, entry: Entry) {
+    pub(crate) fn insert_absent(&mut self, hash: u64, entry: Entry) {
         self.counters.used_memory.fetch_add(entry.mem(), Relaxed);
         if entry.expire_at != 0 {
             self.shard.expires += 1;
