@@ -337,3 +337,87 @@ fn redis_benchmark_default_suite_runs_without_errors() {
     assert!(!text.to_lowercase().contains("error"), "{text}");
     assert!(!errors.to_lowercase().contains("error"), "{errors}");
 }
+
+/// One CLUSTER INFO field, as the proxy reports it.
+fn cluster_field(c: &mut Raw, key: &str) -> String {
+    let info = c.call(&["CLUSTER", "INFO"]);
+    info.lines()
+        .find_map(|l| l.strip_prefix(&format!("{key}:")))
+        .unwrap_or("")
+        .trim()
+        .to_string()
+}
+
+#[test]
+fn adding_a_node_moves_collections_of_every_type_with_their_ttls() {
+    let cluster = common::Cluster::builtin(3);
+    let mut c = Raw::connect(cluster.proxy.port);
+    let n = 200;
+    let read = |c: &mut Raw, i: usize| {
+        vec![
+            c.call(&["HGETALL", &format!("h:{i}")]),
+            c.call(&["LRANGE", &format!("l:{i}"), "0", "-1"]),
+            c.call(&["SMEMBERS", &format!("s:{i}")]),
+            c.call(&["ZRANGE", &format!("z:{i}"), "0", "-1", "WITHSCORES"]),
+        ]
+    };
+    for i in 0..n {
+        let v = i.to_string();
+        c.check(&["HSET", &format!("h:{i}"), "f", &v, "g", "x"], ":2\r\n");
+        c.check(&["RPUSH", &format!("l:{i}"), "a", &v], ":2\r\n");
+        c.check(
+            &["SADD", &format!("s:{i}"), "1", &v, "1000"],
+            if i == 1 || i == 1000 {
+                ":2\r\n"
+            } else {
+                ":3\r\n"
+            },
+        );
+        c.check(&["ZADD", &format!("z:{i}"), "1.5", "m", &v, "n"], ":2\r\n");
+        for k in ["h", "l", "s", "z"] {
+            c.check(&["EXPIRE", &format!("{k}:{i}"), "1000"], ":1\r\n");
+        }
+    }
+    let before: Vec<Vec<String>> = (0..n).map(|i| read(&mut c, i)).collect();
+    let extra = start_node(free_port());
+    c.check(
+        &["CLUSTER", "ADDNODE", &extra.addr(), "NAME", "node4"],
+        "+OK\r\n",
+    );
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    while cluster_field(&mut c, "state") != "ok" {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "migration did not finish"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let moved = Raw::connect(extra.port).int(&["DBSIZE"]);
+    assert!(
+        moved > 4 * n as i64 / 10,
+        "only {moved} keys moved to the new node"
+    );
+    assert_eq!(
+        cluster_field(&mut c, "migration_keys_copied"),
+        moved.to_string()
+    );
+    for (i, want) in before.iter().enumerate() {
+        assert_eq!(&read(&mut c, i), want, "key set {i}");
+        for k in ["h", "l", "s", "z"] {
+            let ttl = c.int(&["TTL", &format!("{k}:{i}")]);
+            assert!((900..=1000).contains(&ttl), "{k}:{i} ttl {ttl}");
+        }
+    }
+    // Every moved key is a collection with its type intact.
+    let mut direct = Raw::connect(extra.port);
+    let keys = direct.call(&["KEYS", "*"]);
+    for k in keys.lines().filter(|l| l.contains(':')) {
+        let want = match &k[..1] {
+            "h" => "+hash\r\n",
+            "l" => "+list\r\n",
+            "s" => "+set\r\n",
+            _ => "+zset\r\n",
+        };
+        direct.check(&["TYPE", k], want);
+    }
+}
