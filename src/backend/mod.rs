@@ -12,6 +12,7 @@
 //!
 //! Uses only `resp` of our modules; never talks to the proxy or the ring.
 
+mod chunked;
 mod commands;
 mod dump;
 mod entry;

@@ -2,11 +2,11 @@
 //! score-range and lex-range lookups by binary search.
 //!
 //! Used by `commands/zsets.rs` and `commands/zstore.rs` through the store.
-//! The order is one sorted `Vec`; the large form ("skiplist" in OBJECT
+//! The order is a chunked sorted sequence (`chunked.rs`: inserts, removes
+//! and ranks move at most one chunk); the large form ("skiplist" in OBJECT
 //! ENCODING) adds a member → score map so ZSCORE and membership are O(1).
-//! Inserting into the middle is a memmove, fast in practice up to about a
-//! million members; rank and range queries are O(log n).
 
+use super::chunked::Chunked;
 use super::value::{Elem, Thresholds};
 use std::cmp::Ordering;
 use std::collections::HashMap;
@@ -19,7 +19,7 @@ const INDEX_OVERHEAD: usize = 48;
 /// A sorted set.
 #[derive(Debug, Clone, Default)]
 pub struct ZSet {
-    sorted: Vec<(f64, Elem)>,
+    sorted: Chunked<(f64, Elem)>,
     index: Option<HashMap<Elem, f64>>,
     payload: usize,
 }
@@ -71,8 +71,18 @@ impl ZSet {
     }
 
     fn position(&self, score: f64, m: &[u8]) -> Result<usize, usize> {
-        self.sorted
-            .binary_search_by(|(s, e)| cmp((*s, e), (score, m)))
+        let at = self
+            .sorted
+            .partition_point(|(s, e)| cmp((*s, e), (score, m)) == Ordering::Less);
+        let found = at < self.sorted.len() && {
+            let (s, e) = self.sorted.get(at);
+            cmp((*s, e), (score, m)) == Ordering::Equal
+        };
+        if found {
+            Ok(at)
+        } else {
+            Err(at)
+        }
     }
 
     /// Sets `m`'s score; returns the old one.
@@ -119,7 +129,7 @@ impl ZSet {
 
     /// Removes ranks `start..end`; returns how many.
     pub fn remove_range(&mut self, start: usize, end: usize) -> usize {
-        for (_, e) in self.sorted.drain(start..end) {
+        for (_, e) in self.sorted.drain(start, end) {
             self.payload -= e.len();
             if let Some(ix) = &mut self.index {
                 ix.remove(&e);
@@ -136,7 +146,7 @@ impl ZSet {
 
     /// The member and score at rank `i`.
     pub fn at(&self, i: usize) -> (&[u8], f64) {
-        let (s, e) = &self.sorted[i];
+        let (s, e) = self.sorted.get(i);
         (e, *s)
     }
 
@@ -175,6 +185,15 @@ impl ZSet {
         let start = self.sorted.partition_point(|(_, e)| !above_min(e));
         let end = self.sorted.partition_point(|(_, e)| below_max(e));
         (start, end.max(start))
+    }
+
+    /// Ranks `start..end` as (member, score), in order.
+    pub fn range(
+        &self,
+        start: usize,
+        end: usize,
+    ) -> impl DoubleEndedIterator<Item = (&[u8], f64)> + '_ {
+        self.sorted.range(start, end).map(|(s, e)| (&e[..], *s))
     }
 
     /// Every (member, score) in order.

@@ -68,46 +68,41 @@ enum Range {
 
 /// The members a range selects, in reply order.
 fn select(z: &ZSet, range: &Range, rev: bool, limit: Option<(i64, i64)>) -> Vec<(Elem, f64)> {
+    let owned = |it: &mut dyn Iterator<Item = (&[u8], f64)>| -> Vec<(Elem, f64)> {
+        it.map(|(m, s)| (Elem::from(m), s)).collect()
+    };
     let (a, b) = match range {
         Range::Rank(start, end) => {
             let Some((s, e)) = rank_range(*start, *end, z.len()) else {
                 return Vec::new();
             };
             let n = z.len();
-            let ranks: Vec<usize> = if rev {
-                (s..=e).map(|r| n - 1 - r).collect()
+            return if rev {
+                owned(&mut z.range(n - 1 - e, n - s).rev())
             } else {
-                (s..=e).collect()
+                owned(&mut z.range(s, e + 1))
             };
-            return ranks.into_iter().map(|r| pair(z, r)).collect();
         }
         Range::Score(min, max) => z.score_range(*min, *max),
         Range::Lex(min, max) => z.lex_range(min, max),
     };
     let (offset, count) = limit.unwrap_or((0, -1));
-    if offset < 0 {
+    if offset < 0 || offset as usize >= b - a {
         return Vec::new();
     }
-    let ranks: Box<dyn Iterator<Item = usize>> = if rev {
-        Box::new((a..b).rev())
-    } else {
-        Box::new(a..b)
-    };
     let take = if count < 0 {
         usize::MAX
     } else {
         count as usize
     };
-    ranks
-        .skip(offset as usize)
-        .take(take)
-        .map(|r| pair(z, r))
-        .collect()
-}
-
-fn pair(z: &ZSet, r: usize) -> (Elem, f64) {
-    let (m, s) = z.at(r);
-    (m.into(), s)
+    let n = (b - a - offset as usize).min(take);
+    if rev {
+        let hi = b - offset as usize;
+        owned(&mut z.range(hi - n, hi).rev())
+    } else {
+        let lo = a + offset as usize;
+        owned(&mut z.range(lo, lo + n))
+    }
 }
 
 /// The shared ZRANGE parser and executor. `at` is the index of the source
