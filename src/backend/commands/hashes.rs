@@ -194,6 +194,19 @@ pub fn random_picks(len: usize, count: i64) -> Vec<usize> {
     if count >= len {
         return (0..len).collect();
     }
+    if count * 4 <= len {
+        // Few picks from many: draw until `count` distinct, without an
+        // index vector as long as the collection.
+        let mut seen = std::collections::HashSet::with_capacity(count);
+        let mut out = Vec::with_capacity(count);
+        while out.len() < count {
+            let i = (random() % len as u64) as usize;
+            if seen.insert(i) {
+                out.push(i);
+            }
+        }
+        return out;
+    }
     // Partial Fisher–Yates over the indexes.
     let mut idx: Vec<usize> = (0..len).collect();
     for i in 0..count {
@@ -217,10 +230,10 @@ pub fn hrandfield(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
         }
     }
     let picked = ctx.read::<Hash, _>(args[1], |h| {
-        let all: Vec<(&[u8], &[u8])> = h.iter().collect();
-        random_picks(all.len(), count.unwrap_or(1))
+        random_picks(h.len(), count.unwrap_or(1))
             .into_iter()
-            .map(|i| (all[i].0.to_vec(), all[i].1.to_vec()))
+            .filter_map(|i| h.nth(i))
+            .map(|(f, v)| (f.to_vec(), v.to_vec()))
             .collect::<Vec<_>>()
     })?;
     let Some(count) = count else {

@@ -1,14 +1,14 @@
 //! The hash value: a listpack-like pair vector in insertion order while
 //! small, a hash table past `hash-max-listpack-*`.
 use super::{Elem, Thresholds, ELEM_OVERHEAD, TABLE_OVERHEAD};
-use std::collections::HashMap;
+use indexmap::IndexMap;
 
 /// A hash: field → value.
 #[derive(Debug, Clone, Default)]
 pub struct Hash {
     /// Listpack form: pairs in insertion order; `None` once converted.
     small: Vec<(Elem, Elem)>,
-    big: Option<HashMap<Elem, Elem>>,
+    big: Option<IndexMap<Elem, Elem>>,
     /// Sum of field and value lengths.
     payload: usize,
 }
@@ -77,7 +77,7 @@ impl Hash {
     /// Removes `field`; true if it was there.
     pub fn remove(&mut self, field: &[u8]) -> bool {
         let removed = match &mut self.big {
-            Some(m) => m.remove_entry(field),
+            Some(m) => m.swap_remove_entry(field),
             None => self
                 .small
                 .iter()
@@ -98,6 +98,15 @@ impl Hash {
         match &self.big {
             Some(m) => Box::new(m.iter().map(|(f, v)| (&f[..], &v[..]))),
             None => Box::new(self.small.iter().map(|(f, v)| (&f[..], &v[..]))),
+        }
+    }
+
+    /// The pair at position `i` of [`Hash::iter`]'s order, in O(1) (for
+    /// random picks).
+    pub fn nth(&self, i: usize) -> Option<(&[u8], &[u8])> {
+        match &self.big {
+            Some(m) => m.get_index(i).map(|(f, v)| (&f[..], &v[..])),
+            None => self.small.get(i).map(|(f, v)| (&f[..], &v[..])),
         }
     }
 

@@ -1,7 +1,7 @@
 //! The set value: an intset (sorted integers), then a listpack-like vector
 //! in insertion order, then a hash table, by `set-max-*` thresholds.
 use super::{int_elem, Elem, Thresholds, ELEM_OVERHEAD, TABLE_OVERHEAD};
-use std::collections::HashSet;
+use indexmap::IndexSet;
 
 /// The canonical integer a set member is, if it is one (intset rule:
 /// exactly the text `string2ll` accepts).
@@ -17,7 +17,7 @@ pub struct Set {
     ints: Vec<i64>,
     /// Listpack form, insertion order.
     compact: Vec<Elem>,
-    big: Option<HashSet<Elem>>,
+    big: Option<IndexSet<Elem>>,
     /// Which of `ints` / `compact` is in use when `big` is None.
     listpack: bool,
     payload: usize,
@@ -85,7 +85,7 @@ impl Set {
     }
 
     fn convert_to_table(&mut self) {
-        let mut s: HashSet<Elem> = self.compact.drain(..).collect();
+        let mut s: IndexSet<Elem> = self.compact.drain(..).collect();
         s.extend(self.ints.drain(..).map(int_elem));
         self.big = Some(s);
     }
@@ -93,7 +93,7 @@ impl Set {
     /// Removes `m`; true if it was there.
     pub fn remove(&mut self, m: &[u8]) -> bool {
         let removed = match &mut self.big {
-            Some(s) => s.remove(m),
+            Some(s) => s.swap_remove(m),
             None if self.listpack => match self.compact.iter().position(|e| &e[..] == m) {
                 Some(i) => {
                     self.compact.remove(i);
@@ -125,10 +125,10 @@ impl Set {
     }
 
     /// The member at position `i` of [`Set::members`]'s order, for random
-    /// picks without copying the whole set (O(1) in the compact forms).
+    /// picks without copying the whole set (O(1) in every form).
     pub fn nth(&self, i: usize) -> Option<Elem> {
         match &self.big {
-            Some(s) => s.iter().nth(i).cloned(),
+            Some(s) => s.get_index(i).cloned(),
             None if self.listpack => self.compact.get(i).cloned(),
             None => self.ints.get(i).copied().map(int_elem),
         }
