@@ -1,8 +1,9 @@
 //! The built-in cache node: an in-memory RESP server a Redis user
-//! recognises (strings only), run as `shardis node --port P`, one OS process
+//! recognises (strings, hashes, lists, sets and sorted sets), run as `shardis node --port P`, one OS process
 //! per node behind the proxy.
 //!
 //! Layout: `store` (sharded keyspace, lazy expiry, memory accounting),
+//! `value` and `zset` (the collection types and their encodings),
 //! `evict` (eviction by `maxmemory-policy`, LFU counters, active expiry),
 //! `config` (CONFIG parameters), `scan` (cursors, KEYS),
 //! `commands/*` (one file per command family, the table
@@ -12,13 +13,19 @@
 //!
 //! Uses only `resp` and `glob` of our modules; never talks to the proxy or the ring.
 
+mod chunked;
 mod commands;
 mod config;
+mod dump;
+mod entry;
 mod error;
 mod evict;
 mod scan;
 mod server;
 mod store;
+mod typed;
+mod value;
+mod zset;
 
 pub use crate::resp::Limits;
 pub use server::{Node, REDIS_VERSION};

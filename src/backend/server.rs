@@ -15,6 +15,7 @@ use super::config::Settings;
 use super::error::CmdError;
 use super::evict::EXPIRE_TICK_MS;
 use super::store::{now_ms, Store};
+use super::value::Thresholds;
 use super::NodeConfig;
 use crate::resp::{next_frame, Frame, Limits, Spans};
 use bytes::Buf;
@@ -80,6 +81,29 @@ pub struct Node {
 }
 
 impl Node {
+    /// The current encoding thresholds, read from the live CONFIG
+    /// parameters (`hash-max-listpack-entries` …); a parameter that cannot
+    /// be read keeps Redis's default.
+    pub fn thresholds(&self) -> Thresholds {
+        let d = Thresholds::default();
+        let s = &self.settings;
+        let size = |name: &str, default: usize| {
+            s.int(name)
+                .and_then(|v| usize::try_from(v).ok())
+                .unwrap_or(default)
+        };
+        Thresholds {
+            hash_entries: size("hash-max-listpack-entries", d.hash_entries),
+            hash_value: size("hash-max-listpack-value", d.hash_value),
+            list_size: s.int("list-max-listpack-size").unwrap_or(d.list_size),
+            set_intset: size("set-max-intset-entries", d.set_intset),
+            set_entries: size("set-max-listpack-entries", d.set_entries),
+            set_value: size("set-max-listpack-value", d.set_value),
+            zset_entries: size("zset-max-listpack-entries", d.zset_entries),
+            zset_value: size("zset-max-listpack-value", d.zset_value),
+        }
+    }
+
     fn new(config: &NodeConfig, port: u16) -> Node {
         let store = Store::new();
         let run_id = format!(

@@ -15,7 +15,7 @@ const BIT_OFFSET_ERR: &str = "bit offset is not an integer or out of range";
 
 /// The string held by a live entry.
 pub fn string_value(e: &Entry) -> Result<&[u8], CmdError> {
-    Ok(e.value())
+    e.str_value()
 }
 
 /// Runs `f` on the string at `key` (None when absent) under its shard lock,
