@@ -1,4 +1,4 @@
-//! CONFIG GET | SET | RESETSTAT | REWRITE on the node. The parameters, their
+//! CONFIG GET | SET | RESETSTAT | REWRITE | HELP on the node. The parameters, their
 //! validation and their live effects are in `backend/config.rs`; this file
 //! parses the subcommands and renders Redis's replies and error texts.
 
@@ -8,7 +8,7 @@ use crate::backend::error::CmdError;
 use crate::resp::{encode, eq_ignore_case};
 use std::sync::atomic::Ordering::Relaxed;
 
-/// CONFIG GET pattern... | SET name value... | RESETSTAT | REWRITE
+/// CONFIG GET pattern... | SET name value... | RESETSTAT | REWRITE | HELP
 pub fn config(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     let sub = args[1];
     if eq_ignore_case(sub, b"get") {
@@ -63,6 +63,26 @@ pub fn config(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
             a.store(0, Relaxed);
         }
         ctx.ok();
+    } else if eq_ignore_case(sub, b"help") {
+        if args.len() != 2 {
+            return Err(CmdError::WrongArity("config|help".into()));
+        }
+        // Redis 7.0's text, line for line.
+        let lines = [
+            "CONFIG <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+            "GET <pattern>",
+            "    Return parameters matching the glob-like <pattern> and their values.",
+            "SET <directive> <value>",
+            "    Set the configuration <directive> to <value>.",
+            "RESETSTAT",
+            "    Reset statistics reported by the INFO command.",
+            "REWRITE",
+            "    Rewrite the configuration file.",
+            "HELP",
+            "    Prints this help.",
+        ];
+        encode::array_len(ctx.out, lines.len());
+        lines.iter().for_each(|l| encode::simple(ctx.out, l));
     } else if eq_ignore_case(sub, b"rewrite") {
         return Err(CmdError::err("The server is running without a config file"));
     } else {
