@@ -389,43 +389,27 @@ pub mod tempdir {
     }
 }
 
-/// A blocking RESP connection that returns whole raw replies.
+/// A blocking RESP connection that returns whole raw replies and panics on
+/// a transport error: [`RespConn`] for tests that only compare replies.
 pub struct Raw {
-    sock: TcpStream,
-    buf: Vec<u8>,
+    conn: RespConn,
 }
 
 impl Raw {
     pub fn connect(port: u16) -> Raw {
-        let sock = TcpStream::connect(("127.0.0.1", port)).unwrap();
-        sock.set_read_timeout(Some(Duration::from_secs(10)))
-            .unwrap();
-        Raw {
-            sock,
-            buf: Vec::new(),
-        }
+        let conn = RespConn::open(port, Duration::from_secs(10))
+            .unwrap_or_else(|e| panic!("connect to {port}: {e}"));
+        Raw { conn }
     }
 
     pub fn send(&mut self, args: &[&[u8]]) {
-        let mut req = format!("*{}\r\n", args.len()).into_bytes();
-        for a in args {
-            req.extend_from_slice(format!("${}\r\n", a.len()).as_bytes());
-            req.extend_from_slice(a);
-            req.extend_from_slice(b"\r\n");
-        }
-        self.sock.write_all(&req).unwrap();
+        self.conn.send(args).unwrap_or_else(|e| panic!("send: {e}"));
     }
 
     pub fn reply(&mut self) -> Vec<u8> {
-        loop {
-            if let Some(n) = shardis::resp::reply_len(&self.buf).unwrap() {
-                return self.buf.drain(..n).collect();
-            }
-            let mut chunk = [0u8; 64 * 1024];
-            let n = self.sock.read(&mut chunk).expect("reply timed out");
-            assert!(n > 0, "connection closed");
-            self.buf.extend_from_slice(&chunk[..n]);
-        }
+        self.conn
+            .read_reply()
+            .unwrap_or_else(|e| panic!("reply: {e}"))
     }
 
     pub fn call_bytes(&mut self, args: &[&[u8]]) -> Vec<u8> {
