@@ -93,8 +93,9 @@ pub(super) async fn keyed(
         Ok(p) => p.is_empty() && matches!(spec.keys, KeySpec::Range { .. }),
         // A malformed key count: Redis refuses the request before touching
         // data, with an error that depends on more than the count (EVALSHA
-        // checks its digest first), so let a node say it.
-        Err(_) => true,
+        // checks its digest first), so let a node say it. The proxy's own
+        // refusals (SORT patterns, unbalanced STREAMS, BLOCK) it says itself.
+        Err(_) => matches!(spec.keys, KeySpec::NumKeys { .. }),
     };
     if keyless {
         // A form with no key at all (OBJECT HELP, OBJECT ENCODING without
@@ -108,7 +109,10 @@ pub(super) async fn keyed(
             .await;
         return Pending::One(rx);
     }
-    let positions = positions.unwrap_or_default();
+    let positions = match positions {
+        Ok(p) => p,
+        Err(e) => return Pending::error(&e),
+    };
     if positions.is_empty() {
         return Pending::error(&format!(
             "ERR '{}' without keys cannot be routed: declare at least one key so shardis can pick a node",

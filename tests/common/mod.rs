@@ -557,10 +557,8 @@ impl Up {
             assert!(Instant::now() < deadline, "up did not stop on SIGTERM");
             std::thread::sleep(Duration::from_millis(50));
         };
-        let mut err = String::new();
-        if let Some(mut e) = self.proc.child.stderr.take() {
-            let _ = e.read_to_string(&mut err);
-        }
+        self.proc.stderr.finish();
+        let err = self.proc.stderr_tail(usize::MAX);
         assert!(!err.contains("panicked at"), "{err}");
         (status, err)
     }
