@@ -193,14 +193,21 @@ impl Config {
     /// Parses and validates TOML text.
     pub fn parse(text: &str) -> Result<Config, String> {
         let file: FileConfig = toml::from_str(text).map_err(|e| {
-            // toml's message is multi-line with a source excerpt; keep the first line and the field.
-            let msg = e.message().trim().to_string();
-            match e.span() {
-                Some(span) => {
-                    let line = text[..span.start.min(text.len())].matches('\n').count() + 1;
-                    format!("line {line}: {msg}")
-                }
-                None => msg,
+            // toml's message may run over several lines: make it one, and
+            // say which line and, when the line sets one, which field.
+            let msg: Vec<&str> = e.message().lines().map(str::trim).collect();
+            let msg = msg
+                .into_iter()
+                .filter(|l| !l.is_empty())
+                .collect::<Vec<_>>()
+                .join("; ");
+            let Some(at) = e.span().and_then(|s| text.get(..s.start)) else {
+                return msg;
+            };
+            let line = at.matches('\n').count() + 1;
+            match field_at(text, at.len()) {
+                Some(field) => format!("line {line}: {field}: {msg}"),
+                None => format!("line {line}: {msg}"),
             }
         })?;
         Config::from_file_config(file)
@@ -308,6 +315,32 @@ impl Config {
     }
 }
 
+/// The field the line holding byte `at` sets, as `section.key` (or `key`
+/// at the top), found by reading the text: toml's errors give a position only.
+fn field_at(text: &str, at: usize) -> Option<String> {
+    let (before, after) = (text.get(..at)?, text.get(at..)?);
+    let start = before.rfind('\n').map_or(0, |i| i + 1);
+    let end = at + after.find('\n').unwrap_or(after.len());
+    let line = text.get(start..end)?.trim();
+    if line.starts_with('[') {
+        return None;
+    }
+    let key = line.split('=').next()?.trim();
+    if key.is_empty() || key == line {
+        return None;
+    }
+    let section = text[..start]
+        .lines()
+        .rev()
+        .map(str::trim)
+        .find(|l| l.starts_with('['))
+        .map(|l| l.trim_matches(|c| c == '[' || c == ']').trim());
+    Some(match section {
+        Some(s) if !s.is_empty() => format!("{s}.{key}"),
+        _ => key.to_string(),
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -353,7 +386,12 @@ mod tests {
                 "[[nodes]]\naddr = \"127.0.0.1:1\"\n[[nodes]]\naddr = \"127.0.0.1:1\"\n",
                 "nodes:",
             ),
-            ("[proxy]\nrequest_timeout_ms = \"x\"\n", "line 2"),
+            (
+                "[proxy]\nrequest_timeout_ms = \"x\"\n",
+                "line 2: proxy.request_timeout_ms: ",
+            ),
+            ("[proxy]\nbogus = 1\n", "line 2: proxy.bogus: unknown field"),
+            ("listen = =\n", "line 1: listen: "),
         ];
         for (text, field) in cases {
             let err = Config::parse(text).unwrap_err();
