@@ -4,6 +4,9 @@
 //! shapes, sent (a) through the proxy over redis-server backends and (b) to a
 //! plain redis-server, and (c) to a built-in node for what it implements.
 //!
+//! The same requests also go (d) through a proxy over built-in nodes, which
+//! must answer each one in time, whatever the nodes implement.
+//!
 //! The proxy must answer every request in time (never close, hang or panic)
 //! with the same reply class as Redis — error or not, and for errors the same
 //! first word — or a documented refusal. The node must do the same wherever it
@@ -357,7 +360,9 @@ fn every_command_answers_like_redis_through_the_proxy_and_on_the_node() {
     let cluster = Cluster::redis(2);
     let direct = start_redis(free_port());
     let node = start_node(free_port());
+    let builtin = Cluster::builtin(2);
     let mut proxy = Target::new("proxy", cluster.proxy.port);
+    let mut over_builtin = Target::new("proxy over built-in nodes", builtin.proxy.port);
     let mut redis = Target::new("redis", direct.port);
     let mut ours = Target::new("node", node.port);
 
@@ -399,7 +404,19 @@ fn every_command_answers_like_redis_through_the_proxy_and_on_the_node() {
         let p = proxy.run(&batch);
         let r = redis.run(&batch);
         let n = ours.run(&batch);
+        let b = over_builtin.run(&batch);
         sent += batch.len();
+        // (d): an answer, any answer, for every request.
+        for (req, got) in batch.iter().zip(&b) {
+            if matches!(got, Outcome::Hang | Outcome::Closed) {
+                findings.push(Finding {
+                    target: over_builtin.name,
+                    req: show(req),
+                    ours: got.text(),
+                    redis: "(any reply)".into(),
+                });
+            }
+        }
         // The node holds no list or hash while it has no such types: its
         // wrong-type cases are not comparable.
         let node_has_types = n[1].starts(b":") && n[2].starts(b":");
@@ -472,6 +489,7 @@ fn every_command_answers_like_redis_through_the_proxy_and_on_the_node() {
         ));
     }
     cluster.proxy.assert_no_panic();
+    builtin.proxy.assert_no_panic();
     node.assert_no_panic();
     assert!(
         findings.is_empty(),
