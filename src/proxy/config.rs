@@ -233,10 +233,17 @@ impl Config {
     pub fn parse(text: &str) -> Result<Config, String> {
         let file: FileConfig = toml::from_str(text).map_err(|e| {
             // toml's message is multi-line with a source excerpt; keep the first line and the field.
-            let msg = e.message().trim().to_string();
+            let msg = e
+                .message()
+                .lines()
+                .map(str::trim)
+                .filter(|l| !l.is_empty())
+                .collect::<Vec<_>>()
+                .join("; ");
             match e.span() {
-                Some(span) => {
-                    let at = span.start.min(text.len());
+                // `get`: a span inside a multi-byte character is not a boundary.
+                Some(span) if text.get(..span.start).is_some() => {
+                    let at = span.start;
                     let line = text[..at].matches('\n').count() + 1;
                     match field_at(text, at) {
                         Some(f)
@@ -248,7 +255,7 @@ impl Config {
                         _ => format!("line {line}: {msg}"),
                     }
                 }
-                None => msg,
+                _ => msg,
             }
         })?;
         Config::from_file_config(file)
@@ -483,6 +490,8 @@ mod tests {
                 "[ring]\nvnodes = 2\n[[nodes]]\naddr = \"127.0.0.1:1\"\n",
                 "ring.vnodes: ketama makes points four at a time",
             ),
+            ("[proxy]\nbogus = 1\n", "line 2: unknown field `bogus`"),
+            ("listen = =\n", "line 1: listen: "),
         ];
         for (text, field) in cases {
             let err = Config::parse(text).unwrap_err();

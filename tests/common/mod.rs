@@ -435,6 +435,9 @@ impl RespConn {
             match self.sock.read(&mut chunk) {
                 Ok(0) => return Err(Error::new(ErrorKind::UnexpectedEof, "connection closed")),
                 Ok(n) => self.buf.extend_from_slice(&chunk[..n]),
+                // A stop and continue of this process can interrupt a read
+                // that has a timeout, even without a signal handler.
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
                 Err(e) if e.kind() == ErrorKind::WouldBlock || e.kind() == ErrorKind::TimedOut => {
                     return Err(Error::new(ErrorKind::TimedOut, "no reply in time"))
                 }
