@@ -11,6 +11,7 @@
 //! Entry point: [`run`]. Uses `resp` and `ring`; never clap or signals.
 
 pub mod admin;
+pub mod budget;
 pub mod config;
 pub mod local;
 pub mod merge;
@@ -169,6 +170,7 @@ fn new_node(spec: &NodeSpec, config: &Config) -> Node {
         config.connections_per_node,
         Duration::from_millis(config.connect_timeout_ms),
         Duration::from_millis(config.request_timeout_ms),
+        config.limits.max_bulk_len,
     )
 }
 

@@ -29,7 +29,8 @@ use tokio::net::TcpStream;
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::{timeout, Instant};
 
-use crate::resp::reply::{self, reply_len};
+use super::budget::ReplyBudget;
+use crate::resp::reply::{self, reply_len, ReplyFramer};
 
 /// Requests queued for one upstream before senders wait.
 const QUEUE_DEPTH: usize = 4_096;
@@ -45,7 +46,30 @@ const MAX_BACKOFF_MS: u64 = 2_000;
 /// One request for a node, and where its reply goes.
 pub struct UpRequest {
     pub raw: Bytes,
-    pub reply: oneshot::Sender<Bytes>,
+    pub reply: Waiter,
+}
+
+/// Where one reply goes, and the client budget it is charged to.
+pub struct Waiter {
+    tx: oneshot::Sender<Bytes>,
+    budget: Option<Arc<ReplyBudget>>,
+}
+
+impl Waiter {
+    /// Hands the reply over, charged to the client's budget (released again
+    /// if the client is gone). Never waits: a slow client cannot hold up the
+    /// connection its reply came on.
+    fn answer(self, reply: Bytes) {
+        let n = reply.len();
+        if let Some(b) = &self.budget {
+            b.charge(n);
+        }
+        if self.tx.send(reply).is_err() {
+            if let Some(b) = &self.budget {
+                b.release(n);
+            }
+        }
+    }
 }
 
 /// Connection state of a node, shown by `CLUSTER NODES`.
@@ -89,6 +113,9 @@ pub struct UpstreamOptions {
     pub proto: u8,
     pub connect_timeout: Duration,
     pub request_timeout: Duration,
+    /// Largest bulk accepted in a reply (`proto-max-bulk-len`); a longer one
+    /// poisons the connection before anything is buffered for it.
+    pub max_bulk_len: usize,
 }
 
 /// Handle to one pipelined connection actor. Cloning shares the connection.
@@ -110,23 +137,31 @@ impl Upstream {
     /// Queues `raw` and returns where its reply will arrive. The reply is
     /// always a complete RESP value: the node's own, or an `-ERR` of ours.
     pub async fn send(&self, raw: Bytes) -> oneshot::Receiver<Bytes> {
-        let (reply, rx) = oneshot::channel();
+        self.send_for(raw, None).await
+    }
+
+    /// [`Upstream::send`], the reply charged to a client's budget on arrival.
+    pub async fn send_for(
+        &self,
+        raw: Bytes,
+        budget: Option<Arc<ReplyBudget>>,
+    ) -> oneshot::Receiver<Bytes> {
+        let (tx, rx) = oneshot::channel();
+        let reply = Waiter { tx, budget };
         // try_send first: when the queue has room (nearly always) it skips the
         // semaphore future of an awaited send.
         let req = match self.tx.try_send(UpRequest { raw, reply }) {
             Ok(()) => return rx,
             Err(mpsc::error::TrySendError::Full(req)) => req,
             Err(mpsc::error::TrySendError::Closed(req)) => {
-                let _ = req
-                    .reply
-                    .send(error_reply(&self.label, "proxy is shutting down"));
+                req.reply
+                    .answer(error_reply(&self.label, "proxy is shutting down"));
                 return rx;
             }
         };
         if let Err(mpsc::error::SendError(req)) = self.tx.send(req).await {
-            let _ = req
-                .reply
-                .send(error_reply(&self.label, "proxy is shutting down"));
+            req.reply
+                .answer(error_reply(&self.label, "proxy is shutting down"));
         }
         rx
     }
@@ -168,13 +203,13 @@ async fn run(opts: UpstreamOptions, mut rx: mpsc::Receiver<UpRequest>, health: A
             Err(e) => {
                 tracing::debug!(node = %opts.label, error = %e, "upstream connect failed");
                 health.set_down(&e);
-                let _ = first.reply.send(error_reply(&opts.label, &e));
+                first.reply.answer(error_reply(&opts.label, &e));
                 // Until the backoff ends, everything for this node fails at once.
                 let until = Instant::now() + Duration::from_millis(backoff);
                 loop {
                     tokio::select! {
                         r = rx.recv() => match r {
-                            Some(req) => { let _ = req.reply.send(error_reply(&opts.label, &e)); }
+                            Some(req) => req.reply.answer(error_reply(&opts.label, &e)),
                             None => return,
                         },
                         _ = tokio::time::sleep_until(until) => break,
@@ -252,7 +287,8 @@ async fn serve(
     opts: &UpstreamOptions,
 ) -> Option<String> {
     let (mut rd, mut wr) = sock.split();
-    let mut inflight: VecDeque<(oneshot::Sender<Bytes>, u32)> = VecDeque::new();
+    let mut inflight: VecDeque<(Waiter, u32)> = VecDeque::new();
+    let mut framer = ReplyFramer::new(opts.max_bulk_len);
     let mut out = BytesMut::with_capacity(64 * 1024);
     let mut buf = BytesMut::with_capacity(64 * 1024);
     let period = (opts.request_timeout / TICKS_PER_TIMEOUT).max(Duration::from_millis(1));
@@ -295,13 +331,13 @@ async fn serve(
             Event::Read(Ok(0)) => break Some("connection closed by node".to_string()),
             Event::Read(Err(e)) => break Some(e.to_string()),
             Event::Read(Ok(_)) => loop {
-                match reply_len(&buf) {
+                // The framer resumes where the last read left it: a large
+                // reply arriving in many reads is scanned once.
+                match framer.next(&buf) {
                     Ok(Some(n)) => {
                         let reply = buf.split_to(n).freeze();
                         match inflight.pop_front() {
-                            Some((waiter, _)) => {
-                                let _ = waiter.send(reply);
-                            }
+                            Some((waiter, _)) => waiter.answer(reply),
                             None => break 'conn Some("stray reply from node".to_string()),
                         }
                     }
@@ -343,7 +379,7 @@ async fn serve(
     // error naming the node.
     let msg = why.as_deref().unwrap_or("connection closed");
     for (waiter, _) in inflight {
-        let _ = waiter.send(error_reply(&opts.label, msg));
+        waiter.answer(error_reply(&opts.label, msg));
     }
     why
 }
