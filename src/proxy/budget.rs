@@ -116,16 +116,14 @@ pub struct SoftClock {
 }
 
 impl SoftClock {
-    /// Checks `budget` at `now`: `Err` when the client must be closed, else
+    /// Checks `budget`'s output limits at `now`: `Err` when the client must
+    /// be closed, else
     /// when the soft limit must be checked again (if its clock runs).
     pub fn check(
         &mut self,
         budget: &ReplyBudget,
-        now: tokio::time::Instant,
+        now: impl FnOnce() -> tokio::time::Instant,
     ) -> Result<Option<tokio::time::Instant>, Exceeded> {
-        if budget.is_evicted() {
-            return Err(Exceeded::QueryTotal);
-        }
         let l = budget.limits();
         let owed = budget.owed();
         if l.hard_bytes > 0 && owed > l.hard_bytes {
@@ -135,6 +133,7 @@ impl SoftClock {
             self.since = None;
             return Ok(None);
         }
+        let now = now();
         let since = *self.since.get_or_insert(now);
         let deadline = since + l.soft_time;
         if now >= deadline {
@@ -218,26 +217,26 @@ mod tests {
         let b = ReplyBudget::new(limits(100, 50, 10));
         let mut clock = SoftClock::default();
         b.charge(40);
-        assert_eq!(clock.check(&b, at(0)), Ok(None));
+        assert_eq!(clock.check(&b, || at(0)), Ok(None));
         b.charge(20);
-        assert_eq!(clock.check(&b, at(0)), Ok(Some(at(10))));
-        assert_eq!(clock.check(&b, at(9)), Ok(Some(at(10))));
+        assert_eq!(clock.check(&b, || at(0)), Ok(Some(at(10))));
+        assert_eq!(clock.check(&b, || at(9)), Ok(Some(at(10))));
         // Back under the soft limit: the clock stops and starts afresh.
         b.release(30);
-        assert_eq!(clock.check(&b, at(9)), Ok(None));
+        assert_eq!(clock.check(&b, || at(9)), Ok(None));
         b.charge(30);
-        assert_eq!(clock.check(&b, at(12)), Ok(Some(at(22))));
-        assert_eq!(clock.check(&b, at(21)), Ok(Some(at(22))));
-        assert_eq!(clock.check(&b, at(22)), Err(Exceeded::OutputSoft));
+        assert_eq!(clock.check(&b, || at(12)), Ok(Some(at(22))));
+        assert_eq!(clock.check(&b, || at(21)), Ok(Some(at(22))));
+        assert_eq!(clock.check(&b, || at(22)), Err(Exceeded::OutputSoft));
         let b = ReplyBudget::new(limits(100, 50, 10));
         b.charge(101);
         assert_eq!(
-            SoftClock::default().check(&b, at(0)),
+            SoftClock::default().check(&b, || at(0)),
             Err(Exceeded::OutputHard)
         );
         let unlimited = ReplyBudget::new(limits(0, 0, 0));
         unlimited.charge(usize::MAX / 2);
-        assert_eq!(SoftClock::default().check(&unlimited, at(0)), Ok(None));
+        assert_eq!(SoftClock::default().check(&unlimited, || at(0)), Ok(None));
     }
 
     #[test]

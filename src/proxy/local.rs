@@ -373,10 +373,12 @@ async fn info(p: &Proxy, s: &ClientState, args: &[Bytes]) -> Pending {
     }
     if want("stats") {
         text.push_str(&format!(
-            "# Stats\r\ntotal_connections_received:{}\r\ntotal_commands_processed:{}\r\nrejected_connections:{}\r\nshardis_internal_errors:{}\r\n\r\n",
+            "# Stats\r\ntotal_connections_received:{}\r\ntotal_commands_processed:{}\r\nrejected_connections:{}\r\nclient_query_buffer_limit_disconnections:{}\r\nclient_output_buffer_limit_disconnections:{}\r\nshardis_internal_errors:{}\r\n\r\n",
             p.stats.connections.load(Ordering::Relaxed),
             p.stats.commands.load(Ordering::Relaxed),
             p.stats.rejected.load(Ordering::Relaxed),
+            p.stats.query_limit_closes.load(Ordering::Relaxed),
+            p.stats.output_limit_closes.load(Ordering::Relaxed),
             p.stats.internal_errors.load(Ordering::Relaxed),
         ));
     }
