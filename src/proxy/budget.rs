@@ -186,7 +186,14 @@ impl QueryBuffers {
         } else {
             big.remove(&id);
         }
-        if total > self.limit {
+        // Buffers of clients already evicted are about to be given back:
+        // they do not count, or one eviction would cascade to the next client.
+        let leaving: usize = big
+            .values()
+            .filter(|(_, b)| b.is_evicted())
+            .map(|(n, _)| *n)
+            .sum();
+        if total.saturating_sub(leaving) > self.limit {
             if let Some((_, (_, victim))) = big
                 .iter()
                 .filter(|(_, (_, b))| !b.is_evicted())
@@ -252,7 +259,11 @@ mod tests {
         q.resize(3, &small, 0, 200_000);
         assert!(big.is_evicted());
         assert!(!mid.is_evicted() && !small.is_evicted());
+        // Until the evicted client gives its buffer back, more bytes from
+        // the others evict nobody else.
+        q.resize(3, &small, 200_000, 250_000);
+        assert!(!mid.is_evicted() && !small.is_evicted());
         q.resize(1, &big, 700_000, 0);
-        assert_eq!(q.total(), 400_000);
+        assert_eq!(q.total(), 450_000);
     }
 }

@@ -361,9 +361,10 @@ async fn info(p: &Proxy, s: &ClientState, args: &[Bytes]) -> Pending {
     }
     if want("clients") {
         text.push_str(&format!(
-            "# Clients\r\nconnected_clients:{}\r\nmaxclients:{}\r\n\r\n",
+            "# Clients\r\nconnected_clients:{}\r\nmaxclients:{}\r\nshardis_query_buffer_bytes:{}\r\n\r\n",
             p.stats.clients.load(Ordering::Relaxed),
-            p.config.max_clients
+            p.config.max_clients,
+            p.query_buffers.total(),
         ));
     }
     if want("persistence") {

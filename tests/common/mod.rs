@@ -289,3 +289,74 @@ pub mod tempdir {
         }
     }
 }
+
+/// A stand-in node on loopback: answers every request it decodes with
+/// `reply`, each `delay` after it arrived. Serves until the returned flag is
+/// set (or 120 s, whichever is first).
+pub fn fake_node(
+    reply: &'static [u8],
+    delay: Duration,
+) -> (u16, std::sync::Arc<std::sync::atomic::AtomicBool>) {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    listener.set_nonblocking(true).unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let stopped = stop.clone();
+    std::thread::spawn(move || {
+        let end = Instant::now() + Duration::from_secs(120);
+        while !stopped.load(Ordering::Relaxed) && Instant::now() < end {
+            let Ok((mut s, _)) = listener.accept() else {
+                std::thread::sleep(Duration::from_millis(5));
+                continue;
+            };
+            let stopped = stopped.clone();
+            std::thread::spawn(move || {
+                s.set_nonblocking(false).unwrap();
+                s.set_read_timeout(Some(Duration::from_millis(100)))
+                    .unwrap();
+                let mut buf = bytes::BytesMut::new();
+                let limits = shardis::resp::Limits::default();
+                let mut chunk = [0u8; 16 * 1024];
+                while !stopped.load(Ordering::Relaxed) && Instant::now() < end {
+                    match s.read(&mut chunk) {
+                        Ok(0) => return,
+                        Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                        Err(_) => continue,
+                    }
+                    while let Ok(Some(_)) = shardis::resp::decode_request(&mut buf, &limits) {
+                        std::thread::sleep(delay);
+                        if s.write_all(reply).is_err() {
+                            return;
+                        }
+                    }
+                }
+            });
+        }
+    });
+    (port, stop)
+}
+
+/// Resident memory of process `pid`, in bytes (VmRSS from /proc).
+pub fn rss_bytes(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let kb: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .expect("VmRSS in /proc status");
+    kb * 1024
+}
+
+/// One `field:value` line of `INFO section`, as a number.
+pub fn info_number(port: u16, section: &str, field: &str) -> u64 {
+    let mut con = connect(port);
+    let info: String = redis::cmd("INFO").arg(section).query(&mut con).unwrap();
+    info.lines()
+        .find_map(|l| l.strip_prefix(&format!("{field}:")))
+        .unwrap_or_else(|| panic!("no {field} in INFO {section}: {info}"))
+        .trim()
+        .parse()
+        .unwrap()
+}
