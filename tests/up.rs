@@ -37,23 +37,6 @@ fn spawn_up(port: u16, first_node_port: u16, nodes: usize) -> Proc {
     Proc { child, port }
 }
 
-/// A block of `n` consecutive free ports.
-fn free_block(n: usize) -> u16 {
-    'search: for _ in 0..50 {
-        let base = free_port();
-        if base as usize + n >= 65_000 {
-            continue;
-        }
-        for p in base..base + n as u16 {
-            if std::net::TcpListener::bind(("127.0.0.1", p)).is_err() {
-                continue 'search;
-            }
-        }
-        return base;
-    }
-    panic!("no block of {n} free ports");
-}
-
 fn is_listening(port: u16) -> bool {
     TcpStream::connect(("127.0.0.1", port)).is_ok()
 }

@@ -18,6 +18,23 @@ pub fn free_port() -> u16 {
         .port()
 }
 
+/// A block of `n` consecutive free ports.
+pub fn free_block(n: usize) -> u16 {
+    'search: for _ in 0..50 {
+        let base = free_port();
+        if base as usize + n >= 65_000 {
+            continue;
+        }
+        for p in base..base + n as u16 {
+            if std::net::TcpListener::bind(("127.0.0.1", p)).is_err() {
+                continue 'search;
+            }
+        }
+        return base;
+    }
+    panic!("no block of {n} free ports");
+}
+
 /// True when `SHARDIS_REQUIRE_REDIS=1`: tests needing redis tools must run.
 pub fn redis_required() -> bool {
     std::env::var("SHARDIS_REQUIRE_REDIS")
