@@ -35,7 +35,7 @@ use tokio::time::Instant;
 use super::budget::{Exceeded, ReplyBudget, SoftClock};
 use super::error::ProxyError;
 use super::Proxy;
-use crate::resp::{decode_request, encode, ProtocolError, Request};
+use crate::resp::{encode, ProtocolError, Request, RequestDecoder};
 
 /// Replies gathered before they are written, at most (one reply may exceed it).
 const MAX_OUT_BYTES: usize = 256 * 1024;
@@ -142,7 +142,7 @@ impl ClientSession {
         let peer = sock.peer_addr().map(|a| a.to_string()).unwrap_or_default();
         let (mut rd, mut wr) = sock.split();
         let depth = proxy.config.pipeline_depth.max(1);
-        let limits = proxy.config.limits;
+        let mut decoder = RequestDecoder::new(proxy.config.limits);
         let id = proxy.next_client_id.fetch_add(1, Ordering::Relaxed);
         let budget = ReplyBudget::new(proxy.config.output_limits);
         let mut drain = proxy.draining.subscribe();
@@ -175,7 +175,7 @@ impl ClientSession {
         loop {
             // Dispatch what is buffered, up to the pipeline depth.
             while !need_bytes && !session.closing && session.owed.len() < depth {
-                match decode_request(&mut buf, &limits) {
+                match decoder.decode(&mut buf) {
                     Ok(Some(req)) => {
                         session.proxy.stats.commands.fetch_add(1, Ordering::Relaxed);
                         let p = dispatch(&session.proxy, &mut session.state, req).await;
