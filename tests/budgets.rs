@@ -219,3 +219,56 @@ fn over_the_proxy_wide_query_buffer_total_the_largest_buffer_is_closed() {
     );
     assert!(buffered() < 64 * 1024, "buffers given back: {}", buffered());
 }
+
+#[test]
+fn a_client_over_its_soft_limit_for_too_long_is_closed() {
+    let node = start_node(free_port());
+    let extra = format!(
+        "client_output_hard_limit = 0\nclient_output_soft_limit = {}\nclient_output_soft_seconds = 1",
+        8 * MB
+    );
+    let c = Cluster::over(vec![node], &extra);
+    store_big(c.proxy.port, "big");
+    let t = Instant::now();
+    let _stuck = stuck_client(c.proxy.port, "big", 100);
+    let closes = || {
+        info_number(
+            c.proxy.port,
+            "stats",
+            "client_output_buffer_limit_disconnections",
+        )
+    };
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while closes() == 0 {
+        assert!(Instant::now() < deadline, "never closed");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // Over the soft limit is allowed for its second, not less.
+    assert!(t.elapsed() >= Duration::from_secs(1), "{:?}", t.elapsed());
+    assert_eq!(closes(), 1);
+}
+
+#[test]
+fn a_client_over_its_query_buffer_limit_is_answered_and_closed() {
+    let node = start_node(free_port());
+    let c = Cluster::over(vec![node], &format!("max_query_buffer = {MB}"));
+    let mut s = TcpStream::connect(("127.0.0.1", c.proxy.port)).unwrap();
+    s.write_all(format!("*3\r\n$3\r\nSET\r\n$1\r\nk\r\n${}\r\n", 4 * MB).as_bytes())
+        .unwrap();
+    // The proxy may close before it has read all of this: ignore the error.
+    let _ = s.write_all(&vec![b'x'; 2 * MB]);
+    assert_eq!(
+        String::from_utf8_lossy(&read_to_close(&mut s)),
+        "-ERR Protocol error: query buffer limit reached\r\n"
+    );
+    assert_eq!(
+        info_number(
+            c.proxy.port,
+            "stats",
+            "client_query_buffer_limit_disconnections"
+        ),
+        1
+    );
+    let mut con = c.client();
+    let _: () = con.set("k", "v").unwrap();
+}

@@ -377,6 +377,39 @@ mod tests {
     }
 
     #[test]
+    fn byte_budgets_default_and_parse() {
+        let c = Config::parse("").unwrap();
+        assert_eq!(c.output_limits.hard_bytes, DEFAULT_CLIENT_OUTPUT_HARD_LIMIT);
+        assert_eq!(c.output_limits.soft_bytes, DEFAULT_CLIENT_OUTPUT_SOFT_LIMIT);
+        assert_eq!(
+            c.output_limits.soft_time,
+            Duration::from_secs(DEFAULT_CLIENT_OUTPUT_SOFT_SECONDS)
+        );
+        assert_eq!(c.max_query_buffer_total, DEFAULT_MAX_QUERY_BUFFER_TOTAL);
+        assert_eq!(c.drain_timeout_ms, DEFAULT_DRAIN_TIMEOUT_MS);
+        let c = Config::parse(
+            "[proxy]\nclient_output_hard_limit = 0\nclient_output_soft_limit = 5\n\
+             client_output_soft_seconds = 2\nmax_query_buffer_total = 7\ndrain_timeout_ms = 0\n",
+        )
+        .unwrap();
+        assert_eq!(c.output_limits.hard_bytes, 0);
+        assert_eq!(c.output_limits.soft_bytes, 5);
+        assert_eq!(c.output_limits.soft_time, Duration::from_secs(2));
+        assert_eq!(c.max_query_buffer_total, 7);
+        assert_eq!(c.drain_timeout_ms, 0);
+        // The shipped default file states the defaults.
+        let file = Config::load(Path::new(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/config/default.toml"
+        )))
+        .unwrap();
+        assert_eq!(file.output_limits, Config::parse("").unwrap().output_limits);
+        assert_eq!(file.max_query_buffer_total, DEFAULT_MAX_QUERY_BUFFER_TOTAL);
+        assert_eq!(file.limits, Limits::default());
+        assert_eq!(file.drain_timeout_ms, DEFAULT_DRAIN_TIMEOUT_MS);
+    }
+
+    #[test]
     fn invalid_fields_are_named() {
         let cases = [
             ("[ring]\npoints = \"modulo\"\n", "ring.points"),
@@ -384,6 +417,10 @@ mod tests {
             ("[proxy]\npipeline_depth = 0\n", "proxy.pipeline_depth"),
             ("[proxy]\nlisten = \"nowhere\"\n", "proxy.listen"),
             ("[proxy]\nbogus = 1\n", "bogus"),
+            (
+                "[proxy]\nmax_query_buffer_total = 0\n",
+                "proxy.max_query_buffer_total",
+            ),
             ("[[nodes]]\naddr = \"x\"\n", "nodes[0].addr"),
             (
                 "[[nodes]]\naddr = \"127.0.0.1:1\"\nweight = 0\n",
