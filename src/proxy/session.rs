@@ -2,7 +2,7 @@
 //! request order.
 //!
 //! ```text
-//!  socket ─read─► BytesMut ─decode_request─► Request ─dispatch─► Pending ──┐
+//!  socket ─read─► BytesMut ─RequestDecoder─► Request ─dispatch─► Pending ──┐
 //!                                                                          │ owed (FIFO,
 //!  socket ◄─write (batched)─ out ◄── each Pending, in order, once complete ◄┘  ≤ pipeline depth)
 //! ```
@@ -12,9 +12,17 @@
 //! of the FIFO into one write, and flushes before it waits on one that is not,
 //! so earlier replies never wait for later ones. A reply from a node wakes
 //! this task directly; there is no writer task between them. When the FIFO is
-//! full the session stops reading, so a client that pipelines without reading
-//! cannot grow the proxy's memory. A protocol error is answered, then that
-//! client alone is closed; a bad argument is answered and the session goes on.
+//! full the session stops reading. What the client makes the proxy hold is
+//! bounded in bytes too (see `budget`): replies are charged to it as they
+//! arrive and released as they are written, and over its output limit the
+//! client is closed; its query buffer counts towards the proxy-wide total.
+//! A protocol error is answered, then that client alone is closed; a bad
+//! argument is answered and the session goes on; a panicking handler costs
+//! one `-ERR internal error` reply. Handlers get the client's [`ClientState`],
+//! never the session: the socket and the FIFO are this task's alone.
+//!
+//! Must never: wait on a client while holding anything another client needs,
+//! or let a reply overtake an earlier one.
 
 use std::collections::VecDeque;
 use std::future::{poll_fn, Future};
