@@ -36,6 +36,7 @@ impl Node {
         conns: usize,
         connect_timeout: Duration,
         request_timeout: Duration,
+        max_bulk_len: usize,
     ) -> Node {
         let health = Arc::new(Health::default());
         let opts = UpstreamOptions {
@@ -44,6 +45,7 @@ impl Node {
             proto: 2,
             connect_timeout,
             request_timeout,
+            max_bulk_len,
         };
         let resp2 = (0..conns)
             .map(|_| Upstream::spawn(opts.clone(), health.clone()))
