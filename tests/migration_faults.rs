@@ -352,13 +352,27 @@ fn a_node_dead_during_the_sweep_does_not_block_the_next_change() {
     let i = info(&mut con);
     assert_eq!(field(&i, "state"), "ok", "{i}");
     assert_eq!(field(&i, "nodes"), "3", "{i}");
-    // A restarted proxy is not stuck either.
+    // A proxy restarted mid-sweep, with a node dead, finishes the change too.
+    let extra2 = start_redis(free_port());
+    admin(
+        &mut con,
+        &["CLUSTER", "ADDNODE", &extra2.addr(), "NAME", "node6"],
+    )
+    .unwrap();
+    wait_state(&mut con, "sweeping");
+    rig.nodes[2].kill();
     rig.proxy.kill();
     rig.proxy = spawn_proxy(&rig.dir, rig.port, &[]);
     let mut con = rig.con();
     let i = wait_state(&mut con, "ok");
-    assert_eq!(field(&i, "nodes"), "3", "{i}");
+    assert_eq!(field(&i, "nodes"), "4", "{i}");
+    assert!(field(&i, "sweep_pending").contains("node3"), "{i}");
     let _: () = con.set("after", "1").unwrap();
+    admin(&mut con, &["CLUSTER", "REMOVENODE", "node3"]).unwrap();
+    admin(&mut con, &["CLUSTER", "REMOVENODE", "node3"]).unwrap();
+    let i = info(&mut con);
+    assert_eq!(field(&i, "nodes"), "3", "{i}");
+    assert_eq!(field(&i, "sweep_pending"), "node1,node2", "{i}");
 }
 
 #[test]
