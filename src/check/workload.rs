@@ -362,13 +362,14 @@ impl Report {
                 .unwrap_or("-")
         };
         format!(
-            "  {name:<14} state={:<8} epoch={:<3} copied={:<7} resynced={:<5} swept={:<7} pause_ms={:<4} rebuild_us={:<5} {}\n",
+            "  {name:<14} state={:<8} epoch={:<3} copied={:<7} resynced={:<5} swept={:<7} pause_ms={:<4} persist_us={:<6} rebuild_us={:<5} {}\n",
             f("state"),
             f("epoch"),
             f("migration_keys_copied"),
             f("migration_keys_resynced"),
             f("migration_keys_swept"),
             f("migration_cutover_pause_ms"),
+            f("migration_cutover_persist_us"),
             f("ring_rebuild_us"),
             f("last_error"),
         )
