@@ -14,9 +14,25 @@ use redis::Commands;
 /// environment switches for fault injection.
 struct Rig {
     nodes: Vec<Proc>,
-    proxy: Proc,
+    proxy: ProxyProc,
     port: u16,
     dir: tempdir::Dir,
+}
+
+/// The proxy process, killed on drop; its stderr goes to `proxy.err`.
+struct ProxyProc(std::process::Child);
+
+impl ProxyProc {
+    fn kill(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+impl Drop for ProxyProc {
+    fn drop(&mut self) {
+        self.kill();
+    }
 }
 
 const MIGRATION: &str = "[migration]\nbatch = 50\nmax_keys_per_sec = 1000\ntimeout_ms = 5000\n";
@@ -68,8 +84,12 @@ impl Drop for Rig {
     }
 }
 
-fn spawn_proxy(dir: &tempdir::Dir, port: u16, env: &[(&str, &str)]) -> Proc {
-    let err = std::fs::File::create(dir.path().join("proxy.err")).unwrap();
+fn spawn_proxy(dir: &tempdir::Dir, port: u16, env: &[(&str, &str)]) -> ProxyProc {
+    let err = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(dir.path().join("proxy.err"))
+        .unwrap();
     let child = Command::new(BIN)
         .args(["proxy", "--config"])
         .arg(dir.path().join("proxy.toml"))
@@ -78,7 +98,7 @@ fn spawn_proxy(dir: &tempdir::Dir, port: u16, env: &[(&str, &str)]) -> Proc {
         .stderr(err)
         .spawn()
         .expect("start proxy");
-    let p = Proc { child, port };
+    let p = ProxyProc(child);
     wait_ping(port);
     p
 }
