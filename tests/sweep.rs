@@ -371,6 +371,7 @@ fn allowed<'a>(list: &'a [(&str, &str)], label: &str) -> Option<&'a str> {
 /// A documented refusal by the proxy, acceptable whatever Redis answers.
 fn is_refusal(o: &Outcome) -> bool {
     o.contains("is not supported by shardis")
+        || o.contains("SCAN through shardis continues only cursors it returned")
         || o.contains("without keys cannot be routed")
         || o.starts(b"-CROSSSLOT")
 }

@@ -58,23 +58,41 @@ pub struct Proc {
     pub port: u16,
     stderr: StderrCapture,
     what: String,
+    /// Set by a test that makes this process panic on purpose.
+    panics_expected: bool,
 }
 
 impl Proc {
     /// Spawns `cmd` (stdout as the caller set it, stderr captured); `what`
     /// names it in failure messages.
     pub fn spawn(cmd: &mut Command, port: u16, what: &str) -> Proc {
+        Proc::spawn_logged(cmd, port, what, None)
+    }
+
+    /// [`Proc::spawn`], with its stderr also copied to `log`.
+    pub fn spawn_logged(
+        cmd: &mut Command,
+        port: u16,
+        what: &str,
+        log: Option<std::fs::File>,
+    ) -> Proc {
         let mut child = cmd
             .stderr(Stdio::piped())
             .spawn()
             .unwrap_or_else(|e| panic!("start {what}: {e}"));
-        let stderr = StderrCapture::attach(&mut child, None);
+        let stderr = StderrCapture::attach(&mut child, log);
         Proc {
             child,
             port,
             stderr,
             what: format!("{what} (port {port})"),
+            panics_expected: false,
         }
+    }
+
+    /// This process is made to panic on purpose: its panics fail nothing.
+    pub fn expect_panics(&mut self) {
+        self.panics_expected = true;
     }
 
     pub fn pid(&self) -> u32 {
@@ -136,6 +154,9 @@ impl Proc {
 impl Drop for Proc {
     fn drop(&mut self) {
         self.kill();
+        if self.panics_expected {
+            return;
+        }
         // A second panic while unwinding would abort the whole test binary;
         // the test is failing already, so just print what the child said.
         if std::thread::panicking() {
@@ -203,6 +224,43 @@ pub fn start_redis(port: u16) -> Proc {
 /// Writes a proxy config over `nodes` and starts `shardis proxy`.
 pub fn start_proxy(nodes: &[String], extra: &str) -> (Proc, tempdir::Dir) {
     let dir = tempdir::Dir::new();
+    let (path, port) = write_proxy_config(&dir, nodes, extra);
+    (start_proxy_with(&path, port), dir)
+}
+
+/// Starts `shardis proxy --config path` expected to listen on `port`.
+pub fn start_proxy_with(path: &std::path::Path, port: u16) -> Proc {
+    start_proxy_env(path, port, &[], None)
+}
+
+/// [`start_proxy_with`], with extra environment variables and, when given,
+/// a file that gets a copy of its stderr (to check what it logged).
+pub fn start_proxy_env(
+    path: &std::path::Path,
+    port: u16,
+    env: &[(&str, &str)],
+    log: Option<std::fs::File>,
+) -> Proc {
+    let mut p = Proc::spawn_logged(
+        Command::new(BIN)
+            .args(["proxy", "--config", path.to_str().unwrap()])
+            .envs(env.iter().copied())
+            .stdout(Stdio::null()),
+        port,
+        "proxy",
+        log,
+    );
+    p.wait_ready();
+    p
+}
+
+/// Writes a proxy config over `nodes` (as [`start_proxy`] does) and returns
+/// its path and port without starting anything.
+pub fn write_proxy_config(
+    dir: &tempdir::Dir,
+    nodes: &[String],
+    extra: &str,
+) -> (std::path::PathBuf, u16) {
     let port = free_port();
     let mut cfg = format!("[proxy]\nlisten = \"127.0.0.1:{port}\"\nconnect_timeout_ms = 500\nrequest_timeout_ms = 2000\n{extra}\n");
     for (i, n) in nodes.iter().enumerate() {
@@ -213,20 +271,7 @@ pub fn start_proxy(nodes: &[String], extra: &str) -> (Proc, tempdir::Dir) {
     }
     let path = dir.path().join("proxy.toml");
     std::fs::write(&path, cfg).unwrap();
-    (start_proxy_with(&path, port), dir)
-}
-
-/// Starts `shardis proxy --config path` expected to listen on `port`.
-pub fn start_proxy_with(path: &std::path::Path, port: u16) -> Proc {
-    let mut p = Proc::spawn(
-        Command::new(BIN)
-            .args(["proxy", "--config", path.to_str().unwrap()])
-            .stdout(Stdio::null()),
-        port,
-        "proxy",
-    );
-    p.wait_ready();
-    p
+    (path, port)
 }
 
 /// N built-in nodes and a proxy over them.

@@ -1,0 +1,130 @@
+//! Unmodified client libraries against the proxy, each through its own API:
+//! redis-py 5 and 8 (`scan_iter`), ioredis 5 (`scanStream`), node-redis 4
+//! and 6 (`scanIterator`), over built-in nodes and over redis-servers.
+//!
+//! The libraries are installed by `.ci/run` (redis-py into
+//! `target/clients/py5` and `py8`, the Node.js ones with `npm ci` in
+//! `tests/clients/node`). Missing ones skip with a printed reason, and fail
+//! under `SHARDIS_REQUIRE_REDIS=1`.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use common::*;
+
+/// Keys each client writes and then walks with its SCAN iterator: enough
+/// that every node's cursor goes through many rounds.
+const SCAN_KEYS: &str = "20000";
+
+fn manifest() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// Whether an installed client library is there; skips (or fails when
+/// required) with the command that installs it.
+fn have(path: &Path, install: &str) -> bool {
+    if path.exists() {
+        return true;
+    }
+    assert!(
+        !redis_required(),
+        "{} is required (SHARDIS_REQUIRE_REDIS=1); install it with: {install}",
+        path.display()
+    );
+    eprintln!(
+        "skipping: {} not found; install with: {install}",
+        path.display()
+    );
+    false
+}
+
+fn run_ok(cmd: &mut Command) -> String {
+    let out = cmd.output().expect("run client");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "client failed:\n{text}");
+    text
+}
+
+fn redis_py(port: u16, types: bool) {
+    let script = manifest().join("tests/clients/redis_py.py");
+    for v in ["5", "8"] {
+        let lib = manifest().join(format!("target/clients/py{v}"));
+        let install = format!(
+            "python3 -m pip install --target target/clients/py{v} 'redis>={v},<{}'",
+            v.parse::<u32>().unwrap() + 1
+        );
+        if !have(&lib, &install) {
+            continue;
+        }
+        let mut cmd = Command::new("timeout");
+        cmd.args(["120", "python3"])
+            .arg(&script)
+            .args([&port.to_string(), SCAN_KEYS])
+            .env("PYTHONPATH", &lib);
+        if types {
+            cmd.arg("--types");
+        }
+        let out = run_ok(&mut cmd);
+        assert!(out.contains(&format!("redis-py {v}.")), "{out}");
+    }
+}
+
+fn node_clients(port: u16, types: bool) {
+    let dir = manifest().join("tests/clients/node");
+    if !have(
+        &dir.join("node_modules"),
+        "npm ci --prefix tests/clients/node",
+    ) {
+        return;
+    }
+    let mut cmd = Command::new("timeout");
+    cmd.args(["120", "node"])
+        .arg(dir.join("clients.js"))
+        .args([&port.to_string(), SCAN_KEYS]);
+    if types {
+        cmd.arg("--types");
+    }
+    let out = run_ok(&mut cmd);
+    for lib in ["ioredis 5.", "redis4 4.", "redis6 6."] {
+        assert!(out.contains(lib), "{lib} did not report:\n{out}");
+    }
+}
+
+#[test]
+fn redis_py_5_and_8_walk_every_key_over_builtin_nodes() {
+    let c = Cluster::builtin(10);
+    redis_py(c.proxy.port, false);
+}
+
+#[test]
+fn redis_py_5_and_8_work_over_redis_servers() {
+    if !have_tool("redis-server") {
+        return;
+    }
+    let c = Cluster::redis(4);
+    redis_py(c.proxy.port, true);
+}
+
+#[test]
+fn ioredis_and_node_redis_walk_every_key_over_builtin_nodes() {
+    if !have_tool("node") {
+        return;
+    }
+    let c = Cluster::builtin(10);
+    node_clients(c.proxy.port, false);
+}
+
+#[test]
+fn ioredis_and_node_redis_work_over_redis_servers() {
+    if !have_tool("node") || !have_tool("redis-server") {
+        return;
+    }
+    let c = Cluster::redis(4);
+    node_clients(c.proxy.port, true);
+}
