@@ -91,8 +91,10 @@ async fn keyed(
         Ok(p) => p.is_empty() && matches!(spec.keys, KeySpec::Range { .. }),
         // A malformed key count: Redis refuses the request before touching
         // data, with an error that depends on more than the count (EVALSHA
-        // checks its digest first), so let a node say it.
-        Err(_) => true,
+        // checks its digest first), so let a node say it. Any other error
+        // is the proxy's own refusal and is answered here: it must never
+        // reach a node (XREAD BLOCK would hold the shared upstream).
+        Err(_) => matches!(spec.keys, KeySpec::NumKeys { .. }),
     };
     if keyless {
         // A form with no key at all (OBJECT HELP, OBJECT ENCODING without
@@ -106,7 +108,10 @@ async fn keyed(
             .await;
         return Pending::One(rx);
     }
-    let positions = positions.unwrap_or_default();
+    let positions = match positions {
+        Ok(p) => p,
+        Err(e) => return Pending::error(&e),
+    };
     if positions.is_empty() {
         return Pending::error(&format!(
             "ERR '{}' without keys cannot be routed: declare at least one key so shardis can pick a node",
