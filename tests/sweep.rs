@@ -294,21 +294,33 @@ fn short(b: &[u8], n: usize) -> String {
 struct Target {
     name: &'static str,
     port: u16,
+    /// The protocol the connection speaks (HELLO 3 sent on opening for 3).
+    proto: u8,
     conn: RespConn,
 }
 
 impl Target {
-    fn new(name: &'static str, port: u16) -> Target {
+    fn new(name: &'static str, port: u16, proto: u8) -> Target {
         Target {
             name,
             port,
-            conn: RespConn::open(port, READ_TIMEOUT).expect("connect"),
+            proto,
+            conn: Target::open(name, port, proto),
         }
     }
 
+    fn open(name: &str, port: u16, proto: u8) -> RespConn {
+        let mut c = RespConn::open(port, READ_TIMEOUT)
+            .unwrap_or_else(|e| panic!("{name} no longer accepts connections: {e}"));
+        if proto == 3 {
+            let r = c.cmd(&["HELLO", "3"]);
+            assert!(r.starts_with(b"%"), "{name}: HELLO 3 -> {}", short(&r, 80));
+        }
+        c
+    }
+
     fn reconnect(&mut self) {
-        self.conn = RespConn::open(self.port, READ_TIMEOUT)
-            .unwrap_or_else(|e| panic!("{} no longer accepts connections: {e}", self.name));
+        self.conn = Target::open(self.name, self.port, self.proto);
     }
 
     /// Writes every request back to back, then reads the replies in order.
@@ -386,6 +398,16 @@ struct Finding {
 
 #[test]
 fn every_command_answers_like_redis_through_the_proxy_and_on_the_node() {
+    sweep(2);
+}
+
+/// The same in RESP3 (HELLO 3 first), where nulls, maps and doubles differ.
+#[test]
+fn every_command_answers_like_redis_in_resp3_too() {
+    sweep(3);
+}
+
+fn sweep(proto: u8) {
     if !have_tool("redis-server") {
         return;
     }
@@ -394,10 +416,10 @@ fn every_command_answers_like_redis_through_the_proxy_and_on_the_node() {
     let direct = start_redis(free_port());
     let node = start_node(free_port());
     let builtin = Cluster::builtin(2);
-    let mut proxy = Target::new("proxy", cluster.proxy.port);
-    let mut over_builtin = Target::new("proxy over built-in nodes", builtin.proxy.port);
-    let mut redis = Target::new("redis", direct.port);
-    let mut ours = Target::new("node", node.port);
+    let mut proxy = Target::new("proxy", cluster.proxy.port, proto);
+    let mut over_builtin = Target::new("proxy over built-in nodes", builtin.proxy.port, proto);
+    let mut redis = Target::new("redis", direct.port, proto);
+    let mut ours = Target::new("node", node.port, proto);
 
     let mut findings: Vec<Finding> = Vec::new();
     let mut not_implemented: BTreeSet<String> = BTreeSet::new();
@@ -503,7 +525,7 @@ fn every_command_answers_like_redis_through_the_proxy_and_on_the_node() {
     }
 
     println!(
-        "swept {} table rows: {sent} requests per target in {:.1?}; {compared_node} node replies compared",
+        "RESP{proto}: swept {} table rows: {sent} requests per target in {:.1?}; {compared_node} node replies compared",
         TABLE.len(),
         t0.elapsed()
     );
