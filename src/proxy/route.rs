@@ -98,8 +98,9 @@ pub(super) async fn keyed(
         Ok(p) => p.is_empty() && matches!(spec.keys, KeySpec::Range { .. }),
         // A malformed key count: Redis refuses the request before touching
         // data, with an error that depends on more than the count (EVALSHA
-        // checks its digest first), so let a node say it. The proxy's own
-        // refusals (SORT patterns, unbalanced STREAMS, BLOCK) it says itself.
+        // checks its digest first), so let a node say it. Any other error
+        // is the proxy's own refusal and is answered here: it must never
+        // reach a node (XREAD BLOCK would hold the shared upstream).
         Err(_) => matches!(spec.keys, KeySpec::NumKeys { .. }),
     };
     if keyless {
