@@ -423,6 +423,24 @@ fn adding_a_node_moves_collections_of_every_type_with_their_ttls() {
 }
 
 #[test]
+fn huge_negative_random_counts_are_refused_not_allocated() {
+    let n = node();
+    let mut c = Raw::connect(n.port);
+    c.check(&["SADD", "s", "a"], ":1\r\n");
+    c.check(&["HSET", "h", "f", "v"], ":1\r\n");
+    c.check(&["ZADD", "z", "1", "m"], ":1\r\n");
+    let err = "-ERR count is too large: at most 16777216 repeated picks per call\r\n";
+    c.check(&["SRANDMEMBER", "s", "-9223372036854775807"], err);
+    c.check(&["HRANDFIELD", "h", "-100000000", "WITHVALUES"], err);
+    c.check(&["ZRANDMEMBER", "z", "-100000000"], err);
+    assert_eq!(c.int(&["SCARD", "s"]), 1);
+    c.check(
+        &["SRANDMEMBER", "s", "-3"],
+        "*3\r\n$1\r\na\r\n$1\r\na\r\n$1\r\na\r\n",
+    );
+}
+
+#[test]
 fn scans_of_large_collections_return_every_element_once() {
     let n = node();
     let mut c = Raw::connect(n.port);
