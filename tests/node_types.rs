@@ -421,3 +421,57 @@ fn adding_a_node_moves_collections_of_every_type_with_their_ttls() {
         direct.check(&["TYPE", k], want);
     }
 }
+
+#[test]
+fn huge_negative_random_counts_are_refused_not_allocated() {
+    let n = node();
+    let mut c = Raw::connect(n.port);
+    c.check(&["SADD", "s", "a"], ":1\r\n");
+    c.check(&["HSET", "h", "f", "v"], ":1\r\n");
+    c.check(&["ZADD", "z", "1", "m"], ":1\r\n");
+    let err = "-ERR count is too large: at most 16777216 repeated picks per call\r\n";
+    c.check(&["SRANDMEMBER", "s", "-9223372036854775807"], err);
+    c.check(&["HRANDFIELD", "h", "-100000000", "WITHVALUES"], err);
+    c.check(&["ZRANDMEMBER", "z", "-100000000"], err);
+    assert_eq!(c.int(&["SCARD", "s"]), 1);
+    c.check(
+        &["SRANDMEMBER", "s", "-3"],
+        "*3\r\n$1\r\na\r\n$1\r\na\r\n$1\r\na\r\n",
+    );
+}
+
+#[test]
+fn scans_of_large_collections_return_every_element_once() {
+    let n = node();
+    let mut c = Raw::connect(n.port);
+    for i in 0..1200 {
+        let m = format!("m{i}");
+        c.call(&["HSET", "h", &m, "v"]);
+        c.call(&["SADD", "s", &m]);
+        c.call(&["ZADD", "z", &i.to_string(), &m]);
+    }
+    c.check(&["OBJECT", "ENCODING", "h"], "$9\r\nhashtable\r\n");
+    c.check(&["OBJECT", "ENCODING", "s"], "$9\r\nhashtable\r\n");
+    c.check(&["OBJECT", "ENCODING", "z"], "$8\r\nskiplist\r\n");
+    for (cmd, key, stride) in [("HSCAN", "h", 2), ("SSCAN", "s", 1), ("ZSCAN", "z", 2)] {
+        let (mut cursor, mut seen, mut calls) = ("0".to_string(), Vec::new(), 0);
+        loop {
+            let reply = c.call(&[cmd, key, &cursor, "COUNT", "50"]);
+            let lines: Vec<&str> = reply.split("\r\n").collect();
+            cursor = lines[2].to_string();
+            // Element names are every `stride`-th bulk string after the header.
+            let items: Vec<&str> = lines[4..].iter().skip(1).step_by(2).copied().collect();
+            seen.extend(items.iter().step_by(stride).map(|s| s.to_string()));
+            calls += 1;
+            assert!(calls < 1000, "{cmd} does not finish");
+            if cursor == "0" {
+                break;
+            }
+        }
+        seen.sort();
+        let before = seen.len();
+        seen.dedup();
+        assert_eq!((before, seen.len()), (1200, 1200), "{cmd}");
+        assert!(calls > 10, "{cmd} returned everything in {calls} calls");
+    }
+}

@@ -92,6 +92,28 @@ fn command_docs(out: &mut BytesMut, c: &Command, proto: u8) {
         "command" | "info" | "dbsize" | "flushdb" | "flushall" | "config" | "time" | "lastsave" => {
             "server"
         }
+        n if n.starts_with('h') => "hash",
+        n if n.starts_with('z') => "sorted-set",
+        "lpush" | "rpush" | "lpushx" | "rpushx" | "linsert" | "lindex" | "llen" | "lpop"
+        | "rpop" | "lrange" | "lrem" | "lset" | "ltrim" | "lpos" | "rpoplpush" | "lmove"
+        | "lmpop" => "list",
+        n if n.starts_with('s')
+            && !matches!(
+                n,
+                "set"
+                    | "setnx"
+                    | "setex"
+                    | "setrange"
+                    | "sort"
+                    | "sort_ro"
+                    | "scan"
+                    | "select"
+                    | "substr"
+                    | "strlen"
+            ) =>
+        {
+            "set"
+        }
         _ => "generic",
     };
     encode::bulk(out, c.name.as_bytes());

@@ -140,13 +140,23 @@ pub fn parse_positive(b: &[u8], msg: &str) -> Result<i64, CmdError> {
     }
 }
 
-/// `getRangeLongFromObjectOrReply(-LONG_MAX, LONG_MAX)` (RANDFIELD counts).
+/// Most picks a negative *RANDMEMBER/HRANDFIELD count may ask for: the
+/// reply is built in memory, and Redis would stream billions of repeats.
+pub const MAX_REPEATED_PICKS: i64 = 1 << 24;
+
+/// `getRangeLongFromObjectOrReply(-LONG_MAX, LONG_MAX)` (RANDFIELD counts),
+/// with repeats bounded by [`MAX_REPEATED_PICKS`].
 pub fn parse_count(b: &[u8]) -> Result<i64, CmdError> {
     let v = parse_i64(b)?;
     if v == i64::MIN {
         return Err(CmdError::err(
             "value is out of range, value must between -9223372036854775807 and 9223372036854775807",
         ));
+    }
+    if v < -MAX_REPEATED_PICKS {
+        return Err(CmdError::err(format!(
+            "count is too large: at most {MAX_REPEATED_PICKS} repeated picks per call"
+        )));
     }
     Ok(v)
 }
