@@ -418,7 +418,8 @@ pub fn check_host_port(field: &str, value: &str) -> Result<(), String> {
 /// (`[[nodes]]` entries are numbered: `nodes[1].weight`).
 fn field_at(text: &str, at: usize) -> Option<String> {
     let line_start = text[..at].rfind('\n').map_or(0, |i| i + 1);
-    let line = &text[line_start..];
+    // Only this line: an `=` further down belongs to another key.
+    let line = text[line_start..].lines().next().unwrap_or("");
     let key = line.split_once('=')?.0.trim().trim_matches('"');
     if key.is_empty() || key.starts_with('[') {
         return None;
@@ -569,6 +570,7 @@ mod tests {
             ),
             ("[proxy]\nbogus = 1\n", "line 2: unknown field `bogus`"),
             ("listen = =\n", "line 1: listen: "),
+            ("a\nlisten = 0", "line 1: "),
         ];
         for (text, field) in cases {
             let err = Config::parse(text).unwrap_err();
