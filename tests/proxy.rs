@@ -348,7 +348,7 @@ fn unknown_and_refused_commands_get_errors_and_the_connection_stays_open() {
         (b"*3\r\n$5\r\nBLPOP\r\n$1\r\nl\r\n$1\r\n0\r\n", b"-ERR 'blpop' is not supported by shardis: blocking commands are not supported: they would hold a shared upstream connection\r\n"),
         (b"*2\r\n$6\r\nSELECT\r\n$1\r\n1\r\n", b"-ERR DB index is out of range (shardis serves database 0 only)\r\n"),
         (b"*2\r\n$6\r\nSELECT\r\n$1\r\n0\r\n", b"+OK\r\n"),
-        (b"*2\r\n$7\r\nCLUSTER\r\n$5\r\nSLOTS\r\n", b"-ERR This instance has cluster support disabled\r\n"),
+        (b"*3\r\n$7\r\nCLUSTER\r\n$7\r\nKEYSLOT\r\n$3\r\nfoo\r\n", b":12182\r\n"),
         (b"*5\r\n$6\r\nMSETNX\r\n$4\r\naaaa\r\n$1\r\n1\r\n$4\r\nzzzz\r\n$1\r\n2\r\n", b""),
         (b"*2\r\n$4\r\nECHO\r\n$3\r\na\x00b\r\n", b"$3\r\na\x00b\r\n"),
         (b"PING\r\n", b"+PONG\r\n"),

@@ -115,7 +115,7 @@ impl CheckCluster {
     /// (every key on a removed node counts).
     pub async fn count_orphans(&self, proxy: &str) -> Result<u64, String> {
         let mut c = Client::new(proxy, Duration::from_secs(10));
-        let nodes_text = c.call(&[b"CLUSTER", b"NODES"]).await?.text();
+        let nodes_text = c.call(&[b"CLUSTER", b"RING"]).await?.text();
         let mut specs = Vec::new();
         for line in nodes_text.lines() {
             let mut parts = line.split_whitespace();

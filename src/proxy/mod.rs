@@ -11,6 +11,7 @@
 //! Entry point: [`run`]. Uses `resp` and `ring`; never clap or signals.
 
 pub mod admin;
+pub mod cluster;
 pub mod config;
 pub mod cursor;
 pub mod info;

@@ -231,7 +231,7 @@ async fn fan_out(
     }
     let routing = topology::enter(&proxy.routing, std::iter::empty).await;
     if agg == Aggregate::AllOk && (routing.migration.is_some() || routing.filter_keys) {
-        return Pending::error("ERR FLUSHALL/FLUSHDB are refused while a topology change runs; retry when CLUSTER INFO shows state:ok");
+        return Pending::error("ERR FLUSHALL/FLUSHDB are refused while a topology change runs; retry when CLUSTER RINGINFO shows state:ok");
     }
     let nodes = all_nodes(&routing);
     let (proto, id) = (client.proto, client.id);

@@ -73,6 +73,8 @@ pub struct ClientState {
     pub proto: u8,
     pub name: Option<Bytes>,
     pub peer: String,
+    /// The proxy address this client connected to (announced by CLUSTER SLOTS).
+    pub local: String,
 }
 
 /// One client connection: its socket, its state and the replies it is owed.
@@ -98,6 +100,7 @@ impl ClientSession {
     pub async fn run(proxy: Arc<Proxy>, mut sock: TcpStream) {
         let _ = sock.set_nodelay(true);
         let peer = sock.peer_addr().map(|a| a.to_string()).unwrap_or_default();
+        let local = sock.local_addr().map(|a| a.to_string()).unwrap_or_default();
         let (mut rd, mut wr) = sock.split();
         let depth = proxy.config.pipeline_depth.max(1);
         let limits = proxy.config.limits;
@@ -109,6 +112,7 @@ impl ClientSession {
                 proto: 2,
                 name: None,
                 peer,
+                local,
             },
             owed: VecDeque::new(),
             closing: false,

@@ -48,7 +48,7 @@ pub struct UpRequest {
     pub reply: oneshot::Sender<Bytes>,
 }
 
-/// Connection state of a node, shown by `CLUSTER NODES`.
+/// Connection state of a node, shown by `CLUSTER RING`.
 #[derive(Default)]
 pub struct Health {
     /// 0 = never connected, 1 = up, 2 = down.

@@ -425,6 +425,7 @@ pub const TABLE: &[CommandSpec] = &[
     row("time", 1, LOCAL, NONE, false),
     row("readonly", 1, LOCAL, NONE, false),
     row("readwrite", 1, LOCAL, NONE, false),
+    row("asking", 1, LOCAL, NONE, false),
     row("reset", 1, LOCAL, NONE, false),
     row("memory", -2, LOCAL, NONE, false),
     // administration
@@ -478,7 +479,6 @@ pub const TABLE: &[CommandSpec] = &[
     row("pfdebug", 3, SERVER, NONE, false),
     row("pfselftest", 1, SERVER, NONE, false),
     row("replconf", -1, SERVER, NONE, false),
-    row("asking", 1, SERVER, NONE, false),
     row("restore-asking", -4, SERVER, NONE, false),
 ];
 
