@@ -84,6 +84,7 @@ pub async fn handle(
         // reads and writes itself, so they change nothing.
         "readonly" | "readwrite" | "asking" => encode::simple(&mut out, "OK"),
         "reset" => {
+            s.tx.clear();
             s.proto = 2;
             s.name = None;
             encode::simple(&mut out, "RESET");

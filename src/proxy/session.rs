@@ -75,6 +75,10 @@ pub struct ClientState {
     pub peer: String,
     /// The proxy address this client connected to (announced by CLUSTER SLOTS).
     pub local: String,
+    /// MULTI / WATCH state and the connection it pins.
+    pub tx: super::transaction::TxState,
+    /// Blocking commands of this client waiting on a node right now.
+    pub blocked: Arc<std::sync::atomic::AtomicUsize>,
 }
 
 /// One client connection: its socket, its state and the replies it is owed.
@@ -113,6 +117,8 @@ impl ClientSession {
                 name: None,
                 peer,
                 local,
+                tx: Default::default(),
+                blocked: Default::default(),
             },
             owed: VecDeque::new(),
             closing: false,
@@ -165,6 +171,14 @@ impl ClientSession {
                 else => break,
             };
             match event {
+                // A client that leaves while blocked is gone, as Redis treats
+                // it: dropping what it is owed closes the pinned connections,
+                // so no node pops an element for it.
+                Event::Read(Ok(0)) | Event::Read(Err(_))
+                    if session.state.blocked.load(Ordering::SeqCst) > 0 =>
+                {
+                    return
+                }
                 Event::Read(Ok(0)) | Event::Read(Err(_)) => eof = true,
                 Event::Read(Ok(_)) => need_bytes = false,
                 Event::Wrote(Ok(n)) if n > 0 => {
