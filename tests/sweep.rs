@@ -4,6 +4,9 @@
 //! shapes, sent (a) through the proxy over redis-server backends and (b) to a
 //! plain redis-server, and (c) to a built-in node for what it implements.
 //!
+//! The same requests also go (d) through a proxy over built-in nodes, which
+//! must answer each one in time, whatever the nodes implement.
+//!
 //! The proxy must answer every request in time (never close, hang or panic)
 //! with the same reply class as Redis — error or not, and for errors the same
 //! first word — or a documented refusal. The node must do the same wherever it
@@ -11,13 +14,15 @@
 //! with its reason; anything else fails the test with a table.
 
 mod common;
+#[path = "sweep/targets.rs"]
+mod targets;
 
 use std::collections::BTreeSet;
-use std::io::ErrorKind;
 use std::time::{Duration, Instant};
 
 use common::*;
 use shardis::resp::command::{CommandSpec, Kind, TABLE};
+use targets::{show, Outcome, Req, Target};
 
 /// How long any one reply may take. Nothing swept blocks, so only a hang
 /// (or a machine under very heavy load) reaches it.
@@ -26,6 +31,9 @@ const READ_TIMEOUT: Duration = Duration::from_secs(10);
 /// Commands that must never reach a server: the proxy refuses them, and then
 /// only the proxy is asked (it must answer with an error); should one stop
 /// being refused, it is skipped and listed instead of being run.
+///
+/// (XREAD and XREADGROUP are swept: they block only with a BLOCK argument,
+/// which no shape spells, and the proxy refuses BLOCK.)
 const DANGEROUS: &[(&str, &str)] = &[
     ("shutdown", "stops the server"),
     ("debug", "can crash or stall the server"),
@@ -56,16 +64,29 @@ const DANGEROUS: &[(&str, &str)] = &[
     ("bzpopmin", "blocks"),
     ("bzpopmax", "blocks"),
     ("bzmpop", "blocks"),
-    ("xread", "blocks with BLOCK"),
-    ("xreadgroup", "blocks with BLOCK"),
     ("wait", "blocks"),
     ("waitaof", "blocks"),
 ];
 
-/// Subcommands swept besides the argument shapes (which never spell one).
-/// Left out on purpose: CLIENT KILL/PAUSE/REPLY/UNBLOCK/TRACKING (they act on
-/// connections), CONFIG SET/REWRITE, SCRIPT KILL, CLUSTER ADDNODE/REMOVENODE/
-/// SPAWNNODE/FAILOVER and the other topology changes.
+/// Subcommands left out of [`SUBCOMMANDS`] on purpose, and why; printed.
+const EXCLUDED_SUBCOMMANDS: &[(&str, &str)] = &[
+    (
+        "client kill|pause|unpause|reply|unblock|tracking|caching",
+        "act on connections",
+    ),
+    (
+        "config set|rewrite",
+        "change or write the server's configuration",
+    ),
+    ("script kill", "stops a running script"),
+    (
+        "cluster addnode|removenode|spawnnode|failover|addreplica|removereplica",
+        "change the topology",
+    ),
+];
+
+/// Subcommands swept besides the argument shapes (which never spell one);
+/// see [`EXCLUDED_SUBCOMMANDS`] for those left out.
 const SUBCOMMANDS: &[(&str, &[&str])] = &[
     (
         "object",
@@ -127,9 +148,15 @@ enum Shape {
     List,
     /// The first argument a hash, then `{t}…`.
     Hash,
+    /// The first argument a string holding `10`, then `1`s, `-1`s or huge
+    /// numbers: commands on a key that exists, with numeric arguments.
+    StrOne,
+    StrNegative,
+    StrHuge,
     /// A number past i64.
     Huge,
     Negative,
+    Zero,
     One,
     /// A pattern with every glob metacharacter and an unclosed class.
     Glob,
@@ -141,8 +168,12 @@ const SHAPES: &[Shape] = &[
     Shape::Tagged,
     Shape::List,
     Shape::Hash,
+    Shape::StrOne,
+    Shape::StrNegative,
+    Shape::StrHuge,
     Shape::Huge,
     Shape::Negative,
+    Shape::Zero,
     Shape::One,
     Shape::Glob,
     Shape::Empty,
@@ -156,16 +187,19 @@ fn fill(shape: Shape, i: usize) -> Vec<u8> {
         Shape::List if i == 0 => "{t}list".into(),
         Shape::Hash if i == 0 => "{t}hash".into(),
         Shape::List | Shape::Hash => tagged(),
+        Shape::StrOne | Shape::StrNegative | Shape::StrHuge if i == 0 => "{t}str".into(),
+        Shape::StrOne => "1".into(),
+        Shape::StrNegative => "-1".into(),
+        Shape::StrHuge => "99999999999999999999".into(),
         Shape::Huge => "99999999999999999999".into(),
         Shape::Negative => "-1".into(),
+        Shape::Zero => "0".into(),
         Shape::One => "1".into(),
         Shape::Glob => "*?*?[".into(),
         Shape::Empty => String::new(),
     }
     .into_bytes()
 }
-
-type Req = Vec<Vec<u8>>;
 
 /// Requests sent to every target before a group, so each starts equal.
 fn prelude() -> Vec<Req> {
@@ -174,6 +208,7 @@ fn prelude() -> Vec<Req> {
         r(&["FLUSHALL"]),
         r(&["RPUSH", "{t}list", "x", "y"]),
         r(&["HSET", "{t}hash", "f", "1"]),
+        r(&["SET", "{t}str", "10"]),
     ]
 }
 
@@ -219,128 +254,6 @@ fn groups() -> Vec<Group> {
     out
 }
 
-/// What a target did with one request.
-#[derive(Clone, Debug)]
-enum Outcome {
-    Reply(Vec<u8>),
-    /// No reply within the timeout.
-    Hang,
-    /// The connection closed (or broke) instead of replying.
-    Closed,
-}
-
-impl Outcome {
-    /// `ok`, or the first word of an error (`ERR`, `WRONGTYPE`, …).
-    fn class(&self) -> String {
-        match self {
-            Outcome::Reply(r) if r.starts_with(b"-") => {
-                let text = String::from_utf8_lossy(&r[1..]);
-                text.split([' ', '\r']).next().unwrap_or("").to_string()
-            }
-            Outcome::Reply(_) => "ok".into(),
-            Outcome::Hang => "HANG".into(),
-            Outcome::Closed => "CLOSED".into(),
-        }
-    }
-
-    fn text(&self) -> String {
-        match self {
-            Outcome::Reply(r) => short(r, 90),
-            other => other.class(),
-        }
-    }
-
-    fn starts(&self, prefix: &[u8]) -> bool {
-        matches!(self, Outcome::Reply(r) if r.starts_with(prefix))
-    }
-
-    fn contains(&self, needle: &str) -> bool {
-        matches!(self, Outcome::Reply(r) if String::from_utf8_lossy(r).contains(needle))
-    }
-}
-
-fn short(b: &[u8], n: usize) -> String {
-    let s: String = String::from_utf8_lossy(b)
-        .replace("\r\n", " ")
-        .chars()
-        .take(n)
-        .collect();
-    s.trim_end().to_string()
-}
-
-/// One server under test, on one connection that is re-opened whenever a
-/// request killed or stalled it.
-struct Target {
-    name: &'static str,
-    port: u16,
-    conn: RespConn,
-}
-
-impl Target {
-    fn new(name: &'static str, port: u16) -> Target {
-        Target {
-            name,
-            port,
-            conn: RespConn::open(port, READ_TIMEOUT).expect("connect"),
-        }
-    }
-
-    fn reconnect(&mut self) {
-        self.conn = RespConn::open(self.port, READ_TIMEOUT)
-            .unwrap_or_else(|e| panic!("{} no longer accepts connections: {e}", self.name));
-    }
-
-    /// Writes every request back to back, then reads the replies in order.
-    /// A request that gets no reply breaks the pipeline: it is recorded, the
-    /// connection re-opened, and the requests after it sent again.
-    fn run(&mut self, reqs: &[Req]) -> Vec<Outcome> {
-        let mut out = Vec::with_capacity(reqs.len());
-        while out.len() < reqs.len() {
-            let rest = &reqs[out.len()..];
-            let mut wire = Vec::new();
-            for r in rest {
-                let a: Vec<&[u8]> = r.iter().map(|x| &x[..]).collect();
-                wire.extend_from_slice(&encode_request(&a));
-            }
-            let sent = std::io::Write::write_all(&mut self.conn.sock, &wire);
-            for _ in rest {
-                let got = match &sent {
-                    Err(_) => Err(ErrorKind::BrokenPipe.into()),
-                    Ok(()) => self.conn.read_reply(),
-                };
-                match got {
-                    Ok(r) => out.push(Outcome::Reply(r)),
-                    Err(e) => {
-                        out.push(if e.kind() == ErrorKind::TimedOut {
-                            Outcome::Hang
-                        } else {
-                            Outcome::Closed
-                        });
-                        self.reconnect();
-                        break;
-                    }
-                }
-            }
-        }
-        out
-    }
-}
-
-fn show(req: &Req) -> String {
-    let parts: Vec<String> = req
-        .iter()
-        .map(|a| {
-            let s = String::from_utf8_lossy(a);
-            if s.is_empty() || s.contains(' ') {
-                format!("{s:?}")
-            } else {
-                s.into_owned()
-            }
-        })
-        .collect();
-    short(parts.join(" ").as_bytes(), 70)
-}
-
 fn allowed<'a>(list: &'a [(&str, &str)], label: &str) -> Option<&'a str> {
     let name = label.split(' ').next().unwrap_or("");
     list.iter()
@@ -365,6 +278,16 @@ struct Finding {
 
 #[test]
 fn every_command_answers_like_redis_through_the_proxy_and_on_the_node() {
+    sweep(2);
+}
+
+/// The same in RESP3 (HELLO 3 first), where nulls, maps and doubles differ.
+#[test]
+fn every_command_answers_like_redis_in_resp3_too() {
+    sweep(3);
+}
+
+fn sweep(proto: u8) {
     if !have_tool("redis-server") {
         return;
     }
@@ -372,9 +295,11 @@ fn every_command_answers_like_redis_through_the_proxy_and_on_the_node() {
     let cluster = Cluster::redis(2);
     let direct = start_redis(free_port());
     let node = start_node(free_port());
-    let mut proxy = Target::new("proxy", cluster.proxy.port);
-    let mut redis = Target::new("redis", direct.port);
-    let mut ours = Target::new("node", node.port);
+    let builtin = Cluster::builtin(2);
+    let mut proxy = Target::new("proxy", cluster.proxy.port, proto);
+    let mut over_builtin = Target::new("proxy over built-in nodes", builtin.proxy.port, proto);
+    let mut redis = Target::new("redis", direct.port, proto);
+    let mut ours = Target::new("node", node.port, proto);
 
     let mut findings: Vec<Finding> = Vec::new();
     let mut not_implemented: BTreeSet<String> = BTreeSet::new();
@@ -414,7 +339,19 @@ fn every_command_answers_like_redis_through_the_proxy_and_on_the_node() {
         let p = proxy.run(&batch);
         let r = redis.run(&batch);
         let n = ours.run(&batch);
+        let b = over_builtin.run(&batch);
         sent += batch.len();
+        // (d): an answer, any answer, for every request.
+        for (req, got) in batch.iter().zip(&b) {
+            if matches!(got, Outcome::Hang | Outcome::Closed) {
+                findings.push(Finding {
+                    target: over_builtin.name,
+                    req: show(req),
+                    ours: got.text(),
+                    redis: "(any reply)".into(),
+                });
+            }
+        }
         // The node holds no list or hash while it has no such types: its
         // wrong-type cases are not comparable.
         let node_has_types = n[1].starts(b":") && n[2].starts(b":");
@@ -438,7 +375,9 @@ fn every_command_answers_like_redis_through_the_proxy_and_on_the_node() {
                 }
             }
             // (c) against (b): the node, where it implements the command.
-            if no.starts(b"-ERR unknown command") {
+            if no.starts(b"-ERR unknown command")
+                || no.contains("is not served by the built-in nodes")
+            {
                 not_implemented.insert(g.spec.name.to_string());
                 continue;
             }
@@ -468,12 +407,13 @@ fn every_command_answers_like_redis_through_the_proxy_and_on_the_node() {
     }
 
     println!(
-        "swept {} table rows: {sent} requests per target in {:.1?}; {compared_node} node replies compared",
+        "RESP{proto}: swept {} table rows: {sent} requests per target in {:.1?}; {compared_node} node replies compared",
         TABLE.len(),
         t0.elapsed()
     );
     println!("proxy only (refused by the table, never sent to a server): {proxy_only:?}");
     println!("skipped (dangerous and not refused): {skipped:?}");
+    println!("subcommands never sent: {EXCLUDED_SUBCOMMANDS:?}");
     println!(
         "not implemented by the built-in node ({}): {not_implemented:?}",
         not_implemented.len()
@@ -487,6 +427,7 @@ fn every_command_answers_like_redis_through_the_proxy_and_on_the_node() {
         ));
     }
     cluster.proxy.assert_no_panic();
+    builtin.proxy.assert_no_panic();
     node.assert_no_panic();
     assert!(
         findings.is_empty(),

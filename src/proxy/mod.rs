@@ -12,9 +12,11 @@
 
 pub mod admin;
 pub mod blocking;
+pub mod budget;
 pub mod cluster;
 pub mod config;
 pub mod cursor;
+pub mod error;
 pub mod info;
 pub mod local;
 pub mod merge;
@@ -56,6 +58,10 @@ pub struct Stats {
     pub internal_errors: AtomicU64,
     /// INFO `instantaneous_ops_per_sec`.
     pub ops: crate::resp::info::OpsMeter,
+    /// Clients closed for owing too many reply bytes.
+    pub output_limit_closes: AtomicU64,
+    /// Clients closed for their own or the proxy-wide query buffer limit.
+    pub query_limit_closes: AtomicU64,
 }
 
 /// One client's place under `max_clients`, given back when dropped — also
@@ -97,6 +103,11 @@ pub struct Proxy {
     /// One topology change at a time (held across the change's awaits).
     pub admin_lock: tokio::sync::Mutex<()>,
     pub migration: migration::Tracker,
+    /// Query buffer bytes of all clients, under `max_query_buffer_total`.
+    pub query_buffers: budget::QueryBuffers,
+    /// Becomes true when the proxy starts draining: sessions read no more
+    /// requests, answer what they owe, and end.
+    pub draining: tokio::sync::watch::Sender<bool>,
     /// Starts a new built-in node on request (`CLUSTER SPAWNNODE`); present
     /// only when the proxy runs under `shardis up`, which owns the processes.
     pub spawner: Option<Arc<dyn Spawner>>,
@@ -154,6 +165,8 @@ impl Proxy {
             pool: Mutex::new(pool),
             admin_lock: tokio::sync::Mutex::new(()),
             migration: migration::Tracker::default(),
+            query_buffers: budget::QueryBuffers::new(config.max_query_buffer_total),
+            draining: tokio::sync::watch::channel(false).0,
             spawner,
             config,
         });
@@ -193,10 +206,13 @@ fn new_node(spec: &NodeSpec, config: &Config) -> Node {
         Duration::from_millis(config.connect_timeout_ms),
         Duration::from_millis(config.request_timeout_ms),
         config.max_pinned_per_node,
+        config.limits.max_bulk_len,
     )
 }
 
-/// Serves clients on `listener` until `shutdown` completes.
+/// Serves clients on `listener` until `shutdown` completes, then drains:
+/// stops accepting, answers the replies clients are owed (at most
+/// `drain_timeout_ms`), and returns.
 pub async fn run(
     listener: TcpListener,
     config: Config,
@@ -253,6 +269,32 @@ pub async fn serve(listener: TcpListener, proxy: Arc<Proxy>, shutdown: impl Futu
             let _slot = slot;
             ClientSession::run(p, sock).await;
         });
+    }
+    // From here new connections are refused.
+    drop(listener);
+    drain(&proxy).await;
+}
+
+/// Asks every session to stop reading and answer what it owes, then waits
+/// until all have ended or `drain_timeout_ms` passed.
+async fn drain(proxy: &Proxy) {
+    proxy.draining.send_replace(true);
+    let timeout = Duration::from_millis(proxy.config.drain_timeout_ms);
+    let deadline = tokio::time::Instant::now() + timeout;
+    let clients = || proxy.stats.clients.load(Ordering::Relaxed);
+    tracing::info!(clients = clients(), "draining: answering owed replies");
+    // Polled: sessions end at their own pace and a 10 ms tick costs nothing
+    // next to a drain that may take seconds.
+    while clients() > 0 && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    match clients() {
+        0 => tracing::info!("drained"),
+        n => tracing::warn!(
+            clients = n,
+            timeout_ms = timeout.as_millis() as u64,
+            "drain timed out; closing the remaining clients"
+        ),
     }
 }
 

@@ -2,7 +2,7 @@
 //! request order.
 //!
 //! ```text
-//!  socket ─read─► BytesMut ─decode_request─► Request ─dispatch─► Pending ──┐
+//!  socket ─read─► BytesMut ─RequestDecoder─► Request ─dispatch─► Pending ──┐
 //!                                                                          │ owed (FIFO,
 //!  socket ◄─write (batched)─ out ◄── each Pending, in order, once complete ◄┘  ≤ pipeline depth)
 //! ```
@@ -12,9 +12,17 @@
 //! of the FIFO into one write, and flushes before it waits on one that is not,
 //! so earlier replies never wait for later ones. A reply from a node wakes
 //! this task directly; there is no writer task between them. When the FIFO is
-//! full the session stops reading, so a client that pipelines without reading
-//! cannot grow the proxy's memory. A protocol error is answered, then that
-//! client alone is closed; a bad argument is answered and the session goes on.
+//! full the session stops reading. What the client makes the proxy hold is
+//! bounded in bytes too (see `budget`): replies are charged to it as they
+//! arrive and released as they are written, and over its output limit the
+//! client is closed; its query buffer counts towards the proxy-wide total.
+//! A protocol error is answered, then that client alone is closed; a bad
+//! argument is answered and the session goes on; a panicking handler costs
+//! one `-ERR internal error` reply. Handlers get the client's [`ClientState`],
+//! never the session: the socket and the FIFO are this task's alone.
+//!
+//! Must never: wait on a client while holding anything another client needs,
+//! or let a reply overtake an earlier one.
 
 use std::collections::VecDeque;
 use std::future::{poll_fn, Future};
@@ -23,15 +31,19 @@ use std::pin::Pin;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::task::Poll;
+use std::time::Duration;
 
 use bytes::{Buf, Bytes, BytesMut};
 use futures::FutureExt;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::oneshot;
+use tokio::time::Instant;
 
+use super::budget::{Exceeded, ReplyBudget, SoftClock};
+use super::error::ProxyError;
 use super::Proxy;
-use crate::resp::{decode_request, encode, Request};
+use crate::resp::{encode, ProtocolError, Request, RequestDecoder};
 
 /// Replies gathered before they are written, at most (one reply may exceed it).
 const MAX_OUT_BYTES: usize = 256 * 1024;
@@ -40,8 +52,12 @@ const MAX_OUT_BYTES: usize = 256 * 1024;
 pub enum Pending {
     /// Built by the proxy, ready now.
     Ready(Bytes),
-    /// Forwarded to one node; the reply arrives on the channel.
+    /// Its reply arrives on the channel (not charged to the client's budget
+    /// until the session takes it).
     One(oneshot::Receiver<Bytes>),
+    /// Forwarded to one node with the client's budget: the reply was charged
+    /// when it arrived.
+    Charged(oneshot::Receiver<Bytes>),
     /// Anything that needs more work (merges, fan-outs, admin): a future.
     Later(Pin<Box<dyn Future<Output = Bytes> + Send>>),
     /// Write this last reply and what is owed before it, then close (QUIT,
@@ -79,6 +95,9 @@ pub struct ClientState {
     pub tx: super::transaction::TxState,
     /// Blocking commands of this client waiting on a node right now.
     pub blocked: Arc<std::sync::atomic::AtomicUsize>,
+    /// Reply bytes held for this client; replies forwarded with it are
+    /// charged on arrival.
+    pub budget: Arc<ReplyBudget>,
 }
 
 /// One client connection: its socket, its state and the replies it is owed.
@@ -90,27 +109,59 @@ pub struct ClientSession {
     owed: VecDeque<Pending>,
     /// A `Close` is queued: read no further request.
     closing: bool,
+    /// This client's share of the proxy-wide query buffer total.
+    query: QueryCharge,
+}
+
+/// A session's query buffer bytes as counted in the proxy-wide total; the
+/// count is given back when the session ends, however it ends.
+struct QueryCharge {
+    proxy: Arc<Proxy>,
+    id: u64,
+    budget: Arc<ReplyBudget>,
+    bytes: usize,
+}
+
+impl QueryCharge {
+    fn resize(&mut self, bytes: usize) {
+        let q = &self.proxy.query_buffers;
+        q.resize(self.id, &self.budget, self.bytes, bytes);
+        self.bytes = bytes;
+    }
+}
+
+impl Drop for QueryCharge {
+    fn drop(&mut self) {
+        self.resize(0);
+    }
 }
 
 /// What woke a session.
 enum Event {
     Read(std::io::Result<usize>),
     Wrote(std::io::Result<usize>),
-    Reply(Bytes),
+    /// The front reply, and whether it was charged on arrival.
+    Reply(Bytes, bool),
+    /// A byte limit may have been crossed.
+    Budget,
+    /// The proxy began to drain.
+    Drain,
 }
 
 impl ClientSession {
-    /// Serves one client until it disconnects, errs, or the proxy shuts down.
+    /// Serves one client until it disconnects, errs, exceeds a byte budget,
+    /// or the proxy drains.
     pub async fn run(proxy: Arc<Proxy>, mut sock: TcpStream) {
         let _ = sock.set_nodelay(true);
         let peer = sock.peer_addr().map(|a| a.to_string()).unwrap_or_default();
         let local = sock.local_addr().map(|a| a.to_string()).unwrap_or_default();
         let (mut rd, mut wr) = sock.split();
         let depth = proxy.config.pipeline_depth.max(1);
-        let limits = proxy.config.limits;
+        let mut decoder = RequestDecoder::new(proxy.config.limits);
         let id = proxy.next_client_id.fetch_add(1, Ordering::Relaxed);
+        let budget = ReplyBudget::new(proxy.config.output_limits);
+        let mut drain = proxy.draining.subscribe();
         let mut session = ClientSession {
-            proxy,
             state: ClientState {
                 id,
                 proto: 2,
@@ -119,20 +170,30 @@ impl ClientSession {
                 local,
                 tx: Default::default(),
                 blocked: Default::default(),
+                budget: budget.clone(),
             },
             owed: VecDeque::new(),
             closing: false,
+            query: QueryCharge {
+                proxy: proxy.clone(),
+                id,
+                budget: budget.clone(),
+                bytes: 0,
+            },
+            proxy,
         };
         let mut buf = BytesMut::with_capacity(16 * 1024);
         let mut out = BytesMut::with_capacity(16 * 1024);
-        // The client sent EOF (or its socket failed): answer what is owed, then close.
-        let mut eof = false;
+        // The client sent EOF (or its socket failed), or the proxy drains:
+        // answer what is owed, then close.
+        let mut eof = *drain.borrow_and_update();
         // `buf` holds no complete request until more bytes arrive.
         let mut need_bytes = true;
+        let mut soft = SoftClock::default();
         loop {
             // Dispatch what is buffered, up to the pipeline depth.
             while !need_bytes && !session.closing && session.owed.len() < depth {
-                match decode_request(&mut buf, &limits) {
+                match decoder.decode(&mut buf) {
                     Ok(Some(req)) => {
                         session.proxy.stats.commands.fetch_add(1, Ordering::Relaxed);
                         let p = dispatch(&session.proxy, &mut session.state, req).await;
@@ -140,16 +201,32 @@ impl ClientSession {
                     }
                     Ok(None) => need_bytes = true,
                     Err(e) => {
-                        let mut b = BytesMut::new();
-                        encode::error(&mut b, &format!("ERR {e}"));
-                        session.push(Pending::Close(b.freeze()));
+                        if e == ProtocolError::QueryBufferFull {
+                            let stats = &session.proxy.stats;
+                            stats.query_limit_closes.fetch_add(1, Ordering::Relaxed);
+                        }
+                        session.push(Pending::Close(ProxyError::Protocol(e).reply()));
                     }
                 }
             }
+            session.query.resize(buf.len());
             // Gather every reply that is complete at the front.
-            let closed = session.collect(&mut out);
+            let closed = session.collect(&mut out, &budget);
             if closed || (eof && session.owed.is_empty()) {
                 break;
+            }
+            let soft_deadline = match soft.check(&budget, Instant::now) {
+                Ok(d) => d,
+                Err(why) => return session.exceeded(why),
+            };
+            if budget.is_evicted() && !session.closing {
+                // The proxy-wide query buffer limit chose this client: its
+                // buffer goes now; what it is owed is answered, then it closes.
+                session.exceeded(Exceeded::QueryTotal);
+                buf = BytesMut::new();
+                session.query.resize(0);
+                session.push(Pending::Close(ProxyError::QueryBufferTotal.reply()));
+                continue;
             }
             if need_bytes && buf.capacity() - buf.len() < 4096 {
                 if buf.is_empty() {
@@ -163,8 +240,12 @@ impl ClientSession {
             let owed = &mut session.owed;
             let event = tokio::select! {
                 biased;
+                // A limit crossed: re-checked at the top of the loop.
+                _ = budget.woken() => Event::Budget,
+                _ = sleep_until_some(soft_deadline), if soft_deadline.is_some() => Event::Budget,
+                _ = drain.changed(), if !eof => Event::Drain,
                 r = wr.write(&out), if !out.is_empty() => Event::Wrote(r),
-                r = front_reply(owed), if want_reply => Event::Reply(r),
+                (r, charged) = front_reply(owed), if want_reply => Event::Reply(r, charged),
                 r = rd.read_buf(&mut buf), if want_read => Event::Read(r),
                 // Not reached: with nothing owed and nothing to write, the
                 // session either reads or has ended above. Ending beats a panic.
@@ -180,8 +261,12 @@ impl ClientSession {
                     return
                 }
                 Event::Read(Ok(0)) | Event::Read(Err(_)) => eof = true,
-                Event::Read(Ok(_)) => need_bytes = false,
+                Event::Read(Ok(_)) => {
+                    need_bytes = false;
+                    session.query.resize(buf.len());
+                }
                 Event::Wrote(Ok(n)) if n > 0 => {
+                    budget.release(n);
                     if n == out.len() {
                         out.clear();
                     } else {
@@ -190,38 +275,76 @@ impl ClientSession {
                 }
                 // The client is gone: nobody reads what is owed.
                 Event::Wrote(_) => return,
-                Event::Reply(r) => {
+                Event::Reply(r, charged) => {
                     session.owed.pop_front();
+                    if !charged {
+                        budget.charge(r.len());
+                    }
                     out.extend_from_slice(&r);
                 }
+                Event::Budget => {}
+                // Stop reading: what is owed is answered, then the session ends.
+                Event::Drain => eof = true,
             }
         }
+        // The last replies (after QUIT or a protocol error), bounded in time:
+        // a client that does not read them must not keep its slot.
         if !out.is_empty() {
-            let _ = wr.write_all(&out).await;
+            let grace = Duration::from_millis(session.proxy.config.request_timeout_ms);
+            let _ = tokio::time::timeout(grace, wr.write_all(&out)).await;
         }
         let _ = wr.shutdown().await;
     }
 
-    /// Moves the complete replies at the front of the FIFO into `out`; true
-    /// when it reached a `Close` (whose reply is then in `out` too).
-    fn collect(&mut self, out: &mut BytesMut) -> bool {
+    /// Counts and logs a client over its budget. For output limits the
+    /// caller then drops the session: the socket closes without a reply (as
+    /// Redis does: the client is not reading, so no reply would arrive).
+    fn exceeded(&self, why: Exceeded) {
+        let stats = &self.proxy.stats;
+        let counter = match why {
+            Exceeded::OutputHard | Exceeded::OutputSoft => &stats.output_limit_closes,
+            Exceeded::QueryTotal => &stats.query_limit_closes,
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
+        tracing::info!(
+            client = self.state.id,
+            peer = %self.state.peer,
+            owed_bytes = self.state.budget.owed(),
+            query_bytes = self.query.bytes,
+            limit = ?why,
+            "closing client over its byte budget"
+        );
+    }
+
+    /// Moves the complete replies at the front of the FIFO into `out`,
+    /// charging to `budget` those not charged on arrival; true when it
+    /// reached a `Close` (whose reply is then in `out` too).
+    fn collect(&mut self, out: &mut BytesMut, budget: &ReplyBudget) -> bool {
         while out.len() < MAX_OUT_BYTES {
-            match self.owed.front_mut() {
+            let (bytes, charged) = match self.owed.front_mut() {
                 None => return false,
-                Some(Pending::Ready(b)) => out.extend_from_slice(b),
+                Some(Pending::Ready(b)) => (std::mem::take(b), false),
                 Some(Pending::One(rx)) => match rx.try_recv() {
-                    Ok(b) => out.extend_from_slice(&b),
-                    Err(oneshot::error::TryRecvError::Closed) => {
-                        out.extend_from_slice(&lost_reply())
-                    }
+                    Ok(b) => (b, false),
+                    Err(oneshot::error::TryRecvError::Closed) => (lost_reply(), false),
+                    Err(oneshot::error::TryRecvError::Empty) => return false,
+                },
+                Some(Pending::Charged(rx)) => match rx.try_recv() {
+                    Ok(b) => (b, true),
+                    Err(oneshot::error::TryRecvError::Closed) => (lost_reply(), false),
                     Err(oneshot::error::TryRecvError::Empty) => return false,
                 },
                 Some(Pending::Later(_)) => return false,
                 Some(Pending::Close(b)) => {
+                    budget.charge(b.len());
                     out.extend_from_slice(b);
                     return true;
                 }
+            };
+            if !charged {
+                budget.charge(bytes.len());
             }
+            out.extend_from_slice(&bytes);
             self.owed.pop_front();
         }
         false
@@ -272,12 +395,10 @@ fn internal_error(proxy: &Proxy, client: u64, command: &str) -> Bytes {
         command,
         "request handler panicked; answered -ERR internal error"
     );
-    let mut b = BytesMut::new();
-    encode::error(
-        &mut b,
-        &format!("ERR internal error while handling '{command}' (logged by the proxy)"),
-    );
-    b.freeze()
+    ProxyError::Internal {
+        command: command.to_string(),
+    }
+    .reply()
 }
 
 /// Fault injection for tests: with `SHARDIS_FAULT_PANIC_ON=<command>` the
@@ -297,15 +418,27 @@ fn fault_panic(command: &str) {
 
 /// Waits for the reply at the front of the FIFO (never a `Close`: `collect`
 /// has taken it).
-fn front_reply(owed: &mut VecDeque<Pending>) -> impl Future<Output = Bytes> + '_ {
+fn front_reply(owed: &mut VecDeque<Pending>) -> impl Future<Output = (Bytes, bool)> + '_ {
     poll_fn(move |cx| match owed.front_mut() {
         Some(Pending::One(rx)) => Pin::new(rx)
             .poll(cx)
-            .map(|r| r.unwrap_or_else(|_| lost_reply())),
-        Some(Pending::Later(f)) => f.as_mut().poll(cx),
-        Some(Pending::Ready(b)) => Poll::Ready(b.clone()),
+            .map(|r| (r.unwrap_or_else(|_| lost_reply()), false)),
+        Some(Pending::Charged(rx)) => Pin::new(rx).poll(cx).map(|r| match r {
+            Ok(b) => (b, true),
+            Err(_) => (lost_reply(), false),
+        }),
+        Some(Pending::Later(f)) => f.as_mut().poll(cx).map(|b| (b, false)),
+        Some(Pending::Ready(b)) => Poll::Ready((b.clone(), false)),
         _ => Poll::Pending,
     })
+}
+
+/// Sleeps until `deadline`; never resolves without one.
+async fn sleep_until_some(deadline: Option<Instant>) {
+    match deadline {
+        Some(d) => tokio::time::sleep_until(d).await,
+        None => std::future::pending().await,
+    }
 }
 
 fn lost_reply() -> Bytes {

@@ -19,6 +19,7 @@
 //! is down, requests fail at once instead of queueing.
 
 use std::collections::VecDeque;
+use std::fmt;
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -29,7 +30,8 @@ use tokio::net::TcpStream;
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::{timeout, Instant};
 
-use crate::resp::reply::{self, reply_len};
+use super::budget::ReplyBudget;
+use crate::resp::reply::{self, reply_len, ReplyError, ReplyFramer};
 
 /// Requests queued for one upstream before senders wait.
 const QUEUE_DEPTH: usize = 4_096;
@@ -45,7 +47,30 @@ const MAX_BACKOFF_MS: u64 = 2_000;
 /// One request for a node, and where its reply goes.
 pub struct UpRequest {
     pub raw: Bytes,
-    pub reply: oneshot::Sender<Bytes>,
+    pub reply: Waiter,
+}
+
+/// Where one reply goes, and the client budget it is charged to.
+pub struct Waiter {
+    tx: oneshot::Sender<Bytes>,
+    budget: Option<Arc<ReplyBudget>>,
+}
+
+impl Waiter {
+    /// Hands the reply over, charged to the client's budget (released again
+    /// if the client is gone). Never waits: a slow client cannot hold up the
+    /// connection its reply came on.
+    fn answer(self, reply: Bytes) {
+        let n = reply.len();
+        if let Some(b) = &self.budget {
+            b.charge(n);
+        }
+        if self.tx.send(reply).is_err() {
+            if let Some(b) = &self.budget {
+                b.release(n);
+            }
+        }
+    }
 }
 
 /// Connection state of a node, shown by `CLUSTER RING`.
@@ -70,7 +95,7 @@ impl Health {
         self.state.store(1, Ordering::Relaxed);
     }
 
-    fn set_down(&self, err: &str) {
+    fn set_down(&self, err: &UpstreamError) {
         self.state.store(2, Ordering::Relaxed);
         self.failures.fetch_add(1, Ordering::Relaxed);
         if let Ok(mut e) = self.last_error.lock() {
@@ -94,6 +119,9 @@ pub struct UpstreamOptions {
     /// when its handle is dropped the connection closes at once, failing what
     /// is in flight, so a node never hands an element to a client that left.
     pub pinned: bool,
+    /// Largest bulk accepted in a reply (`proto-max-bulk-len`); a longer one
+    /// poisons the connection before anything is buffered for it.
+    pub max_bulk_len: usize,
 }
 
 /// Handle to one pipelined connection actor. Cloning shares the connection.
@@ -115,23 +143,31 @@ impl Upstream {
     /// Queues `raw` and returns where its reply will arrive. The reply is
     /// always a complete RESP value: the node's own, or an `-ERR` of ours.
     pub async fn send(&self, raw: Bytes) -> oneshot::Receiver<Bytes> {
-        let (reply, rx) = oneshot::channel();
+        self.send_for(raw, None).await
+    }
+
+    /// [`Upstream::send`], the reply charged to a client's budget on arrival.
+    pub async fn send_for(
+        &self,
+        raw: Bytes,
+        budget: Option<Arc<ReplyBudget>>,
+    ) -> oneshot::Receiver<Bytes> {
+        let (tx, rx) = oneshot::channel();
+        let reply = Waiter { tx, budget };
         // try_send first: when the queue has room (nearly always) it skips the
         // semaphore future of an awaited send.
         let req = match self.tx.try_send(UpRequest { raw, reply }) {
             Ok(()) => return rx,
             Err(mpsc::error::TrySendError::Full(req)) => req,
             Err(mpsc::error::TrySendError::Closed(req)) => {
-                let _ = req
-                    .reply
-                    .send(error_reply(&self.label, "proxy is shutting down"));
+                req.reply
+                    .answer(error_reply(&self.label, &UpstreamError::ShuttingDown));
                 return rx;
             }
         };
         if let Err(mpsc::error::SendError(req)) = self.tx.send(req).await {
-            let _ = req
-                .reply
-                .send(error_reply(&self.label, "proxy is shutting down"));
+            req.reply
+                .answer(error_reply(&self.label, &UpstreamError::ShuttingDown));
         }
         rx
     }
@@ -140,12 +176,53 @@ impl Upstream {
     pub async fn call(&self, raw: Bytes) -> Bytes {
         let rx = self.send(raw).await;
         rx.await
-            .unwrap_or_else(|_| error_reply(&self.label, "request dropped"))
+            .unwrap_or_else(|_| error_reply(&self.label, &UpstreamError::RequestDropped))
     }
 }
 
-/// The `-ERR` a client gets when its node failed.
-pub fn error_reply(label: &str, why: &str) -> Bytes {
+/// Why a node could not answer a request.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum UpstreamError {
+    Connect(String),
+    ConnectTimeout(Duration),
+    HelloRefused(String),
+    HelloTimeout,
+    /// The socket failed while reading or writing.
+    Io(String),
+    ClosedByNode,
+    /// A reply arrived with no request waiting for it.
+    StrayReply,
+    /// The node's bytes are not RESP, or a bulk is over `proto-max-bulk-len`.
+    InvalidReply(ReplyError),
+    NoReply(Duration),
+    ShuttingDown,
+    RequestDropped,
+    /// The proxy closed the connection (its handle was dropped).
+    Closed,
+}
+
+impl fmt::Display for UpstreamError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        use UpstreamError::*;
+        match self {
+            Connect(e) | Io(e) => write!(f, "{e}"),
+            ConnectTimeout(t) => write!(f, "connect timed out after {} ms", t.as_millis()),
+            HelloRefused(r) => write!(f, "HELLO 3 refused: {r}"),
+            HelloTimeout => write!(f, "HELLO 3 timed out"),
+            ClosedByNode => write!(f, "connection closed by node"),
+            StrayReply => write!(f, "stray reply from node"),
+            InvalidReply(e) => write!(f, "{e}"),
+            NoReply(t) => write!(f, "no reply within {} ms", t.as_millis()),
+            ShuttingDown => write!(f, "proxy is shutting down"),
+            RequestDropped => write!(f, "request dropped"),
+            Closed => write!(f, "connection closed"),
+        }
+    }
+}
+
+/// The `-ERR` a client gets when its node failed: the one place that
+/// renders an [`UpstreamError`].
+pub fn error_reply(label: &str, why: &UpstreamError) -> Bytes {
     let mut out = BytesMut::new();
     crate::resp::encode::error(&mut out, &format!("ERR node {label} is unavailable: {why}"));
     out.freeze()
@@ -176,7 +253,7 @@ async fn run(opts: UpstreamOptions, mut rx: mpsc::Receiver<UpRequest>, health: A
             Err(e) => {
                 tracing::debug!(node = %opts.label, error = %e, "upstream connect failed");
                 health.set_down(&e);
-                let _ = first.reply.send(error_reply(&opts.label, &e));
+                first.reply.answer(error_reply(&opts.label, &e));
                 if opts.pinned {
                     return fail_rest(&opts, rx, &e).await;
                 }
@@ -185,7 +262,7 @@ async fn run(opts: UpstreamOptions, mut rx: mpsc::Receiver<UpRequest>, health: A
                 loop {
                     tokio::select! {
                         r = rx.recv() => match r {
-                            Some(req) => { let _ = req.reply.send(error_reply(&opts.label, &e)); }
+                            Some(req) => req.reply.answer(error_reply(&opts.label, &e)),
                             None => return,
                         },
                         _ = tokio::time::sleep_until(until) => break,
@@ -200,23 +277,17 @@ async fn run(opts: UpstreamOptions, mut rx: mpsc::Receiver<UpRequest>, health: A
 /// A dedicated connection that failed is not re-opened: what it carried (a
 /// WATCH, a blocked pop, subscriptions) is gone, so every later request on
 /// it fails, naming the node, until its owner drops it.
-async fn fail_rest(opts: &UpstreamOptions, mut rx: mpsc::Receiver<UpRequest>, e: &str) {
-    let why = format!("{e} (its dedicated connection was lost)");
+async fn fail_rest(opts: &UpstreamOptions, mut rx: mpsc::Receiver<UpRequest>, e: &UpstreamError) {
     while let Some(req) = rx.recv().await {
-        let _ = req.reply.send(error_reply(&opts.label, &why));
+        req.reply.answer(error_reply(&opts.label, e));
     }
 }
 
-async fn connect(opts: &UpstreamOptions) -> Result<TcpStream, String> {
+async fn connect(opts: &UpstreamOptions) -> Result<TcpStream, UpstreamError> {
     let mut sock = match timeout(opts.connect_timeout, TcpStream::connect(&opts.addr)).await {
         Ok(Ok(s)) => s,
-        Ok(Err(e)) => return Err(e.to_string()),
-        Err(_) => {
-            return Err(format!(
-                "connect timed out after {} ms",
-                opts.connect_timeout.as_millis()
-            ))
-        }
+        Ok(Err(e)) => return Err(UpstreamError::Connect(e.to_string())),
+        Err(_) => return Err(UpstreamError::ConnectTimeout(opts.connect_timeout)),
     };
     let _ = sock.set_nodelay(true);
     if opts.proto >= 3 {
@@ -237,13 +308,11 @@ async fn connect(opts: &UpstreamOptions) -> Result<TcpStream, String> {
         match res {
             Ok(Ok(r)) if !reply::is_error(&r) => {}
             Ok(Ok(r)) => {
-                return Err(format!(
-                    "HELLO 3 refused: {}",
-                    String::from_utf8_lossy(&r).trim_end()
-                ))
+                let r = String::from_utf8_lossy(&r).trim_end().to_string();
+                return Err(UpstreamError::HelloRefused(r));
             }
-            Ok(Err(e)) => return Err(e.to_string()),
-            Err(_) => return Err("HELLO 3 timed out".into()),
+            Ok(Err(e)) => return Err(UpstreamError::Connect(e.to_string())),
+            Err(_) => return Err(UpstreamError::HelloTimeout),
         }
     }
     Ok(sock)
@@ -271,9 +340,10 @@ async fn serve(
     first: UpRequest,
     rx: &mut mpsc::Receiver<UpRequest>,
     opts: &UpstreamOptions,
-) -> Option<String> {
+) -> Option<UpstreamError> {
     let (mut rd, mut wr) = sock.split();
-    let mut inflight: VecDeque<(oneshot::Sender<Bytes>, u32)> = VecDeque::new();
+    let mut inflight: VecDeque<(Waiter, u32)> = VecDeque::new();
+    let mut framer = ReplyFramer::new(opts.max_bulk_len);
     let mut out = BytesMut::with_capacity(64 * 1024);
     let mut buf = BytesMut::with_capacity(64 * 1024);
     let period = (opts.request_timeout / TICKS_PER_TIMEOUT).max(Duration::from_millis(1));
@@ -313,27 +383,27 @@ async fn serve(
             _ = watchdog.tick() => Event::Tick,
         };
         match event {
-            Event::Read(Ok(0)) => break Some("connection closed by node".to_string()),
-            Event::Read(Err(e)) => break Some(e.to_string()),
+            Event::Read(Ok(0)) => break Some(UpstreamError::ClosedByNode),
+            Event::Read(Err(e)) => break Some(UpstreamError::Io(e.to_string())),
             Event::Read(Ok(_)) => loop {
-                match reply_len(&buf) {
+                // The framer resumes where the last read left it: a large
+                // reply arriving in many reads is scanned once.
+                match framer.next(&buf) {
                     Ok(Some(n)) => {
                         let reply = buf.split_to(n).freeze();
                         match inflight.pop_front() {
-                            Some((waiter, _)) => {
-                                let _ = waiter.send(reply);
-                            }
-                            None => break 'conn Some("stray reply from node".to_string()),
+                            Some((waiter, _)) => waiter.answer(reply),
+                            None => break 'conn Some(UpstreamError::StrayReply),
                         }
                     }
                     Ok(None) if !buf.is_empty() && inflight.is_empty() => {
-                        break 'conn Some("stray reply from node".to_string())
+                        break 'conn Some(UpstreamError::StrayReply)
                     }
                     Ok(None) => break,
-                    Err(e) => break 'conn Some(e.to_string()),
+                    Err(e) => break 'conn Some(UpstreamError::InvalidReply(e)),
                 }
             },
-            Event::Wrote(Ok(0)) => break Some("connection closed by node".to_string()),
+            Event::Wrote(Ok(0)) => break Some(UpstreamError::ClosedByNode),
             Event::Wrote(Ok(n)) => {
                 if n == out.len() {
                     out.clear();
@@ -341,7 +411,7 @@ async fn serve(
                     out.advance(n);
                 }
             }
-            Event::Wrote(Err(e)) => break Some(e.to_string()),
+            Event::Wrote(Err(e)) => break Some(UpstreamError::Io(e.to_string())),
             Event::Request(Some(req)) => {
                 out.extend_from_slice(&req.raw);
                 inflight.push_back((req.reply, now));
@@ -352,10 +422,7 @@ async fn serve(
                 now = now.wrapping_add(1);
                 if let Some((_, sent)) = inflight.front() {
                     if now.wrapping_sub(*sent) > TICKS_PER_TIMEOUT {
-                        break Some(format!(
-                            "no reply within {} ms",
-                            opts.request_timeout.as_millis()
-                        ));
+                        break Some(UpstreamError::NoReply(opts.request_timeout));
                     }
                 }
             }
@@ -363,9 +430,9 @@ async fn serve(
     };
     // Poisoned or closing: everything still in flight fails now, with an
     // error naming the node.
-    let msg = why.as_deref().unwrap_or("connection closed");
+    let msg = why.clone().unwrap_or(UpstreamError::Closed);
     for (waiter, _) in inflight {
-        let _ = waiter.send(error_reply(&opts.label, msg));
+        waiter.answer(error_reply(&opts.label, &msg));
     }
     why
 }
