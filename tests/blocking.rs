@@ -186,3 +186,58 @@ fn a_client_that_leaves_while_blocked_releases_its_connection_and_pops_nothing()
         "*2\r\n$1\r\nq\r\n$1\r\nx\r\n"
     );
 }
+
+#[test]
+fn a_command_blocked_on_keys_that_a_topology_change_moves_is_aborted_with_an_error() {
+    if !have_tool("redis-server") {
+        return;
+    }
+    let nodes = vec![start_redis(free_port()), start_redis(free_port())];
+    // `extra` lands inside [proxy]; the copy is slow enough to watch.
+    let c = Cluster::over(nodes, "[migration]\nmax_keys_per_sec = 2000\nbatch = 100\n");
+    let port = c.proxy.port;
+    let extra = start_redis(free_port());
+    set_keys(port, "fill:", 2000);
+    let mut admin = conn(port);
+    assert_eq!(
+        admin.cmd(&["CLUSTER", "ADDNODE", &extra.addr(), "NAME", "n3"]),
+        b"+OK\r\n"
+    );
+    wait_ring_ok(port);
+    let moved = (0..1000)
+        .map(|i| format!("q{i}"))
+        .find(|k| text(&admin.cmd(&["CLUSTER", "KEYNODE", k])).contains("n3"))
+        .unwrap();
+    let mut blocked = RespConn::open(port, Duration::from_secs(60)).unwrap();
+    blocked.send(&[b"BLPOP", moved.as_bytes(), b"0"]).unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+    assert_eq!(admin.cmd(&["CLUSTER", "REMOVENODE", "n3"]), b"+OK\r\n");
+    let r = text(&blocked.read_reply().unwrap());
+    assert!(
+        r.starts_with("-ERR the blocking command was aborted: a topology change moved its keys"),
+        "{r}"
+    );
+    // Retried, it blocks at the new owner and wakes on a push there.
+    blocked.send(&[b"BLPOP", moved.as_bytes(), b"0"]).unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+    assert_eq!(admin.cmd(&["RPUSH", &moved, "x"]), b":1\r\n");
+    assert_eq!(
+        text(&blocked.read_reply().unwrap()),
+        format!("*2\r\n${}\r\n{moved}\r\n$1\r\nx\r\n", moved.len())
+    );
+}
+
+fn wait_ring_ok(port: u16) {
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        let info = text(&conn(port).cmd(&["CLUSTER", "RINGINFO"]));
+        if info.contains("\r\nstate:ok\r\n")
+            || info.starts_with("state:ok")
+            || info.contains("\nstate:ok")
+        {
+            return;
+        }
+        assert!(Instant::now() < deadline, "{info}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}

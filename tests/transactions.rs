@@ -84,6 +84,18 @@ fn transactions_answer_like_one_redis_server() {
         &["INCR", "{t}a"],
         &["RESET"],
         &["EXEC"],
+        &["EXEC", "x"],
+        &["MULTI"],
+        &["SET", "{t}a", "5"],
+        &["EXEC", "x"],
+        &["EXEC"],
+        &["MULTI"],
+        &["DISCARD", "x"],
+        &["WATCH"],
+        &["MULTI", "x"],
+        &["SET", "{t}a", "6"],
+        &["EXEC"],
+        &["GET", "{t}a"],
     ];
     let want = replies(redis.port, script);
     let got = replies(c.proxy.port, script);
@@ -283,4 +295,18 @@ fn a_transaction_across_a_topology_change_runs_whole_on_the_new_owner_or_aborts(
         text(&conn(port).cmd(&["GET", &moved[1]])),
         "$5\r\nplain\r\n"
     );
+}
+
+#[test]
+fn built_in_nodes_without_multi_run_nothing_and_say_why() {
+    let c = Cluster::builtin(2);
+    let mut s = conn(c.proxy.port);
+    s.cmd(&["MULTI"]);
+    assert_eq!(s.cmd(&["SET", "b", "1"]), b"+QUEUED\r\n");
+    let r = text(&s.cmd(&["EXEC"]));
+    assert!(
+        r.starts_with("-ERR node ") && r.contains("cannot run transactions"),
+        "{r}"
+    );
+    assert_eq!(s.cmd(&["EXISTS", "b"]), b":0\r\n", "nothing ran one by one");
 }

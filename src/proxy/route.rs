@@ -31,7 +31,9 @@ pub async fn dispatch(proxy: &Arc<Proxy>, client: &mut ClientState, req: Request
     let Some(spec) = spec else {
         return Pending::error(&unknown_command_error(&req.args));
     };
-    if !spec.is_arity_ok(req.args.len()) {
+    // The transaction commands check their own arity: a bad EXEC also
+    // discards the transaction, as Redis does.
+    if !spec.is_arity_ok(req.args.len()) && spec.kind != Kind::Pinned(Pinned::Transaction) {
         return Pending::error(&arity_error(spec));
     }
     match spec.kind {

@@ -91,6 +91,22 @@ pub async fn handle(
 ) -> Pending {
     let queueing = client.tx.is_queueing();
     let name = spec.map(|s| s.name).unwrap_or("");
+    if let Some(spec) = spec.filter(|s| !s.is_arity_ok(req.args.len())) {
+        if name == "exec" {
+            // Redis rejects a malformed EXEC by discarding the transaction,
+            // in MULTI or not.
+            client.tx.clear();
+            return Pending::error(&format!(
+                "EXECABORT Transaction discarded because of: {}",
+                arity_error(spec).trim_start_matches("ERR ")
+            ));
+        }
+        // Inside MULTI a malformed command flags the transaction.
+        if let Some(m) = client.tx.multi.as_mut() {
+            m.errored = true;
+        }
+        return Pending::error(&arity_error(spec));
+    }
     match (name, queueing) {
         ("multi", false) => {
             let node = client.tx.watch.as_ref().map(|p| p.node.clone());
