@@ -85,7 +85,7 @@ pub async fn blocked(
         Ok(p) => p,
         Err(e) => return Pending::error(&e),
     };
-    let rx = pin.send(raw).await;
+    let rx = pin.send_for(raw, &client.budget).await;
     drop(routing);
     let guard = BlockedGuard::new(&client.blocked);
     let proxy = proxy.clone();

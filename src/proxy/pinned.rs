@@ -18,6 +18,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use tokio::sync::oneshot;
 
+use super::budget::ReplyBudget;
 use super::topology::Node;
 use super::upstream::{Upstream, UpstreamOptions};
 
@@ -91,9 +92,21 @@ impl Pinned {
         })
     }
 
-    /// Queues `raw` on this connection; replies come back in order.
+    /// Queues `raw` on this connection; replies come back in order. A reply
+    /// the proxy consumes itself (MULTI's, a queued command's) is not charged
+    /// to the client.
     pub async fn send(&self, raw: Bytes) -> oneshot::Receiver<Bytes> {
         self.up.send(raw).await
+    }
+
+    /// [`Pinned::send`] for a reply the client will be sent: charged to its
+    /// reply budget on arrival, as forwarded replies are.
+    pub async fn send_for(
+        &self,
+        raw: Bytes,
+        budget: &Arc<ReplyBudget>,
+    ) -> oneshot::Receiver<Bytes> {
+        self.up.send_for(raw, Some(budget.clone())).await
     }
 
     /// True when this connection goes to `node`.

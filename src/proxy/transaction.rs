@@ -181,7 +181,7 @@ async fn watch(
         }
     }
     let pin = client.tx.watch.as_ref().expect("pinned above");
-    let rx = pin.send(req.raw).await;
+    let rx = pin.send_for(req.raw, &client.budget).await;
     drop(routing);
     Pending::One(rx)
 }
@@ -317,7 +317,9 @@ async fn exec(proxy: &Arc<Proxy>, client: &mut ClientState) -> Pending {
     for raw in multi.queued {
         replies.push(pin.send(raw).await);
     }
-    let mut rx = pin.send(Bytes::from_static(b"*1\r\n$4\r\nEXEC\r\n")).await;
+    let mut rx = pin
+        .send_for(Bytes::from_static(b"*1\r\n$4\r\nEXEC\r\n"), &client.budget)
+        .await;
     if let (true, Some(m)) = (multi.writes, &routing.migration) {
         let moving: Vec<Bytes> = keys
             .iter()
