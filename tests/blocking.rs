@@ -241,3 +241,29 @@ fn wait_ring_ok(port: u16) {
         std::thread::sleep(Duration::from_millis(20));
     }
 }
+
+#[test]
+fn a_draining_proxy_closes_blocked_clients_instead_of_waiting_for_them() {
+    if !have_tool("redis-server") {
+        return;
+    }
+    let nodes = vec![start_redis(free_port())];
+    // `extra` lands inside [proxy]: a drain far longer than the test waits.
+    let mut c = Cluster::over(nodes, "drain_timeout_ms = 600000\n");
+    let mut blocked = RespConn::open(c.proxy.port, Duration::from_secs(60)).unwrap();
+    blocked.send(&[b"BLPOP", b"q", b"0"]).unwrap();
+    let mut other = conn(c.proxy.port);
+    assert_eq!(other.cmd(&["PING"]), b"+PONG\r\n");
+    std::thread::sleep(Duration::from_millis(200));
+    let status = std::process::Command::new("kill")
+        .args(["-TERM", &c.proxy.pid().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let r = blocked.read_reply();
+    assert!(
+        matches!(&r, Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof),
+        "closed, not answered and not left waiting for the drain: {r:?}"
+    );
+    c.proxy.kill();
+}

@@ -284,6 +284,13 @@ impl ClientSession {
                 }
                 Event::Budget => {}
                 // Stop reading: what is owed is answered, then the session ends.
+                // A blocked command may never be answered: on a drain the
+                // client is closed with what is complete, as Redis closes
+                // blocked clients when it shuts down.
+                Event::Drain if session.state.blocked.load(Ordering::SeqCst) > 0 => {
+                    session.collect(&mut out, &budget);
+                    break;
+                }
                 Event::Drain => eof = true,
             }
         }
