@@ -52,7 +52,6 @@ pub async fn dispatch(proxy: &Arc<Proxy>, client: &mut ClientState, req: Request
             super::transaction::handle(proxy, client, Some(spec), req).await
         }
         Kind::Pinned(Pinned::Blocking) => super::blocking::handle(proxy, client, spec, req).await,
-        Kind::Pinned(Pinned::PubSub) => Pending::error("ERR pub/sub is not available yet"),
         Kind::Refused(why) => Pending::error(&format!(
             "ERR '{}' is not supported by shardis: {why}",
             spec.name

@@ -27,7 +27,7 @@ pub enum Kind {
     /// Topology administration (`CLUSTER …`).
     Admin,
     /// Needs a dedicated upstream connection for a while (see
-    /// `proxy::pinned`): transactions, blocking commands, pub/sub.
+    /// `proxy::pinned`): transactions, blocking commands.
     Pinned(Pinned),
     /// Known, but refused; the reason is part of the error.
     Refused(&'static str),
@@ -40,8 +40,6 @@ pub enum Pinned {
     Transaction,
     /// BLPOP and the like: the connection is held while the command blocks.
     Blocking,
-    /// SUBSCRIBE and the like.
-    PubSub,
 }
 
 /// How the fragments of a split command are merged.
@@ -632,15 +630,9 @@ pub fn markdown_table() -> String {
             Pinned::Blocking,
             "blocking: each blocked client holds its own pinned connection to the key's node",
         ),
-        (
-            Pinned::PubSub,
-            "pub/sub over pinned connections (see below)",
-        ),
     ] {
         let list = names(&|s| s.kind == Kind::Pinned(pin));
-        if !list.is_empty() {
-            out.push_str(&format!("| {what} | {list} |\n"));
-        }
+        out.push_str(&format!("| {what} | {list} |\n"));
     }
     out.push_str(&format!(
         "| topology administration | {} |\n",
