@@ -3,8 +3,8 @@
 //! ioredis `Cluster`, node-redis `createCluster`) sends every request to the
 //! proxy, which routes it on its own ring.
 //!
-//! Answers `CLUSTER SLOTS`, `SHARDS`, `NODES`, `INFO`, `MYID`, `MYSHARDID`,
-//! `KEYSLOT`, `COUNTKEYSINSLOT`-free forms; called by `admin::handle`. The
+//! Answers `CLUSTER SLOTS`, `SHARDS`, `NODES`, `INFO`, `MYID`, `MYSHARDID`
+//! and `KEYSLOT`; called by `admin::handle` before its own subcommands. The
 //! node announced is the address the client connected to (so a client that
 //! reached the proxy through 127.0.0.1:7000 is told 127.0.0.1:7000). Never
 //! describes the ring: that is `CLUSTER RING` / `RINGINFO` (admin.rs).
