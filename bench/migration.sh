@@ -60,7 +60,7 @@ start_up() { # $1 = copy rate limit
   "$LOAD" --addr "127.0.0.1:$PORT" --workload set --keys "$KEYS" -d "$SIZE" --preload -n 1 --duration 1s --json >/dev/null
 }
 
-info() { redis-cli -p "$PORT" CLUSTER INFO | tr -d '\r' | awk -F: -v k="$1" '$1==k {print $2}'; }
+info() { redis-cli -p "$PORT" CLUSTER RINGINFO | tr -d '\r' | awk -F: -v k="$1" '$1==k {print $2}'; }
 field() { python3 -c "import json,sys; print(json.load(sys.stdin)['$1'])"; }
 
 load_slice() { "$LOAD" --addr "127.0.0.1:$PORT" --workload get --keys "$KEYS" -d "$SIZE" -c 50 --verify --duration "$1" --json 2>/dev/null || true; }

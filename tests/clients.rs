@@ -9,7 +9,6 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use common::*;
@@ -17,39 +16,6 @@ use common::*;
 /// Keys each client writes and then walks with its SCAN iterator: enough
 /// that every node's cursor goes through many rounds.
 const SCAN_KEYS: &str = "20000";
-
-fn manifest() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
-
-/// Whether an installed client library is there; skips (or fails when
-/// required) with the command that installs it.
-fn have(path: &Path, install: &str) -> bool {
-    if path.exists() {
-        return true;
-    }
-    assert!(
-        !redis_required(),
-        "{} is required (SHARDIS_REQUIRE_REDIS=1); install it with: {install}",
-        path.display()
-    );
-    eprintln!(
-        "skipping: {} not found; install with: {install}",
-        path.display()
-    );
-    false
-}
-
-fn run_ok(cmd: &mut Command) -> String {
-    let out = cmd.output().expect("run client");
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(out.status.success(), "client failed:\n{text}");
-    text
-}
 
 fn redis_py(port: u16, types: bool) {
     let script = manifest().join("tests/clients/redis_py.py");

@@ -113,7 +113,7 @@ fn signal(p: &Proc, sig: &str) {
 }
 
 fn info(con: &mut redis::Connection) -> String {
-    redis::cmd("CLUSTER").arg("INFO").query(con).unwrap()
+    redis::cmd("CLUSTER").arg("RINGINFO").query(con).unwrap()
 }
 
 fn field(info: &str, key: &str) -> String {
@@ -124,7 +124,7 @@ fn field(info: &str, key: &str) -> String {
         .to_string()
 }
 
-/// Waits (bounded) until `pred` holds on CLUSTER INFO; returns it.
+/// Waits (bounded) until `pred` holds on CLUSTER RINGINFO; returns it.
 fn wait_info(con: &mut redis::Connection, what: &str, pred: impl Fn(&str) -> bool) -> String {
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {

@@ -219,7 +219,7 @@ fn a_node_cursor_wider_than_its_bits_is_an_error_naming_the_node() {
 }
 
 fn cluster_state(con: &mut redis::Connection) -> String {
-    let info: String = redis::cmd("CLUSTER").arg("INFO").query(con).unwrap();
+    let info: String = redis::cmd("CLUSTER").arg("RINGINFO").query(con).unwrap();
     info.lines()
         .find_map(|l| l.strip_prefix("state:"))
         .unwrap_or("")

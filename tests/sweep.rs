@@ -114,10 +114,24 @@ const SUBCOMMANDS: &[(&str, &[&str])] = &[
 
 /// Where the proxy differs from redis-server by design (`command` or
 /// `command subcommand`), and why.
-const ALLOWED: &[(&str, &str)] = &[(
-    "cluster",
-    "the proxy answers CLUSTER itself (its topology); a standalone redis-server refuses it",
-)];
+const ALLOWED: &[(&str, &str)] = &[
+    (
+        "cluster",
+        "the proxy answers CLUSTER itself (its topology); a standalone redis-server refuses it",
+    ),
+    (
+        "readonly",
+        "the proxy is a cluster node to cluster-mode clients: READONLY is +OK",
+    ),
+    (
+        "readwrite",
+        "the proxy is a cluster node to cluster-mode clients: READWRITE is +OK",
+    ),
+    (
+        "asking",
+        "the proxy is a cluster node to cluster-mode clients: ASKING is +OK",
+    ),
+];
 
 /// Where the built-in node differs from redis-server by design, and why.
 const ALLOWED_NODE: &[(&str, &str)] = &[];

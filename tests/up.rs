@@ -131,7 +131,10 @@ fn spawnnode_grows_the_up_cluster_in_one_step_and_stop_reaps_it_too() {
     );
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
-        let info: String = redis::cmd("CLUSTER").arg("INFO").query(&mut con).unwrap();
+        let info: String = redis::cmd("CLUSTER")
+            .arg("RINGINFO")
+            .query(&mut con)
+            .unwrap();
         if info.contains("state:ok") {
             break;
         }
@@ -166,11 +169,11 @@ fn spawnnode_outside_up_says_how_to_add_a_node() {
         .contains("CLUSTER ADDNODE host:port"));
 }
 
-/// Waits until CLUSTER INFO reports the change finished.
+/// Waits until CLUSTER RINGINFO reports the change finished.
 fn wait_state_ok(con: &mut redis::Connection) {
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
-        let info: String = redis::cmd("CLUSTER").arg("INFO").query(con).unwrap();
+        let info: String = redis::cmd("CLUSTER").arg("RINGINFO").query(con).unwrap();
         if info.contains("state:ok") {
             return;
         }
@@ -264,7 +267,7 @@ fn restarted_up_starts_the_state_files_topology_and_says_how_it_differs_from_the
     let mut child = KillOnDrop(Some(child));
     wait_ping(port);
     let nodes: String = redis::cmd("CLUSTER")
-        .arg("INFO")
+        .arg("RINGINFO")
         .query(&mut connect(port))
         .unwrap();
     assert!(nodes.contains("nodes:3"), "{nodes}");

@@ -215,11 +215,11 @@ impl CheckCluster {
     }
 }
 
-/// The proxy's rings from CLUSTER NODES: the current one, and during a
+/// The proxy's rings from CLUSTER RING: the current one, and during a
 /// change the next one (members and joining node, without a leaving node).
 pub async fn rings(proxy: &str) -> Result<(Ring, Ring), String> {
     let mut c = Client::new(proxy, Duration::from_secs(10));
-    let nodes_text = c.call(&[b"CLUSTER", b"NODES"]).await?.text();
+    let nodes_text = c.call(&[b"CLUSTER", b"RING"]).await?.text();
     let (mut now, mut next) = (Vec::new(), Vec::new());
     for line in nodes_text.lines() {
         let mut parts = line.split_whitespace();

@@ -14,7 +14,7 @@ use super::cluster::{rings, CheckCluster};
 use super::workload::{Amnesty, Shared};
 use super::{admin, cluster_info, field, wait_state};
 
-/// The phases a fault is injected in, as CLUSTER INFO names them.
+/// The phases a fault is injected in, as CLUSTER RINGINFO names them.
 const PHASES: [&str; 4] = ["copying", "catch-up", "cutover", "sweeping"];
 const PARTIES: [&str; 3] = ["joining", "old-owner", "proxy"];
 const FAULTS: [&str; 2] = ["kill", "stop"];

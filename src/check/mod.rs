@@ -283,10 +283,10 @@ pub(crate) async fn admin(proxy: &str, args: &[&str]) -> Result<(), String> {
     }
 }
 
-/// CLUSTER INFO as key/value pairs.
+/// CLUSTER RINGINFO as key/value pairs.
 pub async fn cluster_info(proxy: &str) -> Result<Vec<(String, String)>, String> {
     let mut c = Client::new(proxy, Duration::from_secs(5));
-    let r = c.call(&[b"CLUSTER", b"INFO"]).await?;
+    let r = c.call(&[b"CLUSTER", b"RINGINFO"]).await?;
     Ok(r.text()
         .lines()
         .filter_map(|l| l.trim_end().split_once(':'))
@@ -301,7 +301,7 @@ pub(crate) fn field<'a>(info: &'a [(String, String)], key: &str) -> &'a str {
         .unwrap_or("")
 }
 
-/// Waits (bounded) until CLUSTER INFO's state is one of `states`.
+/// Waits (bounded) until CLUSTER RINGINFO's state is one of `states`.
 pub(crate) async fn wait_state(
     proxy: &str,
     states: &[&str],

@@ -159,7 +159,7 @@ pub fn array(reply: &[u8]) -> Result<Vec<&[u8]>, String> {
     Ok(els.into_iter().map(|r| &reply[r]).collect())
 }
 
-/// One field of `key:value` lines (CLUSTER INFO, INFO).
+/// One field of `key:value` lines (CLUSTER RINGINFO, INFO).
 pub fn field<'a>(info: &'a str, key: &str) -> Option<&'a str> {
     info.lines().find_map(|l| {
         l.trim_end()

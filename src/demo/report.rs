@@ -87,7 +87,7 @@ pub struct Change {
     pub node: String,
     /// How long CLUSTER ADDNODE / REMOVENODE took to answer +OK.
     pub command_ms: f64,
-    /// From CLUSTER INFO.
+    /// From CLUSTER RINGINFO.
     pub ring_rebuild_us: u64,
     pub migration_ms: u64,
     pub cutover_pause_ms: u64,
@@ -98,7 +98,7 @@ pub struct Change {
     pub moved_pct: f64,
     /// 1 / (nodes after a join, or nodes before a leave), in %.
     pub ideal_pct: f64,
-    /// CLUSTER INFO states seen while waiting for `ok`.
+    /// CLUSTER RINGINFO states seen while waiting for `ok`.
     pub states_seen: Vec<String>,
     /// Time from the command to `state:ok`, as seen by polling.
     pub wait_ms: f64,

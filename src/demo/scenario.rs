@@ -16,7 +16,7 @@ use crate::procs::NodeKind;
 
 /// Longest wait for a topology change to reach `state:ok`.
 const CHANGE_TIMEOUT_S: u64 = 600;
-/// CLUSTER INFO polling interval while a change runs.
+/// CLUSTER RINGINFO polling interval while a change runs.
 const POLL_MS: u64 = 20;
 /// Readers running during a change.
 const READERS: usize = 2;
@@ -41,7 +41,7 @@ pub async fn run(args: &DemoArgs) -> Result<DemoReport, String> {
     let mut cluster = DemoCluster::start_nodes(NodeKind::Builtin, args.nodes)?;
     cluster.start_proxy()?;
     let proxy = cluster.proxy_addr.clone();
-    let info = conn::text(&conn::call(&proxy, &["CLUSTER", "INFO"]).await?);
+    let info = conn::text(&conn::call(&proxy, &["CLUSTER", "RINGINFO"]).await?);
     let ring = format!(
         "{}, {} points",
         conn::field(&info, "scheme").unwrap_or("?"),
@@ -292,13 +292,13 @@ async fn change(
     })
 }
 
-/// Polls CLUSTER INFO until `state:ok`; returns the last INFO text and the
+/// Polls CLUSTER RINGINFO until `state:ok`; returns the last INFO text and the
 /// distinct states seen in order. An `aborted` change is an error.
 async fn wait_ok(admin: &mut Conn, bar: &Progress) -> Result<(String, Vec<String>), String> {
     let deadline = Instant::now() + Duration::from_secs(CHANGE_TIMEOUT_S);
     let mut seen: Vec<String> = Vec::new();
     loop {
-        let info = conn::text(&admin.call(&["CLUSTER", "INFO"]).await?);
+        let info = conn::text(&admin.call(&["CLUSTER", "RINGINFO"]).await?);
         let state = conn::field(&info, "state").unwrap_or("?").to_string();
         let num = |k: &str| conn::field(&info, k).and_then(|v| v.parse::<u64>().ok());
         if let (Some(done), Some(total)) =

@@ -4,10 +4,10 @@
 //! |---|---|
 //! | `CLUSTER ADDNODE host:port [WEIGHT w] [NAME n]` | `+OK` once the new epoch routes |
 //! | `CLUSTER REMOVENODE name-or-addr` | `+OK` once the new epoch routes |
-//! | `CLUSTER NODES` | one line per node |
-//! | `CLUSTER INFO` | `key:value` lines |
+//! | `CLUSTER RING` | one line per node of the ring |
+//! | `CLUSTER RINGINFO` | `key:value` lines: the change state and its progress |
 //! | `CLUSTER KEYNODE key` | the owner's name |
-//! | `CLUSTER SLOTS` / `SHARDS` | Redis's "cluster support disabled" error |
+//! | `CLUSTER SLOTS` / `SHARDS` / `NODES` / `INFO` / `MYID` / `KEYSLOT` | the proxy as one Redis Cluster node owning every slot (cluster.rs) |
 //!
 //! Changes are validated before the ring changes, one at a time; a node that
 //! is down can be removed at any time (see [`remove_node`]).
@@ -33,8 +33,11 @@ pub async fn handle(proxy: &Arc<Proxy>, s: &ClientState, req: Request) -> Pendin
     let proto = s.proto;
     let proxy = proxy.clone();
     let client = s.id;
+    if let Some(p) = super::cluster::handle(s, &sub, &args) {
+        return p;
+    }
     match sub.as_str() {
-        "slots" | "shards" | "myid" | "addslots" | "meet" | "reset" | "failover" | "replicate" => {
+        "addslots" | "meet" | "reset" | "failover" | "replicate" => {
             Pending::error("ERR This instance has cluster support disabled")
         }
         "keynode" if args.len() == 3 => {
@@ -43,13 +46,13 @@ pub async fn handle(proxy: &Arc<Proxy>, s: &ClientState, req: Request) -> Pendin
             encode::bulk(&mut out, routing.owner(&args[2]).spec.name.as_bytes());
             Pending::ready(out)
         }
-        "info" if args.len() == 2 => {
+        "ringinfo" if args.len() == 2 => {
             let text = cluster_info(&proxy);
             let mut out = BytesMut::new();
             encode::verbatim(&mut out, text.as_bytes(), proto);
             Pending::ready(out)
         }
-        "nodes" if args.len() == 2 => {
+        "ring" if args.len() == 2 => {
             let (tx, rx) = tokio::sync::oneshot::channel();
             tokio::spawn(async move {
                 let _ = tx.send(cluster_nodes(&proxy, proto, client).await);
@@ -86,12 +89,12 @@ pub async fn handle(proxy: &Arc<Proxy>, s: &ClientState, req: Request) -> Pendin
             });
             Pending::One(rx)
         }
-        "keynode" | "info" | "nodes" | "addnode" | "removenode" => {
+        "keynode" | "ringinfo" | "ring" | "addnode" | "removenode" => {
             Pending::error(&format!("ERR wrong number of arguments for 'cluster|{sub}' command"))
         }
         _ => {
             Pending::error(&format!(
-                "ERR unknown subcommand '{}'. Try CLUSTER ADDNODE, SPAWNNODE, REMOVENODE, NODES, INFO or KEYNODE.",
+                "ERR unknown subcommand '{}'. Try CLUSTER ADDNODE, SPAWNNODE, REMOVENODE, RING, RINGINFO, KEYNODE, SLOTS, SHARDS, NODES or INFO.",
                 String::from_utf8_lossy(&args[1])
             ))
         }
@@ -266,7 +269,7 @@ async fn start_change(
     let routing = proxy.routing.load_full();
     if routing.migration.is_some() || proxy.migration.is_changing() {
         return Err(
-            "a topology change is in progress; retry when CLUSTER INFO shows state:ok".into(),
+            "a topology change is in progress; retry when CLUSTER RINGINFO shows state:ok".into(),
         );
     }
     Ok((lock, routing))

@@ -25,6 +25,8 @@ pub const DEFAULT_MAX_CLIENTS: usize = 10_000;
 /// Replies a client may owe before the proxy stops reading from it.
 pub const DEFAULT_PIPELINE_DEPTH: usize = 1_024;
 pub const DEFAULT_CONNECTIONS_PER_NODE: usize = 1;
+/// Dedicated (pinned) upstream connections per node, at most.
+pub const DEFAULT_MAX_PINNED_PER_NODE: usize = 1024;
 /// Proxy runtime threads; 0 = one per core.
 pub const DEFAULT_THREADS: usize = 0;
 /// Reply bytes one client may be owed before it is closed at once (Redis's
@@ -71,6 +73,7 @@ struct ProxySection {
     max_clients: usize,
     pipeline_depth: usize,
     connections_per_node: usize,
+    max_pinned_per_node: usize,
     threads: usize,
     max_bulk_len: usize,
     max_args: usize,
@@ -93,6 +96,7 @@ impl Default for ProxySection {
             max_clients: DEFAULT_MAX_CLIENTS,
             pipeline_depth: DEFAULT_PIPELINE_DEPTH,
             connections_per_node: DEFAULT_CONNECTIONS_PER_NODE,
+            max_pinned_per_node: DEFAULT_MAX_PINNED_PER_NODE,
             threads: DEFAULT_THREADS,
             max_bulk_len: limits.max_bulk_len,
             max_args: limits.max_args,
@@ -176,6 +180,9 @@ pub struct Config {
     pub max_clients: usize,
     pub pipeline_depth: usize,
     pub connections_per_node: usize,
+    /// Dedicated connections (transactions, blocking commands, pub/sub) one
+    /// node may have open at once; a client beyond it gets an error.
+    pub max_pinned_per_node: usize,
     /// Runtime worker threads; 0 = one per core.
     pub threads: usize,
     /// Request limits; `max_bulk_len` also bounds every bulk in a node's reply.
@@ -302,6 +309,7 @@ impl Config {
             ("proxy.max_clients", p.max_clients),
             ("proxy.pipeline_depth", p.pipeline_depth),
             ("proxy.connections_per_node", p.connections_per_node),
+            ("proxy.max_pinned_per_node", p.max_pinned_per_node),
             ("proxy.max_bulk_len", p.max_bulk_len),
             ("proxy.max_args", p.max_args),
             ("proxy.max_query_buffer", p.max_query_buffer),
@@ -368,6 +376,7 @@ impl Config {
             max_clients: p.max_clients,
             pipeline_depth: p.pipeline_depth,
             connections_per_node: p.connections_per_node,
+            max_pinned_per_node: p.max_pinned_per_node,
             threads: p.threads,
             limits: Limits {
                 max_args: p.max_args,

@@ -366,7 +366,7 @@ pub async fn memory(proxy: &Arc<Proxy>, s: &ClientState, req: Request) -> Pendin
     let name = String::from_utf8_lossy(&sub).to_ascii_lowercase();
     let msg = match name.as_str() {
         "malloc-stats" | "purge" => format!(
-            "ERR MEMORY {} is per node: run it on a node directly (CLUSTER NODES lists them)",
+            "ERR MEMORY {} is per node: run it on a node directly (CLUSTER RING lists them)",
             name.to_uppercase()
         ),
         "doctor" | "stats" | "help" => {
@@ -391,7 +391,7 @@ fn doctor_text(n: &NodeSums, total: usize) -> String {
         n.keys
     );
     if n.answered < total {
-        text.push_str(" Some nodes did not answer: CLUSTER NODES shows which.");
+        text.push_str(" Some nodes did not answer: CLUSTER RING shows which.");
     }
     if n.evicted > 0 {
         text.push_str(&format!(

@@ -80,10 +80,11 @@ pub async fn handle(
             encode::bulk(&mut out, now.as_secs().to_string().as_bytes());
             encode::bulk(&mut out, now.subsec_micros().to_string().as_bytes());
         }
-        "readonly" | "readwrite" => {
-            return Pending::error("ERR This instance has cluster support disabled");
-        }
+        // Cluster-mode clients send these to every node; the proxy routes
+        // reads and writes itself, so they change nothing.
+        "readonly" | "readwrite" | "asking" => encode::simple(&mut out, "OK"),
         "reset" => {
+            s.tx.clear();
             s.proto = 2;
             s.name = None;
             encode::simple(&mut out, "RESET");

@@ -11,7 +11,9 @@
 //! Entry point: [`run`]. Uses `resp` and `ring`; never clap or signals.
 
 pub mod admin;
+pub mod blocking;
 pub mod budget;
+pub mod cluster;
 pub mod config;
 pub mod config_cmd;
 pub mod cursor;
@@ -20,11 +22,13 @@ pub mod info;
 pub mod local;
 pub mod merge;
 pub mod migration;
+pub mod pinned;
 pub mod route;
 pub mod scan;
 pub mod session;
 pub mod state;
 pub mod topology;
+pub mod transaction;
 pub mod upstream;
 
 use std::collections::HashMap;
@@ -207,6 +211,7 @@ fn new_node(spec: &NodeSpec, config: &Config) -> Node {
         config.connections_per_node,
         Duration::from_millis(config.connect_timeout_ms),
         Duration::from_millis(config.request_timeout_ms),
+        config.max_pinned_per_node,
         config.limits.max_bulk_len,
     )
 }

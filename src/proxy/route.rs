@@ -17,23 +17,41 @@ use super::migration;
 use super::session::{ClientState, Pending};
 use super::topology::{self, Node, Routing};
 use super::Proxy;
-use crate::resp::command::{arity_error, unknown_command_error, Aggregate, KeySpec, Merge};
+use crate::resp::command::{arity_error, unknown_command_error, Aggregate, KeySpec, Merge, Pinned};
 use crate::resp::{encode, lookup, CommandSpec, Kind, Request};
 
 /// Routes one request and returns the reply slot the client is owed for it.
 pub async fn dispatch(proxy: &Arc<Proxy>, client: &mut ClientState, req: Request) -> Pending {
-    let Some(spec) = lookup(req.name()) else {
+    let spec = lookup(req.name());
+    // Inside MULTI everything is queued (or refused) by the transaction,
+    // except what ends the connection's state as a whole.
+    if client.tx.is_queueing() && !spec.is_some_and(|s| matches!(s.name, "quit" | "reset")) {
+        return super::transaction::handle(proxy, client, spec, req).await;
+    }
+    let Some(spec) = spec else {
         return Pending::error(&unknown_command_error(&req.args));
     };
-    if !spec.is_arity_ok(req.args.len()) {
+    // The transaction commands check their own arity: a bad EXEC also
+    // discards the transaction, as Redis does.
+    if !spec.is_arity_ok(req.args.len()) && spec.kind != Kind::Pinned(Pinned::Transaction) {
         return Pending::error(&arity_error(spec));
     }
     match spec.kind {
+        Kind::Keyed
+            if matches!(spec.name, "xread" | "xreadgroup")
+                && crate::resp::keywords::is_blocking_stream_read(&req.args) =>
+        {
+            super::blocking::handle(proxy, client, spec, req).await
+        }
         Kind::Keyed => keyed(proxy, client, spec, req).await,
         Kind::Split(merge) => split(proxy, client, spec, req, merge).await,
         Kind::FanOut(agg) => fan_out(proxy, client, req, agg).await,
         Kind::Local => super::local::handle(proxy, client, spec, req).await,
         Kind::Admin => super::admin::handle(proxy, client, req).await,
+        Kind::Pinned(Pinned::Transaction) => {
+            super::transaction::handle(proxy, client, Some(spec), req).await
+        }
+        Kind::Pinned(Pinned::Blocking) => super::blocking::handle(proxy, client, spec, req).await,
         Kind::Refused(why) => Pending::error(&format!(
             "ERR '{}' is not supported by shardis: {why}",
             spec.name
@@ -239,7 +257,7 @@ async fn fan_out(
     }
     let routing = topology::enter(&proxy.routing, std::iter::empty).await;
     if agg == Aggregate::AllOk && (routing.migration.is_some() || routing.filter_keys) {
-        return Pending::error("ERR FLUSHALL/FLUSHDB are refused while a topology change runs; retry when CLUSTER INFO shows state:ok");
+        return Pending::error("ERR FLUSHALL/FLUSHDB are refused while a topology change runs; retry when CLUSTER RINGINFO shows state:ok");
     }
     let nodes = all_nodes(&routing);
     let (proto, id) = (client.proto, client.id);

@@ -89,6 +89,12 @@ pub struct ClientState {
     pub proto: u8,
     pub name: Option<Bytes>,
     pub peer: String,
+    /// The proxy address this client connected to (announced by CLUSTER SLOTS).
+    pub local: String,
+    /// MULTI / WATCH state and the connection it pins.
+    pub tx: super::transaction::TxState,
+    /// Blocking commands of this client waiting on a node right now.
+    pub blocked: Arc<std::sync::atomic::AtomicUsize>,
     /// Reply bytes held for this client; replies forwarded with it are
     /// charged on arrival.
     pub budget: Arc<ReplyBudget>,
@@ -155,6 +161,7 @@ impl ClientSession {
     pub async fn run(proxy: Arc<Proxy>, mut sock: TcpStream) {
         let _ = sock.set_nodelay(true);
         let peer = sock.peer_addr().map(|a| a.to_string()).unwrap_or_default();
+        let local = sock.local_addr().map(|a| a.to_string()).unwrap_or_default();
         let (mut rd, mut wr) = sock.split();
         let depth = proxy.config.pipeline_depth.max(1);
         let mut decoder = RequestDecoder::new(proxy.config.limits);
@@ -173,6 +180,9 @@ impl ClientSession {
                 proto: 2,
                 name: None,
                 peer,
+                local,
+                tx: Default::default(),
+                blocked: Default::default(),
                 budget: budget.clone(),
             },
             owed: VecDeque::new(),
@@ -198,7 +208,16 @@ impl ClientSession {
         let mut woken = std::pin::pin!(budget.woken());
         loop {
             // The proxy drains: read no further request; answer what is owed.
-            eof |= session.proxy.draining.load(Ordering::SeqCst);
+            if session.proxy.draining.load(Ordering::SeqCst) {
+                // A blocked command may never be answered: the client is
+                // closed with what is complete, as Redis closes blocked
+                // clients when it shuts down.
+                if session.state.blocked.load(Ordering::SeqCst) > 0 {
+                    session.collect(&mut out, &budget);
+                    break;
+                }
+                eof = true;
+            }
             // Dispatch what is buffered, up to the pipeline depth.
             while !need_bytes && !session.closing && session.owed.len() < depth {
                 match decoder.decode(&mut buf) {
@@ -259,6 +278,14 @@ impl ClientSession {
                 else => break,
             };
             match event {
+                // A client that leaves while blocked is gone, as Redis treats
+                // it: dropping what it is owed closes the pinned connections,
+                // so no node pops an element for it.
+                Event::Read(Ok(0)) | Event::Read(Err(_))
+                    if session.state.blocked.load(Ordering::SeqCst) > 0 =>
+                {
+                    return
+                }
                 Event::Read(Ok(0)) | Event::Read(Err(_)) => eof = true,
                 Event::Read(Ok(_)) => {
                     need_bytes = false;

@@ -23,6 +23,8 @@ use crate::ring::{NodeSpec, Ring};
 pub struct Node {
     pub spec: NodeSpec,
     pub health: Arc<Health>,
+    /// Dedicated connections clients hold to this node (see `pinned.rs`).
+    pub pins: super::pinned::PinCount,
     resp2: Vec<Upstream>,
     resp3: OnceLock<Vec<Upstream>>,
     opts: UpstreamOptions,
@@ -36,6 +38,7 @@ impl Node {
         conns: usize,
         connect_timeout: Duration,
         request_timeout: Duration,
+        max_pinned: usize,
         max_bulk_len: usize,
     ) -> Node {
         let health = Arc::new(Health::default());
@@ -45,6 +48,7 @@ impl Node {
             proto: 2,
             connect_timeout,
             request_timeout,
+            pinned: false,
             max_bulk_len,
         };
         let resp2 = (0..conns)
@@ -53,6 +57,7 @@ impl Node {
         Node {
             spec,
             health,
+            pins: super::pinned::PinCount::new(max_pinned),
             resp2,
             resp3: OnceLock::new(),
             opts,
@@ -77,6 +82,12 @@ impl Node {
             &self.resp2
         };
         &pool[(client as usize) % pool.len()]
+    }
+
+    /// A dedicated connection to this node for one client (bounded by
+    /// `max_pinned_per_node`).
+    pub fn pin(self: &Arc<Self>, proto: u8) -> Result<super::pinned::Pinned, String> {
+        super::pinned::Pinned::open(self, proto, &self.opts)
     }
 
     /// `name (addr)`, as in error replies.

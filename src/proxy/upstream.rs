@@ -73,7 +73,7 @@ impl Waiter {
     }
 }
 
-/// Connection state of a node, shown by `CLUSTER NODES`.
+/// Connection state of a node, shown by `CLUSTER RING`.
 #[derive(Default)]
 pub struct Health {
     /// 0 = never connected, 1 = up, 2 = down.
@@ -114,6 +114,11 @@ pub struct UpstreamOptions {
     pub proto: u8,
     pub connect_timeout: Duration,
     pub request_timeout: Duration,
+    /// A dedicated connection one client owns (see `pinned.rs`): a reply may
+    /// take as long as a blocking command blocks, so no request timeout; and
+    /// when its handle is dropped the connection closes at once, failing what
+    /// is in flight, so a node never hands an element to a client that left.
+    pub pinned: bool,
     /// Largest bulk accepted in a reply (`proto-max-bulk-len`); a longer one
     /// poisons the connection before anything is buffered for it.
     pub max_bulk_len: usize,
@@ -239,6 +244,9 @@ async fn run(opts: UpstreamOptions, mut rx: mpsc::Receiver<UpRequest>, health: A
                     Some(e) => {
                         tracing::debug!(node = %opts.label, error = %e, "upstream connection lost");
                         health.set_down(&e);
+                        if opts.pinned {
+                            return fail_rest(&opts, rx, &e).await;
+                        }
                     }
                 }
             }
@@ -246,6 +254,9 @@ async fn run(opts: UpstreamOptions, mut rx: mpsc::Receiver<UpRequest>, health: A
                 tracing::debug!(node = %opts.label, error = %e, "upstream connect failed");
                 health.set_down(&e);
                 first.reply.answer(error_reply(&opts.label, &e));
+                if opts.pinned {
+                    return fail_rest(&opts, rx, &e).await;
+                }
                 // Until the backoff ends, everything for this node fails at once.
                 let until = Instant::now() + Duration::from_millis(backoff);
                 loop {
@@ -260,6 +271,15 @@ async fn run(opts: UpstreamOptions, mut rx: mpsc::Receiver<UpRequest>, health: A
                 backoff = (backoff * 2).min(MAX_BACKOFF_MS);
             }
         }
+    }
+}
+
+/// A dedicated connection that failed is not re-opened: what it carried (a
+/// WATCH, a blocked pop, subscriptions) is gone, so every later request on
+/// it fails, naming the node, until its owner drops it.
+async fn fail_rest(opts: &UpstreamOptions, mut rx: mpsc::Receiver<UpRequest>, e: &UpstreamError) {
+    while let Some(req) = rx.recv().await {
+        req.reply.answer(error_reply(&opts.label, e));
     }
 }
 
@@ -347,7 +367,7 @@ async fn serve(
                 Err(mpsc::error::TryRecvError::Disconnected) => handle_dropped = true,
             }
         }
-        if handle_dropped && inflight.is_empty() {
+        if handle_dropped && (inflight.is_empty() || opts.pinned) {
             break None;
         }
         if buf.capacity() - buf.len() < 4096 {
@@ -397,6 +417,7 @@ async fn serve(
                 inflight.push_back((req.reply, now));
             }
             Event::Request(None) => handle_dropped = true,
+            Event::Tick if opts.pinned => {}
             Event::Tick => {
                 now = now.wrapping_add(1);
                 if let Some((_, sent)) = inflight.front() {

@@ -10,7 +10,7 @@ use std::sync::OnceLock;
 
 use bytes::Bytes;
 
-use super::keywords::{Keywords, BLOCKING_REASON};
+use super::keywords::Keywords;
 use super::parse_i64;
 
 /// How the proxy handles a command.
@@ -26,8 +26,20 @@ pub enum Kind {
     Local,
     /// Topology administration (`CLUSTER …`).
     Admin,
+    /// Needs a dedicated upstream connection for a while (see
+    /// `proxy::pinned`): transactions, blocking commands.
+    Pinned(Pinned),
     /// Known, but refused; the reason is part of the error.
     Refused(&'static str),
+}
+
+/// What a command pins a dedicated connection for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Pinned {
+    /// MULTI, EXEC, DISCARD, WATCH, UNWATCH.
+    Transaction,
+    /// BLPOP and the like: the connection is held while the command blocks.
+    Blocking,
 }
 
 /// How the fragments of a split command are merged.
@@ -205,11 +217,10 @@ const NONE: KeySpec = KeySpec::None;
 
 const KEYED: Kind = Kind::Keyed;
 const LOCAL: Kind = Kind::Local;
-const TX: Kind =
-    Kind::Refused("transactions are not supported: MULTI/EXEC and WATCH would span nodes");
+const TX: Kind = Kind::Pinned(Pinned::Transaction);
 const PUBSUB: Kind =
     Kind::Refused("pub/sub is not supported by the proxy; connect to a node directly");
-const BLOCKING: Kind = Kind::Refused(BLOCKING_REASON);
+const BLOCKING: Kind = Kind::Pinned(Pinned::Blocking);
 const SERVER: Kind = Kind::Refused(
     "server administration is not available through the proxy; connect to a node directly",
 );
@@ -425,6 +436,7 @@ pub const TABLE: &[CommandSpec] = &[
     row("time", 1, LOCAL, NONE, false),
     row("readonly", 1, LOCAL, NONE, false),
     row("readwrite", 1, LOCAL, NONE, false),
+    row("asking", 1, LOCAL, NONE, false),
     row("reset", 1, LOCAL, NONE, false),
     row("memory", -2, LOCAL, NONE, false),
     // administration
@@ -433,7 +445,7 @@ pub const TABLE: &[CommandSpec] = &[
     row("multi", 1, TX, NONE, false),
     row("exec", 1, TX, NONE, false),
     row("discard", 1, TX, NONE, false),
-    row("watch", -2, TX, NONE, false),
+    row("watch", -2, TX, KALL, false),
     row("unwatch", 1, TX, NONE, false),
     row("subscribe", -2, PUBSUB, NONE, false),
     row("unsubscribe", -1, PUBSUB, NONE, false),
@@ -444,14 +456,14 @@ pub const TABLE: &[CommandSpec] = &[
     row("publish", 3, PUBSUB, NONE, false),
     row("spublish", 3, PUBSUB, NONE, false),
     row("pubsub", -2, PUBSUB, NONE, false),
-    row("blpop", -3, BLOCKING, NONE, false),
-    row("brpop", -3, BLOCKING, NONE, false),
-    row("brpoplpush", 4, BLOCKING, NONE, false),
-    row("blmove", 6, BLOCKING, NONE, false),
-    row("blmpop", -5, BLOCKING, NONE, false),
-    row("bzpopmin", -3, BLOCKING, NONE, false),
-    row("bzpopmax", -3, BLOCKING, NONE, false),
-    row("bzmpop", -5, BLOCKING, NONE, false),
+    row("blpop", -3, BLOCKING, KeySpec::Range { first: 1, last: -2, step: 1 }, true),
+    row("brpop", -3, BLOCKING, KeySpec::Range { first: 1, last: -2, step: 1 }, true),
+    row("brpoplpush", 4, BLOCKING, K12, true),
+    row("blmove", 6, BLOCKING, K12, true),
+    row("blmpop", -5, BLOCKING, KeySpec::NumKeys { count_at: 2, dest: None }, true),
+    row("bzpopmin", -3, BLOCKING, KeySpec::Range { first: 1, last: -2, step: 1 }, true),
+    row("bzpopmax", -3, BLOCKING, KeySpec::Range { first: 1, last: -2, step: 1 }, true),
+    row("bzmpop", -5, BLOCKING, KeySpec::NumKeys { count_at: 2, dest: None }, true),
     row("wait", 3, BLOCKING, NONE, false),
     row("move", 3, Kind::Refused("MOVE is not supported: the proxy serves database 0 only"), NONE, false),
     row("swapdb", 3, Kind::Refused("SWAPDB is not supported: the proxy serves database 0 only"), NONE, false),
@@ -478,7 +490,6 @@ pub const TABLE: &[CommandSpec] = &[
     row("pfdebug", 3, SERVER, NONE, false),
     row("pfselftest", 1, SERVER, NONE, false),
     row("replconf", -1, SERVER, NONE, false),
-    row("asking", 1, SERVER, NONE, false),
     row("restore-asking", -4, SERVER, NONE, false),
 ];
 
@@ -610,6 +621,19 @@ pub fn markdown_table() -> String {
         "| answered by the proxy | {} |\n",
         names(&|s| s.kind == Kind::Local)
     ));
+    for (pin, what) in [
+        (
+            Pinned::Transaction,
+            "transactions: every key on one node, run on a connection pinned to it (see below)",
+        ),
+        (
+            Pinned::Blocking,
+            "blocking: each blocked client holds its own pinned connection to the key's node",
+        ),
+    ] {
+        let list = names(&|s| s.kind == Kind::Pinned(pin));
+        out.push_str(&format!("| {what} | {list} |\n"));
+    }
     out.push_str(&format!(
         "| topology administration | {} |\n",
         names(&|s| s.kind == Kind::Admin)
@@ -735,7 +759,7 @@ mod tests {
             ),
             (
                 &["xread", "block", "0", "streams", "a", "$"],
-                Err("ERR 'xread' with BLOCK is not supported by shardis: blocking commands are not supported: they would hold a shared upstream connection"),
+                Ok(vec![4]),
             ),
             (
                 &["xread", "streams", "a", "b", "0"],

@@ -24,14 +24,30 @@ pub enum Keywords {
     /// GEORADIUS[BYMEMBER]: the key at 1 and the last `STORE`/`STOREDIST`
     /// destination among the options, which start at `options_at`.
     GeoRadius { options_at: u8 },
-    /// XREAD / XREADGROUP: the first half of what follows `STREAMS`; refused
-    /// with `BLOCK`.
+    /// XREAD / XREADGROUP: the first half of what follows `STREAMS` (with
+    /// `BLOCK`, routed to a pinned connection: see `proxy::blocking`).
     Streams,
 }
 
-/// The reason blocking commands are refused (the command table's text).
-pub const BLOCKING_REASON: &str =
-    "blocking commands are not supported: they would hold a shared upstream connection";
+/// True when an XREAD / XREADGROUP carries `BLOCK` before `STREAMS`.
+pub fn is_blocking_stream_read(args: &[Bytes]) -> bool {
+    let mut i = 1;
+    while i < args.len() {
+        let a = &args[i];
+        if is(a, "block") {
+            return true;
+        } else if is(a, "count") {
+            i += 2;
+        } else if is(a, "group") {
+            i += 3;
+        } else if is(a, "noack") {
+            i += 1;
+        } else {
+            return false;
+        }
+    }
+    false
+}
 
 impl Keywords {
     /// Positions of the keys of `name` (the command) in `args`.
@@ -126,11 +142,7 @@ fn streams(name: &str, args: &[Bytes]) -> Result<Vec<usize>, String> {
     let mut at = None;
     while i < args.len() {
         let a = &args[i];
-        if is(a, "block") {
-            return Err(format!(
-                "ERR '{name}' with BLOCK is not supported by shardis: {BLOCKING_REASON}"
-            ));
-        } else if is(a, "count") {
+        if is(a, "count") || is(a, "block") {
             i += 2;
         } else if is(a, "group") {
             i += 3;

@@ -648,6 +648,40 @@ pub fn set_keys(port: u16, prefix: &str, n: usize) {
     }
 }
 
+/// The crate root, where the client scripts and installed libraries live.
+pub fn manifest() -> std::path::PathBuf {
+    std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// Whether an installed client library is there; skips (or fails when
+/// required) with the command that installs it.
+pub fn have(path: &std::path::Path, install: &str) -> bool {
+    if path.exists() {
+        return true;
+    }
+    assert!(
+        !redis_required(),
+        "{} is required (SHARDIS_REQUIRE_REDIS=1); install it with: {install}",
+        path.display()
+    );
+    eprintln!(
+        "skipping: {} not found; install with: {install}",
+        path.display()
+    );
+    false
+}
+
+pub fn run_ok(cmd: &mut Command) -> String {
+    let out = cmd.output().expect("run client");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "client failed:\n{text}");
+    text
+}
+
 /// A stand-in node on loopback: answers every request it decodes with
 /// `reply`, each `delay` after it arrived. Serves until the returned flag is
 /// set (or 120 s, whichever is first).

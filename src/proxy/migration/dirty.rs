@@ -32,7 +32,7 @@ impl Dirty {
         self.keys.is_empty()
     }
 
-    fn mark(&self, key: Bytes) {
+    pub fn mark(&self, key: Bytes) {
         let g = self.generation.fetch_add(1, Ordering::AcqRel);
         self.keys.insert(key, g);
     }

@@ -107,7 +107,7 @@ pub async fn begin(proxy: &Arc<Proxy>, change: Change) -> Result<u64, String> {
     let cur = proxy.routing.load_full();
     if cur.migration.is_some() || proxy.migration.is_changing() {
         return Err(
-            "a topology change is already in progress; retry when CLUSTER INFO shows state:ok"
+            "a topology change is already in progress; retry when CLUSTER RINGINFO shows state:ok"
                 .into(),
         );
     }
@@ -388,7 +388,7 @@ pub async fn remove_unreachable(proxy: &Arc<Proxy>, spec: &NodeSpec) -> Result<u
     let cur = proxy.routing.load_full();
     if cur.migration.is_some() || proxy.migration.is_changing() {
         return Err(
-            "a topology change is already in progress; retry when CLUSTER INFO shows state:ok"
+            "a topology change is already in progress; retry when CLUSTER RINGINFO shows state:ok"
                 .into(),
         );
     }

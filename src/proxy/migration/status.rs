@@ -1,4 +1,4 @@
-//! Progress and history of topology changes, for `CLUSTER INFO`, plus the two
+//! Progress and history of topology changes, for `CLUSTER RINGINFO`, plus the two
 //! pieces of change state that outlive one change: the nodes whose stray
 //! copies are still to be deleted, and an operator's request to abort the
 //! running change. Written by the migration engine and the admin path; never
