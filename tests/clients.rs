@@ -33,7 +33,10 @@ fn have(path: &PathBuf, install: &str) -> bool {
         "{} is required (SHARDIS_REQUIRE_REDIS=1); install it with: {install}",
         path.display()
     );
-    eprintln!("skipping: {} not found; install with: {install}", path.display());
+    eprintln!(
+        "skipping: {} not found; install with: {install}",
+        path.display()
+    );
     false
 }
 
@@ -74,7 +77,10 @@ fn redis_py(port: u16, types: bool) {
 
 fn node_clients(port: u16, types: bool) {
     let dir = manifest().join("tests/clients/node");
-    if !have(&dir.join("node_modules"), "npm ci --prefix tests/clients/node") {
+    if !have(
+        &dir.join("node_modules"),
+        "npm ci --prefix tests/clients/node",
+    ) {
         return;
     }
     let mut cmd = Command::new("timeout");

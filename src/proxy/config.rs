@@ -8,6 +8,7 @@ use std::path::Path;
 
 use serde::Deserialize;
 
+use super::operator::{AdminSection, HotKeysSection, OpsConfig, SlowlogSection};
 use crate::resp::Limits;
 use crate::ring::{NodeSpec, PointScheme, RingConfig, DEFAULT_VNODES};
 
@@ -42,6 +43,12 @@ struct FileConfig {
     up: UpSection,
     #[serde(default)]
     nodes: Vec<NodeSection>,
+    #[serde(default)]
+    admin: AdminSection,
+    #[serde(default)]
+    hot_keys: HotKeysSection,
+    #[serde(default)]
+    slowlog: SlowlogSection,
 }
 
 #[derive(Debug, Deserialize)]
@@ -158,6 +165,8 @@ pub struct Config {
     pub up: UpConfig,
     /// The backends; empty is allowed only for `shardis up`, which fills it.
     pub nodes: Vec<NodeSpec>,
+    /// `[admin]`, `[hot_keys]`, `[slowlog]`.
+    pub ops: OpsConfig,
 }
 
 /// Background mover settings.
@@ -270,6 +279,7 @@ impl Config {
                 weight,
             });
         }
+        let ops = OpsConfig::validate(f.admin, f.hot_keys, f.slowlog)?;
         let ring = RingConfig {
             scheme,
             vnodes: f.ring.vnodes,
@@ -304,6 +314,7 @@ impl Config {
                 node_maxmemory: f.up.node_maxmemory,
             },
             nodes,
+            ops,
         })
     }
 }

@@ -12,10 +12,16 @@
 
 pub mod admin;
 pub mod config;
+pub mod hotkeys;
+pub mod http;
 pub mod local;
+pub mod metrics;
 pub mod migration;
+pub mod operator;
+pub mod plan;
 pub mod route;
 pub mod session;
+pub mod slowlog;
 pub mod state;
 pub mod topology;
 pub mod upstream;
@@ -65,6 +71,8 @@ pub struct Proxy {
     /// Starts a new built-in node on request (`CLUSTER SPAWNNODE`); present
     /// only when the proxy runs under `shardis up`, which owns the processes.
     pub spawner: Option<Arc<dyn Spawner>>,
+    /// Metrics, hot keys, hot-shard tripwire, slow log (the operator plane).
+    pub ops: operator::Ops,
 }
 
 /// Starts a node process and returns its address once it answers PING.
@@ -108,6 +116,7 @@ impl Proxy {
             admin_lock: tokio::sync::Mutex::new(()),
             migration: migration::Tracker::default(),
             spawner,
+            ops: operator::Ops::new(&config.ops),
             config,
         });
         if let Some(s) = saved {
@@ -164,7 +173,17 @@ pub async fn run_with(
 ) -> Result<(), String> {
     let port = listener.local_addr().map(|a| a.port()).unwrap_or(0);
     let proxy = Proxy::new(config, port, spawner)?;
+    // Dropping `stop` ends the admin listener with the proxy.
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    if let Some(listen) = proxy.config.ops.admin_listen_for(false) {
+        http::start(proxy.clone(), &listen, async move {
+            let _ = stopped.await;
+        })
+        .await?;
+    }
+    tokio::spawn(hotkeys::run_ticker(Arc::downgrade(&proxy)));
     serve(listener, proxy, shutdown).await;
+    drop(stop);
     Ok(())
 }
 

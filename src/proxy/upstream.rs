@@ -55,9 +55,16 @@ pub struct Health {
     state: AtomicU8,
     pub failures: AtomicU64,
     pub last_error: std::sync::Mutex<String>,
+    /// Requests, errors, latency, in flight, reconnects (for `/metrics`).
+    pub metrics: super::metrics::NodeMetrics,
 }
 
 impl Health {
+    /// True while the last connection attempt succeeded.
+    pub fn is_up(&self) -> bool {
+        self.state.load(Ordering::Relaxed) == 1
+    }
+
     pub fn state(&self) -> &'static str {
         match self.state.load(Ordering::Relaxed) {
             1 => "up",

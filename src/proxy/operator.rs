@@ -1,0 +1,225 @@
+//! The operator plane's settings (`[admin]`, `[hot_keys]`, `[slowlog]`) and
+//! the state it shares with the request path: metrics, the hot-key sketch,
+//! the hot-shard tripwire, the slow log and the admin listener's address.
+//!
+//! Parsed by `config.rs` (these sections only), owned by [`super::Proxy`] as
+//! `proxy.ops`, read by sessions, routing, the admin commands and `http/`.
+
+use std::sync::OnceLock;
+
+use serde::Deserialize;
+
+use super::hotkeys::{self, HotKeys, Tripwire};
+use super::metrics::Metrics;
+use super::slowlog::{self, SlowLog};
+
+/// Where `shardis up` serves the admin HTTP API unless configured.
+pub const DEFAULT_ADMIN_LISTEN: &str = "127.0.0.1:7070";
+
+/// `[admin]` as written.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct AdminSection {
+    /// `host:port`; absent: off for `shardis proxy`, 127.0.0.1:7070 for
+    /// `shardis up`; `""` turns it off everywhere.
+    pub listen: Option<String>,
+    /// The admin API has no authentication: a non-loopback address must be
+    /// asked for explicitly.
+    pub allow_remote: bool,
+}
+
+/// `[hot_keys]` as written.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct HotKeysSection {
+    pub shard_alarm_ratio: f64,
+    pub capacity: usize,
+}
+
+impl Default for HotKeysSection {
+    fn default() -> Self {
+        HotKeysSection {
+            shard_alarm_ratio: hotkeys::DEFAULT_SHARD_ALARM_RATIO,
+            capacity: hotkeys::DEFAULT_CAPACITY,
+        }
+    }
+}
+
+/// `[slowlog]` as written (Redis's `slowlog-log-slower-than`, `slowlog-max-len`).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SlowlogSection {
+    pub log_slower_than_us: i64,
+    pub max_len: usize,
+}
+
+impl Default for SlowlogSection {
+    fn default() -> Self {
+        SlowlogSection {
+            log_slower_than_us: slowlog::DEFAULT_SLOWER_THAN_US,
+            max_len: slowlog::DEFAULT_MAX_LEN,
+        }
+    }
+}
+
+/// Validated operator settings.
+#[derive(Clone, Debug)]
+pub struct OpsConfig {
+    /// `None`: not configured (see [`OpsConfig::admin_listen_for`]).
+    pub admin_listen: Option<String>,
+    pub shard_alarm_ratio: f64,
+    pub hot_keys_capacity: usize,
+    pub slowlog_slower_than_us: i64,
+    pub slowlog_max_len: usize,
+}
+
+impl Default for OpsConfig {
+    fn default() -> Self {
+        OpsConfig::validate(
+            AdminSection::default(),
+            HotKeysSection::default(),
+            SlowlogSection::default(),
+        )
+        .expect("defaults are valid")
+    }
+}
+
+impl OpsConfig {
+    /// Checks the three sections; errors name the field.
+    pub fn validate(
+        admin: AdminSection,
+        hot: HotKeysSection,
+        slow: SlowlogSection,
+    ) -> Result<OpsConfig, String> {
+        if let Some(l) = admin.listen.as_deref().filter(|l| !l.is_empty()) {
+            let addr: std::net::SocketAddr = l
+                .parse()
+                .map_err(|_| format!("admin.listen: expected ip:port, got {l:?}"))?;
+            if !addr.ip().is_loopback() && !admin.allow_remote {
+                return Err(format!(
+                    "admin.listen: {l} is not a loopback address; the admin API has no authentication, set admin.allow_remote = true to serve it there"
+                ));
+            }
+        }
+        if !(hot.shard_alarm_ratio.is_finite() && hot.shard_alarm_ratio > 1.0) {
+            return Err(format!(
+                "hot_keys.shard_alarm_ratio: must be a number greater than 1, got {}",
+                hot.shard_alarm_ratio
+            ));
+        }
+        if !(1..=100_000).contains(&hot.capacity) {
+            return Err(format!(
+                "hot_keys.capacity: expected 1..=100000, got {}",
+                hot.capacity
+            ));
+        }
+        if slow.max_len > 1_000_000 {
+            return Err(format!(
+                "slowlog.max_len: at most 1000000, got {}",
+                slow.max_len
+            ));
+        }
+        Ok(OpsConfig {
+            admin_listen: admin.listen,
+            shard_alarm_ratio: hot.shard_alarm_ratio,
+            hot_keys_capacity: hot.capacity,
+            slowlog_slower_than_us: slow.log_slower_than_us,
+            slowlog_max_len: slow.max_len,
+        })
+    }
+
+    /// The admin address to bind: configured, else the default when
+    /// `default_on` (`shardis up`); `""` means off.
+    pub fn admin_listen_for(&self, default_on: bool) -> Option<String> {
+        match self.admin_listen.as_deref() {
+            Some("") => None,
+            Some(l) => Some(l.to_string()),
+            None if default_on => Some(DEFAULT_ADMIN_LISTEN.to_string()),
+            None => None,
+        }
+    }
+}
+
+/// What the operator plane keeps per proxy.
+pub struct Ops {
+    pub metrics: Metrics,
+    pub hot_keys: HotKeys,
+    pub tripwire: Tripwire,
+    pub slowlog: SlowLog,
+    /// The admin listener's bound address, once it listens.
+    pub admin_addr: OnceLock<std::net::SocketAddr>,
+}
+
+impl Ops {
+    pub fn new(c: &OpsConfig) -> Ops {
+        Ops {
+            metrics: Metrics::default(),
+            hot_keys: HotKeys::new(c.hot_keys_capacity),
+            tripwire: Tripwire::new(c.shard_alarm_ratio),
+            slowlog: SlowLog::new(c.slowlog_slower_than_us, c.slowlog_max_len),
+            admin_addr: OnceLock::new(),
+        }
+    }
+
+    /// Lines for `CLUSTER INFO`: `admin_listen:` and `hot_shard:`.
+    pub fn info_lines(&self) -> String {
+        let admin = self
+            .admin_addr
+            .get()
+            .map_or("-".to_string(), |a| a.to_string());
+        format!(
+            "admin_listen:{admin}\r\nhot_shard:{}\r\n",
+            self.tripwire.summary()
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(admin: &str, hot: &str, slow: &str) -> Result<OpsConfig, String> {
+        OpsConfig::validate(
+            toml::from_str(admin).map_err(|e| e.to_string())?,
+            toml::from_str(hot).map_err(|e| e.to_string())?,
+            toml::from_str(slow).map_err(|e| e.to_string())?,
+        )
+    }
+
+    #[test]
+    fn admin_is_on_by_default_only_under_up() {
+        let c = OpsConfig::default();
+        assert_eq!(c.admin_listen_for(false), None);
+        assert_eq!(
+            c.admin_listen_for(true).as_deref(),
+            Some(DEFAULT_ADMIN_LISTEN)
+        );
+        let off = parse("listen = \"\"", "", "").unwrap();
+        assert_eq!(off.admin_listen_for(true), None);
+        let port0 = parse("listen = \"127.0.0.1:0\"", "", "").unwrap();
+        assert_eq!(
+            port0.admin_listen_for(false).as_deref(),
+            Some("127.0.0.1:0")
+        );
+    }
+
+    #[test]
+    fn bad_operator_settings_are_named() {
+        for (a, h, s, field) in [
+            ("listen = \"0.0.0.0:7070\"", "", "", "admin.allow_remote"),
+            ("listen = \"localhost\"", "", "", "admin.listen"),
+            (
+                "",
+                "shard_alarm_ratio = 1.0",
+                "",
+                "hot_keys.shard_alarm_ratio",
+            ),
+            ("", "capacity = 0", "", "hot_keys.capacity"),
+            ("", "", "max_len = 2000000", "slowlog.max_len"),
+        ] {
+            let err = parse(a, h, s).unwrap_err();
+            assert!(err.contains(field), "{a} {h} {s}: {err}");
+        }
+        assert!(parse("listen = \"0.0.0.0:7070\"\nallow_remote = true", "", "").is_ok());
+    }
+}
