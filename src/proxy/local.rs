@@ -63,6 +63,10 @@ pub async fn handle(s: &mut ClientSession, spec: &'static CommandSpec, req: Requ
         "command" => return command(s, args).await,
         "info" => return info(s, args).await,
         "config" => return config(s, args).await,
+        "slowlog" => {
+            let r = s.proxy.ops.slowlog.command(args);
+            return s.push(Pending::Ready(r)).await;
+        }
         "time" => {
             let now = SystemTime::now()
                 .duration_since(UNIX_EPOCH)

@@ -7,11 +7,14 @@
 
 use std::sync::OnceLock;
 
+use bytes::{Bytes, BytesMut};
 use serde::Deserialize;
 
 use super::hotkeys::{self, HotKeys, Tripwire};
 use super::metrics::Metrics;
+use super::session::{ClientSession, Pending};
 use super::slowlog::{self, SlowLog};
+use crate::resp::{encode, eq_ignore_case, parse_i64};
 
 /// Where `shardis up` serves the admin HTTP API unless configured.
 pub const DEFAULT_ADMIN_LISTEN: &str = "127.0.0.1:7070";
@@ -139,6 +142,49 @@ impl OpsConfig {
         }
     }
 }
+
+/// `CLUSTER HOTKEYS [n]` and `CLUSTER PLAN …`, called by `admin.rs`
+/// (`args[0]` is `CLUSTER`).
+pub async fn cluster_command(s: &mut ClientSession, args: Vec<Bytes>) {
+    if eq_ignore_case(&args[1], b"HOTKEYS") {
+        let n = match args.len() {
+            2 => DEFAULT_HOTKEYS,
+            3 => match parse_i64(&args[2]) {
+                Some(n) if n > 0 => n as usize,
+                _ => return s.error("ERR value is out of range, must be positive").await,
+            },
+            _ => {
+                return s
+                    .error("ERR wrong number of arguments for 'cluster|hotkeys' command")
+                    .await
+            }
+        };
+        let top = s.proxy.ops.hot_keys.top(n);
+        let mut out = BytesMut::new();
+        encode::array_len(&mut out, top.len());
+        for (key, count) in top {
+            encode::array_len(&mut out, 2);
+            encode::bulk(&mut out, &key);
+            encode::integer(&mut out, count as i64);
+        }
+        return s.reply(out).await;
+    }
+    let proxy = s.proxy.clone();
+    let proto = s.proto;
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    tokio::spawn(async move {
+        let mut out = BytesMut::new();
+        match super::plan::plan(&proxy, &args[2..]).await {
+            Ok(text) => encode::verbatim(&mut out, text.as_bytes(), proto),
+            Err(e) => encode::error(&mut out, &format!("ERR {e}")),
+        }
+        let _ = tx.send(out.freeze());
+    });
+    s.push(Pending::One(rx)).await
+}
+
+/// Keys `CLUSTER HOTKEYS` lists without a count.
+const DEFAULT_HOTKEYS: usize = 10;
 
 /// What the operator plane keeps per proxy.
 pub struct Ops {

@@ -29,6 +29,7 @@ use tokio::net::TcpStream;
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::{timeout, Instant};
 
+use super::metrics::NodeMetrics;
 use crate::resp::reply::{self, reply_len};
 
 /// Requests queued for one upstream before senders wait.
@@ -155,6 +156,7 @@ pub fn error_reply(label: &str, why: &str) -> Bytes {
 
 async fn run(opts: UpstreamOptions, mut rx: mpsc::Receiver<UpRequest>, health: Arc<Health>) {
     let mut backoff = MIN_BACKOFF_MS;
+    let mut failed_before = false;
     loop {
         // Connect lazily: an idle node costs nothing and a dead one is retried
         // only when somebody needs it.
@@ -162,8 +164,12 @@ async fn run(opts: UpstreamOptions, mut rx: mpsc::Receiver<UpRequest>, health: A
         match connect(&opts).await {
             Ok(sock) => {
                 health.set_up();
+                if failed_before {
+                    health.metrics.reconnects.fetch_add(1, Ordering::Relaxed);
+                }
+                failed_before = true;
                 backoff = MIN_BACKOFF_MS;
-                let why = serve(sock, first, &mut rx, &opts).await;
+                let why = serve(sock, first, &mut rx, &opts, &health.metrics).await;
                 match why {
                     None => return,
                     Some(e) => {
@@ -175,13 +181,18 @@ async fn run(opts: UpstreamOptions, mut rx: mpsc::Receiver<UpRequest>, health: A
             Err(e) => {
                 tracing::debug!(node = %opts.label, error = %e, "upstream connect failed");
                 health.set_down(&e);
+                failed_before = true;
+                health.metrics.observe(0, true);
                 let _ = first.reply.send(error_reply(&opts.label, &e));
                 // Until the backoff ends, everything for this node fails at once.
                 let until = Instant::now() + Duration::from_millis(backoff);
                 loop {
                     tokio::select! {
                         r = rx.recv() => match r {
-                            Some(req) => { let _ = req.reply.send(error_reply(&opts.label, &e)); }
+                            Some(req) => {
+                                health.metrics.observe(0, true);
+                                let _ = req.reply.send(error_reply(&opts.label, &e));
+                            }
                             None => return,
                         },
                         _ = tokio::time::sleep_until(until) => break,
@@ -257,9 +268,11 @@ async fn serve(
     first: UpRequest,
     rx: &mut mpsc::Receiver<UpRequest>,
     opts: &UpstreamOptions,
+    metrics: &NodeMetrics,
 ) -> Option<String> {
     let (mut rd, mut wr) = sock.split();
-    let mut inflight: VecDeque<(oneshot::Sender<Bytes>, u32)> = VecDeque::new();
+    // Each request's reply slot, the watchdog tick it was sent in, and when.
+    let mut inflight: VecDeque<(oneshot::Sender<Bytes>, u32, std::time::Instant)> = VecDeque::new();
     let mut out = BytesMut::with_capacity(64 * 1024);
     let mut buf = BytesMut::with_capacity(64 * 1024);
     let period = (opts.request_timeout / TICKS_PER_TIMEOUT).max(Duration::from_millis(1));
@@ -268,7 +281,7 @@ async fn serve(
     let mut now: u32 = 0;
     let mut handle_dropped = false;
     out.extend_from_slice(&first.raw);
-    inflight.push_back((first.reply, now));
+    inflight.push_back((first.reply, now, std::time::Instant::now()));
 
     let why = 'conn: loop {
         // Gather what is already queued into one write. A slot goes into the
@@ -277,7 +290,7 @@ async fn serve(
             match rx.try_recv() {
                 Ok(req) => {
                     out.extend_from_slice(&req.raw);
-                    inflight.push_back((req.reply, now));
+                    inflight.push_back((req.reply, now, std::time::Instant::now()));
                 }
                 Err(mpsc::error::TryRecvError::Empty) => break,
                 Err(mpsc::error::TryRecvError::Disconnected) => handle_dropped = true,
@@ -286,6 +299,9 @@ async fn serve(
         if handle_dropped && inflight.is_empty() {
             break None;
         }
+        metrics
+            .in_flight
+            .store(inflight.len() as u64, Ordering::Relaxed);
         if buf.capacity() - buf.len() < 4096 {
             buf.reserve(64 * 1024);
         }
@@ -306,7 +322,11 @@ async fn serve(
                     Ok(Some(n)) => {
                         let reply = buf.split_to(n).freeze();
                         match inflight.pop_front() {
-                            Some((waiter, _)) => {
+                            Some((waiter, _, sent)) => {
+                                metrics.observe(
+                                    sent.elapsed().as_nanos() as u64,
+                                    reply::is_error(&reply),
+                                );
                                 let _ = waiter.send(reply);
                             }
                             None => break 'conn Some("stray reply from node".to_string()),
@@ -330,12 +350,12 @@ async fn serve(
             Event::Wrote(Err(e)) => break Some(e.to_string()),
             Event::Request(Some(req)) => {
                 out.extend_from_slice(&req.raw);
-                inflight.push_back((req.reply, now));
+                inflight.push_back((req.reply, now, std::time::Instant::now()));
             }
             Event::Request(None) => handle_dropped = true,
             Event::Tick => {
                 now = now.wrapping_add(1);
-                if let Some((_, sent)) = inflight.front() {
+                if let Some((_, sent, _)) = inflight.front() {
                     if now.wrapping_sub(*sent) > TICKS_PER_TIMEOUT {
                         break Some(format!(
                             "no reply within {} ms",
@@ -349,8 +369,10 @@ async fn serve(
     // Poisoned or closing: everything still in flight fails now, with an
     // error naming the node.
     let msg = why.as_deref().unwrap_or("connection closed");
-    for (waiter, _) in inflight {
+    for (waiter, _, sent) in inflight {
+        metrics.observe(sent.elapsed().as_nanos() as u64, true);
         let _ = waiter.send(error_reply(&opts.label, msg));
     }
+    metrics.in_flight.store(0, Ordering::Relaxed);
     why
 }

@@ -7,6 +7,8 @@ use std::net::{TcpListener, TcpStream};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+pub mod http;
+
 pub const BIN: &str = env!("CARGO_BIN_EXE_shardis");
 
 /// A port nobody listens on right now.

@@ -42,6 +42,11 @@ pub fn router(proxy: Arc<Proxy>) -> Router {
             "/cache/{*key}",
             get(cache::get).put(cache::put).delete(cache::delete),
         )
+        // No key at all: the handlers answer 400 rather than the router 404.
+        .route(
+            "/cache/",
+            get(cache::get).put(cache::put).delete(cache::delete),
+        )
         .layer(DefaultBodyLimit::max(body_limit))
         .with_state(proxy)
 }
