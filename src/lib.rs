@@ -3,7 +3,8 @@
 //! `resp` (framing, command table) and `ring` (placement) are pure and depend on
 //! nothing of ours; `backend` (the built-in cache node) uses `resp`; `proxy` uses
 //! `resp` and `ring`; `sim` (distribution science for `shardis sim`) uses
-//! `ring`; `check` and `demo` drive whole clusters of child processes, started
+//! `ring`; `glob` (Redis patterns, for both the proxy and the node)
+//! depends on nothing; `check` and `demo` drive whole clusters of child processes, started
 //! and killed through `procs`, through the proxy port. Only `main.rs` knows clap
 //! (besides `sim::SimArgs`, which derives its flags so `main.rs` can embed
 //! them), signals and tracing-subscriber.
@@ -11,6 +12,7 @@
 pub mod backend;
 pub mod check;
 pub mod demo;
+pub mod glob;
 pub mod procs;
 pub mod proxy;
 pub mod resp;

@@ -109,6 +109,7 @@ fn main() -> ExitCode {
         )
         .with_writer(std::io::stderr)
         .init();
+    log_panics();
     let cli = Cli::parse();
     let result = match cli.cmd {
         Cmd::Up(a) => up(a),
@@ -126,6 +127,16 @@ fn main() -> ExitCode {
         },
         Cmd::Demo(a) => shardis::demo::run(&a),
     };
+    // A child (node or proxy of `check` or `demo`) that panicked fails the run.
+    let panics = shardis::procs::child_panics();
+    let result = match result {
+        Ok(()) if !panics.is_empty() => Err(format!(
+            "{} child process(es) panicked:\n{}",
+            panics.len(),
+            panics.join("\n")
+        )),
+        r => r,
+    };
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
@@ -133,6 +144,18 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// Logs every panic through tracing (so it reaches the log with the rest),
+/// then prints Rust's own message as usual: both say `panicked at`, which the
+/// test harness and `check` look for in a child's stderr.
+fn log_panics() {
+    let default = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let thread = std::thread::current();
+        tracing::error!("thread '{}' {info}", thread.name().unwrap_or("<unnamed>"));
+        default(info);
+    }));
 }
 
 /// The proxy's runtime: `threads` workers; 1 is a current-thread runtime,

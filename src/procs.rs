@@ -7,6 +7,16 @@
 //! its own handle (so by its PID, never by name) and reaps it on drop, on
 //! every path out of the caller. Built-in nodes and the proxy also get
 //! `--exit-with-parent`, so even a `kill -9` of the caller leaves nothing behind.
+//!
+//! A child's stderr is never thrown away: [`StderrCapture`] drains it on a
+//! thread, keeps its tail and every `panicked at` line. A child that panicked
+//! is a failure of whatever ran it: [`Proc`] records it when dropped, and
+//! [`child_panics`] hands the records to `check` and `demo`, which fail on
+//! them; the integration tests' harness asserts on the same capture.
+
+mod stderr;
+
+pub use stderr::{child_panics, StderrCapture};
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -41,17 +51,35 @@ impl NodeKind {
 pub struct Proc {
     child: Child,
     port: u16,
+    stderr: StderrCapture,
+    what: String,
 }
 
 impl Proc {
-    /// Spawns `cmd` and waits until it answers PING on `port`. On failure the
-    /// child is killed (by the drop of the half-built `Proc`), not left behind.
-    fn spawn(cmd: &mut Command, port: u16, what: &str) -> Result<Proc, String> {
-        let child = cmd
+    /// Spawns `cmd` with its stderr captured (and copied to `log`, if given)
+    /// and waits until it answers PING on `port`. On failure the child is
+    /// killed (by the drop of the half-built `Proc`), not left behind, and
+    /// the error carries the tail of its stderr.
+    fn spawn(
+        cmd: &mut Command,
+        port: u16,
+        what: &str,
+        log: Option<std::fs::File>,
+    ) -> Result<Proc, String> {
+        let mut child = cmd
+            .stderr(Stdio::piped())
             .spawn()
             .map_err(|e| format!("cannot start {what}: {e}"))?;
-        let mut p = Proc { child, port };
-        wait_ping(port, &mut p.child, what)?;
+        let stderr = StderrCapture::attach(&mut child, log);
+        let mut p = Proc {
+            child,
+            port,
+            stderr,
+            what: what.to_string(),
+        };
+        if let Err(e) = wait_ping(port, &mut p.child, what) {
+            return Err(format!("{e}\n{}", p.stderr.tail(40)));
+        }
         Ok(p)
     }
 
@@ -70,6 +98,8 @@ impl Drop for Proc {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+        self.stderr.finish();
+        self.stderr.record_panics(&self.what);
     }
 }
 
@@ -140,13 +170,18 @@ pub fn start_node(kind: NodeKind, name: &str) -> Result<Proc, String> {
             c
         }
     };
-    cmd.stdout(Stdio::null()).stderr(Stdio::null());
-    Proc::spawn(&mut cmd, port, &format!("{} node {name}", kind.label()))
+    cmd.stdout(Stdio::null());
+    Proc::spawn(
+        &mut cmd,
+        port,
+        &format!("{} node {name}", kind.label()),
+        None,
+    )
 }
 
 /// Starts `shardis proxy --config config`, which must listen on `port`, with
-/// `env` added, and waits until it answers PING. Its stderr goes to `log`
-/// (truncated), whose text is added to the error if the start fails.
+/// `env` added, and waits until it answers PING. Its stderr is captured and
+/// copied to `log` (truncated); its tail is added to the error if the start fails.
 pub fn start_proxy(
     config: &Path,
     port: u16,
@@ -159,12 +194,8 @@ pub fn start_proxy(
         .arg("--exit-with-parent")
         .env("RUST_LOG", "warn")
         .envs(env.iter().copied())
-        .stdout(Stdio::null())
-        .stderr(log_file);
-    Proc::spawn(&mut cmd, port, "proxy").map_err(|e| {
-        let text = std::fs::read_to_string(log).unwrap_or_default();
-        format!("{e}\n{text}")
-    })
+        .stdout(Stdio::null());
+    Proc::spawn(&mut cmd, port, "proxy", Some(log_file))
 }
 
 /// The `[[nodes]]` tables of a proxy config, one per `(name, addr)`.
@@ -217,7 +248,7 @@ mod tests {
     fn a_child_that_exits_at_once_fails_fast_and_names_itself() {
         let port = free_port().unwrap();
         let t = Instant::now();
-        let err = Proc::spawn(&mut Command::new("true"), port, "thing")
+        let err = Proc::spawn(&mut Command::new("true"), port, "thing", None)
             .err()
             .expect("true never answers PING");
         assert!(err.starts_with("thing on port"), "{err}");

@@ -9,7 +9,7 @@
 
 mod common;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use common::*;
@@ -24,7 +24,7 @@ fn manifest() -> PathBuf {
 
 /// Whether an installed client library is there; skips (or fails when
 /// required) with the command that installs it.
-fn have(path: &PathBuf, install: &str) -> bool {
+fn have(path: &Path, install: &str) -> bool {
     if path.exists() {
         return true;
     }

@@ -29,12 +29,11 @@ fn up_command(port: u16, first_node_port: u16, nodes: usize) -> Command {
 }
 
 fn spawn_up(port: u16, first_node_port: u16, nodes: usize) -> Proc {
-    let child = up_command(port, first_node_port, nodes)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    Proc { child, port }
+    Proc::spawn(
+        up_command(port, first_node_port, nodes).stdout(Stdio::null()),
+        port,
+        "shardis up",
+    )
 }
 
 /// A block of `n` consecutive free ports.

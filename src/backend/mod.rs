@@ -4,17 +4,16 @@
 //!
 //! Layout: `store` (sharded keyspace, lazy expiry, memory accounting),
 //! `evict` (LRU eviction, active expiry), `scan` (cursors, KEYS),
-//! `glob` (patterns), `commands/*` (one file per command family, the table
+//! `commands/*` (one file per command family, the table
 //! and dispatcher), `server` (accept loop and pipelined client loop),
 //! `error` (the one place errors become `-ERR` lines). RESP framing comes
 //! from `crate::resp`.
 //!
-//! Uses only `resp` of our modules; never talks to the proxy or the ring.
+//! Uses only `resp` and `glob` of our modules; never talks to the proxy or the ring.
 
 mod commands;
 mod error;
 mod evict;
-mod glob;
 mod scan;
 mod server;
 mod store;

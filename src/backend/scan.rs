@@ -1,24 +1,35 @@
 //! Walking the keyspace: SCAN cursors, KEYS and RANDOMKEY.
 //!
-//! A SCAN cursor is a key hash: "continue with keys whose hash is at least
-//! this". Shards own contiguous hash ranges (the top bits), so walking the
-//! cursor upwards visits shard after shard, and within a shard keys are
-//! taken in hash order. A key's hash never changes, so a key present for the
+//! A SCAN cursor is a key-hash prefix: "continue with keys whose hash's top
+//! [`CURSOR_BITS`] bits are at least this". Shards own contiguous hash ranges
+//! (the top bits), so walking the cursor upwards visits shard after shard,
+//! and within a shard keys are taken in prefix order, all keys of one prefix
+//! in the same step. A key's hash never changes, so a key present for the
 //! whole walk is returned exactly once however the tables grow or shrink —
 //! the guarantee Redis's reverse-binary cursor gives, without depending on
-//! the table's layout. 0 starts and ends a walk.
+//! the table's layout. 0 starts and ends a walk; a cursor past the last
+//! prefix ends it too.
 
 use super::evict::random;
 use super::store::{Entry, Store, SHARDS};
+
+/// Bits of a cursor: the proxy packs a node's cursor into this many bits of
+/// its own (`proxy::cursor::NODE_CURSOR_BITS`). Prefixes of this width are
+/// shared by two keys of a node only past ~10^10 keys, so a step rarely
+/// takes more keys than asked.
+pub const CURSOR_BITS: u32 = 35;
+const PREFIX_SHIFT: u32 = 64 - CURSOR_BITS;
+const PREFIXES: u64 = 1 << CURSOR_BITS;
 
 /// Each call on a shard returns at least 1/this of it, so a full walk costs
 /// at most this many passes over each shard whatever COUNT is.
 const MIN_SHARD_FRACTION: usize = 16;
 
 impl Store {
-    /// One SCAN step: the next cursor (0 when done) and the keys of at least
-    /// `count` entries in hash order (fewer at the end). `keep` filters what
-    /// is returned without changing the walk (MATCH, TYPE).
+    /// One SCAN step: the next cursor (0 when done, always below 2^[`CURSOR_BITS`])
+    /// and the keys of at least `count` entries in hash order (fewer at the
+    /// end). `keep` filters what is returned without changing the walk
+    /// (MATCH, TYPE).
     pub fn scan(
         &self,
         cursor: u64,
@@ -29,8 +40,11 @@ impl Store {
         let mut out = Vec::new();
         let mut walked = 0;
         let mut cursor = cursor;
+        if cursor >= PREFIXES {
+            return (0, out);
+        }
         loop {
-            let shard = Store::shard_of(cursor);
+            let shard = Store::shard_of(cursor << PREFIX_SHIFT);
             let s = self.lock_shard(shard, now);
             let want = count
                 .saturating_sub(walked)
@@ -38,20 +52,24 @@ impl Store {
                 .max(1);
             let mut ahead: Vec<(u64, &Entry)> = s
                 .iter()
-                .map(|e| (self.hash(e.key()), e))
-                .filter(|&(h, _)| h >= cursor)
+                .map(|e| (self.hash(e.key()) >> PREFIX_SHIFT, e))
+                .filter(|&(p, _)| p >= cursor)
                 .collect();
             let next = if ahead.len() <= want {
                 next_shard_start(shard)
             } else {
-                ahead.select_nth_unstable_by_key(want, |&(h, _)| h);
+                ahead.select_nth_unstable_by_key(want, |&(p, _)| p);
                 let bound = ahead[want].0;
                 if bound == cursor {
-                    // More than `want` keys share one hash: take them all.
-                    ahead.retain(|&(h, _)| h == bound);
-                    bound.checked_add(1).unwrap_or(0)
+                    // More than `want` keys share one prefix: take them all.
+                    ahead.retain(|&(p, _)| p == bound);
+                    if bound + 1 == PREFIXES {
+                        0
+                    } else {
+                        bound + 1
+                    }
                 } else {
-                    ahead.retain(|&(h, _)| h < bound);
+                    ahead.retain(|&(p, _)| p < bound);
                     bound
                 }
             };
@@ -95,9 +113,9 @@ impl Store {
     }
 }
 
-/// The first hash of the shard after `shard`, or 0 (walk done) after the last.
+/// The first prefix of the shard after `shard`, or 0 (walk done) after the last.
 fn next_shard_start(shard: usize) -> u64 {
-    let bits = 64 - SHARDS.trailing_zeros();
+    let bits = CURSOR_BITS - SHARDS.trailing_zeros();
     if shard + 1 == SHARDS {
         0
     } else {
@@ -159,6 +177,31 @@ mod tests {
             }
         }
         assert!((0..2000).all(|i| seen.contains(format!("stay{i}").as_bytes())));
+    }
+
+    #[test]
+    fn cursors_fit_the_bits_the_proxy_gives_them() {
+        let store = Store::new();
+        (0..20_000).for_each(|i| put(&store, &format!("k{i}")));
+        let (mut cursor, mut seen, mut steps) = (0, HashSet::new(), 0);
+        loop {
+            let (next, keys) = store.scan(cursor, 10, 1, |_| true);
+            assert!(
+                next < 1 << CURSOR_BITS,
+                "cursor {next} is wider than {CURSOR_BITS} bits"
+            );
+            seen.extend(keys);
+            steps += 1;
+            cursor = next;
+            if cursor == 0 {
+                break;
+            }
+        }
+        assert_eq!(seen.len(), 20_000);
+        assert!(steps > 100, "COUNT 10 takes many steps: {steps}");
+        // A cursor past the last prefix ends the walk.
+        assert_eq!(store.scan(u64::MAX, 10, 1, |_| true), (0, vec![]));
+        assert_eq!(store.scan(PREFIXES, 10, 1, |_| true), (0, vec![]));
     }
 
     #[test]

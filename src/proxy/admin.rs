@@ -9,9 +9,11 @@
 //! | `CLUSTER KEYNODE key` | the owner's name |
 //! | `CLUSTER SLOTS` / `SHARDS` | Redis's "cluster support disabled" error |
 //!
-//! Changes are validated before the ring changes, one at a time.
+//! Changes are validated before the ring changes, one at a time; a node that
+//! is down can be removed at any time (see [`remove_node`]).
 
 use std::sync::atomic::Ordering;
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
@@ -19,40 +21,41 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 use super::migration::{self, Change};
-use super::session::{ClientSession, Pending};
+use super::session::{ClientState, Pending};
+use super::Proxy;
 use crate::resp::reply::{integer, reply_len};
 use crate::resp::{encode, eq_ignore_case, parse_i64, Request};
 use crate::ring::NodeSpec;
 
-pub async fn handle(s: &mut ClientSession, req: Request) {
+pub async fn handle(proxy: &Arc<Proxy>, s: &ClientState, req: Request) -> Pending {
     let args = req.args;
     let sub = String::from_utf8_lossy(&args[1]).to_ascii_lowercase();
     let proto = s.proto;
-    let proxy = s.proxy.clone();
+    let proxy = proxy.clone();
     let client = s.id;
     match sub.as_str() {
         "slots" | "shards" | "myid" | "addslots" | "meet" | "reset" | "failover" | "replicate" => {
-            s.error("ERR This instance has cluster support disabled").await
+            Pending::error("ERR This instance has cluster support disabled")
         }
-        "plan" | "hotkeys" => super::operator::cluster_command(s, args).await,
+        "plan" | "hotkeys" => super::operator::cluster_command(&proxy, s, args),
         "keynode" if args.len() == 3 => {
             let routing = proxy.routing.load();
             let mut out = BytesMut::new();
             encode::bulk(&mut out, routing.owner(&args[2]).spec.name.as_bytes());
-            s.reply(out).await
+            Pending::ready(out)
         }
         "info" if args.len() == 2 => {
             let text = cluster_info(&proxy);
             let mut out = BytesMut::new();
             encode::verbatim(&mut out, text.as_bytes(), proto);
-            s.reply(out).await
+            Pending::ready(out)
         }
         "nodes" if args.len() == 2 => {
             let (tx, rx) = tokio::sync::oneshot::channel();
             tokio::spawn(async move {
                 let _ = tx.send(cluster_nodes(&proxy, proto, client).await);
             });
-            s.push(Pending::One(rx)).await
+            Pending::One(rx)
         }
         "addnode" if args.len() >= 3 => {
             let (tx, rx) = tokio::sync::oneshot::channel();
@@ -60,7 +63,7 @@ pub async fn handle(s: &mut ClientSession, req: Request) {
                 let r = add_node(&proxy, &args[2..]).await;
                 let _ = tx.send(ok_or_err(r));
             });
-            s.push(Pending::One(rx)).await
+            Pending::One(rx)
         }
         "spawnnode" => {
             let (tx, rx) = tokio::sync::oneshot::channel();
@@ -74,7 +77,7 @@ pub async fn handle(s: &mut ClientSession, req: Request) {
                     Err(e) => ok_or_err(Err(e)),
                 });
             });
-            s.push(Pending::One(rx)).await
+            Pending::One(rx)
         }
         "removenode" if args.len() == 3 => {
             let (tx, rx) = tokio::sync::oneshot::channel();
@@ -82,17 +85,16 @@ pub async fn handle(s: &mut ClientSession, req: Request) {
                 let r = remove_node(&proxy, &String::from_utf8_lossy(&args[2])).await;
                 let _ = tx.send(ok_or_err(r));
             });
-            s.push(Pending::One(rx)).await
+            Pending::One(rx)
         }
         "keynode" | "info" | "nodes" | "addnode" | "removenode" => {
-            s.error(&format!("ERR wrong number of arguments for 'cluster|{sub}' command")).await
+            Pending::error(&format!("ERR wrong number of arguments for 'cluster|{sub}' command"))
         }
         _ => {
-            s.error(&format!(
+            Pending::error(&format!(
                 "ERR unknown subcommand '{}'. Try CLUSTER ADDNODE, SPAWNNODE, REMOVENODE, NODES, INFO, KEYNODE, PLAN or HOTKEYS.",
                 String::from_utf8_lossy(&args[1])
             ))
-            .await
         }
     }
 }
@@ -157,7 +159,7 @@ async fn add_node(proxy: &std::sync::Arc<super::Proxy>, args: &[Bytes]) -> Resul
         }
         i += 2;
     }
-    let (_lock, routing) = start_change(proxy)?;
+    let (_lock, routing) = start_change(proxy).await?;
     for n in routing.ring.nodes() {
         if n.addr == addr {
             return Err(format!(
@@ -169,6 +171,13 @@ async fn add_node(proxy: &std::sync::Arc<super::Proxy>, args: &[Bytes]) -> Resul
             return Err(format!("a node named {name} is already in the ring"));
         }
     }
+    // A node this proxy left copies on (an aborted add, a removed node that
+    // was down) holds only keys it does not own: delete them first.
+    for which in [&name, &addr] {
+        migration::sweep_before_readd(proxy, which)
+            .await
+            .map_err(|e| format!("{e}: it holds copies from an earlier change that could not be deleted; the ring is unchanged"))?;
+    }
     let timeout = Duration::from_millis(proxy.config.connect_timeout_ms.max(1000));
     let size = probe(&addr, &[b"DBSIZE"], timeout)
         .await
@@ -178,7 +187,9 @@ async fn add_node(proxy: &std::sync::Arc<super::Proxy>, args: &[Bytes]) -> Resul
         Some(n) => return Err(format!("node {addr} is not empty ({n} keys); add an empty node so no stale key can shadow a live one")),
         None => return Err(format!("node {addr} answered DBSIZE with {:?}", String::from_utf8_lossy(&size).trim_end())),
     }
-    migration::begin(proxy, Change::Add(NodeSpec { name, addr, weight })).map(|_| ())
+    migration::begin(proxy, Change::Add(NodeSpec { name, addr, weight }))
+        .await
+        .map(|_| ())
 }
 
 /// `CLUSTER SPAWNNODE [WEIGHT w] [NAME n]` under `shardis up`: starts a new
@@ -192,7 +203,7 @@ async fn spawn_node(
         .clone()
         .ok_or("SPAWNNODE works under `shardis up` only; start a node yourself and use CLUSTER ADDNODE host:port")?;
     // Refuse before starting a process; ADDNODE below checks again under the lock.
-    drop(start_change(proxy)?);
+    drop(start_change(proxy).await?);
     let addr = spawner.spawn().await?;
     let mut name = format!("node{}", addr.rsplit(':').next().unwrap_or("0"));
     let mut args = vec![Bytes::from(addr.clone())];
@@ -218,9 +229,17 @@ async fn spawn_node(
     Ok(format!("{name} {addr}"))
 }
 
+/// How long a change request waits for the admin lock (held briefly by a
+/// background sweep retry).
+const ADMIN_LOCK_WAIT_MS: u64 = 10_000;
+
+/// How long `REMOVENODE` of an unreachable node waits for a running change to
+/// abort or finish.
+const REMOVE_WAIT_MS: u64 = 60_000;
+
 /// Takes the admin lock and checks no change is running; the lock is held
 /// until the new change has started.
-fn start_change(
+async fn start_change(
     proxy: &super::Proxy,
 ) -> Result<
     (
@@ -229,12 +248,14 @@ fn start_change(
     ),
     String,
 > {
-    let lock = proxy
-        .admin_lock
-        .try_lock()
-        .map_err(|_| "another topology change is being applied".to_string())?;
+    let lock = tokio::time::timeout(
+        Duration::from_millis(ADMIN_LOCK_WAIT_MS),
+        proxy.admin_lock.lock(),
+    )
+    .await
+    .map_err(|_| "another topology change is being applied".to_string())?;
     let routing = proxy.routing.load_full();
-    if routing.migration.is_some() || routing.filter_keys {
+    if routing.migration.is_some() || proxy.migration.is_changing() {
         return Err(
             "a topology change is in progress; retry when CLUSTER INFO shows state:ok".into(),
         );
@@ -242,22 +263,50 @@ fn start_change(
     Ok((lock, routing))
 }
 
+/// `CLUSTER REMOVENODE`. A reachable node's keys move to their new owners
+/// first (refused while another change runs). An unreachable node can be
+/// removed at any time: a copy in progress is aborted (naming the node), a
+/// cutover or sweep in progress is waited out (both are bounded by the
+/// timeouts), then the ring drops the node at once — its keys are lost with
+/// it. A node that is no longer in the ring but still has copies recorded
+/// as pending is forgotten.
 async fn remove_node(proxy: &std::sync::Arc<super::Proxy>, which: &str) -> Result<(), String> {
-    let (_lock, routing) = start_change(proxy)?;
-    let idx = routing
-        .ring
-        .index_of(which)
-        .ok_or_else(|| format!("no node named or at '{which}' in the ring"))?;
+    let routing = proxy.routing.load_full();
+    let Some(idx) = routing.ring.index_of(which) else {
+        if migration::forget_pending(proxy, which).await? {
+            return Ok(());
+        }
+        return Err(format!("no node named or at '{which}' in the ring"));
+    };
     if routing.ring.nodes().len() == 1 {
         return Err("cannot remove the last node".into());
     }
     let spec = routing.ring.node(idx).clone();
     let timeout = Duration::from_millis(proxy.config.connect_timeout_ms.max(1000));
     if probe(&spec.addr, &[b"PING"], timeout).await.is_ok() {
-        migration::begin(proxy, Change::Remove(spec.name)).map(|_| ())
-    } else {
-        migration::remove_unreachable(proxy, &spec.name).map(|_| ())
+        let (_lock, _) = start_change(proxy).await?;
+        return migration::begin(proxy, Change::Remove(spec.name))
+            .await
+            .map(|_| ());
     }
+    if proxy.migration.is_copying() {
+        proxy
+            .migration
+            .request_abort(&spec.name, "unreachable, removed by CLUSTER REMOVENODE");
+    }
+    if !migration::wait_idle(proxy, Duration::from_millis(REMOVE_WAIT_MS)).await {
+        return Err("the running topology change did not end in time; retry".into());
+    }
+    let (_lock, routing) = start_change(proxy).await?;
+    if routing.ring.index_of(&spec.name).is_none() {
+        return Ok(());
+    }
+    if routing.ring.nodes().len() == 1 {
+        return Err("cannot remove the last node".into());
+    }
+    migration::remove_unreachable(proxy, &spec)
+        .await
+        .map(|_| ())
 }
 
 fn cluster_info(proxy: &super::Proxy) -> String {
@@ -267,7 +316,8 @@ fn cluster_info(proxy: &super::Proxy) -> String {
     let copied = m.keys_copied.load(Ordering::Relaxed);
     let scanned = m.keys_scanned.load(Ordering::Relaxed);
     let to_scan = m.keys_to_scan.load(Ordering::Relaxed);
-    let busy = routing.migration.is_some() || routing.filter_keys;
+    let busy = routing.migration.is_some() || m.is_changing();
+    let pending: Vec<String> = m.pending().into_iter().map(|n| n.name).collect();
     let progress = match (busy, to_scan) {
         (false, _) => 100.0,
         (true, 0) => 0.0,
@@ -280,7 +330,7 @@ fn cluster_info(proxy: &super::Proxy) -> String {
     let next = routing.migration.as_ref().map(|m| m.next.clone());
     let ops = proxy.ops.info_lines();
     format!(
-        "state:{}\r\nepoch:{}\r\nnodes:{}\r\npoints:{}\r\nscheme:{}\r\nnext_epoch:{}\r\nlast_change:{}\r\nring_rebuild_us:{}\r\nmigration_keys_to_scan:{to_scan}\r\nmigration_keys_scanned:{scanned}\r\nmigration_keys_copied:{copied}\r\nmigration_keys_resynced:{}\r\nmigration_keys_dirty:{}\r\nmigration_keys_swept:{}\r\nmigration_progress:{progress:.1}%\r\nmigration_moved_fraction:{:.4}\r\nmigration_cutover_pause_ms:{}\r\nmigration_ms:{elapsed}\r\nlast_error:{}\r\n{ops}",
+        "state:{}\r\nepoch:{}\r\nnodes:{}\r\npoints:{}\r\nscheme:{}\r\nnext_epoch:{}\r\nlast_change:{}\r\nring_rebuild_us:{}\r\nmigration_keys_to_scan:{to_scan}\r\nmigration_keys_scanned:{scanned}\r\nmigration_keys_copied:{copied}\r\nmigration_keys_resynced:{}\r\nmigration_keys_dirty:{}\r\nmigration_keys_swept:{}\r\nmigration_progress:{progress:.1}%\r\nmigration_moved_fraction:{:.4}\r\nmigration_cutover_pause_ms:{}\r\nmigration_cutover_persist_us:{}\r\nsweep_pending:{}\r\nmigration_ms:{elapsed}\r\nlast_error:{}\r\n{ops}",
         t.state,
         routing.ring.epoch(),
         routing.ring.nodes().len(),
@@ -294,6 +344,8 @@ fn cluster_info(proxy: &super::Proxy) -> String {
         m.keys_swept.load(Ordering::Relaxed),
         if to_scan == 0 { 0.0 } else { copied as f64 / to_scan as f64 },
         m.last_pause_ms.load(Ordering::Relaxed),
+        m.last_persist_us.load(Ordering::Relaxed),
+        if pending.is_empty() { "-".to_string() } else { pending.join(",") },
         t.last_error,
     )
 }

@@ -6,12 +6,15 @@
 //! Called by `route::dispatch`. INFO's keyspace section asks every node.
 
 use std::sync::atomic::Ordering;
+use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use bytes::{Bytes, BytesMut};
 
 use super::route::all_nodes;
-use super::session::{ClientSession, Pending};
+use super::session::{ClientState, Pending};
+use super::Proxy;
+use crate::glob;
 use crate::resp::command::TABLE;
 use crate::resp::reply::is_error;
 use crate::resp::{encode, eq_ignore_case, lookup, parse_i64, CommandSpec, KeySpec, Kind, Request};
@@ -19,7 +22,12 @@ use crate::resp::{encode, eq_ignore_case, lookup, parse_i64, CommandSpec, KeySpe
 /// The Redis version the proxy reports; clients gate features on it.
 pub const REDIS_COMPAT_VERSION: &str = "7.0.0";
 
-pub async fn handle(s: &mut ClientSession, spec: &'static CommandSpec, req: Request) {
+pub async fn handle(
+    proxy: &Arc<Proxy>,
+    s: &mut ClientState,
+    spec: &'static CommandSpec,
+    req: Request,
+) -> Pending {
     let args = &req.args;
     let mut out = BytesMut::new();
     match spec.name {
@@ -27,46 +35,44 @@ pub async fn handle(s: &mut ClientSession, spec: &'static CommandSpec, req: Requ
             1 => encode::simple(&mut out, "PONG"),
             2 => encode::bulk(&mut out, &args[1]),
             _ => {
-                return s
-                    .error("ERR wrong number of arguments for 'ping' command")
-                    .await
+                return Pending::error("ERR wrong number of arguments for 'ping' command");
             }
         },
         "echo" => encode::bulk(&mut out, &args[1]),
         "quit" => {
             encode::simple(&mut out, "OK");
-            s.reply(out).await;
-            return s.push(Pending::Close).await;
+            return Pending::Close(out.freeze());
         }
-        "hello" => return hello(s, args).await,
+        "hello" => return hello(s, args),
         "auth" => {
             if args.len() == 2 {
-                return s
-                    .error("ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?")
-                    .await;
+                return Pending::error("ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?");
             }
             if args.len() != 3 {
-                return s.error("ERR syntax error").await;
+                return Pending::error("ERR syntax error");
+            }
+            // Without users, only Redis's passwordless `default` user exists.
+            if !eq_ignore_case(&args[1], b"default") {
+                return Pending::error(
+                    "WRONGPASS invalid username-password pair or user is disabled.",
+                );
             }
             encode::simple(&mut out, "OK");
         }
         "select" => match parse_i64(&args[1]) {
             Some(0) => encode::simple(&mut out, "OK"),
             Some(_) => {
-                return s
-                    .error("ERR DB index is out of range (shardis serves database 0 only)")
-                    .await
+                return Pending::error(
+                    "ERR DB index is out of range (shardis serves database 0 only)",
+                );
             }
-            None => return s.error("ERR value is not an integer or out of range").await,
+            None => return Pending::error("ERR value is not an integer or out of range"),
         },
-        "client" => return client(s, args).await,
-        "command" => return command(s, args).await,
-        "info" => return info(s, args).await,
-        "config" => return config(s, args).await,
-        "slowlog" => {
-            let r = s.proxy.ops.slowlog.command(args);
-            return s.push(Pending::Ready(r)).await;
-        }
+        "client" => return client(s, args),
+        "command" => return command(s, args),
+        "info" => return info(proxy, s, args).await,
+        "config" => return config(s, args),
+        "slowlog" => return Pending::Ready(proxy.ops.slowlog.command(args)),
         "time" => {
             let now = SystemTime::now()
                 .duration_since(UNIX_EPOCH)
@@ -76,9 +82,7 @@ pub async fn handle(s: &mut ClientSession, spec: &'static CommandSpec, req: Requ
             encode::bulk(&mut out, now.subsec_micros().to_string().as_bytes());
         }
         "readonly" | "readwrite" => {
-            return s
-                .error("ERR This instance has cluster support disabled")
-                .await
+            return Pending::error("ERR This instance has cluster support disabled");
         }
         "reset" => {
             s.proto = 2;
@@ -86,26 +90,22 @@ pub async fn handle(s: &mut ClientSession, spec: &'static CommandSpec, req: Requ
             encode::simple(&mut out, "RESET");
         }
         other => {
-            return s
-                .error(&format!("ERR unhandled local command '{other}'"))
-                .await
+            return Pending::error(&format!("ERR unhandled local command '{other}'"));
         }
     }
-    s.reply(out).await;
+    Pending::ready(out)
 }
 
-async fn hello(s: &mut ClientSession, args: &[Bytes]) {
+fn hello(s: &mut ClientState, args: &[Bytes]) -> Pending {
     let mut proto = s.proto;
     let mut name = None;
     let mut i = 1;
     if args.len() > 1 {
         match parse_i64(&args[1]) {
             Some(v @ 2..=3) => proto = v as u8,
-            Some(_) => return s.error("NOPROTO unsupported protocol version").await,
+            Some(_) => return Pending::error("NOPROTO unsupported protocol version"),
             None => {
-                return s
-                    .error("ERR Protocol version is not an integer or out of range")
-                    .await
+                return Pending::error("ERR Protocol version is not an integer or out of range");
             }
         }
         i = 2;
@@ -116,21 +116,17 @@ async fn hello(s: &mut ClientSession, args: &[Bytes]) {
             i += 3;
         } else if eq_ignore_case(&args[i], b"SETNAME") && more >= 1 {
             if !is_valid_client_name(&args[i + 1]) {
-                return s
-                    .error(
-                        "ERR Client names cannot contain spaces, newlines or special characters.",
-                    )
-                    .await;
+                return Pending::error(
+                    "ERR Client names cannot contain spaces, newlines or special characters.",
+                );
             }
             name = Some(args[i + 1].clone());
             i += 2;
         } else {
-            return s
-                .error(&format!(
-                    "ERR Syntax error in HELLO option '{}'",
-                    String::from_utf8_lossy(&args[i])
-                ))
-                .await;
+            return Pending::error(&format!(
+                "ERR Syntax error in HELLO option '{}'",
+                String::from_utf8_lossy(&args[i])
+            ));
         }
     }
     s.proto = proto;
@@ -153,24 +149,22 @@ async fn hello(s: &mut ClientSession, args: &[Bytes]) {
     encode::bulk(&mut out, b"master");
     encode::bulk(&mut out, b"modules");
     encode::array_len(&mut out, 0);
-    s.reply(out).await;
+    Pending::ready(out)
 }
 
 fn is_valid_client_name(name: &[u8]) -> bool {
     name.iter().all(|&c| (b'!'..=b'~').contains(&c))
 }
 
-async fn client(s: &mut ClientSession, args: &[Bytes]) {
+fn client(s: &mut ClientState, args: &[Bytes]) -> Pending {
     let sub = String::from_utf8_lossy(&args[1]).to_ascii_lowercase();
     let mut out = BytesMut::new();
     match (sub.as_str(), args.len()) {
         ("setname", 3) => {
             if !is_valid_client_name(&args[2]) {
-                return s
-                    .error(
-                        "ERR Client names cannot contain spaces, newlines or special characters.",
-                    )
-                    .await;
+                return Pending::error(
+                    "ERR Client names cannot contain spaces, newlines or special characters.",
+                );
             }
             s.name = if args[2].is_empty() {
                 None
@@ -187,46 +181,122 @@ async fn client(s: &mut ClientSession, args: &[Bytes]) {
         ("setinfo", 4) => {
             let attr = String::from_utf8_lossy(&args[2]).to_ascii_lowercase();
             if attr != "lib-name" && attr != "lib-ver" {
-                return s
-                    .error(&format!(
-                        "ERR Unrecognized option '{}'",
-                        String::from_utf8_lossy(&args[2])
-                    ))
-                    .await;
+                return Pending::error(&format!(
+                    "ERR Unrecognized option '{}'",
+                    String::from_utf8_lossy(&args[2])
+                ));
             }
             encode::simple(&mut out, "OK");
         }
-        ("info", 2) | ("list", _) => {
-            let line = format!(
-                "id={} addr={} name={} db=0 resp={} lib=shardis-proxy\n",
-                s.id,
-                s.peer,
-                s.name
-                    .as_deref()
-                    .map(String::from_utf8_lossy)
-                    .unwrap_or_default(),
-                s.proto
-            );
+        ("list", n) if n > 2 => {
+            if let Some(e) = client_list_filter_error(&args[2..]) {
+                return Pending::error(&e);
+            }
+            // The filters (TYPE normal, ID of this client) can only select
+            // this connection, the one client the proxy lists.
+            let own = b"normal".eq_ignore_ascii_case(&args[3])
+                || args[3..].iter().any(|a| parse_i64(a) == Some(s.id as i64));
+            let line = client_line(s);
+            encode::verbatim(&mut out, if own { line.as_bytes() } else { b"" }, s.proto);
+        }
+        ("help", 2) => help(&mut out, "CLIENT", CLIENT_HELP),
+        ("info", 2) | ("list", 2) => {
+            let line = client_line(s);
             encode::verbatim(&mut out, line.as_bytes(), s.proto);
         }
-        ("no-evict" | "no-touch", 3) => encode::simple(&mut out, "OK"),
-        ("setname" | "getname" | "id" | "setinfo" | "info" | "no-evict" | "no-touch", _) => {
-            return s
-                .error(&format!(
-                    "ERR wrong number of arguments for 'client|{sub}' command"
-                ))
-                .await;
+        ("no-evict" | "no-touch", 3) => {
+            if !eq_ignore_case(&args[2], b"on") && !eq_ignore_case(&args[2], b"off") {
+                return Pending::error("ERR syntax error");
+            }
+            encode::simple(&mut out, "OK")
+        }
+        (
+            "setname" | "getname" | "id" | "setinfo" | "info" | "no-evict" | "no-touch" | "help",
+            _,
+        ) => {
+            return Pending::error(&format!(
+                "ERR wrong number of arguments for 'client|{sub}' command"
+            ));
         }
         _ => {
-            return s
-                .error(&format!(
-                    "ERR unknown subcommand '{}'. Try CLIENT HELP.",
-                    String::from_utf8_lossy(&args[1])
-                ))
-                .await
+            return Pending::error(&format!(
+                "ERR unknown subcommand '{}'. Try CLIENT HELP.",
+                String::from_utf8_lossy(&args[1])
+            ));
         }
     }
-    s.reply(out).await;
+    Pending::ready(out)
+}
+
+/// This client's line in CLIENT LIST / CLIENT INFO.
+fn client_line(s: &ClientState) -> String {
+    format!(
+        "id={} addr={} name={} db=0 resp={} lib=shardis-proxy\n",
+        s.id,
+        s.peer,
+        s.name
+            .as_deref()
+            .map(String::from_utf8_lossy)
+            .unwrap_or_default(),
+        s.proto
+    )
+}
+
+/// Redis's error for CLIENT LIST's filters (`TYPE t` or `ID id…`), if any.
+fn client_list_filter_error(filters: &[Bytes]) -> Option<String> {
+    if filters.len() == 2 && eq_ignore_case(&filters[0], b"type") {
+        let t = &filters[1];
+        let known = [&b"normal"[..], b"master", b"replica", b"slave", b"pubsub"];
+        if known.iter().any(|k| eq_ignore_case(t, k)) {
+            return None;
+        }
+        return Some(format!(
+            "ERR Unknown client type '{}'",
+            String::from_utf8_lossy(t)
+        ));
+    }
+    if filters.len() >= 2 && eq_ignore_case(&filters[0], b"id") {
+        if filters[1..].iter().all(|a| parse_i64(a).is_some()) {
+            return None;
+        }
+        return Some("ERR Invalid client ID".into());
+    }
+    Some("ERR syntax error".into())
+}
+
+const CLIENT_HELP: &[&str] = &[
+    "GETNAME",
+    "ID",
+    "INFO",
+    "LIST [TYPE <type>] [ID <id> [<id> ...]]",
+    "NO-EVICT (ON|OFF)",
+    "NO-TOUCH (ON|OFF)",
+    "SETINFO <LIB-NAME|LIB-VER> <value>",
+    "SETNAME <name>",
+    "HELP",
+];
+
+const CONFIG_HELP: &[&str] = &["GET <pattern>", "RESETSTAT", "HELP"];
+
+const COMMAND_HELP: &[&str] = &[
+    "(no subcommand)",
+    "COUNT",
+    "DOCS [<command-name> ...]",
+    "INFO [<command-name> ...]",
+    "LIST",
+    "HELP",
+];
+
+/// A HELP reply in Redis's shape: a title line, then one line per subcommand.
+fn help(out: &mut BytesMut, command: &str, lines: &[&str]) {
+    encode::array_len(out, lines.len() + 1);
+    encode::simple(
+        out,
+        &format!("{command} <subcommand> [<arg> [value] [opt] ...]. Subcommands are:"),
+    );
+    for l in lines {
+        encode::simple(out, l);
+    }
 }
 
 fn command_entry(out: &mut BytesMut, spec: &CommandSpec) {
@@ -234,6 +304,7 @@ fn command_entry(out: &mut BytesMut, spec: &CommandSpec) {
         KeySpec::None => (0, 0, 0),
         KeySpec::Range { first, last, step } => (first as i64, last as i64, step as i64),
         KeySpec::NumKeys { .. } => (0, 0, 0),
+        KeySpec::Keyword(_) => (1, 1, 1),
     };
     encode::array_len(out, 10);
     encode::bulk(out, spec.name.as_bytes());
@@ -254,19 +325,27 @@ fn command_entry(out: &mut BytesMut, spec: &CommandSpec) {
     }
 }
 
-async fn command(s: &mut ClientSession, args: &[Bytes]) {
+fn command(s: &ClientState, args: &[Bytes]) -> Pending {
     let mut out = BytesMut::new();
     if args.len() == 1 {
         encode::array_len(&mut out, TABLE.len());
         for spec in TABLE {
             command_entry(&mut out, spec);
         }
-        return s.reply(out).await;
+        return Pending::ready(out);
     }
     let sub = String::from_utf8_lossy(&args[1]).to_ascii_lowercase();
-    match sub.as_str() {
-        "count" => encode::integer(&mut out, TABLE.len() as i64),
-        "info" => {
+    match (sub.as_str(), args.len()) {
+        ("count", 2) => encode::integer(&mut out, TABLE.len() as i64),
+        ("help", 2) => help(&mut out, "COMMAND", COMMAND_HELP),
+        ("count" | "help", _) => {
+            return Pending::error(&format!(
+                "ERR wrong number of arguments for 'command|{sub}' command"
+            ))
+        }
+        // FILTERBY is not supported: nothing else may follow LIST.
+        ("list", n) if n > 2 => return Pending::error("ERR syntax error"),
+        ("info", _) => {
             let names: Vec<&Bytes> = args[2..].iter().collect();
             if names.is_empty() {
                 encode::array_len(&mut out, TABLE.len());
@@ -284,23 +363,21 @@ async fn command(s: &mut ClientSession, args: &[Bytes]) {
             }
         }
         // redis-cli asks for docs to show hints; none is a valid answer.
-        "docs" => encode::map_len(&mut out, 0, s.proto),
-        "list" => {
+        ("docs", _) => encode::map_len(&mut out, 0, s.proto),
+        ("list", _) => {
             encode::array_len(&mut out, TABLE.len());
             for spec in TABLE {
                 encode::bulk(&mut out, spec.name.as_bytes());
             }
         }
         _ => {
-            return s
-                .error(&format!(
-                    "ERR unknown subcommand '{}'. Try COMMAND HELP.",
-                    String::from_utf8_lossy(&args[1])
-                ))
-                .await
+            return Pending::error(&format!(
+                "ERR unknown subcommand '{}'. Try COMMAND HELP.",
+                String::from_utf8_lossy(&args[1])
+            ));
         }
     }
-    s.reply(out).await;
+    Pending::ready(out)
 }
 
 /// Parameters `CONFIG GET` reports: enough for redis-benchmark and clients that probe.
@@ -315,7 +392,7 @@ const CONFIG_PARAMS: &[(&str, &str)] = &[
     ("proto-max-bulk-len", "536870912"),
 ];
 
-async fn config(s: &mut ClientSession, args: &[Bytes]) {
+fn config(s: &ClientState, args: &[Bytes]) -> Pending {
     let sub = String::from_utf8_lossy(&args[1]).to_ascii_lowercase();
     let mut out = BytesMut::new();
     match sub.as_str() {
@@ -323,7 +400,9 @@ async fn config(s: &mut ClientSession, args: &[Bytes]) {
             let mut found: Vec<(&str, &str)> = Vec::new();
             for pat in &args[2..] {
                 for &(k, v) in CONFIG_PARAMS {
-                    if glob_match(pat, k.as_bytes()) && !found.iter().any(|(f, _)| *f == k) {
+                    if glob::matches_nocase(pat, k.as_bytes())
+                        && !found.iter().any(|(f, _)| *f == k)
+                    {
                         found.push((k, v));
                     }
                 }
@@ -334,37 +413,28 @@ async fn config(s: &mut ClientSession, args: &[Bytes]) {
                 encode::bulk(&mut out, v.as_bytes());
             }
         }
+        "resetstat" | "help" if args.len() > 2 => {
+            return Pending::error(&format!(
+                "ERR wrong number of arguments for 'config|{sub}' command"
+            ))
+        }
         "resetstat" => encode::simple(&mut out, "OK"),
-        "get" => return s.error("ERR wrong number of arguments for 'config|get' command").await,
+        "help" => help(&mut out, "CONFIG", CONFIG_HELP),
+        "get" => return Pending::error("ERR wrong number of arguments for 'config|get' command"),
         "set" | "rewrite" => {
-            return s
-                .error("ERR CONFIG SET/REWRITE is not available through the proxy; configure each node directly")
-                .await
+            return Pending::error("ERR CONFIG SET/REWRITE is not available through the proxy; configure each node directly");
         }
         _ => {
-            return s
-                .error(&format!(
-                    "ERR unknown subcommand '{}'. Try CONFIG HELP.",
-                    String::from_utf8_lossy(&args[1])
-                ))
-                .await
+            return Pending::error(&format!(
+                "ERR unknown subcommand '{}'. Try CONFIG HELP.",
+                String::from_utf8_lossy(&args[1])
+            ));
         }
     }
-    s.reply(out).await;
+    Pending::ready(out)
 }
 
-/// Minimal glob for CONFIG GET: `*` and `?`, case-insensitive.
-fn glob_match(pat: &[u8], s: &[u8]) -> bool {
-    match (pat.first(), s.first()) {
-        (None, None) => true,
-        (Some(b'*'), _) => glob_match(&pat[1..], s) || (!s.is_empty() && glob_match(pat, &s[1..])),
-        (Some(b'?'), Some(_)) => glob_match(&pat[1..], &s[1..]),
-        (Some(p), Some(c)) if p.eq_ignore_ascii_case(c) => glob_match(&pat[1..], &s[1..]),
-        _ => false,
-    }
-}
-
-async fn info(s: &mut ClientSession, args: &[Bytes]) {
+async fn info(p: &Proxy, s: &ClientState, args: &[Bytes]) -> Pending {
     let section = args
         .get(1)
         .map(|a| String::from_utf8_lossy(a).to_ascii_lowercase());
@@ -372,7 +442,6 @@ async fn info(s: &mut ClientSession, args: &[Bytes]) {
         None | Some("all") | Some("default") | Some("everything") => true,
         Some(x) => x == name,
     };
-    let p = &s.proxy;
     let routing = p.routing.load_full();
     let mut text = String::new();
     if want("server") {
@@ -400,10 +469,11 @@ async fn info(s: &mut ClientSession, args: &[Bytes]) {
     }
     if want("stats") {
         text.push_str(&format!(
-            "# Stats\r\ntotal_connections_received:{}\r\ntotal_commands_processed:{}\r\nrejected_connections:{}\r\n\r\n",
+            "# Stats\r\ntotal_connections_received:{}\r\ntotal_commands_processed:{}\r\nrejected_connections:{}\r\nshardis_internal_errors:{}\r\n\r\n",
             p.stats.connections.load(Ordering::Relaxed),
             p.stats.commands.load(Ordering::Relaxed),
             p.stats.rejected.load(Ordering::Relaxed),
+            p.stats.internal_errors.load(Ordering::Relaxed),
         ));
     }
     if want("replication") {
@@ -421,7 +491,7 @@ async fn info(s: &mut ClientSession, args: &[Bytes]) {
     if !want("keyspace") {
         let mut out = BytesMut::new();
         encode::verbatim(&mut out, text.trim_end_matches("\r\n").as_bytes(), proto);
-        return s.reply(out).await;
+        return Pending::ready(out);
     }
     // The keyspace is the sum over nodes: ask each one.
     let nodes = all_nodes(&routing);
@@ -435,7 +505,7 @@ async fn info(s: &mut ClientSession, args: &[Bytes]) {
                 .await,
         );
     }
-    s.push(Pending::Later(Box::pin(async move {
+    Pending::Later(Box::pin(async move {
         let (mut keys, mut expires) = (0u64, 0u64);
         for w in waits {
             let Ok(r) = w.await else { continue };
@@ -453,8 +523,7 @@ async fn info(s: &mut ClientSession, args: &[Bytes]) {
         let mut out = BytesMut::new();
         encode::verbatim(&mut out, text.trim_end_matches("\r\n").as_bytes(), proto);
         out.freeze()
-    })))
-    .await;
+    }))
 }
 
 /// Reads `db0:keys=N,expires=M` out of an INFO keyspace reply.
@@ -487,13 +556,5 @@ mod tests {
             (12, 3)
         );
         assert_eq!(parse_keyspace("# Keyspace\r\n"), (0, 0));
-    }
-
-    #[test]
-    fn config_glob_matches() {
-        assert!(glob_match(b"*", b"save"));
-        assert!(glob_match(b"max*", b"maxmemory"));
-        assert!(glob_match(b"SAVE", b"save"));
-        assert!(!glob_match(b"sav", b"save"));
     }
 }

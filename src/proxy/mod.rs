@@ -12,14 +12,17 @@
 
 pub mod admin;
 pub mod config;
+pub mod cursor;
 pub mod hotkeys;
 pub mod http;
 pub mod local;
+pub mod merge;
 pub mod metrics;
 pub mod migration;
 pub mod operator;
 pub mod plan;
 pub mod route;
+pub mod scan;
 pub mod session;
 pub mod slowlog;
 pub mod state;
@@ -50,6 +53,31 @@ pub struct Stats {
     pub connections: AtomicU64,
     pub rejected: AtomicU64,
     pub commands: AtomicU64,
+    /// Requests whose handling panicked (answered `-ERR internal error`).
+    pub internal_errors: AtomicU64,
+}
+
+/// One client's place under `max_clients`, given back when dropped — also
+/// when the session's task ends by a panic, so a failing client can never
+/// leak its slot and lock the others out.
+pub struct ClientSlot(Arc<Proxy>);
+
+impl ClientSlot {
+    /// Takes a slot, or `None` when `max_clients` are connected. Only the
+    /// accept loop calls this, so checking then adding cannot race.
+    pub fn take(proxy: &Arc<Proxy>) -> Option<ClientSlot> {
+        if proxy.stats.clients.load(Ordering::Relaxed) >= proxy.config.max_clients {
+            return None;
+        }
+        proxy.stats.clients.fetch_add(1, Ordering::Relaxed);
+        Some(ClientSlot(proxy.clone()))
+    }
+}
+
+impl Drop for ClientSlot {
+    fn drop(&mut self) {
+        self.0.stats.clients.fetch_sub(1, Ordering::Relaxed);
+    }
 }
 
 /// State shared by every session of one proxy.
@@ -120,9 +148,7 @@ impl Proxy {
             config,
         });
         if let Some(s) = saved {
-            if let Some(m) = s.migration {
-                migration::resume(&proxy, m)?;
-            }
+            migration::resume(&proxy, s)?;
         }
         Ok(proxy)
     }
@@ -205,7 +231,7 @@ pub async fn serve(listener: TcpListener, proxy: Arc<Proxy>, shutdown: impl Futu
             }
         };
         proxy.stats.connections.fetch_add(1, Ordering::Relaxed);
-        if proxy.stats.clients.load(Ordering::Relaxed) >= proxy.config.max_clients {
+        let Some(slot) = ClientSlot::take(&proxy) else {
             proxy.stats.rejected.fetch_add(1, Ordering::Relaxed);
             tokio::spawn(async move {
                 let _ = sock
@@ -213,12 +239,34 @@ pub async fn serve(listener: TcpListener, proxy: Arc<Proxy>, shutdown: impl Futu
                     .await;
             });
             continue;
-        }
-        proxy.stats.clients.fetch_add(1, Ordering::Relaxed);
+        };
         let p = proxy.clone();
         tokio::spawn(async move {
-            ClientSession::run(p.clone(), sock).await;
-            p.stats.clients.fetch_sub(1, Ordering::Relaxed);
+            let _slot = slot;
+            ClientSession::run(p, sock).await;
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_client_slot_is_given_back_when_its_task_panics() {
+        let config =
+            Config::parse("[proxy]\nmax_clients = 1\n[[nodes]]\naddr = \"127.0.0.1:1\"\n").unwrap();
+        let proxy = Proxy::new(config, 0, None).unwrap();
+        let slot = ClientSlot::take(&proxy).expect("one slot free");
+        assert!(ClientSlot::take(&proxy).is_none(), "max_clients = 1");
+        // resume_unwind unwinds like a panic without running the panic hook.
+        let ended = tokio::spawn(async move {
+            let _slot = slot;
+            std::panic::resume_unwind(Box::new("session task failed"));
+        })
+        .await;
+        assert!(ended.unwrap_err().is_panic());
+        assert_eq!(proxy.stats.clients.load(Ordering::Relaxed), 0);
+        assert!(ClientSlot::take(&proxy).is_some(), "the slot came back");
     }
 }

@@ -5,15 +5,16 @@
 //! Parsed by `config.rs` (these sections only), owned by [`super::Proxy`] as
 //! `proxy.ops`, read by sessions, routing, the admin commands and `http/`.
 
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
 use bytes::{Bytes, BytesMut};
 use serde::Deserialize;
 
 use super::hotkeys::{self, HotKeys, Tripwire};
 use super::metrics::Metrics;
-use super::session::{ClientSession, Pending};
+use super::session::{ClientState, Pending};
 use super::slowlog::{self, SlowLog};
+use super::Proxy;
 use crate::resp::{encode, eq_ignore_case, parse_i64};
 
 /// Where `shardis up` serves the admin HTTP API unless configured.
@@ -145,21 +146,21 @@ impl OpsConfig {
 
 /// `CLUSTER HOTKEYS [n]` and `CLUSTER PLAN …`, called by `admin.rs`
 /// (`args[0]` is `CLUSTER`).
-pub async fn cluster_command(s: &mut ClientSession, args: Vec<Bytes>) {
+pub fn cluster_command(proxy: &Arc<Proxy>, s: &ClientState, args: Vec<Bytes>) -> Pending {
     if eq_ignore_case(&args[1], b"HOTKEYS") {
         let n = match args.len() {
             2 => DEFAULT_HOTKEYS,
             3 => match parse_i64(&args[2]) {
                 Some(n) if n > 0 => n as usize,
-                _ => return s.error("ERR value is out of range, must be positive").await,
+                _ => return Pending::error("ERR value is out of range, must be positive"),
             },
             _ => {
-                return s
-                    .error("ERR wrong number of arguments for 'cluster|hotkeys' command")
-                    .await
+                return Pending::error(
+                    "ERR wrong number of arguments for 'cluster|hotkeys' command",
+                )
             }
         };
-        let top = s.proxy.ops.hot_keys.top(n);
+        let top = proxy.ops.hot_keys.top(n);
         let mut out = BytesMut::new();
         encode::array_len(&mut out, top.len());
         for (key, count) in top {
@@ -167,20 +168,18 @@ pub async fn cluster_command(s: &mut ClientSession, args: Vec<Bytes>) {
             encode::bulk(&mut out, &key);
             encode::integer(&mut out, count as i64);
         }
-        return s.reply(out).await;
+        return Pending::ready(out);
     }
-    let proxy = s.proxy.clone();
+    let proxy = proxy.clone();
     let proto = s.proto;
-    let (tx, rx) = tokio::sync::oneshot::channel();
-    tokio::spawn(async move {
+    Pending::Later(Box::pin(async move {
         let mut out = BytesMut::new();
         match super::plan::plan(&proxy, &args[2..]).await {
             Ok(text) => encode::verbatim(&mut out, text.as_bytes(), proto),
             Err(e) => encode::error(&mut out, &format!("ERR {e}")),
         }
-        let _ = tx.send(out.freeze());
-    });
-    s.push(Pending::One(rx)).await
+        out.freeze()
+    }))
 }
 
 /// Keys `CLUSTER HOTKEYS` lists without a count.

@@ -2,7 +2,7 @@
 //! to its key's owner, split it across owners, fan it out to every node, or
 //! hand it to the local or admin handlers.
 //!
-//! Called by [`ClientSession`] for every request, in order. While a migration
+//! Called by the client session for every request, in order. While a migration
 //! runs, a key whose owner changed is first made to live at its new owner
 //! (see `migration::ensure_moved`) before the request is forwarded there.
 
@@ -11,55 +11,33 @@ use std::sync::Arc;
 use bytes::{Bytes, BytesMut};
 use tokio::sync::oneshot;
 
+use super::merge::{aggregate, lost, merge_fragments, owned_only};
 use super::migration;
-use super::session::{ClientSession, Pending};
-use super::topology::{Node, Routing};
+use super::session::{ClientState, Pending};
+use super::topology::{self, Node, Routing};
+use super::Proxy;
 use crate::resp::command::{arity_error, unknown_command_error, Aggregate, KeySpec, Merge};
-use crate::resp::reply::{elements, integer, is_error};
-use crate::resp::{encode, lookup, parse_i64, CommandSpec, Kind, Request};
+use crate::resp::{encode, lookup, CommandSpec, Kind, Request};
 
-/// Node index bits in a proxy SCAN cursor: up to 1024 nodes.
-const SCAN_NODE_BITS: u32 = 10;
-
-pub async fn dispatch(s: &mut ClientSession, req: Request) {
+/// Routes one request and returns the reply slot the client is owed for it.
+pub async fn dispatch(proxy: &Arc<Proxy>, client: &mut ClientState, req: Request) -> Pending {
     let Some(spec) = lookup(req.name()) else {
-        return s.error(&unknown_command_error(&req.args)).await;
+        return Pending::error(&unknown_command_error(&req.args));
     };
     if !spec.is_arity_ok(req.args.len()) {
-        return s.error(&arity_error(spec)).await;
+        return Pending::error(&arity_error(spec));
     }
     match spec.kind {
-        Kind::Keyed => keyed(s, spec, req).await,
-        Kind::Split(merge) => split(s, spec, req, merge).await,
-        Kind::FanOut(agg) => fan_out(s, req, agg).await,
-        Kind::Local => super::local::handle(s, spec, req).await,
-        Kind::Admin => super::admin::handle(s, req).await,
-        Kind::Refused(why) => {
-            s.error(&format!(
-                "ERR '{}' is not supported by shardis: {why}",
-                spec.name
-            ))
-            .await
-        }
+        Kind::Keyed => keyed(proxy, client, spec, req).await,
+        Kind::Split(merge) => split(proxy, client, spec, req, merge).await,
+        Kind::FanOut(agg) => fan_out(proxy, client, req, agg).await,
+        Kind::Local => super::local::handle(proxy, client, spec, req).await,
+        Kind::Admin => super::admin::handle(proxy, client, req).await,
+        Kind::Refused(why) => Pending::error(&format!(
+            "ERR '{}' is not supported by shardis: {why}",
+            spec.name
+        )),
     }
-}
-
-/// During a change's cutover, requests on moving keys wait for it to end;
-/// true when this request had to wait (the caller then routes it afresh).
-async fn wait_cutover(routing: &Routing, keys: impl Iterator<Item = &Bytes>) -> bool {
-    let Some(m) = &routing.migration else {
-        return false;
-    };
-    if !m.paused {
-        return false;
-    }
-    let mut keys = keys;
-    if !keys.any(|k| routing.is_moving(k)) {
-        return false;
-    }
-    let mut rx = m.resume.subscribe();
-    let _ = rx.wait_for(|done| *done).await;
-    true
 }
 
 /// The moving keys a write touches, to be marked dirty when it is answered.
@@ -81,51 +59,65 @@ fn moving_writes(
 
 /// Sends a request, tracking it if it writes moving keys.
 async fn send_tracked(
-    s: &ClientSession,
+    client: &ClientState,
     routing: &Routing,
     node: &Node,
     raw: Bytes,
     track: Option<Vec<Bytes>>,
 ) -> oneshot::Receiver<Bytes> {
-    let rx = node.upstream(s.proto, s.id).send(raw).await;
+    let rx = node.upstream(client.proto, client.id).send(raw).await;
     match (track, &routing.migration) {
         (Some(keys), Some(m)) => migration::track_write(&m.dirty, keys, rx),
         _ => rx,
     }
 }
 
-async fn keyed(s: &mut ClientSession, spec: &'static CommandSpec, req: Request) {
+async fn keyed(
+    proxy: &Arc<Proxy>,
+    client: &ClientState,
+    spec: &'static CommandSpec,
+    req: Request,
+) -> Pending {
     if let KeySpec::Range {
         first: 1, last: 1, ..
     } = spec.keys
     {
-        return single_key(s, spec, req).await;
-    }
-    let positions = match spec.key_positions(&req.args) {
-        Ok(p) => p,
-        Err(e) => return s.error(&e).await,
-    };
-    if positions.is_empty() {
-        return s
-            .error(&format!(
-                "ERR '{}' without keys cannot be routed: declare at least one key so shardis can pick a node",
-                spec.name
-            ))
-            .await;
-    }
-    let routing = loop {
-        let routing = s.proxy.routing.load_full();
-        if !wait_cutover(&routing, positions.iter().map(|&p| &req.args[p])).await {
-            break routing;
+        if req.args.len() > 1 {
+            return single_key(proxy, client, spec, req).await;
         }
+    }
+    let positions = spec.key_positions(&req.args);
+    let keyless = match &positions {
+        Ok(p) => p.is_empty() && matches!(spec.keys, KeySpec::Range { .. }),
+        // A malformed key count: Redis refuses the request before touching
+        // data, with an error that depends on more than the count (EVALSHA
+        // checks its digest first), so let a node say it.
+        Err(_) => true,
     };
-    let _gate = routing.enter();
+    if keyless {
+        // A form with no key at all (OBJECT HELP, OBJECT ENCODING without
+        // its key) or one Redis refuses: it touches no data, so any node
+        // answers it as Redis would.
+        let routing = topology::enter(&proxy.routing, std::iter::empty).await;
+        let rx = routing
+            .owner(&req.args[0])
+            .upstream(client.proto, client.id)
+            .send(req.raw)
+            .await;
+        return Pending::One(rx);
+    }
+    let positions = positions.unwrap_or_default();
+    if positions.is_empty() {
+        return Pending::error(&format!(
+            "ERR '{}' without keys cannot be routed: declare at least one key so shardis can pick a node",
+            spec.name
+        ));
+    }
+    let routing = topology::enter(&proxy.routing, || positions.iter().map(|&p| &req.args[p])).await;
     let node = routing.owner(&req.args[positions[0]]).clone();
     for &p in &positions[1..] {
         if !Arc::ptr_eq(routing.owner(&req.args[p]), &node) {
-            return s
-                .error("CROSSSLOT Keys in request don't hash to the same node (keep them together with a {hash tag})")
-                .await;
+            return Pending::error("CROSSSLOT Keys in request don't hash to the same node (keep them together with a {hash tag})");
         }
     }
     let track = moving_writes(
@@ -133,42 +125,41 @@ async fn keyed(s: &mut ClientSession, spec: &'static CommandSpec, req: Request) 
         spec,
         positions.iter().map(|&p| req.args[p].clone()),
     );
-    let rx = send_tracked(s, &routing, &node, req.raw, track).await;
-    s.push(Pending::One(rx)).await;
+    let rx = send_tracked(client, &routing, &node, req.raw, track).await;
+    Pending::One(rx)
 }
 
 /// The hot path: a command with one key at position 1 (GET, SET, INCR, …).
-async fn single_key(s: &mut ClientSession, spec: &'static CommandSpec, req: Request) {
+async fn single_key(
+    proxy: &Arc<Proxy>,
+    client: &ClientState,
+    spec: &'static CommandSpec,
+    req: Request,
+) -> Pending {
     let Request { raw, args } = req;
     let key = &args[1];
-    let routing = loop {
-        let routing = s.proxy.routing.load_full();
-        if !wait_cutover(&routing, std::iter::once(key)).await {
-            break routing;
-        }
-    };
-    let _gate = routing.enter();
+    let routing = topology::enter(&proxy.routing, || std::iter::once(key)).await;
     let node = routing.owner(key);
     let track = moving_writes(&routing, spec, std::iter::once(key.clone()));
-    let rx = send_tracked(s, &routing, node, raw, track).await;
-    s.push(Pending::One(rx)).await;
+    let rx = send_tracked(client, &routing, node, raw, track).await;
+    Pending::One(rx)
 }
 
-async fn split(s: &mut ClientSession, spec: &'static CommandSpec, req: Request, merge: Merge) {
+async fn split(
+    proxy: &Arc<Proxy>,
+    client: &ClientState,
+    spec: &'static CommandSpec,
+    req: Request,
+    merge: Merge,
+) -> Pending {
     let positions = match spec.key_positions(&req.args) {
         Ok(p) => p,
-        Err(e) => return s.error(&e).await,
+        Err(e) => return Pending::error(&e),
     };
     if merge == Merge::AllOk && req.args.len().is_multiple_of(2) {
-        return s.error(&arity_error(spec)).await;
+        return Pending::error(&arity_error(spec));
     }
-    let routing = loop {
-        let routing = s.proxy.routing.load_full();
-        if !wait_cutover(&routing, positions.iter().map(|&p| &req.args[p])).await {
-            break routing;
-        }
-    };
-    let _gate = routing.enter();
+    let routing = topology::enter(&proxy.routing, || positions.iter().map(|&p| &req.args[p])).await;
     // Group keys by owner node (not by ring point), keeping each key's position.
     let mut groups: Vec<(Arc<Node>, Vec<usize>)> = Vec::new();
     for &p in &positions {
@@ -184,8 +175,8 @@ async fn split(s: &mut ClientSession, spec: &'static CommandSpec, req: Request, 
             spec,
             positions.iter().map(|&p| req.args[p].clone()),
         );
-        let rx = send_tracked(s, &routing, &groups[0].0, req.raw, track).await;
-        return s.push(Pending::One(rx)).await;
+        let rx = send_tracked(client, &routing, &groups[0].0, req.raw, track).await;
+        return Pending::One(rx);
     }
     // One fragment per node: the command name, then that node's keys (and values).
     let mut waits = Vec::with_capacity(groups.len());
@@ -200,82 +191,18 @@ async fn split(s: &mut ClientSession, spec: &'static CommandSpec, req: Request, 
         let mut raw = BytesMut::new();
         encode::command(&mut raw, &parts);
         let track = moving_writes(&routing, spec, ps.iter().map(|&p| req.args[p].clone()));
-        waits.push(send_tracked(s, &routing, node, raw.freeze(), track).await);
+        waits.push(send_tracked(client, &routing, node, raw.freeze(), track).await);
     }
     let order: Vec<Vec<usize>> = groups.into_iter().map(|(_, ps)| ps).collect();
     let total = positions.len();
     let first_key = positions[0];
-    s.push(Pending::Later(Box::pin(async move {
+    Pending::Later(Box::pin(async move {
         let mut replies = Vec::with_capacity(waits.len());
         for w in waits {
             replies.push(w.await.unwrap_or_else(|_| lost()));
         }
         merge_fragments(merge, &replies, &order, total, first_key)
-    })))
-    .await;
-}
-
-/// Merges per-node fragment replies back into one reply in the client's key order.
-pub fn merge_fragments(
-    merge: Merge,
-    replies: &[Bytes],
-    order: &[Vec<usize>],
-    total: usize,
-    first_key: usize,
-) -> Bytes {
-    if let Some(err) = replies.iter().find(|r| is_error(r)) {
-        return err.clone();
-    }
-    let mut out = BytesMut::new();
-    match merge {
-        Merge::Values => {
-            // MGET's keys are consecutive arguments: slot = position - first.
-            let mut slots: Vec<Option<&[u8]>> = vec![None; total];
-            for (r, ps) in replies.iter().zip(order) {
-                let Some(els) = elements(r) else {
-                    return bad_fragment(r);
-                };
-                if els.len() != ps.len() {
-                    return bad_fragment(r);
-                }
-                for (e, &p) in els.into_iter().zip(ps) {
-                    slots[p - first_key] = Some(&r[e]);
-                }
-            }
-            encode::array_len(&mut out, total);
-            for s in slots {
-                out.extend_from_slice(s.unwrap_or(b"$-1\r\n"));
-            }
-        }
-        Merge::AllOk => encode::simple(&mut out, "OK"),
-        Merge::Sum => {
-            let mut sum = 0i64;
-            for r in replies {
-                match integer(r) {
-                    Some(n) => sum += n,
-                    None => return bad_fragment(r),
-                }
-            }
-            encode::integer(&mut out, sum);
-        }
-    }
-    out.freeze()
-}
-
-fn bad_fragment(r: &Bytes) -> Bytes {
-    let mut out = BytesMut::new();
-    encode::error(
-        &mut out,
-        &format!(
-            "ERR unexpected fragment reply from a node: {}",
-            String::from_utf8_lossy(&r[..r.len().min(64)])
-        ),
-    );
-    out.freeze()
-}
-
-fn lost() -> Bytes {
-    Bytes::from_static(b"-ERR upstream connection lost before the reply arrived\r\n")
+    }))
 }
 
 /// The nodes that own keys now (during a change, the current ring's: the
@@ -284,44 +211,34 @@ pub fn all_nodes(routing: &Routing) -> Vec<Arc<Node>> {
     routing.nodes.clone()
 }
 
-async fn fan_out(s: &mut ClientSession, req: Request, agg: Aggregate) {
-    let routing = s.proxy.routing.load_full();
-    let _gate = routing.enter();
-    if agg == Aggregate::AllOk && (routing.migration.is_some() || routing.filter_keys) {
-        return s
-            .error("ERR FLUSHALL/FLUSHDB are refused while a topology change runs; retry when CLUSTER INFO shows state:ok")
-            .await;
-    }
-    let nodes = all_nodes(&routing);
-    let (proto, id) = (s.proto, s.id);
+async fn fan_out(
+    proxy: &Arc<Proxy>,
+    client: &ClientState,
+    req: Request,
+    agg: Aggregate,
+) -> Pending {
+    // SCAN and RANDOMKEY visit nodes one at a time and enter the gate themselves.
     match agg {
-        Aggregate::Scan => return scan(s, req, routing.clone()).await,
+        Aggregate::Scan => {
+            return super::scan::scan(proxy, client.proto, client.id, &req.args).await
+        }
         Aggregate::AnyNonNil => {
-            let start = (id as usize) % nodes.len();
-            let raw = req.raw.clone();
-            return s
-                .push(Pending::Later(Box::pin(async move {
-                    let mut last = Bytes::new();
-                    for i in 0..nodes.len() {
-                        let node = &nodes[(start + i) % nodes.len()];
-                        let r = node.upstream(proto, id).call(raw.clone()).await;
-                        if is_error(&r) || !(r.starts_with(b"$-1") || r.starts_with(b"_")) {
-                            return r;
-                        }
-                        last = r;
-                    }
-                    last
-                })))
-                .await;
+            return super::scan::random_key(proxy, client.proto, client.id, req.raw).await
         }
         _ => {}
     }
+    let routing = topology::enter(&proxy.routing, std::iter::empty).await;
+    if agg == Aggregate::AllOk && (routing.migration.is_some() || routing.filter_keys) {
+        return Pending::error("ERR FLUSHALL/FLUSHDB are refused while a topology change runs; retry when CLUSTER INFO shows state:ok");
+    }
+    let nodes = all_nodes(&routing);
+    let (proto, id) = (client.proto, client.id);
     let mut waits = Vec::with_capacity(nodes.len());
     for n in &nodes {
         waits.push(n.upstream(proto, id).send(req.raw.clone()).await);
     }
     let filter = routing.filter_keys.then(|| routing.clone());
-    s.push(Pending::Later(Box::pin(async move {
+    Pending::Later(Box::pin(async move {
         let mut replies = Vec::with_capacity(waits.len());
         for (i, w) in waits.into_iter().enumerate() {
             let r = w.await.unwrap_or_else(|_| lost());
@@ -331,225 +248,5 @@ async fn fan_out(s: &mut ClientSession, req: Request, agg: Aggregate) {
             });
         }
         aggregate(agg, &replies)
-    })))
-    .await;
-}
-
-/// Combines the replies of a fanned-out command.
-pub fn aggregate(agg: Aggregate, replies: &[Bytes]) -> Bytes {
-    if let Some(err) = replies.iter().find(|r| is_error(r)) {
-        return err.clone();
-    }
-    let mut out = BytesMut::new();
-    match agg {
-        Aggregate::Sum => {
-            let mut sum = 0;
-            for r in replies {
-                match integer(r) {
-                    Some(n) => sum += n,
-                    None => return bad_fragment(r),
-                }
-            }
-            encode::integer(&mut out, sum);
-        }
-        Aggregate::AllOk => encode::simple(&mut out, "OK"),
-        Aggregate::Concat => {
-            let mut parts = Vec::new();
-            for r in replies {
-                let Some(els) = elements(r) else {
-                    return bad_fragment(r);
-                };
-                parts.extend(els.into_iter().map(|e| &r[e]));
-            }
-            encode::array_len(&mut out, parts.len());
-            for p in parts {
-                out.extend_from_slice(p);
-            }
-        }
-        Aggregate::First | Aggregate::Scan | Aggregate::AnyNonNil => return replies[0].clone(),
-    }
-    out.freeze()
-}
-
-/// Keeps, in an array of keys returned by node `idx`, only the keys it owns.
-fn owned_only(r: &Bytes, routing: &Routing, idx: usize) -> Bytes {
-    let Some(els) = elements(r) else {
-        return r.clone();
-    };
-    let kept: Vec<&[u8]> = els
-        .into_iter()
-        .map(|e| &r[e])
-        .filter(|el| match bulk_payload(el) {
-            Some(k) => routing.ring.locate(k) == idx,
-            None => true,
-        })
-        .collect();
-    let mut out = BytesMut::new();
-    encode::array_len(&mut out, kept.len());
-    for k in kept {
-        out.extend_from_slice(k);
-    }
-    out.freeze()
-}
-
-/// The payload of one `$n\r\n…\r\n` element.
-fn bulk_payload(el: &[u8]) -> Option<&[u8]> {
-    let nl = el.iter().position(|&b| b == b'\n')?;
-    let n = parse_i64(el.get(1..nl.checked_sub(1)?)?)?;
-    el.get(nl + 1..nl + 1 + usize::try_from(n).ok()?)
-}
-
-async fn scan(s: &mut ClientSession, req: Request, routing: Arc<Routing>) {
-    let nodes = all_nodes(&routing);
-    let cursor = std::str::from_utf8(&req.args[1])
-        .ok()
-        .and_then(|c| c.parse::<u64>().ok());
-    let Some(cursor) = cursor else {
-        return s.error("ERR invalid cursor").await;
-    };
-    let idx = (cursor & ((1 << SCAN_NODE_BITS) - 1)) as usize;
-    let node_cursor = cursor >> SCAN_NODE_BITS;
-    if idx >= nodes.len() {
-        return s.error("ERR invalid cursor").await;
-    }
-    let mut parts: Vec<&[u8]> = vec![b"SCAN"];
-    let nc = node_cursor.to_string();
-    parts.push(nc.as_bytes());
-    parts.extend(req.args[2..].iter().map(|a| a.as_ref()));
-    let mut raw = BytesMut::new();
-    encode::command(&mut raw, &parts);
-    let rx = nodes[idx].upstream(s.proto, s.id).send(raw.freeze()).await;
-    let n = nodes.len();
-    s.push(Pending::Later(Box::pin(async move {
-        let r = rx.await.unwrap_or_else(|_| lost());
-        let r = scan_reply(&r, idx, n);
-        if !routing.filter_keys {
-            return r;
-        }
-        // Drop copies this node holds but does not own.
-        match elements(&r) {
-            Some(els) if els.len() == 2 => {
-                let keys = Bytes::copy_from_slice(&r[els[1].clone()]);
-                let mut out = BytesMut::from(&r[..els[1].start]);
-                out.extend_from_slice(&owned_only(&keys, &routing, idx));
-                out.freeze()
-            }
-            _ => r,
-        }
-    })))
-    .await;
-}
-
-/// Rewrites a node's SCAN reply: its cursor becomes a proxy cursor that
-/// continues on the same node, or starts the next node when this one is done.
-pub fn scan_reply(r: &Bytes, idx: usize, n: usize) -> Bytes {
-    if is_error(r) {
-        return r.clone();
-    }
-    let Some(els) = elements(r) else {
-        return bad_fragment(r);
-    };
-    if els.len() != 2 {
-        return bad_fragment(r);
-    }
-    let cur = &r[els[0].clone()];
-    // `$len\r\ncursor\r\n`
-    let digits = cur
-        .split(|&b| b == b'\n')
-        .nth(1)
-        .map(|d| d.strip_suffix(b"\r").unwrap_or(d));
-    let Some(node_cursor) = digits.and_then(parse_i64).map(|c| c as u64) else {
-        return bad_fragment(r);
-    };
-    let next = if node_cursor != 0 {
-        if node_cursor >> (64 - SCAN_NODE_BITS) != 0 {
-            return bad_fragment(r);
-        }
-        (node_cursor << SCAN_NODE_BITS) | idx as u64
-    } else if idx + 1 < n {
-        (idx + 1) as u64
-    } else {
-        0
-    };
-    let mut out = BytesMut::new();
-    encode::array_len(&mut out, 2);
-    encode::bulk(&mut out, next.to_string().as_bytes());
-    out.extend_from_slice(&r[els[1].clone()]);
-    out.freeze()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn b(s: &str) -> Bytes {
-        Bytes::copy_from_slice(s.as_bytes())
-    }
-
-    #[test]
-    fn mget_fragments_merge_in_key_order() {
-        // Keys at positions 1..=4; node A had 1 and 3, node B had 2 and 4.
-        let replies = [
-            b("*2\r\n$1\r\na\r\n$-1\r\n"),
-            b("*2\r\n$1\r\nb\r\n$1\r\nd\r\n"),
-        ];
-        let order = vec![vec![1, 3], vec![2, 4]];
-        let merged = merge_fragments(Merge::Values, &replies, &order, 4, 1);
-        assert_eq!(
-            &merged[..],
-            b"*4\r\n$1\r\na\r\n$1\r\nb\r\n$-1\r\n$1\r\nd\r\n"
-        );
-    }
-
-    #[test]
-    fn sums_and_errors_merge() {
-        let order = vec![vec![1], vec![2]];
-        assert_eq!(
-            &merge_fragments(Merge::Sum, &[b(":1\r\n"), b(":2\r\n")], &order, 2, 1)[..],
-            b":3\r\n"
-        );
-        assert_eq!(
-            &merge_fragments(Merge::AllOk, &[b("+OK\r\n"), b("+OK\r\n")], &order, 2, 1)[..],
-            b"+OK\r\n"
-        );
-        assert_eq!(
-            &merge_fragments(Merge::Sum, &[b(":1\r\n"), b("-ERR x\r\n")], &order, 2, 1)[..],
-            b"-ERR x\r\n"
-        );
-        assert!(
-            merge_fragments(Merge::Sum, &[b(":1\r\n"), b("+OK\r\n")], &order, 2, 1)
-                .starts_with(b"-ERR")
-        );
-    }
-
-    #[test]
-    fn aggregates_combine_node_replies() {
-        assert_eq!(
-            &aggregate(Aggregate::Sum, &[b(":5\r\n"), b(":7\r\n")])[..],
-            b":12\r\n"
-        );
-        assert_eq!(
-            &aggregate(
-                Aggregate::Concat,
-                &[b("*1\r\n$1\r\na\r\n"), b("*0\r\n"), b("*1\r\n$1\r\nb\r\n")]
-            )[..],
-            b"*2\r\n$1\r\na\r\n$1\r\nb\r\n"
-        );
-        assert_eq!(
-            &aggregate(Aggregate::AllOk, &[b("+OK\r\n"), b("-ERR no\r\n")])[..],
-            b"-ERR no\r\n"
-        );
-    }
-
-    #[test]
-    fn scan_cursor_walks_node_after_node() {
-        let mid = b("*2\r\n$2\r\n17\r\n*1\r\n$1\r\nk\r\n");
-        assert_eq!(
-            &scan_reply(&mid, 3, 10)[..],
-            format!("*2\r\n$5\r\n{}\r\n*1\r\n$1\r\nk\r\n", (17 << 10) | 3).as_bytes()
-        );
-        let done = b("*2\r\n$1\r\n0\r\n*0\r\n");
-        assert_eq!(&scan_reply(&done, 3, 10)[..], b"*2\r\n$1\r\n4\r\n*0\r\n");
-        assert_eq!(&scan_reply(&done, 9, 10)[..], b"*2\r\n$1\r\n0\r\n*0\r\n");
-    }
+    }))
 }

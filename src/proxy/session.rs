@@ -18,12 +18,14 @@
 
 use std::collections::VecDeque;
 use std::future::{poll_fn, Future};
+use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::task::Poll;
 
 use bytes::{Buf, Bytes, BytesMut};
+use futures::FutureExt;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::oneshot;
@@ -42,22 +44,45 @@ pub enum Pending {
     One(oneshot::Receiver<Bytes>),
     /// Anything that needs more work (merges, fan-outs, admin): a future.
     Later(Pin<Box<dyn Future<Output = Bytes> + Send>>),
-    /// Write what is owed so far, then close (QUIT, protocol errors).
-    Close,
+    /// Write this last reply and what is owed before it, then close (QUIT,
+    /// protocol errors).
+    Close(Bytes),
 }
 
-/// Per-connection state that local commands read and change.
-pub struct ClientSession {
-    pub proxy: Arc<Proxy>,
+impl Pending {
+    /// A reply the proxy built.
+    pub fn ready(out: BytesMut) -> Pending {
+        Pending::Ready(out.freeze())
+    }
+
+    /// An error reply; `msg` carries its `ERR`/code prefix.
+    pub fn error(msg: &str) -> Pending {
+        let mut b = BytesMut::new();
+        encode::error(&mut b, msg);
+        Pending::Ready(b.freeze())
+    }
+}
+
+/// What the handlers of one client's requests read and change: the
+/// connection's identity and the choices it made (HELLO, CLIENT SETNAME).
+/// Handlers get this, never the session, so they cannot reach its socket or
+/// its FIFO of owed replies.
+pub struct ClientState {
     pub id: u64,
     /// Protocol version chosen by HELLO: 2 or 3.
     pub proto: u8,
     pub name: Option<Bytes>,
     pub peer: String,
-    /// Replies owed, oldest first. A `Mutex` only to make the session `Sync`
-    /// (a `Later` future is `Send` but not `Sync`); it is never locked, only
-    /// reached through `get_mut`, which costs nothing.
-    owed: Mutex<VecDeque<Pending>>,
+}
+
+/// One client connection: its socket, its state and the replies it is owed.
+pub struct ClientSession {
+    proxy: Arc<Proxy>,
+    state: ClientState,
+    /// Replies owed, oldest first. Owned by this task alone: nothing else
+    /// reaches it, so it needs no lock (and `Pending` need not be `Sync`).
+    owed: VecDeque<Pending>,
+    /// A `Close` is queued: read no further request.
     closing: bool,
 }
 
@@ -79,11 +104,13 @@ impl ClientSession {
         let id = proxy.next_client_id.fetch_add(1, Ordering::Relaxed);
         let mut session = ClientSession {
             proxy,
-            id,
-            proto: 2,
-            name: None,
-            peer,
-            owed: Mutex::new(VecDeque::new()),
+            state: ClientState {
+                id,
+                proto: 2,
+                name: None,
+                peer,
+            },
+            owed: VecDeque::new(),
             closing: false,
         };
         let mut buf = BytesMut::with_capacity(16 * 1024);
@@ -94,24 +121,24 @@ impl ClientSession {
         let mut need_bytes = true;
         loop {
             // Dispatch what is buffered, up to the pipeline depth.
-            while !need_bytes && !session.closing && session.owed().len() < depth {
+            while !need_bytes && !session.closing && session.owed.len() < depth {
                 match decode_request(&mut buf, &limits) {
                     Ok(Some(req)) => {
                         session.proxy.stats.commands.fetch_add(1, Ordering::Relaxed);
-                        session.dispatch(req).await;
+                        let p = dispatch(&session.proxy, &mut session.state, req).await;
+                        session.push(p);
                     }
                     Ok(None) => need_bytes = true,
                     Err(e) => {
                         let mut b = BytesMut::new();
                         encode::error(&mut b, &format!("ERR {e}"));
-                        session.push(Pending::Ready(b.freeze())).await;
-                        session.push(Pending::Close).await;
+                        session.push(Pending::Close(b.freeze()));
                     }
                 }
             }
             // Gather every reply that is complete at the front.
             let closed = session.collect(&mut out);
-            if closed || (eof && session.owed().is_empty()) {
+            if closed || (eof && session.owed.is_empty()) {
                 break;
             }
             if need_bytes && buf.capacity() - buf.len() < 4096 {
@@ -121,9 +148,9 @@ impl ClientSession {
                     buf.reserve(16 * 1024);
                 }
             }
-            let want_read = need_bytes && !eof && !session.closing && session.owed().len() < depth;
-            let want_reply = !session.owed().is_empty() && out.len() < MAX_OUT_BYTES;
-            let owed = session.owed();
+            let want_read = need_bytes && !eof && !session.closing && session.owed.len() < depth;
+            let want_reply = !session.owed.is_empty() && out.len() < MAX_OUT_BYTES;
+            let owed = &mut session.owed;
             let event = tokio::select! {
                 biased;
                 r = wr.write(&out), if !out.is_empty() => Event::Wrote(r),
@@ -146,7 +173,7 @@ impl ClientSession {
                 // The client is gone: nobody reads what is owed.
                 Event::Wrote(_) => return,
                 Event::Reply(r) => {
-                    session.owed().pop_front();
+                    session.owed.pop_front();
                     out.extend_from_slice(&r);
                 }
             }
@@ -157,15 +184,11 @@ impl ClientSession {
         let _ = wr.shutdown().await;
     }
 
-    fn owed(&mut self) -> &mut VecDeque<Pending> {
-        self.owed.get_mut().unwrap_or_else(|e| e.into_inner())
-    }
-
     /// Moves the complete replies at the front of the FIFO into `out`; true
-    /// when it reached a `Close`.
+    /// when it reached a `Close` (whose reply is then in `out` too).
     fn collect(&mut self, out: &mut BytesMut) -> bool {
         while out.len() < MAX_OUT_BYTES {
-            match self.owed().front_mut() {
+            match self.owed.front_mut() {
                 None => return false,
                 Some(Pending::Ready(b)) => out.extend_from_slice(b),
                 Some(Pending::One(rx)) => match rx.try_recv() {
@@ -176,41 +199,86 @@ impl ClientSession {
                     Err(oneshot::error::TryRecvError::Empty) => return false,
                 },
                 Some(Pending::Later(_)) => return false,
-                Some(Pending::Close) => return true,
+                Some(Pending::Close(b)) => {
+                    out.extend_from_slice(b);
+                    return true;
+                }
             }
-            self.owed().pop_front();
+            self.owed.pop_front();
         }
         false
     }
 
     /// Queues a reply slot. Never waits: the session reads no further
     /// request while `pipeline_depth` replies are owed.
-    pub async fn push(&mut self, p: Pending) {
-        if matches!(p, Pending::Close) {
+    fn push(&mut self, p: Pending) {
+        if matches!(p, Pending::Close(_)) {
             self.closing = true;
         }
-        self.owed().push_back(p);
-    }
-
-    /// Queues an encoded reply.
-    pub async fn reply(&mut self, bytes: BytesMut) {
-        self.push(Pending::Ready(bytes.freeze())).await;
-    }
-
-    /// Queues an error reply (`msg` with its `ERR`/code prefix).
-    pub async fn error(&mut self, msg: &str) {
-        let mut b = BytesMut::new();
-        encode::error(&mut b, msg);
-        self.reply(b).await;
-    }
-
-    async fn dispatch(&mut self, req: Request) {
-        super::route::dispatch(self, req).await;
+        self.owed.push_back(p);
     }
 }
 
-/// Waits for the reply at the front of the FIFO (never a `Ready` or a
-/// `Close`: `collect` has taken those).
+/// Routes one request with its panics contained: a handler that panics
+/// (while dispatching, or later while building the reply) costs the client
+/// that one reply, answered `-ERR internal error …`, and the session goes on.
+/// The panic itself is logged by the process's panic hook.
+async fn dispatch(proxy: &Arc<Proxy>, state: &mut ClientState, req: Request) -> Pending {
+    let name = String::from_utf8_lossy(req.name()).to_ascii_lowercase();
+    let id = state.id;
+    let routed = AssertUnwindSafe(async {
+        fault_panic(&name);
+        super::route::dispatch(proxy, state, req).await
+    })
+    .catch_unwind()
+    .await;
+    match routed {
+        Ok(Pending::Later(f)) => {
+            let proxy = proxy.clone();
+            Pending::Later(Box::pin(
+                AssertUnwindSafe(f)
+                    .catch_unwind()
+                    .map(move |r| r.unwrap_or_else(|_| internal_error(&proxy, id, &name))),
+            ))
+        }
+        Ok(p) => p,
+        Err(_) => Pending::Ready(internal_error(proxy, id, &name)),
+    }
+}
+
+/// The reply for a request whose handler panicked; counts it.
+fn internal_error(proxy: &Proxy, client: u64, command: &str) -> Bytes {
+    proxy.stats.internal_errors.fetch_add(1, Ordering::Relaxed);
+    tracing::warn!(
+        client,
+        command,
+        "request handler panicked; answered -ERR internal error"
+    );
+    let mut b = BytesMut::new();
+    encode::error(
+        &mut b,
+        &format!("ERR internal error while handling '{command}' (logged by the proxy)"),
+    );
+    b.freeze()
+}
+
+/// Fault injection for tests: with `SHARDIS_FAULT_PANIC_ON=<command>` the
+/// proxy panics while dispatching that command, to prove a panic costs one
+/// reply and nothing else. Read once.
+fn fault_panic(command: &str) {
+    static ON: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
+    let on = ON.get_or_init(|| {
+        std::env::var("SHARDIS_FAULT_PANIC_ON")
+            .ok()
+            .map(|c| c.to_ascii_lowercase())
+    });
+    if on.as_deref() == Some(command) {
+        panic!("fault injected by SHARDIS_FAULT_PANIC_ON={command}");
+    }
+}
+
+/// Waits for the reply at the front of the FIFO (never a `Close`: `collect`
+/// has taken it).
 fn front_reply(owed: &mut VecDeque<Pending>) -> impl Future<Output = Bytes> + '_ {
     poll_fn(move |cx| match owed.front_mut() {
         Some(Pending::One(rx)) => Pin::new(rx)

@@ -3,7 +3,10 @@
 //! exactly as before and resumes an unfinished migration.
 //!
 //! Written atomically (a temporary file in the same directory, fsync, rename)
-//! by the admin path after every change; read once at start-up.
+//! by the migration engine after every step of a change, always off the
+//! runtime's worker threads (`migration::persist` runs [`save`] under
+//! `spawn_blocking`, since fsync can take milliseconds); read once at start-up.
+//! Nothing here touches the routing snapshot.
 
 use std::io::Write;
 use std::path::Path;
@@ -37,14 +40,21 @@ struct File {
     epoch: u64,
     nodes: Vec<SavedNode>,
     migration: Option<SavedMigration>,
+    /// Nodes still holding copies of keys they do not own (see `Saved`).
+    #[serde(default)]
+    pending_sweep: Vec<SavedNode>,
 }
 
-/// The topology read back from disk.
+/// The topology, as written to and read back from disk.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Saved {
     pub epoch: u64,
     pub nodes: Vec<NodeSpec>,
     pub migration: Option<SavedMigration>,
+    /// Nodes that were unreachable when their copies were to be deleted (an
+    /// old owner after a cutover, a joining node after an abort): the proxy
+    /// keeps retrying, and flushes such a node's strays before re-adding it.
+    pub pending_sweep: Vec<NodeSpec>,
 }
 
 pub fn to_saved(nodes: &[NodeSpec]) -> Vec<SavedNode> {
@@ -84,20 +94,18 @@ pub fn load(path: &str) -> Result<Option<Saved>, String> {
         epoch: f.epoch,
         nodes: to_specs(&f.nodes),
         migration: f.migration,
+        pending_sweep: to_specs(&f.pending_sweep),
     }))
 }
 
-/// Writes the state file atomically.
-pub fn save(
-    path: &str,
-    epoch: u64,
-    nodes: &[NodeSpec],
-    migration: Option<&SavedMigration>,
-) -> Result<(), String> {
+/// Writes the state file atomically. Blocking (fsync): call it off the
+/// runtime's worker threads. The error names the file and the OS error.
+pub fn save(path: &str, state: &Saved) -> Result<(), String> {
     let f = File {
-        epoch,
-        nodes: to_saved(nodes),
-        migration: migration.cloned(),
+        epoch: state.epoch,
+        nodes: to_saved(&state.nodes),
+        migration: state.migration.clone(),
+        pending_sweep: to_saved(&state.pending_sweep),
     };
     let text = toml::to_string(&f).map_err(|e| e.to_string())?;
     let target = Path::new(path);
@@ -149,16 +157,31 @@ mod tests {
             other_nodes: to_saved(&nodes),
             joining: Some("a".into()),
         };
-        save(path, 4, &nodes, Some(&m)).unwrap();
-        let back = load(path).unwrap().unwrap();
-        assert_eq!(
-            back,
-            Saved {
-                epoch: 4,
-                nodes,
-                migration: Some(m)
-            }
-        );
+        let state = Saved {
+            epoch: 4,
+            nodes: nodes.clone(),
+            migration: Some(m),
+            pending_sweep: nodes,
+        };
+        save(path, &state).unwrap();
+        assert_eq!(load(path).unwrap().unwrap(), state);
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn an_unwritable_state_file_is_an_error_naming_the_file() {
+        let path = std::env::temp_dir()
+            .join(format!("shardis-no-such-dir-{}", std::process::id()))
+            .join("topology.toml");
+        let path = path.to_str().unwrap();
+        let state = Saved {
+            epoch: 1,
+            nodes: Vec::new(),
+            migration: None,
+            pending_sweep: Vec::new(),
+        };
+        let err = save(path, &state).unwrap_err();
+        assert!(err.starts_with(path), "{err}");
+        assert!(err.contains("No such file or directory"), "{err}");
     }
 }

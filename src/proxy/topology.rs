@@ -3,14 +3,18 @@
 //! no request routed by the previous snapshot is still being dispatched.
 //!
 //! Sessions only read (`Proxy::routing`, an `ArcSwap`: a lock-free load per
-//! request, replaced whole on change). The admin path builds a new
-//! [`Routing`] and swaps it in; nothing here does I/O except `Node::barrier`.
+//! request, replaced whole on change), and only through [`enter`], the one
+//! routing primitive every path of `route.rs` uses. The migration engine
+//! builds a new [`Routing`] and swaps it in; nothing here does I/O except
+//! `Node::barrier`.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{fence, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
+use arc_swap::ArcSwap;
 use bytes::Bytes;
+use tokio::sync::Notify;
 
 use super::upstream::{Health, Upstream, UpstreamOptions};
 use crate::ring::{NodeSpec, Ring};
@@ -122,6 +126,9 @@ pub struct Routing {
     pub filter_keys: bool,
     /// Requests being dispatched with this snapshot right now (the epoch gate).
     dispatching: AtomicUsize,
+    /// Woken when `dispatching` drops to zero (a Notify, not polling: the
+    /// cutover pause waits on it).
+    drained: Notify,
 }
 
 impl Routing {
@@ -137,6 +144,7 @@ impl Routing {
             migration,
             filter_keys,
             dispatching: AtomicUsize::new(0),
+            drained: Notify::new(),
         }
     }
 
@@ -145,16 +153,21 @@ impl Routing {
         &self.nodes[self.ring.locate(key)]
     }
 
-    /// Marks a dispatch in progress until the guard drops.
-    pub fn enter(&self) -> DispatchGuard<'_> {
-        self.dispatching.fetch_add(1, Ordering::AcqRel);
-        DispatchGuard(self)
-    }
-
-    /// Waits until no dispatch holds this snapshot (after it was swapped out).
+    /// Waits until no dispatch holds this snapshot. Called after the snapshot
+    /// was swapped out: with [`enter`]'s re-check, no new dispatch can then
+    /// start on it, so once this returns nothing routed by it is unsent.
     pub async fn drained(&self) {
-        while self.dispatching.load(Ordering::Acquire) != 0 {
-            tokio::time::sleep(Duration::from_millis(1)).await;
+        loop {
+            let woken = self.drained.notified();
+            tokio::pin!(woken);
+            woken.as_mut().enable();
+            // Pairs with the fence in `enter`: either that dispatch sees the
+            // new snapshot, or this load sees its count.
+            fence(Ordering::SeqCst);
+            if self.dispatching.load(Ordering::SeqCst) == 0 {
+                return;
+            }
+            woken.await;
         }
     }
 
@@ -167,11 +180,61 @@ impl Routing {
     }
 }
 
-/// Held while one request is being dispatched; see [`Routing::enter`].
-pub struct DispatchGuard<'a>(&'a Routing);
+/// A routing snapshot entered for one dispatch: while it lives, a topology
+/// change that swapped this snapshot out waits (`Routing::drained`) before
+/// it treats the snapshot's requests as sent. Derefs to the snapshot.
+pub struct Gate(Arc<Routing>);
 
-impl Drop for DispatchGuard<'_> {
-    fn drop(&mut self) {
-        self.0.dispatching.fetch_sub(1, Ordering::AcqRel);
+impl std::ops::Deref for Gate {
+    type Target = Arc<Routing>;
+    fn deref(&self) -> &Arc<Routing> {
+        &self.0
     }
+}
+
+impl Drop for Gate {
+    fn drop(&mut self) {
+        if self.0.dispatching.fetch_sub(1, Ordering::SeqCst) == 1 {
+            self.0.drained.notify_waiters();
+        }
+    }
+}
+
+/// The one routing primitive: loads the current snapshot, waits out a paused
+/// cutover if any of `keys` is moving, enters the snapshot's epoch gate, then
+/// re-checks that the snapshot is still current (else leaves and retries).
+///
+/// The re-check closes the race where a request loads snapshot S, a cutover
+/// swaps S out and finds S drained, and only then the request enters S and is
+/// sent to a key's old owner after the final re-sync (a lost write).
+pub async fn enter<'k, I>(current: &ArcSwap<Routing>, keys: impl Fn() -> I) -> Gate
+where
+    I: Iterator<Item = &'k Bytes>,
+{
+    loop {
+        let routing = current.load_full();
+        if wait_cutover(&routing, keys()).await {
+            continue;
+        }
+        routing.dispatching.fetch_add(1, Ordering::SeqCst);
+        let gate = Gate(routing);
+        fence(Ordering::SeqCst);
+        if Arc::ptr_eq(&gate.0, &current.load()) {
+            return gate;
+        }
+    }
+}
+
+/// During a change's cutover, requests on moving keys wait for it to end;
+/// true when this request had to wait (the caller then routes it afresh).
+async fn wait_cutover<'k>(routing: &Routing, mut keys: impl Iterator<Item = &'k Bytes>) -> bool {
+    let Some(m) = &routing.migration else {
+        return false;
+    };
+    if !m.paused || !keys.any(|k| routing.is_moving(k)) {
+        return false;
+    }
+    let mut rx = m.resume.subscribe();
+    let _ = rx.wait_for(|done| *done).await;
+    true
 }

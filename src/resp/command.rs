@@ -10,6 +10,7 @@ use std::sync::OnceLock;
 
 use bytes::Bytes;
 
+use super::keywords::{Keywords, BLOCKING_REASON};
 use super::parse_i64;
 
 /// How the proxy handles a command.
@@ -67,6 +68,8 @@ pub enum KeySpec {
     /// A count of keys at `count_at`, the keys right after it, plus an
     /// optional destination key at `dest` (ZUNIONSTORE dest numkeys k1 k2).
     NumKeys { count_at: u8, dest: Option<u8> },
+    /// Found by keyword (SORT … STORE dest, XREAD … STREAMS k1 k2 id1 id2).
+    Keyword(Keywords),
 }
 
 /// One row of the command table.
@@ -94,21 +97,27 @@ impl CommandSpec {
     }
 
     /// Positions of the keys in `args`, or an error text when a key count is
-    /// malformed (Redis's wording).
+    /// malformed (Redis's wording). Every position returned indexes `args`,
+    /// whatever the argument count: a form shorter than the key position
+    /// (`OBJECT HELP`, `OBJECT ENCODING` without its key) has no keys.
     pub fn key_positions(&self, args: &[Bytes]) -> Result<Vec<usize>, String> {
         match self.keys {
             KeySpec::None => Ok(Vec::new()),
             KeySpec::Range { first, last, step } => {
-                let first = first as usize;
+                let first = first as i64;
+                let end = args.len() as i64 - 1;
                 let last = if last < 0 {
                     args.len() as i64 + last as i64
                 } else {
-                    last as i64
+                    (last as i64).min(end)
                 };
-                if (first as i64) > last {
+                if first > last {
                     return Ok(Vec::new());
                 }
-                Ok((first..=last as usize).step_by(step as usize).collect())
+                // A zero step would never advance; the table has none, but a
+                // row must not be able to hang or panic a client's task.
+                let step = (step as usize).max(1);
+                Ok((first as usize..=last as usize).step_by(step).collect())
             }
             KeySpec::NumKeys { count_at, dest } => {
                 let count_at = count_at as usize;
@@ -126,6 +135,7 @@ impl CommandSpec {
                 pos.extend(count_at + 1..count_at + 1 + n as usize);
                 Ok(pos)
             }
+            KeySpec::Keyword(k) => k.positions(self.name, args),
         }
     }
 }
@@ -183,6 +193,11 @@ const NK2D: KeySpec = KeySpec::NumKeys {
     count_at: 2,
     dest: Some(1),
 };
+const K2: KeySpec = KeySpec::Range {
+    first: 2,
+    last: 2,
+    step: 1,
+};
 const NONE: KeySpec = KeySpec::None;
 
 const KEYED: Kind = Kind::Keyed;
@@ -191,9 +206,7 @@ const TX: Kind =
     Kind::Refused("transactions are not supported: MULTI/EXEC and WATCH would span nodes");
 const PUBSUB: Kind =
     Kind::Refused("pub/sub is not supported by the proxy; connect to a node directly");
-const BLOCKING: Kind = Kind::Refused(
-    "blocking commands are not supported: they would hold a shared upstream connection",
-);
+const BLOCKING: Kind = Kind::Refused(BLOCKING_REASON);
 const SERVER: Kind = Kind::Refused(
     "server administration is not available through the proxy; connect to a node directly",
 );
@@ -243,9 +256,9 @@ pub const TABLE: &[CommandSpec] = &[
     row("copy", -3, KEYED, K12, true),
     row("dump", 2, KEYED, K1, false),
     row("restore", -4, KEYED, K1, true),
-    row("sort", -2, KEYED, K1, true),
-    row("sort_ro", -2, KEYED, K1, false),
-    row("object", -2, KEYED, KeySpec::Range { first: 2, last: 2, step: 1 }, false),
+    row("sort", -2, KEYED, KeySpec::Keyword(Keywords::Sort), true),
+    row("sort_ro", -2, KEYED, KeySpec::Keyword(Keywords::Sort), false),
+    row("object", -2, KEYED, K2, false),
     // bitmaps
     row("setbit", 4, KEYED, K1, true),
     row("getbit", 3, KEYED, K1, false),
@@ -275,6 +288,15 @@ pub const TABLE: &[CommandSpec] = &[
     row("hexists", 3, KEYED, K1, false),
     row("hrandfield", -2, KEYED, K1, false),
     row("hscan", -3, KEYED, K1, false),
+    row("hexpire", -6, KEYED, K1, true),
+    row("hpexpire", -6, KEYED, K1, true),
+    row("hexpireat", -6, KEYED, K1, true),
+    row("hpexpireat", -6, KEYED, K1, true),
+    row("hpersist", -5, KEYED, K1, true),
+    row("httl", -5, KEYED, K1, false),
+    row("hpttl", -5, KEYED, K1, false),
+    row("hexpiretime", -5, KEYED, K1, false),
+    row("hpexpiretime", -5, KEYED, K1, false),
     // lists
     row("lpush", -3, KEYED, K1, true),
     row("rpush", -3, KEYED, K1, true),
@@ -344,18 +366,33 @@ pub const TABLE: &[CommandSpec] = &[
     row("zdiff", -3, KEYED, NK1, false),
     row("zintercard", -3, KEYED, NK1, false),
     row("zmpop", -4, KEYED, NK1, true),
-    // geo and streams (single key)
+    // geo
     row("geoadd", -5, KEYED, K1, true),
     row("geodist", -4, KEYED, K1, false),
     row("geohash", -2, KEYED, K1, false),
     row("geopos", -2, KEYED, K1, false),
     row("geosearch", -7, KEYED, K1, false),
+    row("geosearchstore", -8, KEYED, K12, true),
+    row("georadius", -6, KEYED, KeySpec::Keyword(Keywords::GeoRadius { options_at: 6 }), true),
+    row("georadiusbymember", -5, KEYED, KeySpec::Keyword(Keywords::GeoRadius { options_at: 5 }), true),
+    row("georadius_ro", -6, KEYED, K1, false),
+    row("georadiusbymember_ro", -5, KEYED, K1, false),
+    // streams (XGROUP and XINFO: subcommand first, key second)
     row("xadd", -5, KEYED, K1, true),
     row("xlen", 2, KEYED, K1, false),
     row("xrange", -4, KEYED, K1, false),
     row("xrevrange", -4, KEYED, K1, false),
     row("xdel", -3, KEYED, K1, true),
     row("xtrim", -4, KEYED, K1, true),
+    row("xack", -4, KEYED, K1, true),
+    row("xclaim", -6, KEYED, K1, true),
+    row("xautoclaim", -6, KEYED, K1, true),
+    row("xpending", -3, KEYED, K1, false),
+    row("xsetid", -3, KEYED, K1, true),
+    row("xgroup", -2, KEYED, K2, true),
+    row("xinfo", -2, KEYED, K2, false),
+    row("xread", -4, KEYED, KeySpec::Keyword(Keywords::Streams), false),
+    row("xreadgroup", -7, KEYED, KeySpec::Keyword(Keywords::Streams), true),
     // scripting: routed by the keys it declares
     row("eval", -3, KEYED, NK2, true),
     row("evalsha", -3, KEYED, NK2, true),
@@ -411,8 +448,6 @@ pub const TABLE: &[CommandSpec] = &[
     row("bzpopmin", -3, BLOCKING, NONE, false),
     row("bzpopmax", -3, BLOCKING, NONE, false),
     row("bzmpop", -5, BLOCKING, NONE, false),
-    row("xread", -4, BLOCKING, NONE, false),
-    row("xreadgroup", -7, BLOCKING, NONE, false),
     row("wait", 3, BLOCKING, NONE, false),
     row("move", 3, Kind::Refused("MOVE is not supported: the proxy serves database 0 only"), NONE, false),
     row("swapdb", 3, Kind::Refused("SWAPDB is not supported: the proxy serves database 0 only"), NONE, false),
@@ -435,6 +470,13 @@ pub const TABLE: &[CommandSpec] = &[
     row("acl", -2, SERVER, NONE, false),
     row("module", -2, SERVER, NONE, false),
     row("function", -2, SERVER, NONE, false),
+    row("role", 1, SERVER, NONE, false),
+    row("lolwut", -1, SERVER, NONE, false),
+    row("pfdebug", 3, SERVER, NONE, false),
+    row("pfselftest", 1, SERVER, NONE, false),
+    row("replconf", -1, SERVER, NONE, false),
+    row("asking", 1, SERVER, NONE, false),
+    row("restore-asking", -4, SERVER, NONE, false),
 ];
 
 /// Longest command name in the table, so lookups can upper-case on the stack.
@@ -654,12 +696,86 @@ mod tests {
                 Err("ERR value is not an integer or out of range"),
             ),
             (&["object", "encoding", "k"], Ok(vec![2])),
+            (&["object", "help"], Ok(vec![])),
+            (&["xgroup", "create", "s", "g", "$"], Ok(vec![2])),
+            (&["xinfo", "stream", "s", "full"], Ok(vec![2])),
+            (&["xgroup", "help"], Ok(vec![])),
+            (&["sort", "k"], Ok(vec![1])),
+            (&["sort", "k", "limit", "0", "store", "store", "d"], Ok(vec![1, 6])),
+            (&["sort", "k", "STORE", "d1", "alpha", "store", "d2"], Ok(vec![1, 6])),
+            (&["sort", "k", "by", "nosort", "get", "#", "get", "x"], Ok(vec![1])),
+            (&["sort", "{u}k", "by", "{u}w_*", "get", "{u}:*->f", "store", "{u}d"], Ok(vec![1, 3, 5, 7])),
+            (
+                &["sort", "k", "by", "w_*"],
+                Err("ERR BY option of SORT denied by shardis when keys formed by the pattern may be on different nodes: put a {hash tag} before the '*' that keeps them with the sorted key"),
+            ),
+            (
+                &["sort_ro", "k", "get", "*{u}"],
+                Err("ERR GET option of SORT denied by shardis when keys formed by the pattern may be on different nodes: put a {hash tag} before the '*' that keeps them with the sorted key"),
+            ),
+            (
+                &["sort", "k", "get", "{}*"],
+                Err("ERR GET option of SORT denied by shardis when keys formed by the pattern may be on different nodes: put a {hash tag} before the '*' that keeps them with the sorted key"),
+            ),
+            (&["georadius", "g", "0", "0", "1", "km", "store", "d"], Ok(vec![1, 7])),
+            (
+                &["georadius", "g", "0", "0", "1", "km", "store", "d", "storedist", "e"],
+                Ok(vec![1, 9]),
+            ),
+            (&["georadiusbymember", "g", "m", "1", "km", "STOREDIST", "d"], Ok(vec![1, 6])),
+            (&["georadius", "g", "0", "0", "1", "km", "count", "3"], Ok(vec![1])),
+            (&["geosearchstore", "d", "s", "frommember", "m", "byradius", "1", "km"], Ok(vec![1, 2])),
+            (&["xread", "count", "2", "streams", "a", "b", "0", "0"], Ok(vec![4, 5])),
+            (
+                &["xreadgroup", "group", "streams", "c", "noack", "streams", "streams", ">"],
+                Ok(vec![6]),
+            ),
+            (
+                &["xread", "block", "0", "streams", "a", "$"],
+                Err("ERR 'xread' with BLOCK is not supported by shardis: blocking commands are not supported: they would hold a shared upstream connection"),
+            ),
+            (
+                &["xread", "streams", "a", "b", "0"],
+                Err("ERR Unbalanced 'xread' list of streams: for each stream key an ID or '$' must be specified."),
+            ),
+            (
+                &["xreadgroup", "group", "g", "c", "streams", "a"],
+                Err("ERR Unbalanced 'xreadgroup' list of streams: for each stream key an ID or '>' must be specified."),
+            ),
+            (&["xread", "count", "1", "a", "0"], Err("ERR syntax error")),
+            (&["object"], Ok(vec![])),
+            (&["get"], Ok(vec![])),
+            (&["mset"], Ok(vec![])),
             (&["ping"], Ok(vec![])),
         ];
         for (a, want) in cases {
             let spec = lookup(a[0].as_bytes()).unwrap();
             let got = spec.key_positions(&args(a));
             assert_eq!(got, want.clone().map_err(|e| e.to_string()), "{a:?}");
+        }
+    }
+
+    /// Every row, at every argument count a client can send (arity
+    /// checks come after routing for some paths, and a row's key positions
+    /// may exceed its minimum arity), yields only positions inside the
+    /// arguments, with or without a parsable key count.
+    #[test]
+    fn key_positions_stay_inside_the_arguments_for_every_row_and_count() {
+        for spec in TABLE {
+            for argc in 0..spec.arity.unsigned_abs() as usize + 4 {
+                for fill in ["k", "1", "0", "-1", "99999999999999999999", "2"] {
+                    let mut a = vec![Bytes::from(spec.name)];
+                    a.extend((1..argc).map(|_| Bytes::from(fill)));
+                    a.truncate(argc);
+                    if let Ok(ps) = spec.key_positions(&a) {
+                        assert!(
+                            ps.iter().all(|&p| p < a.len() && p > 0),
+                            "{} with {argc} args of {fill:?}: {ps:?}",
+                            spec.name
+                        );
+                    }
+                }
+            }
         }
     }
 

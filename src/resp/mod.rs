@@ -8,6 +8,7 @@
 
 pub mod command;
 pub mod encode;
+pub mod keywords;
 pub mod reply;
 pub mod request;
 
@@ -81,9 +82,59 @@ pub fn parse_i64(s: &[u8]) -> Option<i64> {
     Some(v)
 }
 
+/// Parses a SCAN cursor the way Redis 7 does (`strtoul`, then a check that
+/// it consumed everything): an optional sign — a leading `-` wraps — then
+/// digits; no leading space, no overflow. The empty string has no digits
+/// and nothing left over, so it is cursor 0, as in Redis.
+pub fn parse_cursor(s: &[u8]) -> Option<u64> {
+    let (neg, digits) = match s.split_first() {
+        Some((b'-', rest)) => (true, rest),
+        Some((b'+', rest)) => (false, rest),
+        _ => (false, s),
+    };
+    if digits.is_empty() {
+        // strtoul stops at the sign; only an empty string leaves nothing over.
+        return s.is_empty().then_some(0);
+    }
+    let mut v: u64 = 0;
+    for &c in digits {
+        if !c.is_ascii_digit() {
+            return None;
+        }
+        v = v.checked_mul(10)?.checked_add((c - b'0') as u64)?;
+    }
+    Some(if neg { v.wrapping_neg() } else { v })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn parse_cursor_follows_redis_strtoul() {
+        let cases: &[(&[u8], Option<u64>)] = &[
+            (b"0", Some(0)),
+            (b"", Some(0)),
+            (b"17", Some(17)),
+            (b"+17", Some(17)),
+            (b"-1", Some(u64::MAX)),
+            (b"18446744073709551615", Some(u64::MAX)),
+            (b"18446744073709551616", None),
+            (b"-", None),
+            (b"+", None),
+            (b" 1", None),
+            (b"1 ", None),
+            (b"1a", None),
+        ];
+        for (input, want) in cases {
+            assert_eq!(
+                parse_cursor(input),
+                *want,
+                "{:?}",
+                String::from_utf8_lossy(input)
+            );
+        }
+    }
 
     #[test]
     fn parse_i64_follows_redis_string2ll() {

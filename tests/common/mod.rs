@@ -1,11 +1,18 @@
 //! Test harness: real processes on loopback ports — built-in nodes, redis-server,
 //! the proxy — each killed when its handle drops, so no test leaves an orphan.
+//!
+//! Every process's stderr is captured: a `panicked at` line in it fails the
+//! test when the handle drops (or earlier, at [`Proc::assert_no_panic`]),
+//! with the tail of that stderr in the message. Nothing to remember: every
+//! process here is a [`Proc`].
 #![allow(dead_code)]
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
+
+use shardis::procs::StderrCapture;
 
 pub mod http;
 
@@ -46,13 +53,50 @@ pub fn have_tool(tool: &str) -> bool {
     found
 }
 
-/// A child process killed on drop.
+/// A child process killed on drop, its stderr captured; a panic in it fails
+/// the test.
 pub struct Proc {
     pub child: Child,
     pub port: u16,
+    stderr: StderrCapture,
+    what: String,
+    /// Set by a test that makes this process panic on purpose.
+    panics_expected: bool,
 }
 
 impl Proc {
+    /// Spawns `cmd` (stdout as the caller set it, stderr captured); `what`
+    /// names it in failure messages.
+    pub fn spawn(cmd: &mut Command, port: u16, what: &str) -> Proc {
+        Proc::spawn_logged(cmd, port, what, None)
+    }
+
+    /// [`Proc::spawn`], with its stderr also copied to `log`.
+    pub fn spawn_logged(
+        cmd: &mut Command,
+        port: u16,
+        what: &str,
+        log: Option<std::fs::File>,
+    ) -> Proc {
+        let mut child = cmd
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap_or_else(|e| panic!("start {what}: {e}"));
+        let stderr = StderrCapture::attach(&mut child, log);
+        Proc {
+            child,
+            port,
+            stderr,
+            what: format!("{what} (port {port})"),
+            panics_expected: false,
+        }
+    }
+
+    /// This process is made to panic on purpose: its panics fail nothing.
+    pub fn expect_panics(&mut self) {
+        self.panics_expected = true;
+    }
+
     pub fn pid(&self) -> u32 {
         self.child.id()
     }
@@ -61,15 +105,69 @@ impl Proc {
         format!("127.0.0.1:{}", self.port)
     }
 
+    /// Kills and reaps the process, then reads the rest of its stderr.
     pub fn kill(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+        self.stderr.finish();
+    }
+
+    /// Waits until it answers PING; fails with the tail of its stderr if it
+    /// exits first or stays silent for 15 s.
+    pub fn wait_ready(&mut self) {
+        let deadline = Instant::now() + Duration::from_secs(15);
+        loop {
+            if let Ok(r) = try_raw(self.port, b"*1\r\n$4\r\nPING\r\n", 7) {
+                if r == b"+PONG\r\n" {
+                    return;
+                }
+            }
+            let exited = matches!(self.child.try_wait(), Ok(Some(_)));
+            if exited || Instant::now() > deadline {
+                self.kill();
+                panic!(
+                    "{} {} answering PING\n--- last lines of its stderr ---\n{}",
+                    self.what,
+                    if exited {
+                        "exited before"
+                    } else {
+                        "never started"
+                    },
+                    self.stderr.tail(40)
+                );
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Fails now if the process has printed a panic so far.
+    pub fn assert_no_panic(&self) {
+        if let Some(report) = self.stderr.panic_report(&self.what) {
+            panic!("{report}");
+        }
+    }
+
+    /// The last `n` lines of its stderr.
+    pub fn stderr_tail(&self, n: usize) -> String {
+        self.stderr.tail(n)
     }
 }
 
 impl Drop for Proc {
     fn drop(&mut self) {
         self.kill();
+        if self.panics_expected {
+            return;
+        }
+        // A second panic while unwinding would abort the whole test binary;
+        // the test is failing already, so just print what the child said.
+        if std::thread::panicking() {
+            if let Some(report) = self.stderr.panic_report(&self.what) {
+                eprintln!("{report}");
+            }
+            return;
+        }
+        self.assert_no_panic();
     }
 }
 
@@ -92,42 +190,79 @@ pub fn wait_ping(port: u16) {
 
 /// Starts a built-in node.
 pub fn start_node(port: u16) -> Proc {
-    let child = Command::new(BIN)
-        .args(["node", "--port", &port.to_string()])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start node");
-    let p = Proc { child, port };
-    wait_ping(port);
+    let mut p = Proc::spawn(
+        Command::new(BIN)
+            .args(["node", "--port", &port.to_string()])
+            .stdout(Stdio::null()),
+        port,
+        "node",
+    );
+    p.wait_ready();
     p
 }
 
 /// Starts a redis-server with no persistence.
 pub fn start_redis(port: u16) -> Proc {
-    let child = Command::new("redis-server")
-        .args([
-            "--port",
-            &port.to_string(),
-            "--bind",
-            "127.0.0.1",
-            "--save",
-            "",
-            "--appendonly",
-            "no",
-        ])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start redis-server");
-    let p = Proc { child, port };
-    wait_ping(port);
+    let mut p = Proc::spawn(
+        Command::new("redis-server")
+            .args([
+                "--port",
+                &port.to_string(),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+            ])
+            .stdout(Stdio::null()),
+        port,
+        "redis-server",
+    );
+    p.wait_ready();
     p
 }
 
 /// Writes a proxy config over `nodes` and starts `shardis proxy`.
 pub fn start_proxy(nodes: &[String], extra: &str) -> (Proc, tempdir::Dir) {
     let dir = tempdir::Dir::new();
+    let (path, port) = write_proxy_config(&dir, nodes, extra);
+    (start_proxy_with(&path, port), dir)
+}
+
+/// Starts `shardis proxy --config path` expected to listen on `port`.
+pub fn start_proxy_with(path: &std::path::Path, port: u16) -> Proc {
+    start_proxy_env(path, port, &[], None)
+}
+
+/// [`start_proxy_with`], with extra environment variables and, when given,
+/// a file that gets a copy of its stderr (to check what it logged).
+pub fn start_proxy_env(
+    path: &std::path::Path,
+    port: u16,
+    env: &[(&str, &str)],
+    log: Option<std::fs::File>,
+) -> Proc {
+    let mut p = Proc::spawn_logged(
+        Command::new(BIN)
+            .args(["proxy", "--config", path.to_str().unwrap()])
+            .envs(env.iter().copied())
+            .stdout(Stdio::null()),
+        port,
+        "proxy",
+        log,
+    );
+    p.wait_ready();
+    p
+}
+
+/// Writes a proxy config over `nodes` (as [`start_proxy`] does) and returns
+/// its path and port without starting anything.
+pub fn write_proxy_config(
+    dir: &tempdir::Dir,
+    nodes: &[String],
+    extra: &str,
+) -> (std::path::PathBuf, u16) {
     let port = free_port();
     let mut cfg = format!("[proxy]\nlisten = \"127.0.0.1:{port}\"\nconnect_timeout_ms = 500\nrequest_timeout_ms = 2000\n{extra}\n");
     for (i, n) in nodes.iter().enumerate() {
@@ -138,20 +273,7 @@ pub fn start_proxy(nodes: &[String], extra: &str) -> (Proc, tempdir::Dir) {
     }
     let path = dir.path().join("proxy.toml");
     std::fs::write(&path, cfg).unwrap();
-    (start_proxy_with(&path, port), dir)
-}
-
-/// Starts `shardis proxy --config path` expected to listen on `port`.
-pub fn start_proxy_with(path: &std::path::Path, port: u16) -> Proc {
-    let child = Command::new(BIN)
-        .args(["proxy", "--config", path.to_str().unwrap()])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start proxy");
-    let p = Proc { child, port };
-    wait_ping(port);
-    p
+    (path, port)
 }
 
 /// N built-in nodes and a proxy over them.
@@ -267,4 +389,82 @@ pub mod tempdir {
             let _ = std::fs::remove_dir_all(&self.0);
         }
     }
+}
+
+/// A plain RESP connection reading whole replies (framed with the crate's own
+/// `reply_len`), every read under a timeout; for pipelining, `send` several
+/// requests and then `read_reply` as many times.
+pub struct RespConn {
+    pub sock: TcpStream,
+    buf: Vec<u8>,
+    timeout: Duration,
+}
+
+impl RespConn {
+    pub fn open(port: u16, timeout: Duration) -> std::io::Result<RespConn> {
+        let sock = TcpStream::connect(("127.0.0.1", port))?;
+        sock.set_nodelay(true)?;
+        sock.set_write_timeout(Some(timeout))?;
+        Ok(RespConn {
+            sock,
+            buf: Vec::new(),
+            timeout,
+        })
+    }
+
+    /// Writes one request, RESP-encoded.
+    pub fn send(&mut self, args: &[&[u8]]) -> std::io::Result<()> {
+        self.sock.write_all(&encode_request(args))
+    }
+
+    /// Reads one whole reply: `TimedOut` if none came within the timeout,
+    /// `UnexpectedEof` if the peer closed first.
+    pub fn read_reply(&mut self) -> std::io::Result<Vec<u8>> {
+        use std::io::{Error, ErrorKind};
+        let deadline = Instant::now() + self.timeout;
+        loop {
+            match shardis::resp::reply_len(&self.buf) {
+                Ok(Some(n)) => return Ok(self.buf.drain(..n).collect()),
+                Ok(None) => {}
+                Err(e) => return Err(Error::new(ErrorKind::InvalidData, format!("{e:?}"))),
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Err(Error::new(ErrorKind::TimedOut, "no reply in time"));
+            }
+            self.sock.set_read_timeout(Some(left))?;
+            let mut chunk = [0u8; 16 * 1024];
+            match self.sock.read(&mut chunk) {
+                Ok(0) => return Err(Error::new(ErrorKind::UnexpectedEof, "connection closed")),
+                Ok(n) => self.buf.extend_from_slice(&chunk[..n]),
+                Err(e) if e.kind() == ErrorKind::WouldBlock || e.kind() == ErrorKind::TimedOut => {
+                    return Err(Error::new(ErrorKind::TimedOut, "no reply in time"))
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// One request, one reply.
+    pub fn call(&mut self, args: &[&[u8]]) -> std::io::Result<Vec<u8>> {
+        self.send(args)?;
+        self.read_reply()
+    }
+
+    /// `call` with string arguments, panicking on a transport error.
+    pub fn cmd(&mut self, args: &[&str]) -> Vec<u8> {
+        let a: Vec<&[u8]> = args.iter().map(|s| s.as_bytes()).collect();
+        self.call(&a).unwrap_or_else(|e| panic!("{args:?}: {e}"))
+    }
+}
+
+/// A request as RESP multibulk.
+pub fn encode_request(args: &[&[u8]]) -> Vec<u8> {
+    let mut out = format!("*{}\r\n", args.len()).into_bytes();
+    for a in args {
+        out.extend_from_slice(format!("${}\r\n", a.len()).as_bytes());
+        out.extend_from_slice(a);
+        out.extend_from_slice(b"\r\n");
+    }
+    out
 }

@@ -230,6 +230,11 @@ pub fn client(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
             verbatim(ctx, &line);
         }
         b"list" => {
+            // Filters (TYPE t, ID id…) are not supported: like Redis on a
+            // malformed filter, anything after LIST is a syntax error.
+            if n != 2 {
+                return Err(CmdError::Syntax);
+            }
             let line = client_line(ctx);
             verbatim(ctx, &line);
         }
@@ -241,6 +246,7 @@ pub fn client(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
             ctx.ok();
         }
         b"help" => {
+            need(n == 2)?;
             let lines = [
                 "CLIENT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
                 "GETNAME",

@@ -4,7 +4,7 @@
 
 use super::{parse_i64, CmdResult, Ctx};
 use crate::backend::error::CmdError;
-use crate::backend::glob;
+use crate::glob;
 use crate::resp::{encode, eq_ignore_case};
 
 /// DEL key [key ...] and UNLINK key [key ...]
@@ -228,21 +228,9 @@ pub fn persist(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     Ok(())
 }
 
-/// Parses a SCAN cursor as Redis does (`strtoull`: a leading `-` wraps).
+/// Parses a SCAN cursor as Redis does (`strtoul`: a leading `-` wraps).
 pub fn parse_cursor(b: &[u8]) -> Result<u64, CmdError> {
-    let (neg, digits) = match b.split_first() {
-        Some((b'-', rest)) => (true, rest),
-        Some((b'+', rest)) => (false, rest),
-        _ => (false, b),
-    };
-    if digits.is_empty() || !digits.iter().all(u8::is_ascii_digit) {
-        return Err(CmdError::InvalidCursor);
-    }
-    let v = std::str::from_utf8(digits)
-        .ok()
-        .and_then(|s| s.parse::<u64>().ok())
-        .ok_or(CmdError::InvalidCursor)?;
-    Ok(if neg { v.wrapping_neg() } else { v })
+    crate::resp::parse_cursor(b).ok_or(CmdError::InvalidCursor)
 }
 
 /// SCAN cursor [MATCH pattern] [COUNT count] [TYPE type]

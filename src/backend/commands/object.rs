@@ -98,6 +98,9 @@ pub fn encoding(value: &[u8]) -> &'static str {
 pub fn object(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     let sub = &args[1];
     if eq_ignore_case(sub, b"help") {
+        if args.len() != 2 {
+            return Err(CmdError::WrongArity("object|help".into()));
+        }
         let lines = [
             "OBJECT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
             "ENCODING <key>",

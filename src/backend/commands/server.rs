@@ -4,9 +4,9 @@
 use super::connection::verbatim;
 use super::{CmdResult, Command, Ctx, Run, COMMANDS, DENYOOM, FAST, READONLY, WRITE};
 use crate::backend::error::CmdError;
-use crate::backend::glob;
 use crate::backend::server::REDIS_VERSION;
 use crate::backend::store::now_ms;
+use crate::glob;
 use crate::resp::{encode, eq_ignore_case};
 use bytes::BytesMut;
 use std::fmt::Write as _;
@@ -118,6 +118,10 @@ pub fn command(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     if eq_ignore_case(sub, b"count") && args.len() == 2 {
         encode::integer(ctx.out, COMMANDS.len() as i64);
     } else if eq_ignore_case(sub, b"list") {
+        // FILTERBY is not supported; Redis calls anything else a syntax error.
+        if args.len() != 2 {
+            return Err(CmdError::Syntax);
+        }
         encode::array_len(ctx.out, COMMANDS.len());
         COMMANDS
             .iter()
@@ -319,7 +323,7 @@ pub fn config(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
             .filter(|(name, _)| {
                 args[2..]
                     .iter()
-                    .any(|p| glob::matches(&p.to_ascii_lowercase(), name.as_bytes()))
+                    .any(|p| glob::matches_nocase(p, name.as_bytes()))
             })
             .collect();
         encode::map_len(ctx.out, hits.len(), ctx.client.proto);
@@ -354,6 +358,9 @@ pub fn config(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
         let _ = ctx.node.store.evict_to_fit(max, now_ms());
         ctx.ok();
     } else if eq_ignore_case(sub, b"resetstat") {
+        if args.len() != 2 {
+            return Err(CmdError::WrongArity("config|resetstat".into()));
+        }
         let c = &ctx.node.store.counters;
         for a in [
             &c.expired_keys,

@@ -18,7 +18,7 @@ use axum::response::{IntoResponse, Response};
 use bytes::{Bytes, BytesMut};
 
 use crate::proxy::migration::track_write;
-use crate::proxy::Proxy;
+use crate::proxy::{topology, Proxy};
 use crate::resp::reply::{integer, is_error};
 use crate::resp::{encode, lookup};
 
@@ -164,9 +164,10 @@ fn bulk_payload(r: &[u8]) -> Option<&[u8]> {
 }
 
 /// Sends one single-key command to its key's owner (args[1] is the key) and
-/// waits for the reply, as a RESP request would go: it waits out a cutover
-/// on a moving key, holds the epoch gate while it is sent, and marks a
-/// moving key dirty when a write is answered.
+/// waits for the reply, as a RESP request goes: through the one routing
+/// primitive (`topology::enter`: waits out a cutover on a moving key, holds
+/// the epoch gate while it is sent), marking a moving key dirty when a write
+/// is answered.
 async fn call(p: &Arc<Proxy>, name: &str, args: &[&[u8]]) -> Bytes {
     let started = Instant::now();
     let spec = lookup(name.as_bytes()).expect("GET, SET and DEL are in the command table");
@@ -175,18 +176,9 @@ async fn call(p: &Arc<Proxy>, name: &str, args: &[&[u8]]) -> Bytes {
     let mut raw = BytesMut::new();
     encode::command(&mut raw, args);
     let client = p.next_client_id.fetch_add(1, Ordering::Relaxed);
-    let routing = loop {
-        let routing = p.routing.load_full();
-        match &routing.migration {
-            Some(m) if m.paused && routing.is_moving(key) => {
-                let mut rx = m.resume.subscribe();
-                let _ = rx.wait_for(|done| *done).await;
-            }
-            _ => break routing,
-        }
-    };
+    let key_bytes = Bytes::copy_from_slice(key);
     let rx = {
-        let _gate = routing.enter();
+        let routing = topology::enter(&p.routing, || std::iter::once(&key_bytes)).await;
         let rx = routing
             .owner(key)
             .upstream(2, client)
@@ -194,7 +186,7 @@ async fn call(p: &Arc<Proxy>, name: &str, args: &[&[u8]]) -> Bytes {
             .await;
         match &routing.migration {
             Some(m) if spec.write && routing.is_moving(key) => {
-                track_write(&m.dirty, vec![Bytes::copy_from_slice(key)], rx)
+                track_write(&m.dirty, vec![key_bytes.clone()], rx)
             }
             _ => rx,
         }

@@ -1,0 +1,481 @@
+//! The differential command sweep: every row of the command table (read from
+//! the library, so a new row is swept without touching this file), at every
+//! argument count from none to two past its arity, with a handful of argument
+//! shapes, sent (a) through the proxy over redis-server backends and (b) to a
+//! plain redis-server, and (c) to a built-in node for what it implements.
+//!
+//! The proxy must answer every request in time (never close, hang or panic)
+//! with the same reply class as Redis — error or not, and for errors the same
+//! first word — or a documented refusal. The node must do the same wherever it
+//! implements the command. Differences by design sit in [`ALLOWED`], each
+//! with its reason; anything else fails the test with a table.
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::io::ErrorKind;
+use std::time::{Duration, Instant};
+
+use common::*;
+use shardis::resp::command::{CommandSpec, Kind, TABLE};
+
+/// How long any one reply may take. Nothing swept blocks, so only a hang
+/// (or a machine under very heavy load) reaches it.
+const READ_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Commands that must never reach a server: the proxy refuses them, and then
+/// only the proxy is asked (it must answer with an error); should one stop
+/// being refused, it is skipped and listed instead of being run.
+const DANGEROUS: &[(&str, &str)] = &[
+    ("shutdown", "stops the server"),
+    ("debug", "can crash or stall the server"),
+    ("monitor", "turns the connection into a feed"),
+    ("subscribe", "turns the connection into a subscriber"),
+    ("psubscribe", "turns the connection into a subscriber"),
+    ("ssubscribe", "turns the connection into a subscriber"),
+    ("sync", "starts a replication stream"),
+    ("psync", "starts a replication stream"),
+    ("save", "writes a snapshot"),
+    ("bgsave", "forks a snapshot"),
+    ("bgrewriteaof", "forks an AOF rewrite"),
+    ("replicaof", "makes the server a replica"),
+    ("slaveof", "makes the server a replica"),
+    ("failover", "starts a failover"),
+    ("migrate", "moves keys to another server"),
+    ("multi", "queues every later command on the connection"),
+    ("quit", "closes the connection by design"),
+    (
+        "select",
+        "a non-zero database would split the direct connection's keyspace",
+    ),
+    ("blpop", "blocks"),
+    ("brpop", "blocks"),
+    ("brpoplpush", "blocks"),
+    ("blmove", "blocks"),
+    ("blmpop", "blocks"),
+    ("bzpopmin", "blocks"),
+    ("bzpopmax", "blocks"),
+    ("bzmpop", "blocks"),
+    ("xread", "blocks with BLOCK"),
+    ("xreadgroup", "blocks with BLOCK"),
+    ("wait", "blocks"),
+    ("waitaof", "blocks"),
+];
+
+/// Subcommands swept besides the argument shapes (which never spell one).
+/// Left out on purpose: CLIENT KILL/PAUSE/REPLY/UNBLOCK/TRACKING (they act on
+/// connections), CONFIG SET/REWRITE, SCRIPT KILL, CLUSTER ADDNODE/REMOVENODE/
+/// SPAWNNODE/FAILOVER and the other topology changes.
+const SUBCOMMANDS: &[(&str, &[&str])] = &[
+    (
+        "object",
+        &["help", "encoding", "freq", "idletime", "refcount"],
+    ),
+    ("config", &["get", "help", "resetstat"]),
+    (
+        "client",
+        &[
+            "id", "getname", "setname", "info", "list", "help", "no-evict", "no-touch", "setinfo",
+        ],
+    ),
+    (
+        "command",
+        &["count", "info", "docs", "list", "help", "getkeys"],
+    ),
+    ("script", &["exists", "load", "flush", "help"]),
+    (
+        "cluster",
+        &[
+            "info", "nodes", "slots", "shards", "keynode", "help", "myid",
+        ],
+    ),
+];
+
+/// Where the proxy differs from redis-server by design (`command` or
+/// `command subcommand`), and why.
+const ALLOWED: &[(&str, &str)] = &[(
+    "cluster",
+    "the proxy answers CLUSTER itself (its topology); a standalone redis-server refuses it",
+)];
+
+/// Where the built-in node differs from redis-server by design, and why.
+const ALLOWED_NODE: &[(&str, &str)] = &[];
+
+/// Argument shapes: every argument after the name (and subcommand) is filled
+/// by the shape.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Shape {
+    /// Keys nobody wrote, on different nodes.
+    Missing,
+    /// Keys sharing a hash tag: `{t}a {t}b …`.
+    Tagged,
+    /// The first argument a list (created on the servers first), then `{t}…`.
+    List,
+    /// The first argument a hash, then `{t}…`.
+    Hash,
+    /// A number past i64.
+    Huge,
+    Negative,
+    One,
+    /// A pattern with every glob metacharacter and an unclosed class.
+    Glob,
+    Empty,
+}
+
+const SHAPES: &[Shape] = &[
+    Shape::Missing,
+    Shape::Tagged,
+    Shape::List,
+    Shape::Hash,
+    Shape::Huge,
+    Shape::Negative,
+    Shape::One,
+    Shape::Glob,
+    Shape::Empty,
+];
+
+fn fill(shape: Shape, i: usize) -> Vec<u8> {
+    let tagged = || format!("{{t}}{}", (b'a' + (i % 26) as u8) as char);
+    match shape {
+        Shape::Missing => format!("sweep:missing:{i}"),
+        Shape::Tagged => tagged(),
+        Shape::List if i == 0 => "{t}list".into(),
+        Shape::Hash if i == 0 => "{t}hash".into(),
+        Shape::List | Shape::Hash => tagged(),
+        Shape::Huge => "99999999999999999999".into(),
+        Shape::Negative => "-1".into(),
+        Shape::One => "1".into(),
+        Shape::Glob => "*?*?[".into(),
+        Shape::Empty => String::new(),
+    }
+    .into_bytes()
+}
+
+type Req = Vec<Vec<u8>>;
+
+/// Requests sent to every target before a group, so each starts equal.
+fn prelude() -> Vec<Req> {
+    let r = |a: &[&str]| a.iter().map(|s| s.as_bytes().to_vec()).collect::<Req>();
+    vec![
+        r(&["FLUSHALL"]),
+        r(&["RPUSH", "{t}list", "x", "y"]),
+        r(&["HSET", "{t}hash", "f", "1"]),
+    ]
+}
+
+/// One row (or one subcommand of it) under one shape: every argument count.
+struct Group {
+    spec: &'static CommandSpec,
+    label: String,
+    shape: Shape,
+    cases: Vec<Req>,
+}
+
+fn groups() -> Vec<Group> {
+    let mut out = Vec::new();
+    for spec in TABLE {
+        let max = spec.arity.unsigned_abs() as usize + 2;
+        let mut heads: Vec<(String, Vec<Vec<u8>>)> = vec![(spec.name.into(), Vec::new())];
+        if let Some((_, subs)) = SUBCOMMANDS.iter().find(|(n, _)| *n == spec.name) {
+            for sub in *subs {
+                heads.push((
+                    format!("{} {sub}", spec.name),
+                    vec![sub.as_bytes().to_vec()],
+                ));
+            }
+        }
+        for (label, head) in heads {
+            for &shape in SHAPES {
+                let mut cases = Vec::new();
+                for n in head.len()..=max {
+                    let mut req = vec![spec.name.to_uppercase().into_bytes()];
+                    req.extend(head.iter().cloned());
+                    req.extend((head.len()..n).map(|i| fill(shape, i)));
+                    cases.push(req);
+                }
+                out.push(Group {
+                    spec,
+                    label: label.clone(),
+                    shape,
+                    cases,
+                });
+            }
+        }
+    }
+    out
+}
+
+/// What a target did with one request.
+#[derive(Clone, Debug)]
+enum Outcome {
+    Reply(Vec<u8>),
+    /// No reply within the timeout.
+    Hang,
+    /// The connection closed (or broke) instead of replying.
+    Closed,
+}
+
+impl Outcome {
+    /// `ok`, or the first word of an error (`ERR`, `WRONGTYPE`, …).
+    fn class(&self) -> String {
+        match self {
+            Outcome::Reply(r) if r.starts_with(b"-") => {
+                let text = String::from_utf8_lossy(&r[1..]);
+                text.split([' ', '\r']).next().unwrap_or("").to_string()
+            }
+            Outcome::Reply(_) => "ok".into(),
+            Outcome::Hang => "HANG".into(),
+            Outcome::Closed => "CLOSED".into(),
+        }
+    }
+
+    fn text(&self) -> String {
+        match self {
+            Outcome::Reply(r) => short(r, 90),
+            other => other.class(),
+        }
+    }
+
+    fn starts(&self, prefix: &[u8]) -> bool {
+        matches!(self, Outcome::Reply(r) if r.starts_with(prefix))
+    }
+
+    fn contains(&self, needle: &str) -> bool {
+        matches!(self, Outcome::Reply(r) if String::from_utf8_lossy(r).contains(needle))
+    }
+}
+
+fn short(b: &[u8], n: usize) -> String {
+    let s: String = String::from_utf8_lossy(b)
+        .replace("\r\n", " ")
+        .chars()
+        .take(n)
+        .collect();
+    s.trim_end().to_string()
+}
+
+/// One server under test, on one connection that is re-opened whenever a
+/// request killed or stalled it.
+struct Target {
+    name: &'static str,
+    port: u16,
+    conn: RespConn,
+}
+
+impl Target {
+    fn new(name: &'static str, port: u16) -> Target {
+        Target {
+            name,
+            port,
+            conn: RespConn::open(port, READ_TIMEOUT).expect("connect"),
+        }
+    }
+
+    fn reconnect(&mut self) {
+        self.conn = RespConn::open(self.port, READ_TIMEOUT)
+            .unwrap_or_else(|e| panic!("{} no longer accepts connections: {e}", self.name));
+    }
+
+    /// Writes every request back to back, then reads the replies in order.
+    /// A request that gets no reply breaks the pipeline: it is recorded, the
+    /// connection re-opened, and the requests after it sent again.
+    fn run(&mut self, reqs: &[Req]) -> Vec<Outcome> {
+        let mut out = Vec::with_capacity(reqs.len());
+        while out.len() < reqs.len() {
+            let rest = &reqs[out.len()..];
+            let mut wire = Vec::new();
+            for r in rest {
+                let a: Vec<&[u8]> = r.iter().map(|x| &x[..]).collect();
+                wire.extend_from_slice(&encode_request(&a));
+            }
+            let sent = std::io::Write::write_all(&mut self.conn.sock, &wire);
+            for _ in rest {
+                let got = match &sent {
+                    Err(_) => Err(ErrorKind::BrokenPipe.into()),
+                    Ok(()) => self.conn.read_reply(),
+                };
+                match got {
+                    Ok(r) => out.push(Outcome::Reply(r)),
+                    Err(e) => {
+                        out.push(if e.kind() == ErrorKind::TimedOut {
+                            Outcome::Hang
+                        } else {
+                            Outcome::Closed
+                        });
+                        self.reconnect();
+                        break;
+                    }
+                }
+            }
+        }
+        out
+    }
+}
+
+fn show(req: &Req) -> String {
+    let parts: Vec<String> = req
+        .iter()
+        .map(|a| {
+            let s = String::from_utf8_lossy(a);
+            if s.is_empty() || s.contains(' ') {
+                format!("{s:?}")
+            } else {
+                s.into_owned()
+            }
+        })
+        .collect();
+    short(parts.join(" ").as_bytes(), 70)
+}
+
+fn allowed<'a>(list: &'a [(&str, &str)], label: &str) -> Option<&'a str> {
+    let name = label.split(' ').next().unwrap_or("");
+    list.iter()
+        .find(|(n, _)| *n == label || *n == name)
+        .map(|(_, why)| *why)
+}
+
+/// A documented refusal by the proxy, acceptable whatever Redis answers.
+fn is_refusal(o: &Outcome) -> bool {
+    o.contains("is not supported by shardis")
+        || o.contains("without keys cannot be routed")
+        || o.starts(b"-CROSSSLOT")
+}
+
+struct Finding {
+    target: &'static str,
+    req: String,
+    ours: String,
+    redis: String,
+}
+
+#[test]
+fn every_command_answers_like_redis_through_the_proxy_and_on_the_node() {
+    if !have_tool("redis-server") {
+        return;
+    }
+    let t0 = Instant::now();
+    let cluster = Cluster::redis(2);
+    let direct = start_redis(free_port());
+    let node = start_node(free_port());
+    let mut proxy = Target::new("proxy", cluster.proxy.port);
+    let mut redis = Target::new("redis", direct.port);
+    let mut ours = Target::new("node", node.port);
+
+    let mut findings: Vec<Finding> = Vec::new();
+    let mut not_implemented: BTreeSet<String> = BTreeSet::new();
+    let mut skipped: BTreeSet<String> = BTreeSet::new();
+    let mut proxy_only: BTreeSet<&str> = BTreeSet::new();
+    let mut allowed_seen: BTreeSet<String> = BTreeSet::new();
+    let (mut sent, mut compared_node) = (0usize, 0usize);
+
+    for g in groups() {
+        let danger = DANGEROUS.iter().find(|(n, _)| *n == g.spec.name);
+        let refused = matches!(g.spec.kind, Kind::Refused(_));
+        if let Some((name, why)) = danger {
+            if !refused {
+                skipped.insert(format!("{name}: {why}"));
+                continue;
+            }
+        }
+        if refused {
+            // Only the proxy is asked: it must refuse (or reject the arity).
+            proxy_only.insert(g.spec.name);
+            for (req, got) in g.cases.iter().zip(proxy.run(&g.cases)) {
+                sent += 1;
+                if !got.starts(b"-ERR ") {
+                    findings.push(Finding {
+                        target: "proxy",
+                        req: show(req),
+                        ours: got.text(),
+                        redis: "(refused by the table)".into(),
+                    });
+                }
+            }
+            continue;
+        }
+        let mut batch = prelude();
+        batch.extend(g.cases.iter().cloned());
+        let skip = prelude().len();
+        let p = proxy.run(&batch);
+        let r = redis.run(&batch);
+        let n = ours.run(&batch);
+        sent += batch.len();
+        // The node holds no list or hash while it has no such types: its
+        // wrong-type cases are not comparable.
+        let node_has_types = n[1].starts(b":") && n[2].starts(b":");
+        let node_comparable = node_has_types || !matches!(g.shape, Shape::List | Shape::Hash);
+        for (i, req) in g.cases.iter().enumerate() {
+            let (po, ro, no) = (&p[skip + i], &r[skip + i], &n[skip + i]);
+            // (a) against (b): the proxy.
+            let same = po.class() == ro.class();
+            let dead = matches!(po, Outcome::Hang | Outcome::Closed);
+            if dead || (!same && !is_refusal(po)) {
+                match allowed(ALLOWED, &g.label) {
+                    Some(_) if !dead => {
+                        allowed_seen.insert(g.label.clone());
+                    }
+                    _ => findings.push(Finding {
+                        target: "proxy",
+                        req: show(req),
+                        ours: po.text(),
+                        redis: ro.text(),
+                    }),
+                }
+            }
+            // (c) against (b): the node, where it implements the command.
+            if no.starts(b"-ERR unknown command") {
+                not_implemented.insert(g.spec.name.to_string());
+                continue;
+            }
+            if no.starts(b"-ERR unknown subcommand") && !ro.starts(b"-ERR unknown subcommand") {
+                not_implemented.insert(g.label.clone());
+                continue;
+            }
+            if !node_comparable {
+                continue;
+            }
+            compared_node += 1;
+            let dead = matches!(no, Outcome::Hang | Outcome::Closed);
+            if dead || no.class() != ro.class() {
+                match allowed(ALLOWED_NODE, &g.label) {
+                    Some(_) if !dead => {
+                        allowed_seen.insert(format!("node {}", g.label));
+                    }
+                    _ => findings.push(Finding {
+                        target: "node",
+                        req: show(req),
+                        ours: no.text(),
+                        redis: ro.text(),
+                    }),
+                }
+            }
+        }
+    }
+
+    println!(
+        "swept {} table rows: {sent} requests per target in {:.1?}; {compared_node} node replies compared",
+        TABLE.len(),
+        t0.elapsed()
+    );
+    println!("proxy only (refused by the table, never sent to a server): {proxy_only:?}");
+    println!("skipped (dangerous and not refused): {skipped:?}");
+    println!(
+        "not implemented by the built-in node ({}): {not_implemented:?}",
+        not_implemented.len()
+    );
+    println!("allowed differences seen: {allowed_seen:?}");
+    let mut table = String::from("| target | request | ours | redis-server |\n|---|---|---|---|\n");
+    for f in &findings {
+        table.push_str(&format!(
+            "| {} | `{}` | `{}` | `{}` |\n",
+            f.target, f.req, f.ours, f.redis
+        ));
+    }
+    cluster.proxy.assert_no_panic();
+    node.assert_no_panic();
+    assert!(
+        findings.is_empty(),
+        "{} replies differ from redis-server in class (or never came):\n{table}",
+        findings.len()
+    );
+}
