@@ -43,13 +43,13 @@ fn slowlog_keeps_redis_shape_with_the_serving_node() {
         .query(&mut con)
         .unwrap();
     let _: () = redis::cmd("SLOWLOG").arg("RESET").query(&mut con).unwrap();
-    let long = "v".repeat(200);
-    let _: () = con.set("user:7", &long).unwrap();
     let owner: String = redis::cmd("CLUSTER")
         .arg("KEYNODE")
         .arg("user:7")
         .query(&mut con)
         .unwrap();
+    let long = "v".repeat(200);
+    let _: () = con.set("user:7", &long).unwrap();
     let entries: Vec<Value> = redis::cmd("SLOWLOG")
         .arg("GET")
         .arg(1)

@@ -297,6 +297,51 @@ impl Metrics {
     }
 }
 
+/// Which command a request was and which nodes it went to: set by routing
+/// in the client's state, read by the session when the reply is complete.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Served {
+    /// Index of the command's series (see [`command_index`]).
+    pub command: u16,
+    /// Nodes the request was sent to; 0 when the proxy answered it.
+    pub nodes: u16,
+    /// The node's index in the routing snapshot, when `nodes` is 1.
+    pub node: u32,
+}
+
+impl Served {
+    /// A request of `spec` (`None`: an unknown command), not sent anywhere yet.
+    #[inline]
+    pub fn of(spec: Option<&CommandSpec>) -> Served {
+        Served {
+            command: spec.map_or(TABLE.len(), command_index) as u16,
+            nodes: 0,
+            node: 0,
+        }
+    }
+
+    /// Sent to the one node at `idx`.
+    #[inline]
+    pub fn on(&mut self, idx: usize) {
+        self.nodes = 1;
+        self.node = idx as u32;
+    }
+
+    /// Sent to `n` nodes (split or fanned out).
+    #[inline]
+    pub fn on_many(&mut self, n: usize) {
+        self.nodes = n.min(u16::MAX as usize) as u16;
+    }
+}
+
+/// One request in flight through a session: what it was, when it was
+/// decoded, its bytes (for the slow log, a reference count, not a copy).
+pub struct Timing {
+    pub started: std::time::Instant,
+    pub raw: bytes::Bytes,
+    pub served: Served,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -11,11 +11,12 @@ use bytes::{Bytes, BytesMut};
 use serde::Deserialize;
 
 use super::hotkeys::{self, HotKeys, Tripwire};
-use super::metrics::Metrics;
+use super::metrics::{Metrics, Timing};
 use super::session::{ClientState, Pending};
 use super::slowlog::{self, SlowLog};
 use super::Proxy;
-use crate::resp::{encode, eq_ignore_case, parse_i64};
+use crate::resp::reply::is_error;
+use crate::resp::{decode_request, encode, eq_ignore_case, parse_i64};
 
 /// Where `shardis up` serves the admin HTTP API unless configured.
 pub const DEFAULT_ADMIN_LISTEN: &str = "127.0.0.1:7070";
@@ -203,6 +204,38 @@ impl Ops {
             tripwire: Tripwire::new(c.shard_alarm_ratio),
             slowlog: SlowLog::new(c.slowlog_slower_than_us, c.slowlog_max_len),
             admin_addr: OnceLock::new(),
+        }
+    }
+
+    /// Records a request whose reply is complete: its command's series, the
+    /// nodes it engaged, and the slow log when it took long enough.
+    pub fn answered(&self, proxy: &Proxy, t: Timing, reply: &[u8], client: &ClientState) {
+        let ns = t.started.elapsed().as_nanos() as u64;
+        let m = &self.metrics;
+        m.record(t.served.command as usize, ns, is_error(reply));
+        if t.served.nodes > 0 {
+            m.command_at(t.served.command as usize)
+                .engaged
+                .observe(t.served.nodes as u64);
+        }
+        if self.slowlog.is_slow(ns / 1_000) {
+            let mut buf = BytesMut::from(&t.raw[..]);
+            let args = match decode_request(&mut buf, &proxy.config.limits) {
+                Ok(Some(req)) => req.args,
+                _ => Vec::new(),
+            };
+            let node = match t.served.nodes {
+                0 => "proxy".to_string(),
+                1 => proxy
+                    .routing
+                    .load()
+                    .nodes
+                    .get(t.served.node as usize)
+                    .map_or_else(|| "?".to_string(), |n| n.spec.name.clone()),
+                n => format!("{n} nodes"),
+            };
+            self.slowlog
+                .record(ns / 1_000, &args, &client.peer, client.name.as_ref(), &node);
         }
     }
 

@@ -12,6 +12,7 @@ use bytes::{Bytes, BytesMut};
 use tokio::sync::oneshot;
 
 use super::merge::{aggregate, lost, merge_fragments, owned_only};
+use super::metrics::Served;
 use super::migration;
 use super::session::{ClientState, Pending};
 use super::topology::{self, Node, Routing};
@@ -21,7 +22,9 @@ use crate::resp::{encode, lookup, CommandSpec, Kind, Request};
 
 /// Routes one request and returns the reply slot the client is owed for it.
 pub async fn dispatch(proxy: &Arc<Proxy>, client: &mut ClientState, req: Request) -> Pending {
-    let Some(spec) = lookup(req.name()) else {
+    let spec = lookup(req.name());
+    client.served = Served::of(spec);
+    let Some(spec) = spec else {
         return Pending::error(&unknown_command_error(&req.args));
     };
     if !spec.is_arity_ok(req.args.len()) {
@@ -74,7 +77,7 @@ async fn send_tracked(
 
 async fn keyed(
     proxy: &Arc<Proxy>,
-    client: &ClientState,
+    client: &mut ClientState,
     spec: &'static CommandSpec,
     req: Request,
 ) -> Pending {
@@ -99,6 +102,7 @@ async fn keyed(
         // its key) or one Redis refuses: it touches no data, so any node
         // answers it as Redis would.
         let routing = topology::enter(&proxy.routing, std::iter::empty).await;
+        client.served.on(routing.ring.locate(&req.args[0]));
         let rx = routing
             .owner(&req.args[0])
             .upstream(client.proto, client.id)
@@ -114,7 +118,10 @@ async fn keyed(
         ));
     }
     let routing = topology::enter(&proxy.routing, || positions.iter().map(|&p| &req.args[p])).await;
-    let node = routing.owner(&req.args[positions[0]]).clone();
+    let first = routing.ring.locate(&req.args[positions[0]]);
+    let node = routing.nodes[first].clone();
+    client.served.on(first);
+    proxy.ops.hot_keys.sample(&req.args[positions[0]]);
     for &p in &positions[1..] {
         if !Arc::ptr_eq(routing.owner(&req.args[p]), &node) {
             return Pending::error("CROSSSLOT Keys in request don't hash to the same node (keep them together with a {hash tag})");
@@ -132,14 +139,17 @@ async fn keyed(
 /// The hot path: a command with one key at position 1 (GET, SET, INCR, …).
 async fn single_key(
     proxy: &Arc<Proxy>,
-    client: &ClientState,
+    client: &mut ClientState,
     spec: &'static CommandSpec,
     req: Request,
 ) -> Pending {
     let Request { raw, args } = req;
     let key = &args[1];
     let routing = topology::enter(&proxy.routing, || std::iter::once(key)).await;
-    let node = routing.owner(key);
+    let idx = routing.ring.locate(key);
+    let node = &routing.nodes[idx];
+    client.served.on(idx);
+    proxy.ops.hot_keys.sample(key);
     let track = moving_writes(&routing, spec, std::iter::once(key.clone()));
     let rx = send_tracked(client, &routing, node, raw, track).await;
     Pending::One(rx)
@@ -147,7 +157,7 @@ async fn single_key(
 
 async fn split(
     proxy: &Arc<Proxy>,
-    client: &ClientState,
+    client: &mut ClientState,
     spec: &'static CommandSpec,
     req: Request,
     merge: Merge,
@@ -163,13 +173,18 @@ async fn split(
     // Group keys by owner node (not by ring point), keeping each key's position.
     let mut groups: Vec<(Arc<Node>, Vec<usize>)> = Vec::new();
     for &p in &positions {
+        proxy.ops.hot_keys.sample(&req.args[p]);
         let node = routing.owner(&req.args[p]);
         match groups.iter_mut().find(|(n, _)| Arc::ptr_eq(n, node)) {
             Some((_, ps)) => ps.push(p),
             None => groups.push((node.clone(), vec![p])),
         }
     }
+    client.served.on_many(groups.len());
     if groups.len() == 1 {
+        client
+            .served
+            .on(routing.ring.locate(&req.args[positions[0]]));
         let track = moving_writes(
             &routing,
             spec,
@@ -213,7 +228,7 @@ pub fn all_nodes(routing: &Routing) -> Vec<Arc<Node>> {
 
 async fn fan_out(
     proxy: &Arc<Proxy>,
-    client: &ClientState,
+    client: &mut ClientState,
     req: Request,
     agg: Aggregate,
 ) -> Pending {
@@ -232,6 +247,7 @@ async fn fan_out(
         return Pending::error("ERR FLUSHALL/FLUSHDB are refused while a topology change runs; retry when CLUSTER INFO shows state:ok");
     }
     let nodes = all_nodes(&routing);
+    client.served.on_many(nodes.len());
     let (proto, id) = (client.proto, client.id);
     let mut waits = Vec::with_capacity(nodes.len());
     for n in &nodes {

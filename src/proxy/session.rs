@@ -23,6 +23,7 @@ use std::pin::Pin;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::task::Poll;
+use std::time::Instant;
 
 use bytes::{Buf, Bytes, BytesMut};
 use futures::FutureExt;
@@ -30,6 +31,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::oneshot;
 
+use super::metrics::{Served, Timing};
 use super::Proxy;
 use crate::resp::{decode_request, encode, Request};
 
@@ -73,6 +75,8 @@ pub struct ClientState {
     pub proto: u8,
     pub name: Option<Bytes>,
     pub peer: String,
+    /// The request being dispatched: its command and the nodes routing sent it to.
+    pub served: Served,
 }
 
 /// One client connection: its socket, its state and the replies it is owed.
@@ -82,6 +86,9 @@ pub struct ClientSession {
     /// Replies owed, oldest first. Owned by this task alone: nothing else
     /// reaches it, so it needs no lock (and `Pending` need not be `Sync`).
     owed: VecDeque<Pending>,
+    /// Aligned with `owed`: each request's timing (`None` for a protocol
+    /// error), recorded by the operator plane when its reply is complete.
+    timings: VecDeque<Option<Timing>>,
     /// A `Close` is queued: read no further request.
     closing: bool,
 }
@@ -109,8 +116,10 @@ impl ClientSession {
                 proto: 2,
                 name: None,
                 peer,
+                served: Served::default(),
             },
             owed: VecDeque::new(),
+            timings: VecDeque::new(),
             closing: false,
         };
         let mut buf = BytesMut::with_capacity(16 * 1024);
@@ -125,14 +134,22 @@ impl ClientSession {
                 match decode_request(&mut buf, &limits) {
                     Ok(Some(req)) => {
                         session.proxy.stats.commands.fetch_add(1, Ordering::Relaxed);
+                        let (started, raw) = (Instant::now(), req.raw.clone());
                         let p = dispatch(&session.proxy, &mut session.state, req).await;
                         session.push(p);
+                        let served = session.state.served;
+                        session.timings.push_back(Some(Timing {
+                            started,
+                            raw,
+                            served,
+                        }));
                     }
                     Ok(None) => need_bytes = true,
                     Err(e) => {
                         let mut b = BytesMut::new();
                         encode::error(&mut b, &format!("ERR {e}"));
                         session.push(Pending::Close(b.freeze()));
+                        session.timings.push_back(None);
                     }
                 }
             }
@@ -162,8 +179,14 @@ impl ClientSession {
             };
             match event {
                 Event::Read(Ok(0)) | Event::Read(Err(_)) => eof = true,
-                Event::Read(Ok(_)) => need_bytes = false,
+                Event::Read(Ok(n)) => {
+                    need_bytes = false;
+                    let m = &session.proxy.ops.metrics;
+                    m.bytes_in.fetch_add(n as u64, Ordering::Relaxed);
+                }
                 Event::Wrote(Ok(n)) if n > 0 => {
+                    let m = &session.proxy.ops.metrics;
+                    m.bytes_out.fetch_add(n as u64, Ordering::Relaxed);
                     if n == out.len() {
                         out.clear();
                     } else {
@@ -174,12 +197,14 @@ impl ClientSession {
                 Event::Wrote(_) => return,
                 Event::Reply(r) => {
                     session.owed.pop_front();
+                    session.answered(&r);
                     out.extend_from_slice(&r);
                 }
             }
         }
-        if !out.is_empty() {
-            let _ = wr.write_all(&out).await;
+        if !out.is_empty() && wr.write_all(&out).await.is_ok() {
+            let m = &session.proxy.ops.metrics;
+            m.bytes_out.fetch_add(out.len() as u64, Ordering::Relaxed);
         }
         let _ = wr.shutdown().await;
     }
@@ -188,25 +213,35 @@ impl ClientSession {
     /// when it reached a `Close` (whose reply is then in `out` too).
     fn collect(&mut self, out: &mut BytesMut) -> bool {
         while out.len() < MAX_OUT_BYTES {
-            match self.owed.front_mut() {
+            let reply = match self.owed.front_mut() {
                 None => return false,
-                Some(Pending::Ready(b)) => out.extend_from_slice(b),
+                Some(Pending::Ready(b)) => b.clone(),
                 Some(Pending::One(rx)) => match rx.try_recv() {
-                    Ok(b) => out.extend_from_slice(&b),
-                    Err(oneshot::error::TryRecvError::Closed) => {
-                        out.extend_from_slice(&lost_reply())
-                    }
+                    Ok(b) => b,
+                    Err(oneshot::error::TryRecvError::Closed) => lost_reply(),
                     Err(oneshot::error::TryRecvError::Empty) => return false,
                 },
                 Some(Pending::Later(_)) => return false,
                 Some(Pending::Close(b)) => {
-                    out.extend_from_slice(b);
+                    let b = b.clone();
+                    out.extend_from_slice(&b);
+                    self.answered(&b);
                     return true;
                 }
-            }
+            };
+            out.extend_from_slice(&reply);
+            self.answered(&reply);
             self.owed.pop_front();
         }
         false
+    }
+
+    /// The reply at the front is complete: hands its request's timing to the
+    /// operator plane (metrics, slow log).
+    fn answered(&mut self, reply: &[u8]) {
+        if let Some(Some(t)) = self.timings.pop_front() {
+            self.proxy.ops.answered(&self.proxy, t, reply, &self.state);
+        }
     }
 
     /// Queues a reply slot. Never waits: the session reads no further
