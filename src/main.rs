@@ -277,6 +277,7 @@ fn node(a: NodeArgs) -> Result<(), String> {
 
 fn up(a: UpArgs) -> Result<(), String> {
     let mut config = load_config(&a.config, false)?;
+    config.ops.admin_default_on = true;
     if let Some(n) = a.nodes {
         config.up.nodes = n;
     }

@@ -313,3 +313,33 @@ fn plan_refuses_bad_requests_with_clear_errors() {
         assert!(err.to_string().contains(want), "{args:?}: {err}");
     }
 }
+
+#[test]
+fn shardis_up_serves_the_admin_api_by_default() {
+    if std::net::TcpListener::bind("127.0.0.1:7070").is_err() {
+        eprintln!("skipping: 127.0.0.1:7070 is in use, so `up` would serve without it");
+        return;
+    }
+    let (port, first) = (free_port(), free_port());
+    let _up = Proc::spawn(
+        std::process::Command::new(BIN)
+            .args(["up", "--nodes", "2", "--port", &port.to_string()])
+            .args(["--first-node-port", &first.to_string()])
+            .stdout(std::process::Stdio::null()),
+        port,
+        "shardis up",
+    );
+    wait_ping(port);
+    let info = cluster_info(&mut connect(port));
+    let admin = field(&info, "admin_listen");
+    if admin != "127.0.0.1:7070" {
+        // Another `shardis up` took the default port between the check and the start.
+        assert_eq!(admin, "-", "{info}");
+        eprintln!("skipping: 127.0.0.1:7070 was taken meanwhile");
+        return;
+    }
+    let r = common::http::get(&admin, "/cluster");
+    assert_eq!(r.status, 200);
+    let v: serde_json::Value = serde_json::from_slice(&r.body).unwrap();
+    assert_eq!(v["nodes"].as_array().unwrap().len(), 2);
+}

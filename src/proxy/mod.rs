@@ -201,11 +201,17 @@ pub async fn run_with(
     let proxy = Proxy::new(config, port, spawner)?;
     // Dropping `stop` ends the admin listener with the proxy.
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    if let Some(listen) = proxy.config.ops.admin_listen_for(false) {
-        http::start(proxy.clone(), &listen, async move {
+    if let Some((listen, configured)) = proxy.config.ops.admin_listen() {
+        let stop = async move {
             let _ = stopped.await;
-        })
-        .await?;
+        };
+        match http::start(proxy.clone(), &listen, stop).await {
+            Ok(_) => {}
+            Err(e) if configured => return Err(e),
+            // The default port is taken (another `shardis up`, say): serve
+            // without the admin API rather than not at all.
+            Err(e) => tracing::warn!("{e}; the admin HTTP API is off (set [admin] listen)"),
+        }
     }
     tokio::spawn(hotkeys::run_ticker(Arc::downgrade(&proxy)));
     serve(listener, proxy, shutdown).await;

@@ -70,8 +70,11 @@ impl Default for SlowlogSection {
 /// Validated operator settings.
 #[derive(Clone, Debug)]
 pub struct OpsConfig {
-    /// `None`: not configured (see [`OpsConfig::admin_listen_for`]).
+    /// `None`: not configured (see [`OpsConfig::admin_listen`]).
     pub admin_listen: Option<String>,
+    /// Serve the admin API at [`DEFAULT_ADMIN_LISTEN`] when not configured
+    /// (`shardis up` sets it; not a file setting).
+    pub admin_default_on: bool,
     pub shard_alarm_ratio: f64,
     pub hot_keys_capacity: usize,
     pub slowlog_slower_than_us: i64,
@@ -126,6 +129,7 @@ impl OpsConfig {
         }
         Ok(OpsConfig {
             admin_listen: admin.listen,
+            admin_default_on: false,
             shard_alarm_ratio: hot.shard_alarm_ratio,
             hot_keys_capacity: hot.capacity,
             slowlog_slower_than_us: slow.log_slower_than_us,
@@ -133,13 +137,13 @@ impl OpsConfig {
         })
     }
 
-    /// The admin address to bind: configured, else the default when
-    /// `default_on` (`shardis up`); `""` means off.
-    pub fn admin_listen_for(&self, default_on: bool) -> Option<String> {
+    /// The admin address to bind, and whether it was configured (rather
+    /// than defaulted); `None`: off (`""`, or not configured outside `up`).
+    pub fn admin_listen(&self) -> Option<(String, bool)> {
         match self.admin_listen.as_deref() {
             Some("") => None,
-            Some(l) => Some(l.to_string()),
-            None if default_on => Some(DEFAULT_ADMIN_LISTEN.to_string()),
+            Some(l) => Some((l.to_string(), true)),
+            None if self.admin_default_on => Some((DEFAULT_ADMIN_LISTEN.to_string(), false)),
             None => None,
         }
     }
@@ -266,18 +270,20 @@ mod tests {
 
     #[test]
     fn admin_is_on_by_default_only_under_up() {
-        let c = OpsConfig::default();
-        assert_eq!(c.admin_listen_for(false), None);
+        let mut c = OpsConfig::default();
+        assert_eq!(c.admin_listen(), None);
+        c.admin_default_on = true;
         assert_eq!(
-            c.admin_listen_for(true).as_deref(),
-            Some(DEFAULT_ADMIN_LISTEN)
+            c.admin_listen(),
+            Some((DEFAULT_ADMIN_LISTEN.to_string(), false))
         );
-        let off = parse("listen = \"\"", "", "").unwrap();
-        assert_eq!(off.admin_listen_for(true), None);
+        let mut off = parse("listen = \"\"", "", "").unwrap();
+        off.admin_default_on = true;
+        assert_eq!(off.admin_listen(), None);
         let port0 = parse("listen = \"127.0.0.1:0\"", "", "").unwrap();
         assert_eq!(
-            port0.admin_listen_for(false).as_deref(),
-            Some("127.0.0.1:0")
+            port0.admin_listen(),
+            Some(("127.0.0.1:0".to_string(), true))
         );
     }
 
