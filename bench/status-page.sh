@@ -29,7 +29,8 @@ if [ "$PROFILE" = release ]; then cargo build --release --bins -q; else cargo bu
 BIN=target/$PROFILE/shardis
 
 free_block() { # a base port with $1 free consecutive ports above it
-  for base in $(seq $((42000 + RANDOM % 500)) 500 60000); do
+  # Below the ephemeral range (32768+), where client sockets cannot hold them.
+  for base in $(seq $((21000 + RANDOM % 500)) 500 32000); do
     local ok=1
     for p in $(seq "$base" $((base + $1))); do
       if (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then ok=0; break; fi
@@ -47,26 +48,27 @@ cleanup() {
 }
 trap cleanup EXIT
 
-printf '[admin]\nlisten = "127.0.0.1:0"\n[migration]\nmax_keys_per_sec = 4000\n' >"$CONF"
+printf '[admin]\nlisten = "127.0.0.1:0"\n[migration]\nmax_keys_per_sec = 500\n' >"$CONF"
 BASE=$(free_block 10)
 PORT=$BASE
 "$BIN" up --nodes 6 --port "$PORT" --first-node-port $((BASE + 1)) --config "$CONF" >"$LOG" 2>&1 &
 PIDS+=($!)
 for _ in $(seq 150); do redis-cli -p "$PORT" PING >/dev/null 2>&1 && break; sleep 0.1; done
+redis-cli -p "$PORT" PING >/dev/null 2>&1 || { echo "shardis up did not start:" >&2; cat "$LOG" >&2; exit 1; }
 ADMIN=$(redis-cli -p "$PORT" CLUSTER INFO | tr -d '\r' | sed -n 's/^admin_listen://p')
 [ -n "$ADMIN" ] && [ "$ADMIN" != "-" ] || { echo "no admin listener:" >&2; cat "$LOG" >&2; exit 1; }
 echo "proxy 127.0.0.1:$PORT, admin http://$ADMIN/" >&2
 
 redis-benchmark -p "$PORT" -t set -n "$KEYS" -r "$KEYS" -d 256 -P 16 -q >/dev/null
 # Spread load, and one client on one key (`key:__rand_int__` without -r).
-timeout 30 redis-benchmark -p "$PORT" -t get -n 100000000 -r "$KEYS" -c 20 -q >/dev/null 2>&1 &
+timeout 40 redis-benchmark -p "$PORT" -t get -n 100000000 -r "$KEYS" -c 6 -q >/dev/null 2>&1 &
 PIDS+=($!)
-timeout 30 redis-benchmark -p "$PORT" -t get -n 100000000 -c 4 -q >/dev/null 2>&1 &
+timeout 40 redis-benchmark -p "$PORT" -t get -n 100000000 -c 6 -q >/dev/null 2>&1 &
 PIDS+=($!)
 sleep 4
 redis-cli -p "$PORT" CLUSTER SPAWNNODE NAME node7 >/dev/null &
 PIDS+=($!)
-sleep 3
+sleep 1
 mkdir -p "$(dirname "$OUT")"
 chromium --headless --no-sandbox --disable-gpu --hide-scrollbars --window-size=1400,1000 \
   --virtual-time-budget=3000 --screenshot="$OUT" "http://$ADMIN/" 2>/dev/null

@@ -186,9 +186,12 @@ pub struct NodeLoad {
 
 #[derive(Default)]
 struct TripState {
-    /// Per tick: when, and each node's cumulative request count.
-    history: VecDeque<(Instant, Vec<(String, u64)>)>,
+    /// Per tick: when, the proxy's cumulative request count, and each
+    /// node's cumulative request count.
+    history: VecDeque<(Instant, u64, Vec<(String, u64)>)>,
     loads: Vec<NodeLoad>,
+    /// Client requests per second over the window.
+    requests_per_sec: f64,
     warned: HashMap<String, Instant>,
 }
 
@@ -210,18 +213,28 @@ impl Tripwire {
         self.ratio
     }
 
-    /// Records one tick: each node's name, cumulative requests and ring share.
-    pub fn tick(&self, now: Instant, nodes: &[(String, u64, f64)]) {
+    /// Records one tick: the proxy's cumulative client requests, and each
+    /// node's name, cumulative requests and ring share.
+    pub fn tick(&self, now: Instant, requests: u64, nodes: &[(String, u64, f64)]) {
         let Ok(mut st) = self.state.lock() else {
             return;
         };
-        st.history
-            .push_back((now, nodes.iter().map(|(n, c, _)| (n.clone(), *c)).collect()));
+        let counts = nodes.iter().map(|(n, c, _)| (n.clone(), *c)).collect();
+        st.history.push_back((now, requests, counts));
         while st.history.len() > WINDOW_SECS + 1 {
             st.history.pop_front();
         }
-        let (then, old) = st.history.front().cloned().unwrap_or((now, Vec::new()));
+        let (then, old_requests, old) =
+            st.history
+                .front()
+                .cloned()
+                .unwrap_or((now, requests, Vec::new()));
         let secs = now.duration_since(then).as_secs_f64().max(1e-3);
+        st.requests_per_sec = if now == then {
+            0.0
+        } else {
+            requests.saturating_sub(old_requests) as f64 / secs
+        };
         let deltas: Vec<u64> = nodes
             .iter()
             .map(|(name, c, _)| {
@@ -267,6 +280,11 @@ impl Tripwire {
             }
         }
         st.loads = loads;
+    }
+
+    /// Client requests per second over the window, at the last tick.
+    pub fn requests_per_sec(&self) -> f64 {
+        self.state.lock().map_or(0.0, |s| s.requests_per_sec)
     }
 
     /// Every node's load at the last tick.
@@ -319,7 +337,8 @@ pub async fn run_ticker(proxy: Weak<Proxy>) {
                 )
             })
             .collect();
-        p.ops.tripwire.tick(Instant::now(), &nodes);
+        let requests = p.stats.commands.load(Ordering::Relaxed);
+        p.ops.tripwire.tick(Instant::now(), requests, &nodes);
     }
 }
 
@@ -377,18 +396,22 @@ mod tests {
                 .map(|(n, c)| (n.to_string(), c, 0.2))
                 .collect()
         };
-        t.tick(t0, &at(0, [0; 5]));
-        t.tick(t0 + Duration::from_secs(1), &at(1, [50, 50, 50, 50, 50]));
+        t.tick(t0, 0, &at(0, [0; 5]));
+        t.tick(t0 + Duration::from_secs(1), 0, &at(1, [50, 50, 50, 50, 50]));
         assert_eq!(t.summary(), "none");
         // a gets 700 of the next 800 requests: share ≈ 0.78 > 3 × 0.2.
-        t.tick(t0 + Duration::from_secs(2), &at(2, [750, 75, 75, 75, 75]));
+        t.tick(
+            t0 + Duration::from_secs(2),
+            0,
+            &at(2, [750, 75, 75, 75, 75]),
+        );
         let loads = t.loads();
         assert!(loads[0].hot && !loads[1].hot, "{loads:?}");
         assert!(t.summary().starts_with("a(share=0.7"), "{}", t.summary());
         // Too few requests: nobody is judged.
         let quiet = Tripwire::new(3.0);
-        quiet.tick(t0, &at(0, [0; 5]));
-        quiet.tick(t0 + Duration::from_secs(1), &at(1, [50, 0, 0, 0, 0]));
+        quiet.tick(t0, 0, &at(0, [0; 5]));
+        quiet.tick(t0 + Duration::from_secs(1), 0, &at(1, [50, 0, 0, 0, 0]));
         assert_eq!(quiet.summary(), "none");
     }
 }

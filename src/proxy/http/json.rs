@@ -144,6 +144,7 @@ pub async fn stats(State(p): State<Arc<Proxy>>) -> Json<Value> {
         "epoch": s.epoch,
         "clients": p.stats.clients.load(Ordering::Relaxed),
         "commands_total": all.count(),
+        "commands_per_sec": p.ops.tripwire.requests_per_sec(),
         "bytes_in": p.ops.metrics.bytes_in.load(Ordering::Relaxed),
         "bytes_out": p.ops.metrics.bytes_out.load(Ordering::Relaxed),
         "nodes": nodes,
