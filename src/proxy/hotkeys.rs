@@ -184,11 +184,15 @@ pub struct NodeLoad {
     pub hot: bool,
 }
 
+/// One tick of the tripwire: when, the proxy's cumulative requests, each
+/// node's cumulative requests.
+type Tick = (Instant, u64, Vec<(String, u64)>);
+
 #[derive(Default)]
 struct TripState {
     /// Per tick: when, the proxy's cumulative request count, and each
     /// node's cumulative request count.
-    history: VecDeque<(Instant, u64, Vec<(String, u64)>)>,
+    history: VecDeque<Tick>,
     loads: Vec<NodeLoad>,
     /// Client requests per second over the window.
     requests_per_sec: f64,
