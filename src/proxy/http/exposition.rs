@@ -13,10 +13,10 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use prometheus_client::collector::Collector;
-use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, NoLabelSet};
-use prometheus_client::metrics::MetricType;
+use prometheus_client::encoding::DescriptorEncoder;
 use prometheus_client::registry::{Registry, Unit};
 
+use super::families::{counter, counter1, gauge, gauge1, histogram, label, printable, Label};
 use crate::proxy::hotkeys::NodeLoad;
 use crate::proxy::metrics::HistSnapshot;
 use crate::proxy::Proxy;
@@ -24,8 +24,6 @@ use crate::resp::reply::integer;
 
 /// Hot keys exported as series (more would make the label set unbounded).
 const HOT_KEYS_EXPORTED: usize = 10;
-/// Longest key shown in a label.
-const HOT_KEY_LABEL_CHARS: usize = 64;
 /// A node that does not answer DBSIZE within this long reports no `keys` sample.
 const DBSIZE_TIMEOUT: Duration = Duration::from_millis(500);
 const NS: f64 = 1e-9;
@@ -174,90 +172,6 @@ impl Scrape {
         prometheus_client::encoding::prometheus_text::encode(&mut out, &registry)?;
         Ok(out)
     }
-}
-
-type Label = [(&'static str, String); 1];
-
-fn label(key: &'static str, v: &str) -> Label {
-    [(key, v.to_string())]
-}
-
-fn counter(
-    e: &mut DescriptorEncoder,
-    name: &str,
-    help: &str,
-    rows: &[(Label, u64)],
-) -> fmt::Result {
-    let mut m = e.encode_descriptor(name, help, None, MetricType::Counter)?;
-    for (l, v) in rows {
-        m.encode_family(l)?
-            .encode_counter::<NoLabelSet, _, u64>(v, None)?;
-    }
-    Ok(())
-}
-
-fn counter1(e: &mut DescriptorEncoder, name: &str, help: &str, v: u64) -> fmt::Result {
-    e.encode_descriptor(name, help, None, MetricType::Counter)?
-        .encode_counter::<NoLabelSet, _, u64>(&v, None)
-}
-
-fn gauge<L: EncodeLabelSet>(
-    e: &mut DescriptorEncoder,
-    name: &str,
-    help: &str,
-    unit: Option<&Unit>,
-    rows: &[(L, f64)],
-) -> fmt::Result {
-    let mut m = e.encode_descriptor(name, help, unit, MetricType::Gauge)?;
-    for (l, v) in rows {
-        m.encode_family(l)?.encode_gauge(v)?;
-    }
-    Ok(())
-}
-
-fn gauge1(
-    e: &mut DescriptorEncoder,
-    name: &str,
-    help: &str,
-    unit: Option<&Unit>,
-    v: f64,
-) -> fmt::Result {
-    e.encode_descriptor(name, help, unit, MetricType::Gauge)?
-        .encode_gauge(&v)
-}
-
-fn histogram(
-    e: &mut DescriptorEncoder,
-    name: &str,
-    help: &str,
-    unit: Option<&Unit>,
-    scale: f64,
-    rows: &[(Label, &HistSnapshot)],
-) -> fmt::Result {
-    let mut m = e.encode_descriptor(name, help, unit, MetricType::Histogram)?;
-    for (l, h) in rows {
-        m.encode_family(l)?.encode_histogram::<NoLabelSet>(
-            h.sum as f64 * scale,
-            h.count(),
-            &h.buckets(scale),
-            None,
-        )?;
-    }
-    Ok(())
-}
-
-/// Keeps a key printable in a label: other bytes become `?`, cut to 64 chars.
-fn printable(key: &[u8]) -> String {
-    key.iter()
-        .take(HOT_KEY_LABEL_CHARS)
-        .map(|&b| {
-            if (0x20..0x7f).contains(&b) {
-                b as char
-            } else {
-                '?'
-            }
-        })
-        .collect()
 }
 
 impl Collector for Scrape {

@@ -9,6 +9,7 @@
 
 mod cache;
 mod exposition;
+mod families;
 mod json;
 
 use std::net::SocketAddr;
