@@ -11,6 +11,11 @@ use tokio::net::TcpListener;
 use shardis::proxy::{self, Config};
 use shardis::ring::NodeSpec;
 
+mod up;
+
+/// The config `shardis up` reads when given none, if it exists.
+const DEFAULT_CONFIG: &str = "config/default.toml";
+
 /// A Redis-protocol sharding proxy: consistent hashing over many cache nodes,
 /// with nodes added and removed at runtime while clients keep being served.
 #[derive(Parser)]
@@ -45,6 +50,13 @@ enum Cmd {
     /// Print the command table as markdown (the README's list).
     #[command(hide = true)]
     Commands,
+    /// Run a program until stdin closes or the parent exits (how `up` keeps
+    /// redis-server nodes from outliving it).
+    #[command(hide = true)]
+    Supervise {
+        #[arg(trailing_var_arg = true, required = true, allow_hyphen_values = true)]
+        cmd: Vec<String>,
+    },
 }
 
 #[derive(Args)]
@@ -61,9 +73,14 @@ struct UpArgs {
     /// Memory limit of each node in bytes, 0 = unlimited [default: up.node_maxmemory].
     #[arg(long)]
     node_maxmemory: Option<u64>,
-    /// Configuration file (TOML). Used when it exists; built-in defaults otherwise.
-    #[arg(long, default_value = "config/default.toml")]
-    config: PathBuf,
+    /// Configuration file (TOML); it must exist. Without this flag, up reads
+    /// config/default.toml if there is one, else uses built-in defaults. Its
+    /// [[nodes]], if any, are the nodes up starts (names, ports, weights).
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// What to run as nodes: the built-in node, or redis-server (must be installed).
+    #[arg(long, value_enum, default_value = "builtin")]
+    backend: up::Backend,
     /// Validate the configuration, print a summary and exit.
     #[arg(long)]
     check_config: bool,
@@ -108,11 +125,14 @@ fn main() -> ExitCode {
             tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
         )
         .with_writer(std::io::stderr)
+        // Colour only on a terminal: a log file or a test's capture gets plain text.
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     log_panics();
     let cli = Cli::parse();
     let result = match cli.cmd {
-        Cmd::Up(a) => up(a),
+        Cmd::Up(a) => run_up(a),
+        Cmd::Supervise { cmd } => up::supervise(&cmd),
         Cmd::Proxy(a) => run_proxy(a),
         Cmd::Node(a) => node(a),
         Cmd::Sim(a) => shardis::sim::run(&a, &mut std::io::stdout().lock()),
@@ -194,13 +214,6 @@ async fn stop_signal() {
     }
 }
 
-fn load_config(path: &Path, must_exist: bool) -> Result<Config, String> {
-    if !must_exist && !path.exists() {
-        return Ok(Config::default());
-    }
-    Config::load(path)
-}
-
 fn print_config(c: &Config) {
     println!(
         "config ok: listen {}, ring {} with {} points per node",
@@ -212,13 +225,18 @@ fn print_config(c: &Config) {
 }
 
 fn run_proxy(a: ProxyArgs) -> Result<(), String> {
-    let mut config = load_config(&a.config, true)?;
+    let mut config = Config::load(&a.config)?;
     if let Some(l) = a.listen {
+        proxy::config::check_host_port("--listen", &l)?;
         config.listen = l;
     }
-    if config.nodes.is_empty() && config.state_file.is_none() {
+    let saved = match &config.state_file {
+        Some(path) => proxy::state::load(path)?.is_some(),
+        None => false,
+    };
+    if config.nodes.is_empty() && !saved {
         return Err(format!(
-            "{}: nodes: at least one [[nodes]] entry is required",
+            "{}: nodes: at least one [[nodes]] entry is required; this file lists none, like config/default.toml, which is for `shardis up` (it starts its own nodes). For `shardis proxy`, list the backends as config/redis-servers.toml does",
             a.config.display()
         ));
     }
@@ -233,7 +251,6 @@ fn run_proxy(a: ProxyArgs) -> Result<(), String> {
         let listener = TcpListener::bind(&config.listen)
             .await
             .map_err(|e| format!("cannot listen on {}: {e}", config.listen))?;
-        tracing::info!(listen = %config.listen, nodes = config.nodes.len(), "proxy ready");
         proxy::run(listener, config, stop_signal()).await
     })
 }
@@ -275,15 +292,16 @@ fn node(a: NodeArgs) -> Result<(), String> {
     })
 }
 
-fn up(a: UpArgs) -> Result<(), String> {
-    let mut config = load_config(&a.config, false)?;
+fn run_up(a: UpArgs) -> Result<(), String> {
+    let (mut config, file) = match &a.config {
+        Some(path) => (Config::load(path)?, path.clone()),
+        None if Path::new(DEFAULT_CONFIG).exists() => (
+            Config::load(Path::new(DEFAULT_CONFIG))?,
+            DEFAULT_CONFIG.into(),
+        ),
+        None => (Config::default(), "(built-in defaults)".into()),
+    };
     config.ops.admin_default_on = true;
-    if let Some(n) = a.nodes {
-        config.up.nodes = n;
-    }
-    if let Some(p) = a.first_node_port {
-        config.up.first_node_port = p;
-    }
     if let Some(m) = a.node_maxmemory {
         config.up.node_maxmemory = m;
     }
@@ -295,139 +313,40 @@ fn up(a: UpArgs) -> Result<(), String> {
             .unwrap_or("127.0.0.1".into());
         config.listen = format!("{host}:{p}");
     }
-    if config.up.nodes == 0 || config.up.nodes > 1000 {
-        return Err("--nodes: expected 1..=1000".into());
+    if config.nodes.is_empty() {
+        // No [[nodes]]: generate node1..nodeN on consecutive ports.
+        if let Some(n) = a.nodes {
+            config.up.nodes = n;
+        }
+        if let Some(p) = a.first_node_port {
+            config.up.first_node_port = p;
+        }
+        if config.up.nodes == 0 || config.up.nodes > 1000 {
+            return Err("--nodes: expected 1..=1000".into());
+        }
+        let first = config.up.first_node_port as usize;
+        if first + config.up.nodes > 65_536 {
+            return Err("--first-node-port: the node ports would pass 65535".into());
+        }
+        config.nodes = (0..config.up.nodes)
+            .map(|i| NodeSpec {
+                name: format!("node{}", i + 1),
+                addr: format!("127.0.0.1:{}", first + i),
+                weight: 1,
+            })
+            .collect();
+    } else if a.nodes.is_some() || a.first_node_port.is_some() {
+        return Err(format!(
+            "--nodes / --first-node-port: {} lists its own [[nodes]], and `up` starts exactly those (with their names and weights); drop the flags, or the [[nodes]] entries",
+            file.display()
+        ));
     }
-    let first = config.up.first_node_port as usize;
-    if first + config.up.nodes > 65_536 {
-        return Err("--first-node-port: the node ports would pass 65535".into());
-    }
-    config.nodes = (0..config.up.nodes)
-        .map(|i| NodeSpec {
-            name: format!("node{}", i + 1),
-            addr: format!("127.0.0.1:{}", first + i),
-            weight: 1,
-        })
-        .collect();
+    up::check_backend(a.backend)?;
     if a.check_config {
         print_config(&config);
+        // What a start would run instead, when a state file says otherwise.
+        up::topology(&config)?;
         return Ok(());
     }
-    runtime(config.threads)?.block_on(up_async(config))
-}
-
-/// Starts and owns the built-in node processes of `shardis up` — the first N
-/// and any added later with `CLUSTER SPAWNNODE`. Children are killed on drop
-/// (and exit by themselves if `up` is killed outright), so no path leaves an orphan.
-struct NodeSpawner {
-    exe: PathBuf,
-    maxmemory: u64,
-    next_port: std::sync::atomic::AtomicU32,
-    /// A std mutex: held only to push or drain, never across `.await`.
-    children: std::sync::Mutex<Vec<tokio::process::Child>>,
-}
-
-impl NodeSpawner {
-    /// Starts a node on `port` and waits (bounded) until it answers PING.
-    async fn start(&self, port: u16) -> Result<String, String> {
-        let mut proc = tokio::process::Command::new(&self.exe)
-            .args(["node", "--port", &port.to_string(), "--exit-with-parent"])
-            .args(["--maxmemory", &self.maxmemory.to_string()])
-            .kill_on_drop(true)
-            .spawn()
-            .map_err(|e| format!("cannot start node on port {port}: {e}"))?;
-        let addr = format!("127.0.0.1:{port}");
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-        loop {
-            if let Ok(Some(status)) = proc.try_wait() {
-                return Err(format!(
-                    "node on port {port} exited during start-up ({status}); is the port in use?"
-                ));
-            }
-            if let Ok(r) = proxy::admin::probe(&addr, &[b"PING"], Duration::from_millis(500)).await
-            {
-                if r.starts_with(b"+PONG") {
-                    break;
-                }
-            }
-            if tokio::time::Instant::now() > deadline {
-                return Err(format!(
-                    "node on port {port} did not answer PING within 10 s"
-                ));
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-        self.children.lock().expect("children lock").push(proc);
-        Ok(addr)
-    }
-
-    fn kill_all(&self) -> usize {
-        let mut children = std::mem::take(&mut *self.children.lock().expect("children lock"));
-        for c in &mut children {
-            let _ = c.start_kill();
-        }
-        children.len()
-    }
-}
-
-impl proxy::Spawner for NodeSpawner {
-    fn spawn(
-        &self,
-    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<String, String>> + Send + '_>>
-    {
-        Box::pin(async move {
-            // The next port that is free on loopback.
-            for _ in 0..100 {
-                let p = self
-                    .next_port
-                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                let Ok(port) = u16::try_from(p) else { break };
-                if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
-                    return self.start(port).await;
-                }
-            }
-            Err("no free port for a new node".into())
-        })
-    }
-}
-
-async fn up_async(config: Config) -> Result<(), String> {
-    // Bind the proxy first: if its port is taken, no node was started for nothing.
-    let listener = TcpListener::bind(&config.listen)
-        .await
-        .map_err(|e| format!("cannot listen on {}: {e}", config.listen))?;
-    let first = config.up.first_node_port;
-    let n = config.nodes.len();
-    let spawner = std::sync::Arc::new(NodeSpawner {
-        exe: std::env::current_exe().map_err(|e| e.to_string())?,
-        maxmemory: config.up.node_maxmemory,
-        next_port: std::sync::atomic::AtomicU32::new(first as u32 + n as u32),
-        children: std::sync::Mutex::new(Vec::new()),
-    });
-    let started = async {
-        for i in 0..n {
-            spawner.start(first + i as u16).await?;
-        }
-        Ok::<_, String>(())
-    }
-    .await;
-    if let Err(e) = started {
-        spawner.kill_all();
-        return Err(e);
-    }
-    println!(
-        "shardis: {n} nodes on 127.0.0.1:{first}..{}, proxy on {} ({} ring, {} points per node). Ctrl-C stops everything.",
-        first as usize + n - 1,
-        config.listen,
-        config.ring.scheme,
-        config.ring.vnodes
-    );
-    println!(
-        "try: redis-cli -p {} SET user:42 hello",
-        listener.local_addr().map(|a| a.port()).unwrap_or(0)
-    );
-    let result = proxy::run_with(listener, config, Some(spawner.clone()), stop_signal()).await;
-    let stopped = spawner.kill_all();
-    println!("shardis: stopped the proxy and {stopped} nodes");
-    result
+    runtime(config.threads)?.block_on(up::run(config, a.backend, stop_signal()))
 }

@@ -43,6 +43,8 @@ fn run_bounded(cmd: &mut Command, limit: Duration) -> (bool, String, String) {
         status.is_some(),
         "demo did not finish within {limit:?}\n{out}\n{err}"
     );
+    // The demo fails itself when a child panicked; its own panics show here.
+    assert!(!err.contains("panicked at"), "a panic:\n{err}");
     (status.unwrap().success(), out, err)
 }
 

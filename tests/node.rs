@@ -620,7 +620,7 @@ async fn maxmemory_evicts_old_keys_instead_of_refusing_writes() {
     for _ in 0..10_000 {
         assert_eq!(c.reply().await, b"+OK\r\n");
     }
-    let info = c.call(&["INFO", "memory"]).await;
+    let info = c.call(&["INFO", "memory", "stats"]).await;
     let used: u64 = info
         .lines()
         .find_map(|l| l.strip_prefix("used_memory:"))

@@ -148,6 +148,12 @@ fn proxy_answers_edge_forms_in_the_same_class_as_redis() {
     };
     for args in cases {
         let (a, b) = (ours.cmd(args), theirs.cmd(args));
+        // A SCAN cursor the proxy never issued may get its documented refusal.
+        if args[0] == "SCAN"
+            && String::from_utf8_lossy(&a).contains("continues only cursors it returned")
+        {
+            continue;
+        }
         assert_eq!(
             class(&a),
             class(&b),
@@ -156,4 +162,37 @@ fn proxy_answers_edge_forms_in_the_same_class_as_redis() {
             String::from_utf8_lossy(&b)
         );
     }
+}
+
+/// A backend that answers a bare CRLF (no type byte) made the reply framer
+/// slice backwards and panic the upstream's task; now it is a malformed
+/// reply: the client gets an error and the proxy carries on.
+#[test]
+fn a_backend_answering_a_bare_crlf_gets_an_error_not_a_panic() {
+    use std::io::{Read, Write};
+    let fake = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let fake_addr = fake.local_addr().unwrap().to_string();
+    // The fake node: answers every read with "\r\n", for a bounded time.
+    std::thread::spawn(move || {
+        fake.set_nonblocking(false).unwrap();
+        for conn in fake.incoming().take(8) {
+            let Ok(mut conn) = conn else { return };
+            std::thread::spawn(move || {
+                conn.set_read_timeout(Some(Duration::from_secs(20)))
+                    .unwrap();
+                let mut buf = [0u8; 1024];
+                while let Ok(n) = conn.read(&mut buf) {
+                    if n == 0 || conn.write_all(b"\r\n").is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    let (proxy, _dir) = start_proxy(&[fake_addr], "");
+    let mut con = RespConn::open(proxy.port, TIMEOUT).unwrap();
+    let r = con.cmd(&["GET", "k"]);
+    assert!(r.starts_with(b"-ERR"), "{}", String::from_utf8_lossy(&r));
+    assert_eq!(con.cmd(&["PING"]), b"+PONG\r\n");
+    proxy.assert_no_panic();
 }

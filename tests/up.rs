@@ -2,67 +2,17 @@
 
 mod common;
 
-use std::net::TcpStream;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::*;
 
-/// `shardis up` with `nodes` nodes from `first_node_port`, the proxy on `port`,
-/// and no config file.
-fn up_command(port: u16, first_node_port: u16, nodes: usize) -> Command {
-    let mut cmd = Command::new(BIN);
-    cmd.args([
-        "up",
-        "--nodes",
-        &nodes.to_string(),
-        "--port",
-        &port.to_string(),
-    ])
-    .args([
-        "--first-node-port",
-        &first_node_port.to_string(),
-        "--config",
-        "/nonexistent/default.toml",
-    ]);
-    cmd
-}
-
-fn spawn_up(port: u16, first_node_port: u16, nodes: usize) -> Proc {
+fn spawn_up(port: u16, first_node_port: u16, nodes: usize, dir: &tempdir::Dir) -> Proc {
     Proc::spawn(
-        up_command(port, first_node_port, nodes).stdout(Stdio::null()),
+        Up::command(port, first_node_port, nodes, dir.path()).stdout(Stdio::null()),
         port,
         "shardis up",
     )
-}
-
-/// A block of `n` consecutive free ports.
-fn free_block(n: usize) -> u16 {
-    'search: for _ in 0..50 {
-        let base = free_port();
-        if base as usize + n >= 65_000 {
-            continue;
-        }
-        for p in base..base + n as u16 {
-            if std::net::TcpListener::bind(("127.0.0.1", p)).is_err() {
-                continue 'search;
-            }
-        }
-        return base;
-    }
-    panic!("no block of {n} free ports");
-}
-
-fn is_listening(port: u16) -> bool {
-    TcpStream::connect(("127.0.0.1", port)).is_ok()
-}
-
-fn wait_closed(ports: impl Iterator<Item = u16> + Clone) {
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while ports.clone().any(is_listening) {
-        assert!(Instant::now() < deadline, "a node outlived `shardis up`");
-        std::thread::sleep(Duration::from_millis(50));
-    }
 }
 
 #[test]
@@ -70,7 +20,8 @@ fn up_serves_through_the_proxy_and_sigterm_stops_every_node() {
     let nodes = 4;
     let first = free_block(nodes);
     let port = free_port();
-    let mut up = spawn_up(port, first, nodes);
+    let dir = tempdir::Dir::new();
+    let mut up = spawn_up(port, first, nodes, &dir);
     wait_ping(port);
     for p in first..first + nodes as u16 {
         wait_ping(p);
@@ -89,7 +40,7 @@ fn up_serves_through_the_proxy_and_sigterm_stops_every_node() {
         .unwrap();
     let status = up.child.wait().unwrap();
     assert!(status.success(), "up exits cleanly on SIGTERM: {status}");
-    wait_closed(first..first + nodes as u16);
+    wait_closed(first..first + nodes as u16, 5);
     assert!(!is_listening(port));
 }
 
@@ -98,10 +49,11 @@ fn nodes_exit_when_up_is_killed_outright() {
     let nodes = 3;
     let first = free_block(nodes);
     let port = free_port();
-    let mut up = spawn_up(port, first, nodes);
+    let dir = tempdir::Dir::new();
+    let mut up = spawn_up(port, first, nodes, &dir);
     wait_ping(port);
     up.kill(); // SIGKILL: no handler runs, the nodes notice their parent is gone
-    wait_closed(first..first + nodes as u16);
+    wait_closed(first..first + nodes as u16, 5);
 }
 
 #[test]
@@ -109,7 +61,8 @@ fn up_with_its_port_taken_fails_clearly_and_starts_no_node() {
     let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = taken.local_addr().unwrap().port();
     let first = free_block(2);
-    let out = up_command(port, first, 2).output().unwrap();
+    let dir = tempdir::Dir::new();
+    let out = Up::command(port, first, 2, dir.path()).output().unwrap();
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
@@ -124,11 +77,12 @@ fn up_with_a_node_port_taken_fails_and_reaps_the_other_nodes() {
     let first = free_block(3);
     let _taken = std::net::TcpListener::bind(("127.0.0.1", first + 1)).unwrap();
     let port = free_port();
-    let out = up_command(port, first, 3).output().unwrap();
+    let dir = tempdir::Dir::new();
+    let out = Up::command(port, first, 3, dir.path()).output().unwrap();
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("error:"), "{err}");
-    wait_closed([first, first + 2].into_iter());
+    wait_closed([first, first + 2].into_iter(), 5);
 }
 
 #[test]
@@ -154,7 +108,8 @@ fn spawnnode_grows_the_up_cluster_in_one_step_and_stop_reaps_it_too() {
     let nodes = 3;
     let first = free_block(nodes + 1);
     let port = free_port();
-    let mut up = spawn_up(port, first, nodes);
+    let dir = tempdir::Dir::new();
+    let mut up = spawn_up(port, first, nodes, &dir);
     wait_ping(port);
     let mut con = connect(port);
     for i in 0..300 {
@@ -169,7 +124,11 @@ fn spawnnode_grows_the_up_cluster_in_one_step_and_stop_reaps_it_too() {
         .query(&mut con)
         .unwrap();
     let new_port = first + nodes as u16;
-    assert_eq!(line, format!("node{new_port} 127.0.0.1:{new_port}"));
+    assert_eq!(
+        line,
+        format!("node4 127.0.0.1:{new_port}"),
+        "named after node1..node3"
+    );
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         let info: String = redis::cmd("CLUSTER").arg("INFO").query(&mut con).unwrap();
@@ -193,7 +152,7 @@ fn spawnnode_grows_the_up_cluster_in_one_step_and_stop_reaps_it_too() {
         .status()
         .unwrap();
     assert!(up.child.wait().unwrap().success());
-    wait_closed(first..first + nodes as u16 + 1);
+    wait_closed(first..first + nodes as u16 + 1, 5);
 }
 
 #[test]
@@ -205,4 +164,179 @@ fn spawnnode_outside_up_says_how_to_add_a_node() {
         .unwrap_err()
         .to_string()
         .contains("CLUSTER ADDNODE host:port"));
+}
+
+/// Waits until CLUSTER INFO reports the change finished.
+fn wait_state_ok(con: &mut redis::Connection) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let info: String = redis::cmd("CLUSTER").arg("INFO").query(con).unwrap();
+        if info.contains("state:ok") {
+            return;
+        }
+        assert!(Instant::now() < deadline, "{info}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn a_node_removed_under_up_is_stopped_once_swept_and_the_log_says_so() {
+    let up = Up::start(3, &[]);
+    let mut con = connect(up.port());
+    for i in 0..200 {
+        let _: () = redis::cmd("SET")
+            .arg(format!("k{i}"))
+            .arg(i)
+            .query(&mut con)
+            .unwrap();
+    }
+    let _: String = redis::cmd("CLUSTER")
+        .arg("REMOVENODE")
+        .arg("node2")
+        .query(&mut con)
+        .unwrap();
+    wait_state_ok(&mut con);
+    let node2 = up.first_node_port + 1;
+    wait_closed(std::iter::once(node2), 10);
+    for i in 0..200 {
+        let v: i64 = redis::cmd("GET")
+            .arg(format!("k{i}"))
+            .query(&mut con)
+            .unwrap();
+        assert_eq!(v, i);
+    }
+    let (status, err) = up.stop();
+    assert!(status.success());
+    assert!(
+        err.contains("stopping the node process") && err.contains(&format!("127.0.0.1:{node2}")),
+        "{err}"
+    );
+}
+
+#[test]
+fn restarted_up_starts_the_state_files_topology_and_says_how_it_differs_from_the_config() {
+    let cfg_dir = tempdir::Dir::new();
+    let cfg = cfg_dir.path().join("c.toml");
+    // Relative: resolved next to the config file, not in up's directory.
+    std::fs::write(&cfg, "[proxy]\nstate_file = \"topo.toml\"\n").unwrap();
+    let cfg = cfg.to_str().unwrap().to_string();
+    let up = Up::start(3, &["--config", &cfg]);
+    let mut con = connect(up.port());
+    let _: String = redis::cmd("CLUSTER")
+        .arg("REMOVENODE")
+        .arg("node2")
+        .query(&mut con)
+        .unwrap();
+    wait_state_ok(&mut con);
+    let spawned: String = redis::cmd("CLUSTER")
+        .arg("SPAWNNODE")
+        .query(&mut con)
+        .unwrap();
+    assert!(spawned.starts_with("node4 127.0.0.1:"), "{spawned}");
+    let node4: u16 = spawned.rsplit(':').next().unwrap().parse().unwrap();
+    wait_state_ok(&mut con);
+    let (first, port) = (up.first_node_port, up.port());
+    let (status, _) = up.stop();
+    assert!(status.success());
+    assert!(
+        cfg_dir.path().join("topo.toml").exists(),
+        "state file next to the config"
+    );
+    wait_closed((first..first + 3).chain([node4]), 10);
+
+    let dir = tempdir::Dir::new();
+    let check = Up::command(port, first, 3, dir.path())
+        .args(["--config", &cfg, "--check-config"])
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&check.stdout);
+    assert!(
+        check.status.success() && said.contains("topology from the state file"),
+        "--check-config tells what a start would run: {said}"
+    );
+    let child = Up::command(port, first, 3, dir.path())
+        .args(["--config", &cfg])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_ping(port);
+    let nodes: String = redis::cmd("CLUSTER")
+        .arg("INFO")
+        .query(&mut connect(port))
+        .unwrap();
+    assert!(nodes.contains("nodes:3"), "{nodes}");
+    assert!(
+        is_listening(first + 3),
+        "the spawned node4 is started again"
+    );
+    assert!(!is_listening(first + 1), "the removed node2 is not");
+    Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("topology from the state file")
+            && stdout.contains("added at run time: node4")
+            && stdout.contains("removed at run time: node2"),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn a_command_the_built_in_nodes_lack_names_the_backends_that_serve_it() {
+    let up = Up::start(1, &[]);
+    let r: redis::RedisResult<String> = redis::cmd("XADD")
+        .arg("s")
+        .arg("*")
+        .arg("f")
+        .arg("v")
+        .query(&mut connect(up.port()));
+    let err = r.unwrap_err().to_string();
+    assert!(
+        err.contains("'xadd' is not served by the built-in nodes; use redis-server nodes (config/redis-servers.toml)"),
+        "{err}"
+    );
+}
+
+#[test]
+fn up_with_redis_server_nodes_serves_what_they_serve_and_leaves_none_behind() {
+    if !have_tool("redis-server") {
+        return;
+    }
+    let mut up = Up::start(3, &["--backend", "redis-server"]);
+    let mut con = connect(up.port());
+    let id: String = redis::cmd("XADD")
+        .arg("s")
+        .arg("*")
+        .arg("f")
+        .arg("v")
+        .query(&mut con)
+        .unwrap();
+    assert!(id.contains('-'), "{id}");
+    let info: String = redis::cmd("INFO")
+        .arg("server")
+        .query(&mut connect(up.first_node_port))
+        .unwrap();
+    assert!(
+        info.contains("redis_version:"),
+        "a real redis-server: {info}"
+    );
+    // Even a SIGKILL of up leaves no redis-server running.
+    up.proc.kill();
+    wait_closed(up.first_node_port..up.first_node_port + 3, 10);
+}
+
+#[test]
+fn redis_server_backend_without_redis_server_installed_fails_clearly() {
+    let out = Command::new(BIN)
+        .args(["up", "--backend", "redis-server", "--check-config"])
+        .env("PATH", "/nonexistent")
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("redis-server is not installed"), "{err}");
 }

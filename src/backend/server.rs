@@ -69,6 +69,11 @@ pub struct Node {
     pub started_ms: u64,
     /// A random id for this run (INFO `run_id`).
     pub run_id: String,
+    /// INFO `instantaneous_ops_per_sec`.
+    pub ops: crate::resp::info::OpsMeter,
+    /// INFO `used_memory_peak`: raised by INFO and by the expiry tick, as
+    /// Redis raises it in its cron.
+    pub memory_peak: AtomicU64,
     next_client_id: AtomicU64,
 }
 
@@ -90,6 +95,8 @@ impl Node {
             port,
             started_ms: now_ms(),
             run_id,
+            ops: Default::default(),
+            memory_peak: AtomicU64::new(0),
             next_client_id: AtomicU64::new(1),
         }
     }
@@ -145,7 +152,10 @@ async fn expire_loop(node: Arc<Node>, mut stop: watch::Receiver<bool>) {
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tokio::select! {
-            _ = tick.tick() => { node.store.expire_tick(now_ms()); }
+            _ = tick.tick() => {
+                node.store.expire_tick(now_ms());
+                node.memory_peak.fetch_max(node.store.used_memory() as u64, Relaxed);
+            }
             _ = stop.changed() => return,
         }
     }

@@ -197,8 +197,8 @@ impl Store {
         }
     }
 
-    /// The 64-bit hash of a key: top bits pick the shard, the whole value
-    /// orders keys for SCAN cursors.
+    /// The 64-bit hash of a key: top bits pick the shard, the top
+    /// `scan::CURSOR_BITS` order keys for SCAN cursors.
     pub fn hash(&self, key: &[u8]) -> u64 {
         hash_bytes(self.seed, key)
     }

@@ -205,7 +205,17 @@ async fn spawn_node(
     // Refuse before starting a process; ADDNODE below checks again under the lock.
     drop(start_change(proxy).await?);
     let addr = spawner.spawn().await?;
-    let mut name = format!("node{}", addr.rsplit(':').next().unwrap_or("0"));
+    // Named after the nodes `up` started (node1…nodeN): the next number up.
+    let last = proxy
+        .routing
+        .load()
+        .ring
+        .nodes()
+        .iter()
+        .filter_map(|n| n.name.strip_prefix("node")?.parse::<u64>().ok())
+        .max()
+        .unwrap_or(0);
+    let mut name = format!("node{}", last + 1);
     let mut args = vec![Bytes::from(addr.clone())];
     let mut i = 0;
     while i < opts.len() {

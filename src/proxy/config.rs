@@ -28,6 +28,9 @@ pub const DEFAULT_CONNECTIONS_PER_NODE: usize = 1;
 pub const DEFAULT_THREADS: usize = 0;
 /// Keys moved per MIGRATE by the background mover.
 pub const DEFAULT_MIGRATION_BATCH: usize = 200;
+/// Ketama makes points four at a time (one MD5 digest each), so fewer than
+/// four per node leaves nodes without a point.
+const KETAMA_MIN_VNODES: u32 = 4;
 
 /// The whole file as written; every section optional.
 #[derive(Debug, Default, Deserialize)]
@@ -194,22 +197,74 @@ impl Default for Config {
 
 impl Config {
     /// Reads and validates a TOML file; the error is one line naming the file and field.
+    /// A relative `state_file` is resolved next to the file, and its
+    /// directory must exist and be writable: a change would otherwise fail
+    /// to persist long after start-up.
     pub fn load(path: &Path) -> Result<Config, String> {
         let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
-        Config::parse(&text).map_err(|e| format!("{}: {e}", path.display()))
+        let mut config = Config::parse(&text).map_err(|e| format!("{}: {e}", path.display()))?;
+        if let Some(state) = &config.state_file {
+            let state = Path::new(state);
+            if state.is_relative() {
+                let dir = path.parent().unwrap_or(Path::new(""));
+                config.state_file = Some(dir.join(state).to_string_lossy().into_owned());
+            }
+        }
+        config
+            .check_state_dir()
+            .map_err(|e| format!("{}: proxy.state_file: {e}", path.display()))?;
+        Ok(config)
+    }
+
+    /// Errs unless the state file's directory exists and accepts a new file.
+    pub fn check_state_dir(&self) -> Result<(), String> {
+        let Some(state) = &self.state_file else {
+            return Ok(());
+        };
+        let dir = Path::new(state)
+            .parent()
+            .filter(|d| !d.as_os_str().is_empty())
+            .unwrap_or(Path::new("."));
+        if !dir.is_dir() {
+            return Err(format!(
+                "{state}: directory {} does not exist",
+                dir.display()
+            ));
+        }
+        // The state is written as a temporary file renamed into place: probe that.
+        let probe = dir.join(format!(".shardis-write-test-{}", std::process::id()));
+        std::fs::write(&probe, b"")
+            .and_then(|_| std::fs::remove_file(&probe))
+            .map_err(|e| format!("{state}: directory {} is not writable: {e}", dir.display()))
     }
 
     /// Parses and validates TOML text.
     pub fn parse(text: &str) -> Result<Config, String> {
         let file: FileConfig = toml::from_str(text).map_err(|e| {
             // toml's message is multi-line with a source excerpt; keep the first line and the field.
-            let msg = e.message().trim().to_string();
+            let msg = e
+                .message()
+                .lines()
+                .map(str::trim)
+                .filter(|l| !l.is_empty())
+                .collect::<Vec<_>>()
+                .join("; ");
             match e.span() {
-                Some(span) => {
-                    let line = text[..span.start.min(text.len())].matches('\n').count() + 1;
-                    format!("line {line}: {msg}")
+                // `get`: a span inside a multi-byte character is not a boundary.
+                Some(span) if text.get(..span.start).is_some() => {
+                    let at = span.start;
+                    let line = text[..at].matches('\n').count() + 1;
+                    match field_at(text, at) {
+                        Some(f)
+                            if !msg
+                                .contains(&format!("`{}`", f.rsplit('.').next().unwrap_or(&f))) =>
+                        {
+                            format!("line {line}: {f}: {msg}")
+                        }
+                        _ => format!("line {line}: {msg}"),
+                    }
                 }
-                None => msg,
+                _ => msg,
             }
         })?;
         Config::from_file_config(file)
@@ -217,12 +272,7 @@ impl Config {
 
     fn from_file_config(f: FileConfig) -> Result<Config, String> {
         let p = f.proxy;
-        if !p.listen.contains(':') {
-            return Err(format!(
-                "proxy.listen: expected host:port, got {:?}",
-                p.listen
-            ));
-        }
+        check_host_port("proxy.listen", &p.listen)?;
         for (field, v) in [
             ("proxy.connect_timeout_ms", p.connect_timeout_ms as usize),
             ("proxy.request_timeout_ms", p.request_timeout_ms as usize),
@@ -249,6 +299,12 @@ impl Config {
                 f.ring.points
             )
         })?;
+        if scheme == PointScheme::Ketama && f.ring.vnodes < KETAMA_MIN_VNODES {
+            return Err(format!(
+                "ring.vnodes: ketama makes points four at a time (one MD5 digest each), so vnodes must be at least {KETAMA_MIN_VNODES}, got {}",
+                f.ring.vnodes
+            ));
+        }
         if f.ring.vnodes == 0 || f.ring.vnodes > 100_000 {
             return Err(format!(
                 "ring.vnodes: expected 1..=100000, got {}",
@@ -257,12 +313,7 @@ impl Config {
         }
         let mut nodes = Vec::with_capacity(f.nodes.len());
         for (i, n) in f.nodes.into_iter().enumerate() {
-            if n.addr.parse::<std::net::SocketAddr>().is_err() && !n.addr.contains(':') {
-                return Err(format!(
-                    "nodes[{i}].addr: expected host:port, got {:?}",
-                    n.addr
-                ));
-            }
+            check_host_port(&format!("nodes[{i}].addr"), &n.addr)?;
             let weight = n.weight.unwrap_or(1);
             if weight == 0 {
                 return Err(format!("nodes[{i}].weight: must be greater than 0"));
@@ -319,6 +370,57 @@ impl Config {
     }
 }
 
+/// Errs unless `value` is `host:port` with a non-empty host and a port in 0..=65535.
+pub fn check_host_port(field: &str, value: &str) -> Result<(), String> {
+    let ok = value
+        .rsplit_once(':')
+        .is_some_and(|(host, port)| !host.is_empty() && port.parse::<u16>().is_ok());
+    if ok {
+        Ok(())
+    } else {
+        Err(format!(
+            "{field}: expected host:port with a port from 0 to 65535, got {value:?}"
+        ))
+    }
+}
+
+/// The dotted name of the key whose value starts at byte `at` of a TOML
+/// text: the key on that line, under the last table header before it
+/// (`[[nodes]]` entries are numbered: `nodes[1].weight`).
+fn field_at(text: &str, at: usize) -> Option<String> {
+    let line_start = text[..at].rfind('\n').map_or(0, |i| i + 1);
+    let line = &text[line_start..];
+    let key = line.split_once('=')?.0.trim().trim_matches('"');
+    if key.is_empty() || key.starts_with('[') {
+        return None;
+    }
+    let mut table = String::new();
+    let mut counts: Vec<(String, usize)> = Vec::new();
+    for l in text[..line_start].lines().map(str::trim) {
+        if let Some(name) = l.strip_prefix("[[").and_then(|r| r.split_once("]]")) {
+            let name = name.0.trim().to_string();
+            let n = match counts.iter_mut().find(|(c, _)| *c == name) {
+                Some((_, n)) => {
+                    *n += 1;
+                    *n
+                }
+                None => {
+                    counts.push((name.clone(), 0));
+                    0
+                }
+            };
+            table = format!("{name}[{n}]");
+        } else if let Some(name) = l.strip_prefix('[').and_then(|r| r.split_once(']')) {
+            table = name.0.trim().to_string();
+        }
+    }
+    Some(if table.is_empty() {
+        key.to_string()
+    } else {
+        format!("{table}.{key}")
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -348,6 +450,26 @@ mod tests {
     }
 
     #[test]
+    fn relative_state_file_resolves_next_to_the_config_and_its_directory_is_checked() {
+        let dir = std::env::temp_dir().join(format!("shardis-config-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("c.toml");
+        std::fs::write(&path, "[proxy]\nstate_file = \"topo.toml\"\n").unwrap();
+        let c = Config::load(&path).unwrap();
+        assert_eq!(
+            c.state_file.as_deref(),
+            Some(dir.join("topo.toml").to_str().unwrap())
+        );
+        std::fs::write(&path, "[proxy]\nstate_file = \"nosuchdir/topo.toml\"\n").unwrap();
+        let err = Config::load(&path).unwrap_err();
+        assert!(
+            err.contains("proxy.state_file") && err.contains("does not exist"),
+            "{err}"
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
     fn invalid_fields_are_named() {
         let cases = [
             ("[ring]\npoints = \"modulo\"\n", "ring.points"),
@@ -364,7 +486,23 @@ mod tests {
                 "[[nodes]]\naddr = \"127.0.0.1:1\"\n[[nodes]]\naddr = \"127.0.0.1:1\"\n",
                 "nodes:",
             ),
-            ("[proxy]\nrequest_timeout_ms = \"x\"\n", "line 2"),
+            (
+                "[proxy]\nrequest_timeout_ms = \"x\"\n",
+                "line 2: proxy.request_timeout_ms: invalid type",
+            ),
+            (
+                "[[nodes]]\naddr = \"127.0.0.1:1\"\n[[nodes]]\naddr = \"127.0.0.1:2\"\nweight = \"2\"\n",
+                "line 5: nodes[1].weight:",
+            ),
+            ("[proxy]\nlisten = \"127.0.0.1:99999\"\n", "proxy.listen"),
+            ("[proxy]\nlisten = \":7000\"\n", "proxy.listen"),
+            ("[[nodes]]\naddr = \"h:70000\"\n", "nodes[0].addr"),
+            (
+                "[ring]\nvnodes = 2\n[[nodes]]\naddr = \"127.0.0.1:1\"\n",
+                "ring.vnodes: ketama makes points four at a time",
+            ),
+            ("[proxy]\nbogus = 1\n", "line 2: unknown field `bogus`"),
+            ("listen = =\n", "line 1: listen: "),
         ];
         for (text, field) in cases {
             let err = Config::parse(text).unwrap_err();

@@ -52,8 +52,12 @@ pub enum Cursor {
 /// Why a cursor cannot be used; [`CursorError::message`] gives the reply text.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum CursorError {
-    /// Not a number, or a number this proxy never issues.
+    /// Not a number (Redis's own refusal).
     Invalid,
+    /// A number, but not a cursor this proxy issued (Redis would scan from
+    /// there; the proxy cannot know where that is, and will not end a walk
+    /// short in silence).
+    NotIssued,
     /// A node answered with a cursor wider than [`NODE_CURSOR_BITS`].
     NodeCursorTooWide { node: String, cursor: u64 },
     /// The ring has more nodes than a cursor can name.
@@ -65,6 +69,7 @@ impl CursorError {
     pub fn message(&self) -> String {
         match self {
             CursorError::Invalid => "ERR invalid cursor".into(),
+            CursorError::NotIssued => "ERR invalid cursor: SCAN through shardis continues only cursors it returned (start a walk at 0)".into(),
             CursorError::NodeCursorTooWide { node, cursor } => format!(
                 "ERR node {node} answered SCAN with cursor {cursor}, wider than the {NODE_CURSOR_BITS} bits a proxy cursor keeps for it; the walk cannot go on"
             ),
@@ -97,19 +102,14 @@ pub fn encode(p: Position, node_label: &str) -> Result<u64, CursorError> {
 
 /// Reads a client's cursor argument (decimal digits only).
 pub fn decode(arg: &[u8]) -> Result<Cursor, CursorError> {
-    if arg.is_empty() || arg.len() > 20 || !arg.iter().all(u8::is_ascii_digit) {
-        return Err(CursorError::Invalid);
-    }
-    let n: u64 = std::str::from_utf8(arg)
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .ok_or(CursorError::Invalid)?;
+    // Redis's reading (`strtoul`): "" is 0, a leading '-' wraps.
+    let n = crate::resp::parse_cursor(arg).ok_or(CursorError::Invalid)?;
     if n == 0 {
         return Ok(Cursor::Start);
     }
     let tag = n & TAG_MASK;
     if n >= LIMIT || tag == 0 {
-        return Err(CursorError::Invalid);
+        return Err(CursorError::NotIssued);
     }
     Ok(Cursor::At(Position {
         tag,
@@ -131,7 +131,7 @@ pub fn resume(cursor: Cursor, tag: u64, nodes: usize) -> Result<(usize, u64), Cu
     match cursor {
         Cursor::Start => Ok((0, 0)),
         Cursor::At(p) if p.tag != tag => Ok((0, 0)),
-        Cursor::At(p) if p.node >= nodes => Err(CursorError::Invalid),
+        Cursor::At(p) if p.node >= nodes => Err(CursorError::NotIssued),
         Cursor::At(p) => Ok((p.node, p.node_cursor)),
     }
 }
@@ -214,21 +214,19 @@ mod tests {
 
     #[test]
     fn bad_cursors_and_wide_node_cursors_are_clear_errors() {
-        for bad in [
-            &b""[..],
-            b"-1",
-            b"+1",
-            b"1.5",
-            b"abc",
-            b" 1",
-            b"99999999999999999999999",
-        ] {
+        for bad in [&b"1.5"[..], b"abc", b" 1", b"99999999999999999999999"] {
             assert_eq!(decode(bad), Err(CursorError::Invalid), "{bad:?}");
         }
-        assert_eq!(decode(b"256"), Err(CursorError::Invalid), "tag 0");
+        // Redis's strtoul reading: "" is 0; a sign is taken.
+        assert_eq!(decode(b""), Ok(Cursor::Start));
+        assert_eq!(decode(b"+0"), Ok(Cursor::Start));
+        // Numbers the proxy never issues: "-1" wraps to 2^64-1, 256 has tag 0.
+        for not_issued in [&b"-1"[..], b"256"] {
+            assert_eq!(decode(not_issued), Err(CursorError::NotIssued));
+        }
         assert_eq!(
             decode(LIMIT.to_string().as_bytes()),
-            Err(CursorError::Invalid)
+            Err(CursorError::NotIssued)
         );
         let tag = tag_of(1);
         let c = encode(
@@ -242,7 +240,7 @@ mod tests {
         .unwrap();
         assert_eq!(
             resume(decode(c.to_string().as_bytes()).unwrap(), tag, 3),
-            Err(CursorError::Invalid)
+            Err(CursorError::NotIssued)
         );
         let err = next(tag, 0, 2, 1 << 35, false, "node1 (127.0.0.1:1)").unwrap_err();
         assert!(

@@ -1,22 +1,19 @@
 //! Commands the proxy answers itself: connection handshake (HELLO, AUTH,
-//! CLIENT, SELECT), introspection (COMMAND, INFO, CONFIG GET, TIME) and PING,
+//! CLIENT, SELECT), introspection (COMMAND, CONFIG GET, TIME) and PING,
 //! ECHO, QUIT. Replies follow redis-server 7 so that client libraries'
 //! handshakes succeed unchanged.
 //!
-//! Called by `route::dispatch`. INFO's keyspace section asks every node.
+//! Called by `route::dispatch`. INFO and MEMORY live in `info.rs`.
 
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use bytes::{Bytes, BytesMut};
 
-use super::route::all_nodes;
 use super::session::{ClientState, Pending};
 use super::Proxy;
 use crate::glob;
 use crate::resp::command::TABLE;
-use crate::resp::reply::is_error;
 use crate::resp::{encode, eq_ignore_case, lookup, parse_i64, CommandSpec, KeySpec, Kind, Request};
 
 /// The Redis version the proxy reports; clients gate features on it.
@@ -28,6 +25,9 @@ pub async fn handle(
     spec: &'static CommandSpec,
     req: Request,
 ) -> Pending {
+    if spec.name == "memory" {
+        return super::info::memory(proxy, s, req).await;
+    }
     let args = &req.args;
     let mut out = BytesMut::new();
     match spec.name {
@@ -70,7 +70,7 @@ pub async fn handle(
         },
         "client" => return client(s, args),
         "command" => return command(s, args),
-        "info" => return info(proxy, s, args).await,
+        "info" => return super::info::info(proxy, s, args).await,
         "config" => return config(s, args),
         "slowlog" => return Pending::Ready(proxy.ops.slowlog.command(args)),
         "time" => {
@@ -432,129 +432,4 @@ fn config(s: &ClientState, args: &[Bytes]) -> Pending {
         }
     }
     Pending::ready(out)
-}
-
-async fn info(p: &Proxy, s: &ClientState, args: &[Bytes]) -> Pending {
-    let section = args
-        .get(1)
-        .map(|a| String::from_utf8_lossy(a).to_ascii_lowercase());
-    let want = |name: &str| match section.as_deref() {
-        None | Some("all") | Some("default") | Some("everything") => true,
-        Some(x) => x == name,
-    };
-    let routing = p.routing.load_full();
-    let mut text = String::new();
-    if want("server") {
-        text.push_str(&format!(
-            "# Server\r\nredis_version:{REDIS_COMPAT_VERSION}\r\nshardis_version:{}\r\nredis_mode:standalone\r\nos:{}\r\narch_bits:64\r\nprocess_id:{}\r\ntcp_port:{}\r\nuptime_in_seconds:{}\r\nuptime_in_days:{}\r\n\r\n",
-            env!("CARGO_PKG_VERSION"),
-            std::env::consts::OS,
-            std::process::id(),
-            p.port,
-            p.started.elapsed().as_secs(),
-            p.started.elapsed().as_secs() / 86_400,
-        ));
-    }
-    if want("clients") {
-        text.push_str(&format!(
-            "# Clients\r\nconnected_clients:{}\r\nmaxclients:{}\r\n\r\n",
-            p.stats.clients.load(Ordering::Relaxed),
-            p.config.max_clients
-        ));
-    }
-    if want("persistence") {
-        text.push_str(
-            "# Persistence\r\nloading:0\r\nrdb_changes_since_last_save:0\r\naof_enabled:0\r\n\r\n",
-        );
-    }
-    if want("stats") {
-        text.push_str(&format!(
-            "# Stats\r\ntotal_connections_received:{}\r\ntotal_commands_processed:{}\r\nrejected_connections:{}\r\nshardis_internal_errors:{}\r\n\r\n",
-            p.stats.connections.load(Ordering::Relaxed),
-            p.stats.commands.load(Ordering::Relaxed),
-            p.stats.rejected.load(Ordering::Relaxed),
-            p.stats.internal_errors.load(Ordering::Relaxed),
-        ));
-    }
-    if want("replication") {
-        text.push_str("# Replication\r\nrole:master\r\nconnected_slaves:0\r\n\r\n");
-    }
-    if want("cluster") {
-        text.push_str(&format!(
-            "# Cluster\r\ncluster_enabled:0\r\nshardis_epoch:{}\r\nshardis_nodes:{}\r\nshardis_migrating:{}\r\n\r\n",
-            routing.ring.epoch(),
-            routing.nodes.len(),
-            routing.migration.is_some() as u8
-        ));
-    }
-    let proto = s.proto;
-    if !want("keyspace") {
-        let mut out = BytesMut::new();
-        encode::verbatim(&mut out, text.trim_end_matches("\r\n").as_bytes(), proto);
-        return Pending::ready(out);
-    }
-    // The keyspace is the sum over nodes: ask each one.
-    let nodes = all_nodes(&routing);
-    let mut waits = Vec::with_capacity(nodes.len());
-    for n in &nodes {
-        waits.push(
-            n.upstream(2, s.id)
-                .send(Bytes::from_static(
-                    b"*2\r\n$4\r\nINFO\r\n$8\r\nkeyspace\r\n",
-                ))
-                .await,
-        );
-    }
-    Pending::Later(Box::pin(async move {
-        let (mut keys, mut expires) = (0u64, 0u64);
-        for w in waits {
-            let Ok(r) = w.await else { continue };
-            if is_error(&r) {
-                continue;
-            }
-            let (k, e) = parse_keyspace(&String::from_utf8_lossy(&r));
-            keys += k;
-            expires += e;
-        }
-        text.push_str("# Keyspace\r\n");
-        if keys > 0 {
-            text.push_str(&format!("db0:keys={keys},expires={expires},avg_ttl=0\r\n"));
-        }
-        let mut out = BytesMut::new();
-        encode::verbatim(&mut out, text.trim_end_matches("\r\n").as_bytes(), proto);
-        out.freeze()
-    }))
-}
-
-/// Reads `db0:keys=N,expires=M` out of an INFO keyspace reply.
-pub fn parse_keyspace(text: &str) -> (u64, u64) {
-    let Some(line) = text.lines().find(|l| l.starts_with("db0:")) else {
-        return (0, 0);
-    };
-    let field = |name: &str| {
-        line[4..]
-            .split(',')
-            .find_map(|kv| {
-                kv.strip_prefix(name)?
-                    .strip_prefix('=')?
-                    .parse::<u64>()
-                    .ok()
-            })
-            .unwrap_or(0)
-    };
-    (field("keys"), field("expires"))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn keyspace_line_is_parsed() {
-        assert_eq!(
-            parse_keyspace("$40\r\n# Keyspace\r\ndb0:keys=12,expires=3,avg_ttl=0\r\n"),
-            (12, 3)
-        );
-        assert_eq!(parse_keyspace("# Keyspace\r\n"), (0, 0));
-    }
 }

@@ -320,17 +320,52 @@ impl Served {
         }
     }
 
+    fn pack(self) -> u64 {
+        self.command as u64 | (self.nodes as u64) << 16 | (self.node as u64) << 32
+    }
+
+    fn unpack(w: u64) -> Served {
+        Served {
+            command: w as u16,
+            nodes: (w >> 16) as u16,
+            node: (w >> 32) as u32,
+        }
+    }
+}
+
+/// A [`Served`] in one atomic word, so routing records it through the
+/// shared `&ClientState` its handlers get (one relaxed store each).
+#[derive(Debug, Default)]
+pub struct ServedCell(AtomicU64);
+
+impl ServedCell {
+    #[inline]
+    pub fn get(&self) -> Served {
+        Served::unpack(self.0.load(Ordering::Relaxed))
+    }
+
+    #[inline]
+    pub fn set(&self, s: Served) {
+        self.0.store(s.pack(), Ordering::Relaxed);
+    }
+
     /// Sent to the one node at `idx`.
     #[inline]
-    pub fn on(&mut self, idx: usize) {
-        self.nodes = 1;
-        self.node = idx as u32;
+    pub fn on(&self, idx: usize) {
+        self.set(Served {
+            nodes: 1,
+            node: idx as u32,
+            ..self.get()
+        });
     }
 
     /// Sent to `n` nodes (split or fanned out).
     #[inline]
-    pub fn on_many(&mut self, n: usize) {
-        self.nodes = n.min(u16::MAX as usize) as u16;
+    pub fn on_many(&self, n: usize) {
+        self.set(Served {
+            nodes: n.min(u16::MAX as usize) as u16,
+            ..self.get()
+        });
     }
 }
 
@@ -371,6 +406,20 @@ mod tests {
         assert_eq!(s.quantile(0.5), Some(100.0));
         assert_eq!(s.quantile(1.0), Some(200.0));
         assert_eq!(HistSnapshot::empty(&[1]).quantile(0.5), None);
+    }
+
+    #[test]
+    fn served_round_trips_through_its_cell() {
+        let c = ServedCell::default();
+        c.set(Served::of(lookup(b"MGET")));
+        c.on_many(3);
+        assert_eq!(c.get().nodes, 3);
+        assert_eq!(
+            c.get().command as usize,
+            command_index(lookup(b"MGET").unwrap())
+        );
+        c.on(70_000);
+        assert_eq!((c.get().nodes, c.get().node), (1, 70_000));
     }
 
     #[test]

@@ -15,6 +15,7 @@ pub mod config;
 pub mod cursor;
 pub mod hotkeys;
 pub mod http;
+pub mod info;
 pub mod local;
 pub mod merge;
 pub mod metrics;
@@ -55,6 +56,8 @@ pub struct Stats {
     pub commands: AtomicU64,
     /// Requests whose handling panicked (answered `-ERR internal error`).
     pub internal_errors: AtomicU64,
+    /// INFO `instantaneous_ops_per_sec`.
+    pub ops: crate::resp::info::OpsMeter,
 }
 
 /// One client's place under `max_clients`, given back when dropped — also
@@ -106,6 +109,10 @@ pub struct Proxy {
 /// Starts a node process and returns its address once it answers PING.
 pub trait Spawner: Send + Sync {
     fn spawn(&self) -> Pin<Box<dyn Future<Output = Result<String, String>> + Send + '_>>;
+
+    /// Stops the node process at `addr` if this spawner started it: called
+    /// once the node is out of the ring and its keys were swept.
+    fn retire(&self, _addr: &str) {}
 }
 
 impl Proxy {
@@ -123,6 +130,14 @@ impl Proxy {
             Some(s) => (s.nodes.clone(), s.epoch),
             None => (config.nodes.clone(), 1),
         };
+        if let (Some(s), Some(path)) = (&saved, &config.state_file) {
+            let diff = state::topology_difference(&config.nodes, &s.nodes);
+            if diff.is_empty() {
+                tracing::info!(state_file = %path, epoch = s.epoch, nodes = s.nodes.len(), "topology from the state file, as the config lists it");
+            } else {
+                tracing::warn!(state_file = %path, epoch = s.epoch, nodes = s.nodes.len(), differences = %diff.join("; "), "topology from the state file, which overrides the config's nodes");
+            }
+        }
         let ring = Ring::new(specs, config.ring, epoch).map_err(|e| format!("nodes: {e}"))?;
         let pool: HashMap<String, Arc<Node>> = ring
             .nodes()
@@ -166,9 +181,13 @@ impl Proxy {
             .collect()
     }
 
-    /// Drops a node's pooled connections (after it left the ring).
+    /// Drops a node's pooled connections (after it left the ring and was
+    /// swept), and stops its process if this proxy's `up` started it.
     pub fn release(&self, name: &str) {
-        self.pool.lock().expect("pool lock").remove(name);
+        let node = self.pool.lock().expect("pool lock").remove(name);
+        if let (Some(node), Some(spawner)) = (node, &self.spawner) {
+            spawner.retire(&node.spec.addr);
+        }
     }
 }
 
@@ -199,6 +218,9 @@ pub async fn run_with(
 ) -> Result<(), String> {
     let port = listener.local_addr().map(|a| a.port()).unwrap_or(0);
     let proxy = Proxy::new(config, port, spawner)?;
+    let routing = proxy.routing.load();
+    tracing::info!(listen = %proxy.config.listen, nodes = routing.nodes.len(), epoch = routing.ring.epoch(), "proxy ready");
+    drop(routing);
     // Dropping `stop` ends the admin listener with the proxy.
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     if let Some((listen, configured)) = proxy.config.ops.admin_listen() {

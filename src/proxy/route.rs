@@ -23,7 +23,7 @@ use crate::resp::{encode, lookup, CommandSpec, Kind, Request};
 /// Routes one request and returns the reply slot the client is owed for it.
 pub async fn dispatch(proxy: &Arc<Proxy>, client: &mut ClientState, req: Request) -> Pending {
     let spec = lookup(req.name());
-    client.served = Served::of(spec);
+    client.served.set(Served::of(spec));
     let Some(spec) = spec else {
         return Pending::error(&unknown_command_error(&req.args));
     };
@@ -75,9 +75,11 @@ async fn send_tracked(
     }
 }
 
-async fn keyed(
+/// Routes by the keys `spec` declares (all on one node); also used by
+/// `info::memory` for MEMORY USAGE.
+pub(super) async fn keyed(
     proxy: &Arc<Proxy>,
-    client: &mut ClientState,
+    client: &ClientState,
     spec: &'static CommandSpec,
     req: Request,
 ) -> Pending {
@@ -94,8 +96,9 @@ async fn keyed(
         Ok(p) => p.is_empty() && matches!(spec.keys, KeySpec::Range { .. }),
         // A malformed key count: Redis refuses the request before touching
         // data, with an error that depends on more than the count (EVALSHA
-        // checks its digest first), so let a node say it.
-        Err(_) => true,
+        // checks its digest first), so let a node say it. The proxy's own
+        // refusals (SORT patterns, unbalanced STREAMS, BLOCK) it says itself.
+        Err(_) => matches!(spec.keys, KeySpec::NumKeys { .. }),
     };
     if keyless {
         // A form with no key at all (OBJECT HELP, OBJECT ENCODING without
@@ -110,7 +113,10 @@ async fn keyed(
             .await;
         return Pending::One(rx);
     }
-    let positions = positions.unwrap_or_default();
+    let positions = match positions {
+        Ok(p) => p,
+        Err(e) => return Pending::error(&e),
+    };
     if positions.is_empty() {
         return Pending::error(&format!(
             "ERR '{}' without keys cannot be routed: declare at least one key so shardis can pick a node",
@@ -139,7 +145,7 @@ async fn keyed(
 /// The hot path: a command with one key at position 1 (GET, SET, INCR, …).
 async fn single_key(
     proxy: &Arc<Proxy>,
-    client: &mut ClientState,
+    client: &ClientState,
     spec: &'static CommandSpec,
     req: Request,
 ) -> Pending {
@@ -157,7 +163,7 @@ async fn single_key(
 
 async fn split(
     proxy: &Arc<Proxy>,
-    client: &mut ClientState,
+    client: &ClientState,
     spec: &'static CommandSpec,
     req: Request,
     merge: Merge,
@@ -228,7 +234,7 @@ pub fn all_nodes(routing: &Routing) -> Vec<Arc<Node>> {
 
 async fn fan_out(
     proxy: &Arc<Proxy>,
-    client: &mut ClientState,
+    client: &ClientState,
     req: Request,
     agg: Aggregate,
 ) -> Pending {

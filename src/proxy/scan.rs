@@ -61,11 +61,11 @@ pub async fn scan(proxy: &Arc<Proxy>, proto: u8, client: u64, args: &[Bytes]) ->
     let routing = topology::enter(&proxy.routing, std::iter::empty).await;
     let nodes = all_nodes(&routing);
     let tag = cursor::tag_of(routing.ring.epoch());
-    let start = cursor::decode(&args[1]).and_then(|c| cursor::resume(c, tag, nodes.len()));
-    let (idx, node_cursor) = match start {
-        Ok(s) => s,
-        Err(e) => return ready_error(&e),
-    };
+    let (idx, node_cursor) =
+        match cursor::decode(&args[1]).and_then(|c| cursor::resume(c, tag, nodes.len())) {
+            Ok(s) => s,
+            Err(e) => return ready_error(&e),
+        };
     let nc = node_cursor.to_string();
     let mut parts: Vec<&[u8]> = vec![b"SCAN", nc.as_bytes()];
     parts.extend(args[2..].iter().map(|a| a.as_ref()));

@@ -31,7 +31,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::oneshot;
 
-use super::metrics::{Served, Timing};
+use super::metrics::{ServedCell, Timing};
 use super::Proxy;
 use crate::resp::{decode_request, encode, Request};
 
@@ -76,7 +76,7 @@ pub struct ClientState {
     pub name: Option<Bytes>,
     pub peer: String,
     /// The request being dispatched: its command and the nodes routing sent it to.
-    pub served: Served,
+    pub served: ServedCell,
 }
 
 /// One client connection: its socket, its state and the replies it is owed.
@@ -116,7 +116,7 @@ impl ClientSession {
                 proto: 2,
                 name: None,
                 peer,
-                served: Served::default(),
+                served: ServedCell::default(),
             },
             owed: VecDeque::new(),
             timings: VecDeque::new(),
@@ -137,7 +137,7 @@ impl ClientSession {
                         let (started, raw) = (Instant::now(), req.raw.clone());
                         let p = dispatch(&session.proxy, &mut session.state, req).await;
                         session.push(p);
-                        let served = session.state.served;
+                        let served = session.state.served.get();
                         session.timings.push_back(Some(Timing {
                             started,
                             raw,

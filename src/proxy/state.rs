@@ -135,9 +135,60 @@ pub fn save(path: &str, state: &Saved) -> Result<(), String> {
     write().map_err(|e| format!("{path}: {e}"))
 }
 
+/// How a persisted ring differs from the config's nodes, one phrase per
+/// difference (empty when they agree): what the log says at start so a
+/// state file never overrides the config silently.
+pub fn topology_difference(config: &[NodeSpec], saved: &[NodeSpec]) -> Vec<String> {
+    let names = |ns: &[NodeSpec], other: &[NodeSpec]| -> Vec<String> {
+        ns.iter()
+            .filter(|n| !other.iter().any(|o| o.name == n.name))
+            .map(|n| format!("{} ({})", n.name, n.addr))
+            .collect()
+    };
+    let mut out = Vec::new();
+    let added = names(saved, config);
+    if !added.is_empty() {
+        out.push(format!("added at run time: {}", added.join(", ")));
+    }
+    let removed = names(config, saved);
+    if !removed.is_empty() {
+        out.push(format!("removed at run time: {}", removed.join(", ")));
+    }
+    for n in saved {
+        if let Some(c) = config.iter().find(|c| c.name == n.name) {
+            if c.addr != n.addr || c.weight != n.weight {
+                out.push(format!(
+                    "{} is {} weight {} (config: {} weight {})",
+                    n.name, n.addr, n.weight, c.addr, c.weight
+                ));
+            }
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn topology_differences_are_spelled_out() {
+        let n = |name: &str, port: u16| NodeSpec {
+            name: name.into(),
+            addr: format!("127.0.0.1:{port}"),
+            weight: 1,
+        };
+        let config = [n("node1", 1), n("node2", 2), n("node3", 3)];
+        assert!(topology_difference(&config, &config).is_empty());
+        let saved = [n("node1", 1), n("node3", 3), n("node4", 4)];
+        assert_eq!(
+            topology_difference(&config, &saved),
+            [
+                "added at run time: node4 (127.0.0.1:4)",
+                "removed at run time: node2 (127.0.0.1:2)"
+            ]
+        );
+    }
 
     #[test]
     fn state_round_trips_through_the_file() {

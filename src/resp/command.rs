@@ -135,6 +135,9 @@ impl CommandSpec {
                 pos.extend(count_at + 1..count_at + 1 + n as usize);
                 Ok(pos)
             }
+            // A form shorter than its first key has none (the arity check
+            // refuses it before anything is routed).
+            KeySpec::Keyword(_) if args.len() < 2 => Ok(Vec::new()),
             KeySpec::Keyword(k) => k.positions(self.name, args),
         }
     }
@@ -423,6 +426,7 @@ pub const TABLE: &[CommandSpec] = &[
     row("readonly", 1, LOCAL, NONE, false),
     row("readwrite", 1, LOCAL, NONE, false),
     row("reset", 1, LOCAL, NONE, false),
+    row("memory", -2, LOCAL, NONE, false),
     // administration
     row("cluster", -2, Kind::Admin, NONE, false),
     // refused
@@ -466,7 +470,6 @@ pub const TABLE: &[CommandSpec] = &[
     row("failover", -1, SERVER, NONE, false),
     row("slowlog", -2, LOCAL, NONE, false),
     row("latency", -2, SERVER, NONE, false),
-    row("memory", -2, SERVER, NONE, false),
     row("acl", -2, SERVER, NONE, false),
     row("module", -2, SERVER, NONE, false),
     row("function", -2, SERVER, NONE, false),

@@ -16,7 +16,10 @@ use super::eq_ignore_case;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Keywords {
     /// SORT / SORT_RO: the key at 1, the last `STORE` destination, and each
-    /// `BY`/`GET` pattern that forms keys (standing for the keys it forms).
+    /// `BY`/`GET` pattern that forms keys. Such a pattern stands for the keys
+    /// it forms: they all carry its hash tag, so the ring places the pattern
+    /// where it places them, which is all routing (and a migration's
+    /// moving-key checks) needs of a key.
     Sort,
     /// GEORADIUS[BYMEMBER]: the key at 1 and the last `STORE`/`STOREDIST`
     /// destination among the options, which start at `options_at`.

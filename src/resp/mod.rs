@@ -8,6 +8,7 @@
 
 pub mod command;
 pub mod encode;
+pub mod info;
 pub mod keywords;
 pub mod reply;
 pub mod request;

@@ -44,7 +44,8 @@ pub fn reply_len(buf: &[u8]) -> Result<Option<usize>, ReplyError> {
         let Some(nl) = line_end(buf, pos) else {
             return Ok(None);
         };
-        if nl == pos || buf[nl - 1] != b'\r' {
+        // The type byte, then CRLF at the earliest: a bare "\r\n" has no type.
+        if nl < pos + 2 || buf[nl - 1] != b'\r' {
             return Err(ReplyError(format!(
                 "line without CRLF after '{}'",
                 kind as char
@@ -184,6 +185,8 @@ mod tests {
             b"*x\r\n",
             b"+OK\n",
             b"$-5\r\n",
+            b"\r\n",
+            b"*1\r\n\r\n",
         ] {
             assert!(
                 reply_len(bad).is_err(),

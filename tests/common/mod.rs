@@ -437,6 +437,9 @@ impl RespConn {
             match self.sock.read(&mut chunk) {
                 Ok(0) => return Err(Error::new(ErrorKind::UnexpectedEof, "connection closed")),
                 Ok(n) => self.buf.extend_from_slice(&chunk[..n]),
+                // A stop and continue of this process can interrupt a read
+                // that has a timeout, even without a signal handler.
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
                 Err(e) if e.kind() == ErrorKind::WouldBlock || e.kind() == ErrorKind::TimedOut => {
                     return Err(Error::new(ErrorKind::TimedOut, "no reply in time"))
                 }
@@ -467,4 +470,127 @@ pub fn encode_request(args: &[&[u8]]) -> Vec<u8> {
         out.extend_from_slice(b"\r\n");
     }
     out
+}
+
+/// A block of `n` consecutive free ports.
+pub fn free_block(n: usize) -> u16 {
+    'search: for _ in 0..50 {
+        let base = free_port();
+        if base as usize + n >= 65_000 {
+            continue;
+        }
+        for p in base..base + n as u16 {
+            if TcpListener::bind(("127.0.0.1", p)).is_err() {
+                continue 'search;
+            }
+        }
+        return base;
+    }
+    panic!("no block of {n} free ports");
+}
+
+/// `shardis up` on free ports, run in an empty directory (so no
+/// config/default.toml is found): killed on drop, with its directory.
+pub struct Up {
+    pub proc: Proc,
+    pub first_node_port: u16,
+    pub nodes: usize,
+    pub dir: tempdir::Dir,
+}
+
+impl Up {
+    /// The command line for `nodes` built-in nodes, before it is spawned.
+    pub fn command(
+        port: u16,
+        first_node_port: u16,
+        nodes: usize,
+        dir: &std::path::Path,
+    ) -> Command {
+        let mut cmd = Command::new(BIN);
+        cmd.current_dir(dir)
+            .args([
+                "up",
+                "--nodes",
+                &nodes.to_string(),
+                "--port",
+                &port.to_string(),
+            ])
+            .args(["--first-node-port", &first_node_port.to_string()]);
+        cmd
+    }
+
+    /// Starts it with `extra` arguments and waits for the proxy and every node.
+    pub fn start(nodes: usize, extra: &[&str]) -> Up {
+        let dir = tempdir::Dir::new();
+        let first = free_block(nodes);
+        let port = free_port();
+        let proc = Proc::spawn(
+            Up::command(port, first, nodes, dir.path())
+                .args(extra)
+                .stdout(Stdio::null()),
+            port,
+            "shardis up",
+        );
+        let up = Up {
+            proc,
+            first_node_port: first,
+            nodes,
+            dir,
+        };
+        wait_ping(port);
+        for p in first..first + nodes as u16 {
+            wait_ping(p);
+        }
+        up
+    }
+
+    pub fn port(&self) -> u16 {
+        self.proc.port
+    }
+
+    /// SIGTERM, then the exit status and everything it wrote to stderr.
+    pub fn stop(mut self) -> (std::process::ExitStatus, String) {
+        Command::new("kill")
+            .args(["-TERM", &self.proc.pid().to_string()])
+            .status()
+            .unwrap();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let status = loop {
+            if let Some(s) = self.proc.child.try_wait().unwrap() {
+                break s;
+            }
+            assert!(Instant::now() < deadline, "up did not stop on SIGTERM");
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        self.proc.stderr.finish();
+        let err = self.proc.stderr_tail(usize::MAX);
+        assert!(!err.contains("panicked at"), "{err}");
+        (status, err)
+    }
+}
+
+/// Whether something accepts connections on `port`.
+pub fn is_listening(port: u16) -> bool {
+    TcpStream::connect(("127.0.0.1", port)).is_ok()
+}
+
+/// Waits (up to `secs`) until nothing listens on any of `ports`.
+pub fn wait_closed(ports: impl Iterator<Item = u16> + Clone, secs: u64) {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    while ports.clone().any(is_listening) {
+        assert!(Instant::now() < deadline, "a node is still listening");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// SETs `{prefix}{i}` = i for i in 0..n through `port`.
+pub fn set_keys(port: u16, prefix: &str, n: usize) {
+    let mut con = connect(port);
+    for i in 0..n {
+        let _: () = redis::cmd("SET")
+            .arg(format!("{prefix}{i}"))
+            .arg(i)
+            .query(&mut con)
+            .unwrap();
+    }
 }

@@ -8,6 +8,7 @@
 
 mod connection;
 mod counters;
+mod info;
 mod keys;
 pub(crate) mod migrate;
 mod object;
@@ -155,7 +156,7 @@ pub static COMMANDS: &[Command] = &[
     cmd!("reset", 1, FAST, NOKEYS, connection::reset),
     // server
     cmd!("command", -1, 0, NOKEYS, server::command),
-    cmd!("info", -1, 0, NOKEYS, server::info),
+    cmd!("info", -1, 0, NOKEYS, info::info),
     cmd!("dbsize", 1, READONLY | FAST, NOKEYS, server::dbsize),
     cmd!("flushdb", -1, WRITE, NOKEYS, server::flush),
     cmd!("flushall", -1, WRITE, NOKEYS, server::flush),
@@ -229,6 +230,16 @@ pub fn lookup(name: &[u8]) -> Option<&'static Command> {
     BY_NAME.get(name)
 }
 
+/// A Redis command the proxy routes (it is in the proxy's command table)
+/// that this node does not implement: its lower-case name, so the error can
+/// say which backends serve it instead of calling it unknown. Derived from
+/// the two tables, so it stays true as either grows; CLUSTER is the
+/// proxy's own and is left to the generic error.
+pub fn not_served(name: &[u8]) -> Option<&'static str> {
+    let spec = crate::resp::lookup(name)?;
+    (lookup(name).is_none() && spec.kind != crate::resp::Kind::Admin).then_some(spec.name)
+}
+
 /// What the connection must do after [`dispatch`].
 pub enum Next {
     /// The reply is written; carry on.
@@ -247,7 +258,13 @@ pub fn dispatch(
 ) -> Next {
     node.stats.total_commands.fetch_add(1, Relaxed);
     let Some(cmd) = lookup(args[0]) else {
-        CmdError::unknown_command(args[0], &args[1..]).write(out);
+        match not_served(args[0]) {
+            Some(name) => CmdError::err(format!(
+                "'{name}' is not served by the built-in nodes; use redis-server nodes (config/redis-servers.toml)"
+            ))
+            .write(out),
+            None => CmdError::unknown_command(args[0], &args[1..]).write(out),
+        }
         return Next::Done;
     };
     client.last_cmd = cmd.name;
@@ -332,6 +349,24 @@ mod tests {
         ];
         for &(s, want) in cases {
             assert_eq!(parse_i64(s.as_bytes()).ok(), want, "{s:?}");
+        }
+    }
+
+    #[test]
+    fn commands_the_proxy_routes_but_the_node_lacks_are_named() {
+        assert_eq!(not_served(b"XADD"), Some("xadd"));
+        assert_eq!(not_served(b"get"), None, "served");
+        assert_eq!(not_served(b"cluster"), None, "the proxy's own");
+        assert_eq!(not_served(b"nosuchcommand"), None, "not Redis");
+        for spec in crate::resp::command::TABLE {
+            let served = lookup(spec.name.as_bytes()).is_some();
+            let admin = spec.kind == crate::resp::Kind::Admin;
+            assert_eq!(
+                not_served(spec.name.as_bytes()).is_some(),
+                !served && !admin,
+                "{}",
+                spec.name
+            );
         }
     }
 

@@ -1,15 +1,12 @@
-//! Server commands: COMMAND, INFO, DBSIZE, FLUSHDB/FLUSHALL, CONFIG, TIME,
-//! LASTSAVE. INFO reports the store's own memory accounting.
+//! Server commands: COMMAND, DBSIZE, FLUSHDB/FLUSHALL, CONFIG, TIME,
+//! LASTSAVE. INFO has its own file, `info.rs`.
 
-use super::connection::verbatim;
 use super::{CmdResult, Command, Ctx, Run, COMMANDS, DENYOOM, FAST, READONLY, WRITE};
 use crate::backend::error::CmdError;
-use crate::backend::server::REDIS_VERSION;
 use crate::backend::store::now_ms;
 use crate::glob;
 use crate::resp::{encode, eq_ignore_case};
 use bytes::BytesMut;
-use std::fmt::Write as _;
 use std::sync::atomic::Ordering::Relaxed;
 
 /// DBSIZE (expired keys not yet reclaimed count, as in Redis).
@@ -159,111 +156,6 @@ pub fn command(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     Ok(())
 }
 
-/// Redis's `bytesToHuman`.
-pub fn human(n: u64) -> String {
-    let f = n as f64;
-    match n {
-        n if n < 1024 => format!("{n}B"),
-        n if n < 1 << 20 => format!("{:.2}K", f / 1024.0),
-        n if n < 1 << 30 => format!("{:.2}M", f / (1u64 << 20) as f64),
-        n if n < 1 << 40 => format!("{:.2}G", f / (1u64 << 30) as f64),
-        _ => format!("{:.2}T", f / (1u64 << 40) as f64),
-    }
-}
-
-fn rss_bytes() -> u64 {
-    std::fs::read_to_string("/proc/self/statm")
-        .ok()
-        .and_then(|s| {
-            s.split_whitespace()
-                .nth(1)
-                .and_then(|p| p.parse::<u64>().ok())
-        })
-        .map_or(0, |pages| pages * 4096)
-}
-
-/// The INFO text for the requested sections (empty = default set).
-pub fn info_text(ctx: &Ctx, sections: &[&[u8]]) -> String {
-    let node = ctx.node;
-    let want = |name: &str| {
-        sections.is_empty()
-            || sections.iter().any(|s| {
-                eq_ignore_case(s, name.as_bytes())
-                    || eq_ignore_case(s, b"all")
-                    || eq_ignore_case(s, b"default")
-                    || eq_ignore_case(s, b"everything")
-            })
-    };
-    let c = &node.store.counters;
-    let evicted = c.evicted_keys.load(Relaxed);
-    let mut parts: Vec<String> = Vec::new();
-    if want("server") {
-        let uptime = ctx.now.saturating_sub(node.started_ms) / 1000;
-        parts.push(format!(
-            "# Server\r\nredis_version:{REDIS_VERSION}\r\nredis_git_sha1:00000000\r\nredis_git_dirty:0\r\n\
-             redis_mode:standalone\r\nos:{}\r\narch_bits:64\r\nmultiplexing_api:epoll\r\nprocess_id:{}\r\n\
-             run_id:{}\r\ntcp_port:{}\r\nserver_time_usec:{}\r\nuptime_in_seconds:{uptime}\r\n\
-             uptime_in_days:{}\r\nhz:10\r\nexecutable:shardis\r\nconfig_file:\r\n",
-            std::env::consts::OS,
-            std::process::id(),
-            node.run_id,
-            node.port,
-            ctx.now * 1000,
-            uptime / 86400,
-        ));
-    }
-    if want("clients") {
-        parts.push(format!(
-            "# Clients\r\nconnected_clients:{}\r\nmaxclients:10000\r\nblocked_clients:0\r\n",
-            node.stats.connected_clients.load(Relaxed)
-        ));
-    }
-    if want("memory") {
-        let used = node.store.used_memory() as u64;
-        let max = node.maxmemory.load(Relaxed);
-        let rss = rss_bytes();
-        parts.push(format!(
-            "# Memory\r\nused_memory:{used}\r\nused_memory_human:{}\r\nused_memory_rss:{rss}\r\n\
-             used_memory_rss_human:{}\r\nmaxmemory:{max}\r\nmaxmemory_human:{}\r\n\
-             maxmemory_policy:allkeys-lru\r\nmem_fragmentation_ratio:{:.2}\r\nevicted_keys:{evicted}\r\n",
-            human(used),
-            human(rss),
-            human(max),
-            rss as f64 / used.max(1) as f64,
-        ));
-    }
-    if want("stats") {
-        parts.push(format!(
-            "# Stats\r\ntotal_connections_received:{}\r\ntotal_commands_processed:{}\r\nexpired_keys:{}\r\n\
-             evicted_keys:{evicted}\r\nkeyspace_hits:{}\r\nkeyspace_misses:{}\r\n",
-            node.stats.total_connections.load(Relaxed),
-            node.stats.total_commands.load(Relaxed),
-            c.expired_keys.load(Relaxed),
-            c.keyspace_hits.load(Relaxed),
-            c.keyspace_misses.load(Relaxed),
-        ));
-    }
-    if want("replication") {
-        parts.push("# Replication\r\nrole:master\r\nconnected_slaves:0\r\n".into());
-    }
-    if want("keyspace") {
-        let (keys, expires) = node.store.counts();
-        let mut s = String::from("# Keyspace\r\n");
-        if keys > 0 {
-            let _ = write!(s, "db0:keys={keys},expires={expires},avg_ttl=0\r\n");
-        }
-        parts.push(s);
-    }
-    parts.join("\r\n")
-}
-
-/// INFO [section ...]
-pub fn info(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
-    let text = info_text(ctx, &args[1..]);
-    verbatim(ctx, &text);
-    Ok(())
-}
-
 /// Parses a Redis memory value: bytes with an optional k/kb/m/mb/g/gb unit.
 pub fn parse_memory(b: &[u8]) -> Option<u64> {
     let s = std::str::from_utf8(b).ok()?.to_ascii_lowercase();
@@ -284,7 +176,7 @@ pub fn parse_memory(b: &[u8]) -> Option<u64> {
 
 /// What CONFIG GET reports; enough for redis-benchmark, redis-cli and
 /// client libraries that probe settings.
-fn config_values(ctx: &Ctx) -> Vec<(&'static str, String)> {
+pub(super) fn config_values(ctx: &Ctx) -> Vec<(&'static str, String)> {
     let node = ctx.node;
     vec![
         ("maxmemory", node.maxmemory.load(Relaxed).to_string()),
@@ -403,13 +295,5 @@ mod tests {
         for &(s, want) in cases {
             assert_eq!(parse_memory(s.as_bytes()), want, "{s}");
         }
-    }
-
-    #[test]
-    fn human_sizes_match_bytes_to_human() {
-        assert_eq!(human(0), "0B");
-        assert_eq!(human(1023), "1023B");
-        assert_eq!(human(1805984), "1.72M");
-        assert_eq!(human(104_857_600), "100.00M");
     }
 }

@@ -1,0 +1,190 @@
+//! INFO [section ...]: the node's Redis 7 sections and the fields tools read
+//! (`redis-cli --stat`, monitoring agents, the proxy's own INFO, which sums
+//! the nodes' Memory, Stats and Keyspace fields). Layout and section
+//! selection come from `resp::info`; every figure here is measured by the
+//! node — fields it cannot measure are left out rather than invented.
+
+use super::connection::verbatim;
+use super::{CmdResult, Ctx};
+use crate::backend::server::REDIS_VERSION;
+use crate::resp::info::{human, InfoText, Selection, Usage};
+use std::sync::atomic::Ordering::Relaxed;
+
+/// The INFO text for the requested sections (none = the default set).
+pub fn info_text(ctx: &Ctx, sections: &[&[u8]]) -> String {
+    let node = ctx.node;
+    let want = Selection::parse(sections);
+    let c = &node.store.counters;
+    let usage = Usage::now();
+    let used = node.store.used_memory() as u64;
+    let peak = node.memory_peak.fetch_max(used, Relaxed).max(used);
+    let uptime = ctx.now.saturating_sub(node.started_ms) / 1000;
+    let policy = super::server::config_values(ctx)
+        .into_iter()
+        .find(|(k, _)| *k == "maxmemory-policy")
+        .map_or_else(|| "allkeys-lru".to_string(), |(_, v)| v);
+    let mut t = InfoText::default();
+    if want.has("server") {
+        let exe = std::env::current_exe()
+            .map(|p| p.display().to_string())
+            .unwrap_or_default();
+        t.section(
+            "server",
+            &[
+                ("redis_version", REDIS_VERSION.to_string()),
+                ("redis_git_sha1", "00000000".into()),
+                ("redis_git_dirty", "0".into()),
+                ("redis_mode", "standalone".into()),
+                (
+                    "os",
+                    format!("{} {}", std::env::consts::OS, std::env::consts::ARCH),
+                ),
+                ("arch_bits", "64".into()),
+                ("multiplexing_api", "epoll".into()),
+                ("process_id", std::process::id().to_string()),
+                ("process_supervised", "no".into()),
+                ("run_id", node.run_id.clone()),
+                ("tcp_port", node.port.to_string()),
+                ("server_time_usec", (ctx.now * 1000).to_string()),
+                ("uptime_in_seconds", uptime.to_string()),
+                ("uptime_in_days", (uptime / 86_400).to_string()),
+                ("hz", "10".into()),
+                ("configured_hz", "10".into()),
+                ("executable", exe),
+                ("config_file", String::new()),
+                ("io_threads_active", "0".into()),
+            ],
+        );
+    }
+    if want.has("clients") {
+        t.section(
+            "clients",
+            &[
+                (
+                    "connected_clients",
+                    node.stats.connected_clients.load(Relaxed) as u64,
+                ),
+                ("cluster_connections", 0),
+                ("maxclients", 10_000),
+                // The node has no blocking commands and no client tracking.
+                ("blocked_clients", 0),
+                ("tracking_clients", 0),
+                ("clients_in_timeout_table", 0),
+            ],
+        );
+    }
+    if want.has("memory") {
+        let max = node.maxmemory.load(Relaxed);
+        t.section(
+            "memory",
+            &[
+                ("used_memory", used.to_string()),
+                ("used_memory_human", human(used)),
+                ("used_memory_rss", usage.rss_bytes.to_string()),
+                ("used_memory_rss_human", human(usage.rss_bytes)),
+                ("used_memory_peak", peak.to_string()),
+                ("used_memory_peak_human", human(peak)),
+                (
+                    "used_memory_peak_perc",
+                    format!("{:.2}%", used as f64 * 100.0 / peak.max(1) as f64),
+                ),
+                ("maxmemory", max.to_string()),
+                ("maxmemory_human", human(max)),
+                ("maxmemory_policy", policy),
+                (
+                    "mem_fragmentation_ratio",
+                    format!("{:.2}", usage.rss_bytes as f64 / used.max(1) as f64),
+                ),
+                ("mem_allocator", "libc".into()),
+            ],
+        );
+    }
+    if want.has("persistence") {
+        // The node keeps nothing on disk: nothing is ever loading or saving.
+        t.section(
+            "persistence",
+            &[
+                ("loading", "0".to_string()),
+                ("async_loading", "0".into()),
+                ("rdb_bgsave_in_progress", "0".into()),
+                ("rdb_last_save_time", (node.started_ms / 1000).to_string()),
+                ("rdb_last_bgsave_status", "ok".into()),
+                ("aof_enabled", "0".into()),
+                ("aof_rewrite_in_progress", "0".into()),
+                ("aof_last_write_status", "ok".into()),
+            ],
+        );
+    }
+    if want.has("stats") {
+        let commands = node.stats.total_commands.load(Relaxed);
+        t.section(
+            "stats",
+            &[
+                (
+                    "total_connections_received",
+                    node.stats.total_connections.load(Relaxed),
+                ),
+                ("total_commands_processed", commands),
+                ("instantaneous_ops_per_sec", node.ops.rate(commands)),
+                ("rejected_connections", 0),
+                ("expired_keys", c.expired_keys.load(Relaxed)),
+                ("evicted_keys", c.evicted_keys.load(Relaxed)),
+                ("keyspace_hits", c.keyspace_hits.load(Relaxed)),
+                ("keyspace_misses", c.keyspace_misses.load(Relaxed)),
+                ("pubsub_channels", 0),
+                ("pubsub_patterns", 0),
+            ],
+        );
+    }
+    if want.has("replication") {
+        t.section(
+            "replication",
+            &[
+                ("role", "master".to_string()),
+                ("connected_slaves", "0".into()),
+                ("master_failover_state", "no-failover".into()),
+                ("master_replid", node.run_id.clone()),
+                ("master_repl_offset", "0".into()),
+                ("second_repl_offset", "-1".into()),
+                ("repl_backlog_active", "0".into()),
+            ],
+        );
+    }
+    if want.has("cpu") {
+        t.section(
+            "cpu",
+            &[
+                ("used_cpu_sys", format!("{:.6}", usage.cpu_sys_secs)),
+                ("used_cpu_user", format!("{:.6}", usage.cpu_user_secs)),
+                ("used_cpu_sys_children", "0.000000".into()),
+                ("used_cpu_user_children", "0.000000".into()),
+            ],
+        );
+    }
+    // No modules; per-command and per-error statistics are not kept.
+    for empty in ["modules", "commandstats", "errorstats", "latencystats"] {
+        if want.has(empty) {
+            t.section::<u8>(empty, &[]);
+        }
+    }
+    if want.has("cluster") {
+        t.section("cluster", &[("cluster_enabled", 0)]);
+    }
+    if want.has("keyspace") {
+        let (keys, expires) = node.store.counts();
+        let line = format!("keys={keys},expires={expires},avg_ttl=0");
+        if keys > 0 {
+            t.section("keyspace", &[("db0", line)]);
+        } else {
+            t.section::<String>("keyspace", &[]);
+        }
+    }
+    t.finish()
+}
+
+/// INFO [section ...]
+pub fn info(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
+    let text = info_text(ctx, &args[1..]);
+    verbatim(ctx, &text);
+    Ok(())
+}

@@ -1,0 +1,313 @@
+//! `shardis up`: decides which nodes to start (the state file's topology if
+//! there is one, else the config's `[[nodes]]`, else `[up] nodes` generated
+//! ones), starts them as child processes — built-in nodes or redis-server —
+//! then runs the proxy over them until Ctrl-C / SIGTERM, and stops every
+//! child on the way out.
+//!
+//! Called by `main.rs` only. Owns the node processes: a node the ring drops
+//! (REMOVENODE, after its sweep) is stopped here, and no path leaves one
+//! running — built-in nodes exit with their parent, and redis-server runs
+//! under `shardis supervise`, which stops it when `up` goes away.
+
+use std::io::Read;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::net::TcpListener;
+use tokio::process::{Child, Command};
+
+use shardis::proxy::{self, state, state::topology_difference, Config};
+use shardis::ring::NodeSpec;
+
+/// How long a node may take to answer its first PING.
+const START_TIMEOUT_MS: u64 = 10_000;
+/// How long a supervised redis-server gets to stop before it is killed.
+const STOP_GRACE_MS: u64 = 2_000;
+
+/// What `up` runs as nodes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Backend {
+    /// `shardis node`, this executable.
+    Builtin,
+    /// `redis-server` from PATH, without persistence.
+    RedisServer,
+}
+
+/// Errs with a clear message when the backend's program is missing.
+pub fn check_backend(backend: Backend) -> Result<(), String> {
+    if backend == Backend::RedisServer
+        && std::process::Command::new("redis-server")
+            .arg("--version")
+            .output()
+            .is_err()
+    {
+        return Err("--backend redis-server: redis-server is not installed (not found on PATH); install it (e.g. `apt-get install redis-server`) or use the built-in nodes".into());
+    }
+    Ok(())
+}
+
+/// The port of a node `up` can start: its address must be on this machine.
+fn local_port(n: &NodeSpec) -> Result<u16, String> {
+    let (host, port) = n.addr.rsplit_once(':').unwrap_or(("", ""));
+    let loopback = ["127.0.0.1", "localhost", "[::1]"].contains(&host);
+    match port.parse::<u16>() {
+        Ok(p) if loopback && p != 0 => Ok(p),
+        _ => Err(format!(
+            "node {} at {}: `shardis up` starts its nodes on 127.0.0.1; for nodes elsewhere run `shardis proxy --config FILE`",
+            n.name, n.addr
+        )),
+    }
+}
+
+/// Starts and owns the node processes of `shardis up` — the first ones and
+/// any added later with `CLUSTER SPAWNNODE`. Children are killed on drop too.
+pub struct NodeSpawner {
+    exe: PathBuf,
+    backend: Backend,
+    maxmemory: u64,
+    next_port: AtomicU32,
+    /// (address, process). A std mutex: held only to push or take, never
+    /// across `.await`.
+    children: Mutex<Vec<(String, Child)>>,
+}
+
+impl NodeSpawner {
+    fn command(&self, port: u16) -> Command {
+        let port = port.to_string();
+        match self.backend {
+            Backend::Builtin => {
+                let mut c = Command::new(&self.exe);
+                c.args(["node", "--port", &port, "--exit-with-parent"])
+                    .args(["--maxmemory", &self.maxmemory.to_string()]);
+                c
+            }
+            Backend::RedisServer => {
+                let mut c = Command::new(&self.exe);
+                c.args(["supervise", "--", "redis-server", "--port", &port])
+                    .args(["--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]);
+                if self.maxmemory > 0 {
+                    c.args(["--maxmemory", &self.maxmemory.to_string()])
+                        .args(["--maxmemory-policy", "allkeys-lru"]);
+                }
+                // Closing this pipe (or `up` dying) tells `supervise` to stop.
+                c.stdin(std::process::Stdio::piped())
+                    .stdout(std::process::Stdio::null());
+                c
+            }
+        }
+    }
+
+    /// Starts a node on `port` and waits (bounded) until it answers PING.
+    async fn start(&self, port: u16) -> Result<String, String> {
+        let mut proc = self
+            .command(port)
+            .kill_on_drop(true)
+            .spawn()
+            .map_err(|e| format!("cannot start node on port {port}: {e}"))?;
+        let addr = format!("127.0.0.1:{port}");
+        let deadline = tokio::time::Instant::now() + Duration::from_millis(START_TIMEOUT_MS);
+        loop {
+            if let Ok(Some(status)) = proc.try_wait() {
+                return Err(format!(
+                    "node on port {port} exited during start-up ({status}); is the port in use?"
+                ));
+            }
+            if let Ok(r) = proxy::admin::probe(&addr, &[b"PING"], Duration::from_millis(500)).await
+            {
+                if r.starts_with(b"+PONG") {
+                    break;
+                }
+            }
+            if tokio::time::Instant::now() > deadline {
+                return Err(format!(
+                    "node on port {port} did not answer PING within {} s",
+                    START_TIMEOUT_MS / 1000
+                ));
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        self.children
+            .lock()
+            .expect("children lock")
+            .push((addr.clone(), proc));
+        Ok(addr)
+    }
+
+    /// Stops every node; returns how many there were.
+    async fn stop_all(&self) -> usize {
+        let children = std::mem::take(&mut *self.children.lock().expect("children lock"));
+        let n = children.len();
+        futures::future::join_all(children.into_iter().map(|(_, c)| stop(c))).await;
+        n
+    }
+}
+
+/// Stops one node: a supervised redis-server is asked to stop (its pipe
+/// closed) and killed if it has not within the grace period; a built-in node
+/// holds nothing to save and is killed at once.
+async fn stop(mut child: Child) {
+    if child.stdin.take().is_some() {
+        let grace = Duration::from_millis(STOP_GRACE_MS);
+        if tokio::time::timeout(grace, child.wait()).await.is_ok() {
+            return;
+        }
+    }
+    let _ = child.kill().await;
+}
+
+impl proxy::Spawner for NodeSpawner {
+    fn spawn(
+        &self,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<String, String>> + Send + '_>>
+    {
+        Box::pin(async move {
+            // The next port that is free on loopback.
+            for _ in 0..100 {
+                let p = self.next_port.fetch_add(1, Ordering::Relaxed);
+                let Ok(port) = u16::try_from(p) else { break };
+                if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+                    return self.start(port).await;
+                }
+            }
+            Err("no free port for a new node".into())
+        })
+    }
+
+    fn retire(&self, addr: &str) {
+        let mut children = self.children.lock().expect("children lock");
+        let Some(i) = children.iter().position(|(a, _)| a == addr) else {
+            return;
+        };
+        let (addr, child) = children.swap_remove(i);
+        drop(children);
+        tracing::info!(node = %addr, "stopping the node process: it left the ring and its keys were swept");
+        tokio::spawn(stop(child));
+    }
+}
+
+/// The nodes to start: the state file's ring (and, mid-change, the other
+/// ring's nodes too) when there is one, else the config's. Logs where the
+/// topology came from and how it differs from the config.
+pub fn topology(config: &Config) -> Result<Vec<NodeSpec>, String> {
+    let Some(path) = &config.state_file else {
+        return Ok(config.nodes.clone());
+    };
+    let Some(saved) = state::load(path)? else {
+        return Ok(config.nodes.clone());
+    };
+    let mut nodes = saved.nodes.clone();
+    if let Some(m) = &saved.migration {
+        for n in state::to_specs(&m.other_nodes) {
+            if !nodes.iter().any(|x| x.name == n.name) {
+                nodes.push(n);
+            }
+        }
+    }
+    let diff = topology_difference(&config.nodes, &saved.nodes);
+    println!(
+        "shardis: topology from the state file {path} (epoch {}, {} nodes){}",
+        saved.epoch,
+        saved.nodes.len(),
+        if diff.is_empty() {
+            String::new()
+        } else {
+            format!(", not the config: {}", diff.join("; "))
+        }
+    );
+    Ok(nodes)
+}
+
+/// Runs `shardis up` over `config.nodes` until Ctrl-C / SIGTERM.
+pub async fn run(
+    config: Config,
+    backend: Backend,
+    stop_signal: impl std::future::Future<Output = ()>,
+) -> Result<(), String> {
+    // Bind the proxy first: if its port is taken, no node was started for nothing.
+    let listener = TcpListener::bind(&config.listen)
+        .await
+        .map_err(|e| format!("cannot listen on {}: {e}", config.listen))?;
+    let nodes = topology(&config)?;
+    let ports = nodes
+        .iter()
+        .map(local_port)
+        .collect::<Result<Vec<_>, _>>()?;
+    let spawner = Arc::new(NodeSpawner {
+        exe: std::env::current_exe().map_err(|e| e.to_string())?,
+        backend,
+        maxmemory: config.up.node_maxmemory,
+        next_port: AtomicU32::new(ports.iter().max().map_or(7001, |&p| p as u32 + 1)),
+        children: Mutex::new(Vec::new()),
+    });
+    for &port in &ports {
+        if let Err(e) = spawner.start(port).await {
+            spawner.stop_all().await;
+            return Err(e);
+        }
+    }
+    let kind = match backend {
+        Backend::Builtin => "built-in nodes",
+        Backend::RedisServer => "redis-server nodes",
+    };
+    let list = match (ports.iter().min(), ports.iter().max()) {
+        (Some(lo), Some(hi)) if (*hi - *lo) as usize + 1 == ports.len() => {
+            format!("127.0.0.1:{lo}..{hi}")
+        }
+        _ => nodes
+            .iter()
+            .map(|n| n.addr.as_str())
+            .collect::<Vec<_>>()
+            .join(", "),
+    };
+    println!(
+        "shardis: {} {kind} on {list}, proxy on {} ({} ring, {} points per node). Ctrl-C stops everything.",
+        nodes.len(),
+        config.listen,
+        config.ring.scheme,
+        config.ring.vnodes
+    );
+    println!(
+        "try: redis-cli -p {} SET user:42 hello",
+        listener.local_addr().map(|a| a.port()).unwrap_or(0)
+    );
+    let result = proxy::run_with(listener, config, Some(spawner.clone()), stop_signal).await;
+    let stopped = spawner.stop_all().await;
+    println!("shardis: stopped the proxy and {stopped} nodes");
+    result
+}
+
+/// `shardis supervise -- PROGRAM ARGS…`: runs PROGRAM and stops it when
+/// this process's stdin closes or its parent exits — so a redis-server
+/// started by `up` never outlives `up`, even one killed with SIGKILL.
+pub fn supervise(cmd: &[String]) -> Result<(), String> {
+    let (prog, args) = cmd.split_first().ok_or("supervise: no program given")?;
+    let parent = std::os::unix::process::parent_id();
+    let mut child = std::process::Command::new(prog)
+        .args(args)
+        .stdin(std::process::Stdio::null())
+        .spawn()
+        .map_err(|e| format!("cannot start {prog}: {e}"))?;
+    let closed = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let flag = closed.clone();
+    std::thread::spawn(move || {
+        // Blocks until the writer (`up`) closes the pipe or dies.
+        let _ = std::io::stdin().read_to_end(&mut Vec::new());
+        flag.store(true, Ordering::Relaxed);
+    });
+    loop {
+        if let Ok(Some(status)) = child.try_wait() {
+            return match status.success() {
+                true => Ok(()),
+                false => Err(format!("{prog} exited: {status}")),
+            };
+        }
+        if closed.load(Ordering::Relaxed) || std::os::unix::process::parent_id() != parent {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Ok(());
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}

@@ -1,0 +1,159 @@
+//! INFO and MEMORY through the proxy: Redis 7's sections and layout, the
+//! fields tools read (summed over the nodes where Redis would report one
+//! server's figure), and MEMORY USAGE asked of the key's node.
+
+mod common;
+
+use common::*;
+
+fn info(port: u16, args: &[&str]) -> String {
+    let mut cmd = redis::cmd("INFO");
+    for a in args {
+        cmd.arg(*a);
+    }
+    cmd.query(&mut connect(port)).unwrap()
+}
+
+fn titles(info: &str) -> Vec<&str> {
+    info.split("\r\n").filter(|l| l.starts_with("# ")).collect()
+}
+
+#[test]
+fn info_has_redis_7_sections_laid_out_as_redis_and_sums_the_nodes() {
+    let up = Up::start(3, &[]);
+    let port = up.port();
+    set_keys(port, "k", 30);
+    let default = info(port, &[]);
+    assert_eq!(
+        titles(&default),
+        [
+            "# Server",
+            "# Clients",
+            "# Memory",
+            "# Persistence",
+            "# Stats",
+            "# Replication",
+            "# CPU",
+            "# Modules",
+            "# Errorstats",
+            "# Cluster",
+            "# Keyspace"
+        ]
+    );
+    // Redis ends the text with CRLF and separates sections with one blank line;
+    // redis-cli --stat reads a field up to its CRLF.
+    assert!(default.ends_with("\r\n"), "{default:?}");
+    assert!(!default.contains("\r\n\r\n\r\n"));
+    assert_eq!(default.matches("\r\n\r\n# ").count(), 10);
+    for field in [
+        "used_memory:",
+        "used_memory_human:",
+        "used_memory_peak:",
+        "maxmemory:",
+        "maxmemory_human:",
+        "maxmemory_policy:",
+        "mem_fragmentation_ratio:",
+        "blocked_clients:0\r\n",
+        "total_connections_received:",
+        "total_commands_processed:",
+        "instantaneous_ops_per_sec:",
+        "keyspace_hits:",
+        "keyspace_misses:",
+        "evicted_keys:",
+        "expired_keys:",
+        "role:master\r\n",
+        "connected_slaves:0\r\n",
+        "cluster_enabled:0\r\n",
+        "used_cpu_sys:",
+        "db0:keys=30,",
+    ] {
+        assert!(default.contains(field), "{field} missing from {default}");
+    }
+    // used_memory is the sum over the nodes.
+    let sum: u64 = (0..3)
+        .map(|i| {
+            let t = info(up.first_node_port + i, &["memory"]);
+            field(&t, "used_memory").parse::<u64>().unwrap()
+        })
+        .sum();
+    let proxy_used: u64 = field(&info(port, &["memory"]), "used_memory")
+        .parse()
+        .unwrap();
+    assert_eq!(proxy_used, sum);
+    assert_eq!(
+        info(port, &["default"])
+            .lines()
+            .filter(|l| l.starts_with('#'))
+            .count(),
+        11
+    );
+    let all = info(port, &["all"]);
+    assert!(all.contains("# Commandstats\r\n") && all.contains("# Latencystats\r\n"));
+    assert_eq!(titles(&info(port, &["everything"])), titles(&all));
+    assert_eq!(
+        titles(&info(port, &["keyspace", "MEMORY"])),
+        ["# Memory", "# Keyspace"],
+        "Redis's order, any case"
+    );
+    // An unknown section is an empty bulk, as in Redis.
+    assert_eq!(
+        raw(port, b"*2\r\n$4\r\nINFO\r\n$6\r\nnosuch\r\n", 6),
+        b"$0\r\n\r\n"
+    );
+    // The node's own INFO has the same shape.
+    let node = info(up.first_node_port, &[]);
+    assert_eq!(titles(&node), titles(&default));
+    assert!(node.ends_with("\r\n"));
+}
+
+fn field<'a>(info: &'a str, name: &str) -> &'a str {
+    info.split("\r\n")
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))
+        .unwrap_or_else(|| panic!("{name} missing from {info}"))
+}
+
+#[test]
+fn memory_usage_is_asked_of_the_keys_node_and_other_subcommands_answer() {
+    let up = Up::start(3, &[]);
+    let mut con = connect(up.port());
+    let _: () = redis::cmd("SET")
+        .arg("m")
+        .arg("x".repeat(1000))
+        .query(&mut con)
+        .unwrap();
+    let used: i64 = redis::cmd("MEMORY")
+        .arg("USAGE")
+        .arg("m")
+        .query(&mut con)
+        .unwrap();
+    assert!(used >= 1000, "{used}");
+    let used: i64 = redis::cmd("MEMORY")
+        .arg("USAGE")
+        .arg("m")
+        .arg("SAMPLES")
+        .arg("0")
+        .query(&mut con)
+        .unwrap();
+    assert!(used >= 1000);
+    let none: Option<i64> = redis::cmd("MEMORY")
+        .arg("USAGE")
+        .arg("nosuch")
+        .query(&mut con)
+        .unwrap();
+    assert_eq!(none, None);
+    let doctor: String = redis::cmd("MEMORY").arg("DOCTOR").query(&mut con).unwrap();
+    assert!(doctor.contains("3 of 3 nodes answered"), "{doctor}");
+    let stats: Vec<redis::Value> = redis::cmd("MEMORY").arg("STATS").query(&mut con).unwrap();
+    assert!(stats.len() >= 6);
+    let help: Vec<String> = redis::cmd("MEMORY").arg("HELP").query(&mut con).unwrap();
+    assert!(help.iter().any(|l| l.starts_with("USAGE")));
+    for (sub, want) in [
+        ("MALLOC-STATS", "is per node"),
+        ("PURGE", "is per node"),
+        ("NOSUCH", "unknown subcommand 'NOSUCH'. Try MEMORY HELP."),
+    ] {
+        let r: redis::RedisResult<String> = redis::cmd("MEMORY").arg(sub).query(&mut con);
+        let e = r.unwrap_err().to_string();
+        assert!(e.contains(want), "{sub}: {e}");
+    }
+}
