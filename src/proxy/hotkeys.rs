@@ -370,6 +370,21 @@ mod tests {
     }
 
     #[test]
+    fn one_request_in_sample_every_reaches_the_sketch() {
+        let hk = std::sync::Arc::new(HotKeys::new(4));
+        let h = hk.clone();
+        // A fresh thread: its sampling counter starts at zero.
+        std::thread::spawn(move || {
+            for _ in 0..SAMPLE_EVERY * 10 + 5 {
+                h.sample(b"k");
+            }
+        })
+        .join()
+        .unwrap();
+        assert_eq!(hk.top(1)[0].1, 10 * SAMPLE_EVERY as u64);
+    }
+
+    #[test]
     fn long_keys_are_cut_and_counts_decay() {
         let hk = HotKeys::new(4);
         let long = vec![b'x'; 1000];
