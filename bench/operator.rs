@@ -1,12 +1,13 @@
 //! What the operator plane costs per request: `cargo bench --bench operator`.
 //!
-//! Every keyed request pays, on the proxy's hot path: a clock read at decode
-//! and at reply, one command-series update (calls, errors, latency bucket),
-//! one nodes-engaged bucket, the hot-key sample check (1 in 16 takes the
-//! sketch's mutex), the slow-log threshold comparison, and — in the upstream
-//! actor — one node-series update and a clock read. `per_request` runs all of
-//! them together, so its time is the added cost per request; the other
-//! benches split it into parts.
+//! Every keyed request pays, on the proxy's hot path: one command-series
+//! update (calls, errors, latency bucket), one nodes-engaged bucket, the
+//! hot-key sample check (1 in 16 takes the sketch's mutex), the slow-log
+//! threshold comparison, one node-series update in the upstream actor, and
+//! four clock reads (arrival, send, reply read, reply ready) — shared by every
+//! request of a pipelined batch. `per_request` runs all of it for a lone
+//! request, `per_request_pipelined_16` for 16 that travel together (reported
+//! per request); the other benches split the cost into parts.
 
 use std::hint::black_box;
 use std::time::Instant;
@@ -71,17 +72,43 @@ fn parts(c: &mut Criterion) {
         b.iter(|| slow.is_slow(black_box(ns / 1000)))
     });
     g.bench_function("clock_read", |b| b.iter(Instant::now));
+    // One request alone: every clock read is its own (session arrival,
+    // upstream send, upstream reply, session reply).
     g.bench_function("per_request", |b| {
         b.iter(|| {
             i = (i + 1) % KEYS;
-            let started = Instant::now();
+            let arrived = Instant::now();
             hot.sample(&ks[i]);
-            m.engaged(get, 1);
             let sent = Instant::now();
-            node.observe(sent.elapsed().as_nanos() as u64, false);
-            let took = started.elapsed().as_nanos() as u64;
+            node.observe(Instant::now().duration_since(sent).as_nanos() as u64, false);
+            let took = Instant::now().duration_since(arrived).as_nanos() as u64;
             m.record(idx, took, false);
+            m.engaged(get, 1);
             black_box(slow.is_slow(took / 1000))
+        })
+    });
+    // Pipelined: the session and the upstream actor read the clock once per
+    // batch, so 16 requests that arrive and are answered together share them.
+    g.throughput(Throughput::Elements(16));
+    g.bench_function("per_request_pipelined_16", |b| {
+        b.iter(|| {
+            let arrived = Instant::now();
+            for _ in 0..16 {
+                i = (i + 1) % KEYS;
+                hot.sample(&ks[i]);
+            }
+            let sent = Instant::now();
+            let read = Instant::now();
+            for _ in 0..16 {
+                node.observe(read.duration_since(sent).as_nanos() as u64, false);
+            }
+            let done = Instant::now();
+            for _ in 0..16 {
+                let took = done.duration_since(arrived).as_nanos() as u64;
+                m.record(idx, took, false);
+                m.engaged(get, 1);
+                black_box(slow.is_slow(took / 1000));
+            }
         })
     });
     g.finish();

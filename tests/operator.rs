@@ -320,16 +320,8 @@ fn shardis_up_serves_the_admin_api_by_default() {
         eprintln!("skipping: 127.0.0.1:7070 is in use, so `up` would serve without it");
         return;
     }
-    let (port, first) = (free_port(), free_port());
-    let _up = Proc::spawn(
-        std::process::Command::new(BIN)
-            .args(["up", "--nodes", "2", "--port", &port.to_string()])
-            .args(["--first-node-port", &first.to_string()])
-            .stdout(std::process::Stdio::null()),
-        port,
-        "shardis up",
-    );
-    wait_ping(port);
+    let up = Up::start(2, &[]);
+    let port = up.port();
     let info = cluster_info(&mut connect(port));
     let admin = field(&info, "admin_listen");
     if admin != "127.0.0.1:7070" {

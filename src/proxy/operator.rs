@@ -6,6 +6,7 @@
 //! `proxy.ops`, read by sessions, routing, the admin commands and `http/`.
 
 use std::sync::{Arc, OnceLock};
+use std::time::Instant;
 
 use bytes::{Bytes, BytesMut};
 use serde::Deserialize;
@@ -211,10 +212,17 @@ impl Ops {
         }
     }
 
-    /// Records a request whose reply is complete: its command's series, the
-    /// nodes it engaged, and the slow log when it took long enough.
-    pub fn answered(&self, proxy: &Proxy, t: Timing, reply: &[u8], client: &ClientState) {
-        let ns = t.started.elapsed().as_nanos() as u64;
+    /// Records a request whose reply was complete at `now`: its command's
+    /// series, the nodes it engaged, and the slow log when it took long enough.
+    pub fn answered(
+        &self,
+        proxy: &Proxy,
+        t: Timing,
+        now: Instant,
+        reply: &[u8],
+        client: &ClientState,
+    ) {
+        let ns = now.duration_since(t.started).as_nanos() as u64;
         let m = &self.metrics;
         m.record(t.served.command as usize, ns, is_error(reply));
         if t.served.nodes > 0 {

@@ -129,12 +129,15 @@ impl ClientSession {
         // `buf` holds no complete request until more bytes arrive.
         let mut need_bytes = true;
         loop {
-            // Dispatch what is buffered, up to the pipeline depth.
+            // Dispatch what is buffered, up to the pipeline depth. One clock
+            // read stamps every request that arrived together.
+            let mut arrived = None;
             while !need_bytes && !session.closing && session.owed.len() < depth {
                 match decode_request(&mut buf, &limits) {
                     Ok(Some(req)) => {
                         session.proxy.stats.commands.fetch_add(1, Ordering::Relaxed);
-                        let (started, raw) = (Instant::now(), req.raw.clone());
+                        let started = *arrived.get_or_insert_with(Instant::now);
+                        let raw = req.raw.clone();
                         let p = dispatch(&session.proxy, &mut session.state, req).await;
                         session.push(p);
                         let served = session.state.served.get();
@@ -197,7 +200,7 @@ impl ClientSession {
                 Event::Wrote(_) => return,
                 Event::Reply(r) => {
                     session.owed.pop_front();
-                    session.answered(&r);
+                    session.answered(&r, Instant::now());
                     out.extend_from_slice(&r);
                 }
             }
@@ -212,6 +215,8 @@ impl ClientSession {
     /// Moves the complete replies at the front of the FIFO into `out`; true
     /// when it reached a `Close` (whose reply is then in `out` too).
     fn collect(&mut self, out: &mut BytesMut) -> bool {
+        // One clock read for every reply gathered now.
+        let mut now = None;
         while out.len() < MAX_OUT_BYTES {
             let reply = match self.owed.front_mut() {
                 None => return false,
@@ -225,12 +230,12 @@ impl ClientSession {
                 Some(Pending::Close(b)) => {
                     let b = b.clone();
                     out.extend_from_slice(&b);
-                    self.answered(&b);
+                    self.answered(&b, *now.get_or_insert_with(Instant::now));
                     return true;
                 }
             };
             out.extend_from_slice(&reply);
-            self.answered(&reply);
+            self.answered(&reply, *now.get_or_insert_with(Instant::now));
             self.owed.pop_front();
         }
         false
@@ -238,9 +243,11 @@ impl ClientSession {
 
     /// The reply at the front is complete: hands its request's timing to the
     /// operator plane (metrics, slow log).
-    fn answered(&mut self, reply: &[u8]) {
+    fn answered(&mut self, reply: &[u8], now: Instant) {
         if let Some(Some(t)) = self.timings.pop_front() {
-            self.proxy.ops.answered(&self.proxy, t, reply, &self.state);
+            self.proxy
+                .ops
+                .answered(&self.proxy, t, now, reply, &self.state);
         }
     }
 

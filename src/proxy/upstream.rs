@@ -286,11 +286,14 @@ async fn serve(
     let why = 'conn: loop {
         // Gather what is already queued into one write. A slot goes into the
         // FIFO with its bytes, so a reply can never arrive ahead of its slot.
+        // One clock read stamps the whole batch (for the latency metrics).
+        let mut stamp = None;
         while !handle_dropped && out.len() < MAX_BATCH_BYTES && inflight.len() < MAX_IN_FLIGHT {
             match rx.try_recv() {
                 Ok(req) => {
                     out.extend_from_slice(&req.raw);
-                    inflight.push_back((req.reply, now, std::time::Instant::now()));
+                    let at = *stamp.get_or_insert_with(std::time::Instant::now);
+                    inflight.push_back((req.reply, now, at));
                 }
                 Err(mpsc::error::TryRecvError::Empty) => break,
                 Err(mpsc::error::TryRecvError::Disconnected) => handle_dropped = true,
@@ -317,28 +320,32 @@ async fn serve(
         match event {
             Event::Read(Ok(0)) => break Some("connection closed by node".to_string()),
             Event::Read(Err(e)) => break Some(e.to_string()),
-            Event::Read(Ok(_)) => loop {
-                match reply_len(&buf) {
-                    Ok(Some(n)) => {
-                        let reply = buf.split_to(n).freeze();
-                        match inflight.pop_front() {
-                            Some((waiter, _, sent)) => {
-                                metrics.observe(
-                                    sent.elapsed().as_nanos() as u64,
-                                    reply::is_error(&reply),
-                                );
-                                let _ = waiter.send(reply);
+            Event::Read(Ok(_)) => {
+                // One clock read for every reply this read brought.
+                let read_at = std::time::Instant::now();
+                loop {
+                    match reply_len(&buf) {
+                        Ok(Some(n)) => {
+                            let reply = buf.split_to(n).freeze();
+                            match inflight.pop_front() {
+                                Some((waiter, _, sent)) => {
+                                    metrics.observe(
+                                        read_at.duration_since(sent).as_nanos() as u64,
+                                        reply::is_error(&reply),
+                                    );
+                                    let _ = waiter.send(reply);
+                                }
+                                None => break 'conn Some("stray reply from node".to_string()),
                             }
-                            None => break 'conn Some("stray reply from node".to_string()),
                         }
+                        Ok(None) if !buf.is_empty() && inflight.is_empty() => {
+                            break 'conn Some("stray reply from node".to_string())
+                        }
+                        Ok(None) => break,
+                        Err(e) => break 'conn Some(e.to_string()),
                     }
-                    Ok(None) if !buf.is_empty() && inflight.is_empty() => {
-                        break 'conn Some("stray reply from node".to_string())
-                    }
-                    Ok(None) => break,
-                    Err(e) => break 'conn Some(e.to_string()),
                 }
-            },
+            }
             Event::Wrote(Ok(0)) => break Some("connection closed by node".to_string()),
             Event::Wrote(Ok(n)) => {
                 if n == out.len() {
