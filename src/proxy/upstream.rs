@@ -57,7 +57,7 @@ pub struct Health {
     pub failures: AtomicU64,
     pub last_error: std::sync::Mutex<String>,
     /// Requests, errors, latency, in flight, reconnects (for `/metrics`).
-    pub metrics: super::metrics::NodeMetrics,
+    pub metrics: NodeMetrics,
 }
 
 impl Health {
