@@ -5,12 +5,20 @@
 //! framed once ([`reply_len`]) before it is forwarded unchanged. These are the
 //! per-request costs of the proxy outside the network, for GET, SET of 100 B
 //! and MSET of 100 keys.
+//!
+//! `arrival in 64 KB reads`: a large request or reply arriving in 64 KB
+//! pieces, framed after every piece as the session and the upstream reader
+//! do. `from scratch` re-parses from byte 0 on each read (the decoder and
+//! framer before they kept their place); `resumed` is [`RequestDecoder`] /
+//! [`ReplyFramer`]. One value of 64 MB or 512 MB, and many small elements
+//! (an MSET / an array reply) of 4 MB and 16 MB.
 
 use std::hint::black_box;
 
 use bytes::BytesMut;
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
-use shardis::resp::{decode_request, encode, lookup, reply_len, Limits};
+use shardis::resp::reply::ReplyFramer;
+use shardis::resp::{decode_request, encode, lookup, reply_len, Limits, RequestDecoder};
 
 /// A multibulk request of `args`.
 fn frame(args: &[&[u8]]) -> Vec<u8> {
@@ -146,5 +154,115 @@ fn framing(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, decode, command_lookup, framing);
+const PIECE: usize = 64 * 1024;
+const MB: usize = 1024 * 1024;
+
+/// `SET k <len bytes>` as one request.
+fn big_set(len: usize) -> Vec<u8> {
+    let value = vec![b'v'; len];
+    frame(&[b"SET", b"k", &value])
+}
+
+/// An MSET of about `len` bytes, in 64-byte key/value pairs.
+fn many_arg_mset(len: usize) -> Vec<u8> {
+    let pairs = len / 64;
+    let keys: Vec<Vec<u8>> = (0..pairs)
+        .map(|i| format!("key:{i:020}").into_bytes())
+        .collect();
+    let value = [b'v'; 20];
+    let mut args: Vec<&[u8]> = vec![b"MSET"];
+    for k in &keys {
+        args.push(k);
+        args.push(&value);
+    }
+    frame(&args)
+}
+
+/// A bulk reply of `len` bytes.
+fn big_bulk(len: usize) -> Vec<u8> {
+    let mut out = BytesMut::with_capacity(len + 32);
+    encode::bulk(&mut out, &vec![b'v'; len]);
+    out.to_vec()
+}
+
+/// An array reply of about `len` bytes, in 64-byte elements.
+fn many_element_array(len: usize) -> Vec<u8> {
+    let n = len / 64;
+    let mut out = BytesMut::with_capacity(len + 32);
+    encode::array_len(&mut out, n);
+    for _ in 0..n {
+        encode::bulk(&mut out, &[b'e'; 57]);
+    }
+    out.to_vec()
+}
+
+/// Feeds `bytes` to `frame_step` in 64 KB pieces; `frame_step` returns
+/// true once the whole request or reply was framed.
+fn arrive(bytes: &[u8], mut frame_step: impl FnMut(&mut BytesMut) -> bool) {
+    let mut buf = BytesMut::with_capacity(PIECE);
+    for piece in bytes.chunks(PIECE) {
+        buf.extend_from_slice(piece);
+        if frame_step(&mut buf) {
+            return;
+        }
+    }
+    panic!("never framed");
+}
+
+fn arrival(c: &mut Criterion) {
+    let limits = Limits::default();
+    let mut g = c.benchmark_group("arrival in 64 KB reads");
+    g.sample_size(10);
+    let cases: Vec<(String, Vec<u8>, Vec<u8>)> = vec![
+        (
+            "one 64 MB value".into(),
+            big_set(64 * MB),
+            big_bulk(64 * MB),
+        ),
+        (
+            "one 512 MB value".into(),
+            big_set(512 * MB),
+            big_bulk(512 * MB),
+        ),
+        (
+            "4 MB of 64 B elements".into(),
+            many_arg_mset(4 * MB),
+            many_element_array(4 * MB),
+        ),
+        (
+            "16 MB of 64 B elements".into(),
+            many_arg_mset(16 * MB),
+            many_element_array(16 * MB),
+        ),
+    ];
+    for (name, request, reply) in &cases {
+        g.throughput(Throughput::Bytes(request.len() as u64));
+        g.bench_function(format!("request from scratch, {name}"), |b| {
+            b.iter(|| {
+                arrive(request, |buf| {
+                    decode_request(buf, &limits).expect("valid").is_some()
+                })
+            })
+        });
+        g.bench_function(format!("request resumed, {name}"), |b| {
+            b.iter(|| {
+                let mut d = RequestDecoder::new(limits);
+                arrive(request, |buf| d.decode(buf).expect("valid").is_some())
+            })
+        });
+        g.throughput(Throughput::Bytes(reply.len() as u64));
+        g.bench_function(format!("reply from scratch, {name}"), |b| {
+            b.iter(|| arrive(reply, |buf| reply_len(buf).expect("valid").is_some()))
+        });
+        g.bench_function(format!("reply resumed, {name}"), |b| {
+            b.iter(|| {
+                let mut f = ReplyFramer::new(limits.max_bulk_len);
+                arrive(reply, |buf| f.next(buf).expect("valid").is_some())
+            })
+        });
+    }
+    g.finish();
+}
+
+criterion_group!(benches, decode, command_lookup, framing, arrival);
 criterion_main!(benches);

@@ -290,3 +290,48 @@ fn consistency_checker_catches_a_migration_that_skips_resync() {
         "the checker must catch the injected fault: {report}"
     );
 }
+
+/// The fault matrix: each party killed and stopped in each phase, plus an
+/// unwritable state file; every scenario must hit its phase and the run must
+/// end with zero violations.
+fn fault_matrix_passes(threads: &str) {
+    if !have_tool("redis-server") {
+        return;
+    }
+    let (ok, report) = run_check(
+        &[
+            "--short",
+            "--backend",
+            "redis",
+            "--faults",
+            "--threads",
+            threads,
+        ],
+        &[],
+    );
+    assert!(ok && report.contains("PASS (0 violations)"), "{report}");
+    assert!(
+        report.contains("fault scenarios that missed their phase: 0"),
+        "{report}"
+    );
+    for party in ["joining", "old-owner", "proxy"] {
+        for fault in ["kill", "stop"] {
+            for phase in ["copying", "catch-up", "cutover", "sweeping"] {
+                let label = format!("{party} {fault} {phase} ");
+                assert!(report.contains(&label), "{label} in {report}");
+            }
+        }
+    }
+    assert!(report.contains("state-file unwritable"), "{report}");
+    assert!(report.contains("longest client-visible stall"), "{report}");
+}
+
+#[test]
+fn fault_matrix_passes_on_the_current_thread_runtime() {
+    fault_matrix_passes("1");
+}
+
+#[test]
+fn fault_matrix_passes_on_four_runtime_threads() {
+    fault_matrix_passes("4");
+}

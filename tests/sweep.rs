@@ -14,13 +14,15 @@
 //! with its reason; anything else fails the test with a table.
 
 mod common;
+#[path = "sweep/targets.rs"]
+mod targets;
 
 use std::collections::BTreeSet;
-use std::io::ErrorKind;
 use std::time::{Duration, Instant};
 
 use common::*;
 use shardis::resp::command::{CommandSpec, Kind, TABLE};
+use targets::{show, Outcome, Req, Target};
 
 /// How long any one reply may take. Nothing swept blocks, so only a hang
 /// (or a machine under very heavy load) reaches it.
@@ -29,6 +31,9 @@ const READ_TIMEOUT: Duration = Duration::from_secs(10);
 /// Commands that must never reach a server: the proxy refuses them, and then
 /// only the proxy is asked (it must answer with an error); should one stop
 /// being refused, it is skipped and listed instead of being run.
+///
+/// (XREAD and XREADGROUP are swept: they block only with a BLOCK argument,
+/// which no shape spells, and the proxy refuses BLOCK.)
 const DANGEROUS: &[(&str, &str)] = &[
     ("shutdown", "stops the server"),
     ("debug", "can crash or stall the server"),
@@ -59,8 +64,6 @@ const DANGEROUS: &[(&str, &str)] = &[
     ("bzpopmin", "blocks"),
     ("bzpopmax", "blocks"),
     ("bzmpop", "blocks"),
-    ("xread", "blocks with BLOCK"),
-    ("xreadgroup", "blocks with BLOCK"),
     ("wait", "blocks"),
     ("waitaof", "blocks"),
 ];
@@ -184,8 +187,6 @@ fn fill(shape: Shape, i: usize) -> Vec<u8> {
     .into_bytes()
 }
 
-type Req = Vec<Vec<u8>>;
-
 /// Requests sent to every target before a group, so each starts equal.
 fn prelude() -> Vec<Req> {
     let r = |a: &[&str]| a.iter().map(|s| s.as_bytes().to_vec()).collect::<Req>();
@@ -239,128 +240,6 @@ fn groups() -> Vec<Group> {
     out
 }
 
-/// What a target did with one request.
-#[derive(Clone, Debug)]
-enum Outcome {
-    Reply(Vec<u8>),
-    /// No reply within the timeout.
-    Hang,
-    /// The connection closed (or broke) instead of replying.
-    Closed,
-}
-
-impl Outcome {
-    /// `ok`, or the first word of an error (`ERR`, `WRONGTYPE`, …).
-    fn class(&self) -> String {
-        match self {
-            Outcome::Reply(r) if r.starts_with(b"-") => {
-                let text = String::from_utf8_lossy(&r[1..]);
-                text.split([' ', '\r']).next().unwrap_or("").to_string()
-            }
-            Outcome::Reply(_) => "ok".into(),
-            Outcome::Hang => "HANG".into(),
-            Outcome::Closed => "CLOSED".into(),
-        }
-    }
-
-    fn text(&self) -> String {
-        match self {
-            Outcome::Reply(r) => short(r, 90),
-            other => other.class(),
-        }
-    }
-
-    fn starts(&self, prefix: &[u8]) -> bool {
-        matches!(self, Outcome::Reply(r) if r.starts_with(prefix))
-    }
-
-    fn contains(&self, needle: &str) -> bool {
-        matches!(self, Outcome::Reply(r) if String::from_utf8_lossy(r).contains(needle))
-    }
-}
-
-fn short(b: &[u8], n: usize) -> String {
-    let s: String = String::from_utf8_lossy(b)
-        .replace("\r\n", " ")
-        .chars()
-        .take(n)
-        .collect();
-    s.trim_end().to_string()
-}
-
-/// One server under test, on one connection that is re-opened whenever a
-/// request killed or stalled it.
-struct Target {
-    name: &'static str,
-    port: u16,
-    conn: RespConn,
-}
-
-impl Target {
-    fn new(name: &'static str, port: u16) -> Target {
-        Target {
-            name,
-            port,
-            conn: RespConn::open(port, READ_TIMEOUT).expect("connect"),
-        }
-    }
-
-    fn reconnect(&mut self) {
-        self.conn = RespConn::open(self.port, READ_TIMEOUT)
-            .unwrap_or_else(|e| panic!("{} no longer accepts connections: {e}", self.name));
-    }
-
-    /// Writes every request back to back, then reads the replies in order.
-    /// A request that gets no reply breaks the pipeline: it is recorded, the
-    /// connection re-opened, and the requests after it sent again.
-    fn run(&mut self, reqs: &[Req]) -> Vec<Outcome> {
-        let mut out = Vec::with_capacity(reqs.len());
-        while out.len() < reqs.len() {
-            let rest = &reqs[out.len()..];
-            let mut wire = Vec::new();
-            for r in rest {
-                let a: Vec<&[u8]> = r.iter().map(|x| &x[..]).collect();
-                wire.extend_from_slice(&encode_request(&a));
-            }
-            let sent = std::io::Write::write_all(&mut self.conn.sock, &wire);
-            for _ in rest {
-                let got = match &sent {
-                    Err(_) => Err(ErrorKind::BrokenPipe.into()),
-                    Ok(()) => self.conn.read_reply(),
-                };
-                match got {
-                    Ok(r) => out.push(Outcome::Reply(r)),
-                    Err(e) => {
-                        out.push(if e.kind() == ErrorKind::TimedOut {
-                            Outcome::Hang
-                        } else {
-                            Outcome::Closed
-                        });
-                        self.reconnect();
-                        break;
-                    }
-                }
-            }
-        }
-        out
-    }
-}
-
-fn show(req: &Req) -> String {
-    let parts: Vec<String> = req
-        .iter()
-        .map(|a| {
-            let s = String::from_utf8_lossy(a);
-            if s.is_empty() || s.contains(' ') {
-                format!("{s:?}")
-            } else {
-                s.into_owned()
-            }
-        })
-        .collect();
-    short(parts.join(" ").as_bytes(), 70)
-}
-
 fn allowed<'a>(list: &'a [(&str, &str)], label: &str) -> Option<&'a str> {
     let name = label.split(' ').next().unwrap_or("");
     list.iter()
@@ -385,6 +264,16 @@ struct Finding {
 
 #[test]
 fn every_command_answers_like_redis_through_the_proxy_and_on_the_node() {
+    sweep(2);
+}
+
+/// The same in RESP3 (HELLO 3 first), where nulls, maps and doubles differ.
+#[test]
+fn every_command_answers_like_redis_in_resp3_too() {
+    sweep(3);
+}
+
+fn sweep(proto: u8) {
     if !have_tool("redis-server") {
         return;
     }
@@ -393,10 +282,10 @@ fn every_command_answers_like_redis_through_the_proxy_and_on_the_node() {
     let direct = start_redis(free_port());
     let node = start_node(free_port());
     let builtin = Cluster::builtin(2);
-    let mut proxy = Target::new("proxy", cluster.proxy.port);
-    let mut over_builtin = Target::new("proxy over built-in nodes", builtin.proxy.port);
-    let mut redis = Target::new("redis", direct.port);
-    let mut ours = Target::new("node", node.port);
+    let mut proxy = Target::new("proxy", cluster.proxy.port, proto);
+    let mut over_builtin = Target::new("proxy over built-in nodes", builtin.proxy.port, proto);
+    let mut redis = Target::new("redis", direct.port, proto);
+    let mut ours = Target::new("node", node.port, proto);
 
     let mut findings: Vec<Finding> = Vec::new();
     let mut not_implemented: BTreeSet<String> = BTreeSet::new();
@@ -504,7 +393,7 @@ fn every_command_answers_like_redis_through_the_proxy_and_on_the_node() {
     }
 
     println!(
-        "swept {} table rows: {sent} requests per target in {:.1?}; {compared_node} node replies compared",
+        "RESP{proto}: swept {} table rows: {sent} requests per target in {:.1?}; {compared_node} node replies compared",
         TABLE.len(),
         t0.elapsed()
     );

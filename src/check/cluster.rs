@@ -2,7 +2,6 @@
 //! proxy process with a state file, all on free loopback ports, all killed on
 //! drop (see [`crate::procs`]).
 
-use std::collections::HashSet;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -29,16 +28,25 @@ pub struct CheckCluster {
     pub proxy_port: u16,
     config_path: PathBuf,
     skip_resync: bool,
+    /// `SHARDIS_FAULT_PHASE_DELAY_MS` for the proxy (0: none).
+    phase_delay_ms: u64,
     dir: WorkDir,
 }
 
+/// Options of the checker's cluster.
+pub struct ClusterOptions {
+    pub nodes: usize,
+    pub copy_rate: u64,
+    pub skip_resync: bool,
+    /// Proxy runtime threads (1: current-thread runtime).
+    pub threads: usize,
+    pub phase_delay_ms: u64,
+    /// Faults are injected: short timeouts, small batches.
+    pub faults: bool,
+}
+
 impl CheckCluster {
-    pub fn start(
-        kind: NodeKind,
-        n: usize,
-        copy_rate: u64,
-        skip_resync: bool,
-    ) -> Result<CheckCluster, String> {
+    pub fn start(kind: NodeKind, o: &ClusterOptions) -> Result<CheckCluster, String> {
         let dir = WorkDir::create(&format!("shardis-check-{}", std::process::id()))?;
         let mut c = CheckCluster {
             proxy: None,
@@ -46,16 +54,27 @@ impl CheckCluster {
             kind,
             proxy_port: procs::free_port()?,
             config_path: dir.join("proxy.toml"),
-            skip_resync,
+            skip_resync: o.skip_resync,
+            phase_delay_ms: o.phase_delay_ms,
             dir,
         };
-        for _ in 0..n {
+        for _ in 0..o.nodes {
             c.start_node()?;
         }
+        c.restore_state_dir()?;
+        // Under faults: timeouts shorter than a SIGSTOP, and small batches so
+        // each phase lasts long enough to be hit.
+        let (request_ms, migration_ms, batch) = if o.faults {
+            (800, 800, 20)
+        } else {
+            (3000, 3000, 100)
+        };
         let mut cfg = format!(
-            "[proxy]\nlisten = \"127.0.0.1:{}\"\nconnect_timeout_ms = 500\nrequest_timeout_ms = 3000\nstate_file = \"{}\"\n\n[migration]\nbatch = 100\nmax_keys_per_sec = {copy_rate}\ntimeout_ms = 3000\n\n",
+            "[proxy]\nlisten = \"127.0.0.1:{}\"\nconnect_timeout_ms = 300\nrequest_timeout_ms = {request_ms}\nthreads = {}\nstate_file = \"{}\"\n\n[migration]\nbatch = {batch}\nmax_keys_per_sec = {}\ntimeout_ms = {migration_ms}\n\n",
             c.proxy_port,
-            c.dir.join("topology.toml").display()
+            o.threads,
+            c.state_path().display(),
+            o.copy_rate,
         );
         cfg.push_str(&procs::nodes_toml(
             c.nodes.iter().map(|n| (n.name.as_str(), n.addr.as_str())),
@@ -69,13 +88,63 @@ impl CheckCluster {
     /// state file; the fault switch goes in through the environment.
     fn spawn_proxy(&mut self) -> Result<(), String> {
         let skip = if self.skip_resync { "1" } else { "0" };
+        let delay = self.phase_delay_ms.to_string();
         self.proxy = Some(procs::start_proxy(
             &self.config_path,
             self.proxy_port,
             &self.dir.join("proxy.log"),
-            &[("SHARDIS_FAULT_SKIP_RESYNC", skip)],
+            &[
+                ("SHARDIS_FAULT_SKIP_RESYNC", skip),
+                ("SHARDIS_FAULT_PHASE_DELAY_MS", &delay),
+            ],
         )?);
         Ok(())
+    }
+
+    /// The state file, in a directory of its own so it can be made unwritable.
+    pub fn state_path(&self) -> PathBuf {
+        self.dir.join("state").join("topology.toml")
+    }
+
+    /// Removes the state file's directory: every write of it then fails.
+    pub fn break_state_dir(&self) -> Result<(), String> {
+        std::fs::remove_dir_all(self.dir.join("state")).map_err(|e| e.to_string())
+    }
+
+    /// The operator's fix for [`Self::break_state_dir`].
+    pub fn restore_state_dir(&self) -> Result<(), String> {
+        std::fs::create_dir_all(self.dir.join("state")).map_err(|e| e.to_string())
+    }
+
+    /// Sends `sig` (`-STOP`, `-CONT`) to a node (`None`: the proxy).
+    pub fn signal(&self, node: Option<&str>, sig: &str) -> Result<(), String> {
+        let pid = match node {
+            None => self.proxy.as_ref().map(|p| p.pid()),
+            Some(name) => self
+                .nodes
+                .iter()
+                .find(|n| n.name == name)
+                .and_then(|n| n.proc.as_ref())
+                .map(|p| p.pid()),
+        }
+        .ok_or_else(|| format!("no process to signal for {node:?}"))?;
+        let ok = std::process::Command::new("kill")
+            .args([sig, &pid.to_string()])
+            .status()
+            .map_err(|e| format!("kill {sig}: {e}"))?
+            .success();
+        if ok {
+            Ok(())
+        } else {
+            Err(format!("kill {sig} {pid} failed"))
+        }
+    }
+
+    /// True while the node's process runs (not killed).
+    pub fn is_alive(&self, name: &str) -> bool {
+        self.nodes
+            .iter()
+            .any(|n| n.name == name && n.proc.is_some())
     }
 
     /// kill -9 of the proxy, then the same proxy again (same config and state file).
@@ -114,29 +183,11 @@ impl CheckCluster {
     /// Keys held by a node that does not own them under the proxy's final ring
     /// (every key on a removed node counts).
     pub async fn count_orphans(&self, proxy: &str) -> Result<u64, String> {
-        let mut c = Client::new(proxy, Duration::from_secs(10));
-        let nodes_text = c.call(&[b"CLUSTER", b"NODES"]).await?.text();
-        let mut specs = Vec::new();
-        for line in nodes_text.lines() {
-            let mut parts = line.split_whitespace();
-            let (Some(name), Some(addr), Some(weight)) = (parts.next(), parts.next(), parts.next())
-            else {
-                continue;
-            };
-            let weight = weight.trim_start_matches("weight=").parse().unwrap_or(1);
-            specs.push(NodeSpec {
-                name: name.into(),
-                addr: addr.into(),
-                weight,
-            });
-        }
-        let ring = Ring::new(specs, RingConfig::default(), 1).map_err(|e| e.to_string())?;
-        let members: HashSet<&str> = ring.nodes().iter().map(|n| n.name.as_str()).collect();
+        let (ring, _) = rings(proxy).await?;
         let mut orphans = 0;
+        // Every node still running counts, members or not: an aborted add
+        // must leave nothing on its joining node either.
         for node in self.nodes.iter().filter(|n| n.proc.is_some()) {
-            if !members.contains(node.name.as_str()) && !node.removed {
-                continue; // never joined (or aborted and dead): nothing to check
-            }
             let mut nc = Client::new(&node.addr, Duration::from_secs(10));
             let mut cursor = b"0".to_vec();
             loop {
@@ -162,6 +213,35 @@ impl CheckCluster {
         }
         Ok(orphans)
     }
+}
+
+/// The proxy's rings from CLUSTER NODES: the current one, and during a
+/// change the next one (members and joining node, without a leaving node).
+pub async fn rings(proxy: &str) -> Result<(Ring, Ring), String> {
+    let mut c = Client::new(proxy, Duration::from_secs(10));
+    let nodes_text = c.call(&[b"CLUSTER", b"NODES"]).await?.text();
+    let (mut now, mut next) = (Vec::new(), Vec::new());
+    for line in nodes_text.lines() {
+        let mut parts = line.split_whitespace();
+        let (Some(name), Some(addr), Some(weight)) = (parts.next(), parts.next(), parts.next())
+        else {
+            continue;
+        };
+        let spec = NodeSpec {
+            name: name.into(),
+            addr: addr.into(),
+            weight: weight.trim_start_matches("weight=").parse().unwrap_or(1),
+        };
+        let role = line.rsplit("role=").next().unwrap_or("member");
+        if role != "joining" {
+            now.push(spec.clone());
+        }
+        if role != "leaving" {
+            next.push(spec);
+        }
+    }
+    let ring = |specs| Ring::new(specs, RingConfig::default(), 1).map_err(|e| e.to_string());
+    Ok((ring(now)?, ring(next)?))
 }
 
 /// Name and address of a started node.

@@ -9,16 +9,43 @@
 //! - `c` keys: INCR counters; the final value must lie between the number of
 //!   acknowledged INCRs and that plus the ambiguous ones.
 //! - `t` keys: written with a one-hour TTL; the TTL must survive every move.
+//!
+//! A node killed with SIGKILL takes its keys with it (a cache node has no
+//! persistence): the checker then declares an [`Amnesty`] for the keys the
+//! dead node owned under the ring before or after the change, and for those
+//! only, a missing key, a counter reset or a lost TTL is not a violation. A
+//! value older than the last acknowledged one still is (a stale copy must
+//! never reappear), and so is a deleted key coming back.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use super::client::{Client, Reply};
+use crate::ring::Ring;
+
+/// Keys lost with a killed node: those it owned under any of `rings`.
+pub struct Amnesty {
+    pub node: String,
+    pub rings: Vec<Ring>,
+}
+
+impl Amnesty {
+    pub fn covers(&self, key: &[u8]) -> bool {
+        self.rings
+            .iter()
+            .any(|r| r.node(r.locate(key)).name == self.node)
+    }
+}
 
 const S_KEYS: usize = 64;
 const C_KEYS: usize = 4;
 const TTL_MS: i64 = 3_600_000;
+/// TTL'd keys per worker, reused round-robin, so the data set (and with it
+/// every copy) stays small however long the run.
+const T_KEYS: u64 = 256;
+/// Deleted keys per worker checked again at the end (the most recent).
+const VERIFY_DELETED: usize = 2_000;
 
 /// Counters shared by all workers and the per-second reporter.
 #[derive(Default)]
@@ -29,12 +56,32 @@ pub struct Shared {
     pub stale: AtomicU64,
     pub resurrected: AtomicU64,
     pub max_error_window_ms: AtomicU64,
+    /// Longest single request (success or error), over the run and in the
+    /// current scenario (reset by [`Shared::set_phase`]).
+    pub max_stall_ms: AtomicU64,
+    pub phase_stall_ms: AtomicU64,
+    pub phase_error_window_ms: AtomicU64,
     phase: Mutex<String>,
+    amnesties: Mutex<Vec<Arc<Amnesty>>>,
 }
 
 impl Shared {
     pub fn set_phase(&self, p: &str) {
         *self.phase.lock().expect("phase lock") = p.to_string();
+        self.phase_stall_ms.store(0, Ordering::Relaxed);
+        self.phase_error_window_ms.store(0, Ordering::Relaxed);
+    }
+
+    /// Declares keys lost with a killed node (call after the kill).
+    pub fn add_amnesty(&self, a: Amnesty) {
+        self.amnesties
+            .lock()
+            .expect("amnesty lock")
+            .push(Arc::new(a));
+    }
+
+    pub fn amnesties(&self) -> Vec<Arc<Amnesty>> {
+        self.amnesties.lock().expect("amnesty lock").clone()
     }
 
     pub fn phase(&self) -> String {
@@ -52,6 +99,34 @@ pub struct WorkerState {
     incr_unknown: Vec<i64>,
     deleted: Vec<u64>,
     ttl_keys: Vec<u64>,
+    /// Amnesties already applied.
+    excused: usize,
+}
+
+impl WorkerState {
+    /// Applies amnesties declared since the last call: for a key the killed
+    /// node held, nil (or a reset counter) becomes acceptable; the last
+    /// acknowledged value stays acceptable too.
+    fn apply_amnesties(&mut self, shared: &Shared) {
+        let all = shared.amnesties();
+        let w = self.id;
+        for a in &all[self.excused.min(all.len())..] {
+            for i in 0..S_KEYS {
+                if self.acked[i] > 0 && a.covers(&key(w, "s", i as u64)) {
+                    self.pending[i].push(self.acked[i]);
+                    self.acked[i] = 0;
+                }
+            }
+            for j in 0..C_KEYS {
+                if a.covers(&key(w, "c", j as u64)) {
+                    self.incr_unknown[j] += self.incr_acked[j];
+                    self.incr_acked[j] = 0;
+                }
+            }
+            self.ttl_keys.retain(|&n| !a.covers(&key(w, "t", n)));
+        }
+        self.excused = all.len();
+    }
 }
 
 pub struct Worker {
@@ -63,6 +138,8 @@ pub struct Worker {
     next_d: u64,
     next_t: u64,
     error_since: Option<Instant>,
+    /// Pause after each request (zero: flat out).
+    pace: Duration,
 }
 
 fn key(w: usize, kind: &str, i: u64) -> Vec<u8> {
@@ -70,7 +147,13 @@ fn key(w: usize, kind: &str, i: u64) -> Vec<u8> {
 }
 
 impl Worker {
-    pub fn new(id: usize, proxy: &str, shared: Arc<Shared>, stop: Arc<AtomicBool>) -> Worker {
+    pub fn new(
+        id: usize,
+        proxy: &str,
+        shared: Arc<Shared>,
+        stop: Arc<AtomicBool>,
+        pace: Duration,
+    ) -> Worker {
         Worker {
             st: WorkerState {
                 id,
@@ -80,6 +163,7 @@ impl Worker {
                 incr_unknown: vec![0; C_KEYS],
                 deleted: Vec::new(),
                 ttl_keys: Vec::new(),
+                excused: 0,
             },
             client: Client::new(proxy, Duration::from_secs(5)),
             shared,
@@ -88,6 +172,7 @@ impl Worker {
             next_d: 0,
             next_t: 0,
             error_since: None,
+            pace,
         }
     }
 
@@ -101,7 +186,14 @@ impl Worker {
     /// One request; records errors and the error window.
     async fn call(&mut self, args: &[&[u8]]) -> Option<Reply> {
         self.shared.ops.fetch_add(1, Ordering::Relaxed);
-        match self.client.call(args).await {
+        let t0 = Instant::now();
+        let r = self.client.call(args).await;
+        let took = t0.elapsed().as_millis() as u64;
+        self.shared.max_stall_ms.fetch_max(took, Ordering::Relaxed);
+        self.shared
+            .phase_stall_ms
+            .fetch_max(took, Ordering::Relaxed);
+        match r {
             Ok(Reply::Error(_)) | Err(_) => {
                 self.shared.errors.fetch_add(1, Ordering::Relaxed);
                 self.error_since.get_or_insert_with(Instant::now);
@@ -111,9 +203,13 @@ impl Worker {
             }
             Ok(r) => {
                 if let Some(since) = self.error_since.take() {
+                    let ms = since.elapsed().as_millis() as u64;
                     self.shared
                         .max_error_window_ms
-                        .fetch_max(since.elapsed().as_millis() as u64, Ordering::Relaxed);
+                        .fetch_max(ms, Ordering::Relaxed);
+                    self.shared
+                        .phase_error_window_ms
+                        .fetch_max(ms, Ordering::Relaxed);
                 }
                 Some(r)
             }
@@ -124,6 +220,10 @@ impl Worker {
         let w = self.st.id;
         let deadline = Instant::now() + Duration::from_secs(900);
         while !self.stop.load(Ordering::Relaxed) && Instant::now() < deadline {
+            self.st.apply_amnesties(&self.shared);
+            if !self.pace.is_zero() {
+                tokio::time::sleep(self.pace).await;
+            }
             match self.rand(10) {
                 0..=3 => {
                     let i = self.rand(S_KEYS as u64) as usize;
@@ -173,14 +273,16 @@ impl Worker {
                     }
                 }
                 _ => {
-                    let n = self.next_t;
+                    let n = self.next_t % T_KEYS;
                     self.next_t += 1;
                     let ttl = TTL_MS.to_string();
                     if let Some(Reply::Simple(_)) = self
                         .call(&[b"SET", &key(w, "t", n), b"v", b"PX", ttl.as_bytes()])
                         .await
                     {
-                        self.st.ttl_keys.push(n);
+                        if !self.st.ttl_keys.contains(&n) {
+                            self.st.ttl_keys.push(n);
+                        }
                     }
                 }
             }
@@ -231,8 +333,13 @@ pub struct Report {
     pub ops: u64,
     pub errors: u64,
     pub max_error_window_ms: u64,
+    pub max_stall_ms: u64,
     pub seconds: f64,
     pub phases: Vec<(&'static str, Vec<(String, String)>)>,
+    /// One line per fault scenario (see `faults.rs`).
+    pub faults: Vec<String>,
+    /// Fault scenarios whose phase passed before the fault could be injected.
+    pub faults_missed: u64,
 }
 
 impl Report {
@@ -244,6 +351,7 @@ impl Report {
             + self.lost_ttls
             + self.lost_untouched
             + self.orphans
+            + self.faults_missed
     }
 
     fn phase_line(&self, name: &str, info: &[(String, String)]) -> String {
@@ -254,13 +362,14 @@ impl Report {
                 .unwrap_or("-")
         };
         format!(
-            "  {name:<14} state={:<8} epoch={:<3} copied={:<7} resynced={:<5} swept={:<7} pause_ms={:<4} rebuild_us={:<5} {}\n",
+            "  {name:<14} state={:<8} epoch={:<3} copied={:<7} resynced={:<5} swept={:<7} pause_ms={:<4} persist_us={:<6} rebuild_us={:<5} {}\n",
             f("state"),
             f("epoch"),
             f("migration_keys_copied"),
             f("migration_keys_resynced"),
             f("migration_keys_swept"),
             f("migration_cutover_pause_ms"),
+            f("migration_cutover_persist_us"),
             f("ring_rebuild_us"),
             f("last_error"),
         )
@@ -275,9 +384,19 @@ impl Report {
         for (name, info) in &self.phases {
             s.push_str(&self.phase_line(name, info));
         }
+        if !self.faults.is_empty() {
+            s.push_str("faults (party fault phase -> outcome, longest request from the fault until 300 ms after the party is back, longest request since, error window):\n");
+            for f in &self.faults {
+                s.push_str(&format!("  {f}\n"));
+            }
+            s.push_str(&format!(
+                "fault scenarios that missed their phase: {}\n",
+                self.faults_missed
+            ));
+        }
         s.push_str(&format!(
-            "lost acknowledged writes: {}\nstale reads: {}\nresurrected deletes: {}\nwrong counters: {}\nlost TTLs: {}\nlost or changed untouched keys: {}\norphaned copies: {}\nlongest client-visible error window: {} ms\n",
-            self.lost, self.stale, self.resurrected, self.wrong_counters, self.lost_ttls, self.lost_untouched, self.orphans, self.max_error_window_ms
+            "lost acknowledged writes: {}\nstale reads: {}\nresurrected deletes: {}\nwrong counters: {}\nlost TTLs: {}\nlost or changed untouched keys: {}\norphaned copies: {}\nlongest client-visible error window: {} ms\nlongest client-visible stall (one request): {} ms\n",
+            self.lost, self.stale, self.resurrected, self.wrong_counters, self.lost_ttls, self.lost_untouched, self.orphans, self.max_error_window_ms, self.max_stall_ms
         ));
         s.push_str(&format!(
             "verdict: {}\n",
@@ -292,14 +411,14 @@ impl Report {
 
     pub fn json(&self, backend: &str) -> String {
         format!(
-            "{{\"backend\":\"{backend}\",\"seconds\":{:.1},\"ops\":{},\"errors\":{},\"lost\":{},\"stale\":{},\"resurrected\":{},\"wrong_counters\":{},\"lost_ttls\":{},\"lost_untouched\":{},\"orphans\":{},\"max_error_window_ms\":{},\"violations\":{}}}",
-            self.seconds, self.ops, self.errors, self.lost, self.stale, self.resurrected, self.wrong_counters, self.lost_ttls, self.lost_untouched, self.orphans, self.max_error_window_ms, self.violations()
+            "{{\"backend\":\"{backend}\",\"seconds\":{:.1},\"ops\":{},\"errors\":{},\"lost\":{},\"stale\":{},\"resurrected\":{},\"wrong_counters\":{},\"lost_ttls\":{},\"lost_untouched\":{},\"orphans\":{},\"max_error_window_ms\":{},\"max_stall_ms\":{},\"faults_missed\":{},\"violations\":{}}}",
+            self.seconds, self.ops, self.errors, self.lost, self.stale, self.resurrected, self.wrong_counters, self.lost_ttls, self.lost_untouched, self.orphans, self.max_error_window_ms, self.max_stall_ms, self.faults_missed, self.violations()
         )
     }
 }
 
 /// Final reads through the proxy against what each worker knows.
-pub async fn verify(proxy: &str, workers: &[WorkerState]) -> Result<Report, String> {
+pub async fn verify(proxy: &str, workers: &[WorkerState], all: &Shared) -> Result<Report, String> {
     let shared = Shared::default();
     let mut c = Client::new(proxy, Duration::from_secs(10));
     let mut report = Report::default();
@@ -312,7 +431,9 @@ pub async fn verify(proxy: &str, workers: &[WorkerState]) -> Result<Report, Stri
             incr_unknown: st.incr_unknown.clone(),
             deleted: st.deleted.clone(),
             ttl_keys: st.ttl_keys.clone(),
+            excused: st.excused,
         };
+        st.apply_amnesties(all);
         let w = st.id;
         for i in 0..S_KEYS {
             let r = c.call(&[b"GET", &key(w, "s", i as u64)]).await?;
@@ -325,7 +446,7 @@ pub async fn verify(proxy: &str, workers: &[WorkerState]) -> Result<Report, Stri
                 report.wrong_counters += 1;
             }
         }
-        for &n in &st.deleted {
+        for &n in st.deleted.iter().rev().take(VERIFY_DELETED) {
             if let Reply::Bulk(Some(_)) = c.call(&[b"GET", &key(w, "d", n)]).await? {
                 report.resurrected += 1;
             }

@@ -5,9 +5,11 @@
 //! name the file and the field so a user can fix them in one look.
 
 use std::path::Path;
+use std::time::Duration;
 
 use serde::Deserialize;
 
+use super::budget::OutputLimits;
 use super::operator::{AdminSection, HotKeysSection, OpsConfig, SlowlogSection};
 use crate::resp::Limits;
 use crate::ring::{NodeSpec, PointScheme, RingConfig, DEFAULT_VNODES};
@@ -26,6 +28,19 @@ pub const DEFAULT_PIPELINE_DEPTH: usize = 1_024;
 pub const DEFAULT_CONNECTIONS_PER_NODE: usize = 1;
 /// Proxy runtime threads; 0 = one per core.
 pub const DEFAULT_THREADS: usize = 0;
+/// Reply bytes one client may be owed before it is closed at once (Redis's
+/// `client-output-buffer-limit` hard limit): the largest value Redis allows
+/// (`proto-max-bulk-len`, 512 MB) still fits, with room for its neighbours.
+pub const DEFAULT_CLIENT_OUTPUT_HARD_LIMIT: usize = crate::resp::DEFAULT_MAX_BULK_LEN + (64 << 20);
+/// Reply bytes one client may be owed for at most
+/// `DEFAULT_CLIENT_OUTPUT_SOFT_SECONDS` before it is closed.
+pub const DEFAULT_CLIENT_OUTPUT_SOFT_LIMIT: usize = 128 << 20;
+pub const DEFAULT_CLIENT_OUTPUT_SOFT_SECONDS: u64 = 60;
+/// Query buffer bytes of all clients together; over it, the client with the
+/// largest buffer is closed.
+pub const DEFAULT_MAX_QUERY_BUFFER_TOTAL: usize = 2 << 30;
+/// On SIGTERM, how long the proxy keeps answering owed replies before it exits.
+pub const DEFAULT_DRAIN_TIMEOUT_MS: u64 = 10_000;
 /// Keys moved per MIGRATE by the background mover.
 pub const DEFAULT_MIGRATION_BATCH: usize = 200;
 /// Ketama makes points four at a time (one MD5 digest each), so fewer than
@@ -67,6 +82,11 @@ struct ProxySection {
     max_bulk_len: usize,
     max_args: usize,
     max_query_buffer: usize,
+    max_query_buffer_total: usize,
+    client_output_hard_limit: usize,
+    client_output_soft_limit: usize,
+    client_output_soft_seconds: u64,
+    drain_timeout_ms: u64,
     state_file: Option<String>,
 }
 
@@ -84,6 +104,11 @@ impl Default for ProxySection {
             max_bulk_len: limits.max_bulk_len,
             max_args: limits.max_args,
             max_query_buffer: limits.max_query_buffer,
+            max_query_buffer_total: DEFAULT_MAX_QUERY_BUFFER_TOTAL,
+            client_output_hard_limit: DEFAULT_CLIENT_OUTPUT_HARD_LIMIT,
+            client_output_soft_limit: DEFAULT_CLIENT_OUTPUT_SOFT_LIMIT,
+            client_output_soft_seconds: DEFAULT_CLIENT_OUTPUT_SOFT_SECONDS,
+            drain_timeout_ms: DEFAULT_DRAIN_TIMEOUT_MS,
             state_file: None,
         }
     }
@@ -160,7 +185,14 @@ pub struct Config {
     pub connections_per_node: usize,
     /// Runtime worker threads; 0 = one per core.
     pub threads: usize,
+    /// Request limits; `max_bulk_len` also bounds every bulk in a node's reply.
     pub limits: Limits,
+    /// Reply bytes one client may be owed (0 = no limit).
+    pub output_limits: OutputLimits,
+    /// Query buffer bytes of all clients together.
+    pub max_query_buffer_total: usize,
+    /// On shutdown, how long owed replies are still answered.
+    pub drain_timeout_ms: u64,
     /// Where topology changes are persisted; `None` keeps them in memory only.
     pub state_file: Option<String>,
     pub ring: RingConfig,
@@ -282,6 +314,7 @@ impl Config {
             ("proxy.max_bulk_len", p.max_bulk_len),
             ("proxy.max_args", p.max_args),
             ("proxy.max_query_buffer", p.max_query_buffer),
+            ("proxy.max_query_buffer_total", p.max_query_buffer_total),
             ("migration.batch", f.migration.batch),
             ("migration.timeout_ms", f.migration.timeout_ms as usize),
             ("up.nodes", f.up.nodes),
@@ -352,6 +385,13 @@ impl Config {
                 max_inline_len: Limits::default().max_inline_len,
                 max_query_buffer: p.max_query_buffer,
             },
+            output_limits: OutputLimits {
+                hard_bytes: p.client_output_hard_limit,
+                soft_bytes: p.client_output_soft_limit,
+                soft_time: Duration::from_secs(p.client_output_soft_seconds),
+            },
+            max_query_buffer_total: p.max_query_buffer_total,
+            drain_timeout_ms: p.drain_timeout_ms,
             state_file: p.state_file.filter(|s| !s.is_empty()),
             ring,
             migration: MigrationConfig {
@@ -389,7 +429,7 @@ pub fn check_host_port(field: &str, value: &str) -> Result<(), String> {
 /// (`[[nodes]]` entries are numbered: `nodes[1].weight`).
 fn field_at(text: &str, at: usize) -> Option<String> {
     let line_start = text[..at].rfind('\n').map_or(0, |i| i + 1);
-    let line = &text[line_start..];
+    let line = text[line_start..].lines().next()?;
     let key = line.split_once('=')?.0.trim().trim_matches('"');
     if key.is_empty() || key.starts_with('[') {
         return None;
@@ -470,6 +510,39 @@ mod tests {
     }
 
     #[test]
+    fn byte_budgets_default_and_parse() {
+        let c = Config::parse("").unwrap();
+        assert_eq!(c.output_limits.hard_bytes, DEFAULT_CLIENT_OUTPUT_HARD_LIMIT);
+        assert_eq!(c.output_limits.soft_bytes, DEFAULT_CLIENT_OUTPUT_SOFT_LIMIT);
+        assert_eq!(
+            c.output_limits.soft_time,
+            Duration::from_secs(DEFAULT_CLIENT_OUTPUT_SOFT_SECONDS)
+        );
+        assert_eq!(c.max_query_buffer_total, DEFAULT_MAX_QUERY_BUFFER_TOTAL);
+        assert_eq!(c.drain_timeout_ms, DEFAULT_DRAIN_TIMEOUT_MS);
+        let c = Config::parse(
+            "[proxy]\nclient_output_hard_limit = 0\nclient_output_soft_limit = 5\n\
+             client_output_soft_seconds = 2\nmax_query_buffer_total = 7\ndrain_timeout_ms = 0\n",
+        )
+        .unwrap();
+        assert_eq!(c.output_limits.hard_bytes, 0);
+        assert_eq!(c.output_limits.soft_bytes, 5);
+        assert_eq!(c.output_limits.soft_time, Duration::from_secs(2));
+        assert_eq!(c.max_query_buffer_total, 7);
+        assert_eq!(c.drain_timeout_ms, 0);
+        // The shipped default file states the defaults.
+        let file = Config::load(Path::new(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/config/default.toml"
+        )))
+        .unwrap();
+        assert_eq!(file.output_limits, Config::parse("").unwrap().output_limits);
+        assert_eq!(file.max_query_buffer_total, DEFAULT_MAX_QUERY_BUFFER_TOTAL);
+        assert_eq!(file.limits, Limits::default());
+        assert_eq!(file.drain_timeout_ms, DEFAULT_DRAIN_TIMEOUT_MS);
+    }
+
+    #[test]
     fn invalid_fields_are_named() {
         let cases = [
             ("[ring]\npoints = \"modulo\"\n", "ring.points"),
@@ -477,6 +550,10 @@ mod tests {
             ("[proxy]\npipeline_depth = 0\n", "proxy.pipeline_depth"),
             ("[proxy]\nlisten = \"nowhere\"\n", "proxy.listen"),
             ("[proxy]\nbogus = 1\n", "bogus"),
+            (
+                "[proxy]\nmax_query_buffer_total = 0\n",
+                "proxy.max_query_buffer_total",
+            ),
             ("[[nodes]]\naddr = \"x\"\n", "nodes[0].addr"),
             (
                 "[[nodes]]\naddr = \"127.0.0.1:1\"\nweight = 0\n",

@@ -164,6 +164,8 @@ fn info_text(p: &Proxy, want: Selection, n: &NodeSums) -> String {
                 ("blocked_clients", 0),
                 ("tracking_clients", 0),
                 ("clients_in_timeout_table", 0),
+                // Bytes of requests read but not yet complete, all clients.
+                ("shardis_query_buffer_bytes", p.query_buffers.total()),
             ],
         );
     }
@@ -227,6 +229,14 @@ fn info_text(p: &Proxy, want: Selection, n: &NodeSums) -> String {
                 // The proxy refuses pub/sub.
                 ("pubsub_channels", 0),
                 ("pubsub_patterns", 0),
+                (
+                    "client_query_buffer_limit_disconnections",
+                    p.stats.query_limit_closes.load(Ordering::Relaxed),
+                ),
+                (
+                    "client_output_buffer_limit_disconnections",
+                    p.stats.output_limit_closes.load(Ordering::Relaxed),
+                ),
                 // Requests whose handling panicked, answered `-ERR internal error`.
                 (
                     "shardis_internal_errors",

@@ -11,8 +11,10 @@
 //! Entry point: [`run`]. Uses `resp` and `ring`; never clap or signals.
 
 pub mod admin;
+pub mod budget;
 pub mod config;
 pub mod cursor;
+pub mod error;
 pub mod hotkeys;
 pub mod http;
 pub mod info;
@@ -33,7 +35,7 @@ pub mod upstream;
 use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -58,6 +60,10 @@ pub struct Stats {
     pub internal_errors: AtomicU64,
     /// INFO `instantaneous_ops_per_sec`.
     pub ops: crate::resp::info::OpsMeter,
+    /// Clients closed for owing too many reply bytes.
+    pub output_limit_closes: AtomicU64,
+    /// Clients closed for their own or the proxy-wide query buffer limit.
+    pub query_limit_closes: AtomicU64,
 }
 
 /// One client's place under `max_clients`, given back when dropped — also
@@ -99,6 +105,15 @@ pub struct Proxy {
     /// One topology change at a time (held across the change's awaits).
     pub admin_lock: tokio::sync::Mutex<()>,
     pub migration: migration::Tracker,
+    /// Query buffer bytes of all clients, under `max_query_buffer_total`.
+    pub query_buffers: budget::QueryBuffers,
+    /// Set when the proxy starts draining: sessions read no more requests,
+    /// answer what they owe, and end.
+    pub draining: AtomicBool,
+    /// Each live session's budget, through which the drain wakes it. A std
+    /// mutex: taken when a session starts or ends and once by the drain,
+    /// never across `.await`.
+    pub sessions: Mutex<HashMap<u64, Arc<budget::ReplyBudget>>>,
     /// Starts a new built-in node on request (`CLUSTER SPAWNNODE`); present
     /// only when the proxy runs under `shardis up`, which owns the processes.
     pub spawner: Option<Arc<dyn Spawner>>,
@@ -158,6 +173,9 @@ impl Proxy {
             pool: Mutex::new(pool),
             admin_lock: tokio::sync::Mutex::new(()),
             migration: migration::Tracker::default(),
+            query_buffers: budget::QueryBuffers::new(config.max_query_buffer_total),
+            draining: AtomicBool::new(false),
+            sessions: Mutex::new(HashMap::new()),
             spawner,
             ops: operator::Ops::new(&config.ops),
             config,
@@ -197,10 +215,13 @@ fn new_node(spec: &NodeSpec, config: &Config) -> Node {
         config.connections_per_node,
         Duration::from_millis(config.connect_timeout_ms),
         Duration::from_millis(config.request_timeout_ms),
+        config.limits.max_bulk_len,
     )
 }
 
-/// Serves clients on `listener` until `shutdown` completes.
+/// Serves clients on `listener` until `shutdown` completes, then drains:
+/// stops accepting, answers the replies clients are owed (at most
+/// `drain_timeout_ms`), and returns.
 pub async fn run(
     listener: TcpListener,
     config: Config,
@@ -273,6 +294,40 @@ pub async fn serve(listener: TcpListener, proxy: Arc<Proxy>, shutdown: impl Futu
             let _slot = slot;
             ClientSession::run(p, sock).await;
         });
+    }
+    // From here new connections are refused.
+    drop(listener);
+    drain(&proxy).await;
+}
+
+/// Asks every session to stop reading and answer what it owes, then waits
+/// until all have ended or `drain_timeout_ms` passed.
+async fn drain(proxy: &Proxy) {
+    proxy.draining.store(true, Ordering::SeqCst);
+    for budget in proxy
+        .sessions
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .values()
+    {
+        budget.wake();
+    }
+    let timeout = Duration::from_millis(proxy.config.drain_timeout_ms);
+    let deadline = tokio::time::Instant::now() + timeout;
+    let clients = || proxy.stats.clients.load(Ordering::Relaxed);
+    tracing::info!(clients = clients(), "draining: answering owed replies");
+    // Polled: sessions end at their own pace and a 10 ms tick costs nothing
+    // next to a drain that may take seconds.
+    while clients() > 0 && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    match clients() {
+        0 => tracing::info!("drained"),
+        n => tracing::warn!(
+            clients = n,
+            timeout_ms = timeout.as_millis() as u64,
+            "drain timed out; closing the remaining clients"
+        ),
     }
 }
 

@@ -11,6 +11,7 @@ use std::sync::Arc;
 use bytes::{Bytes, BytesMut};
 use tokio::sync::oneshot;
 
+use super::budget::ReplyBudget;
 use super::merge::{aggregate, lost, merge_fragments, owned_only};
 use super::metrics::Served;
 use super::migration;
@@ -60,7 +61,8 @@ fn moving_writes(
     (!moving.is_empty()).then_some(moving)
 }
 
-/// Sends a request, tracking it if it writes moving keys.
+/// Sends a request, tracking it if it writes moving keys; its reply is
+/// charged to the client's budget when it arrives.
 async fn send_tracked(
     client: &ClientState,
     routing: &Routing,
@@ -68,7 +70,10 @@ async fn send_tracked(
     raw: Bytes,
     track: Option<Vec<Bytes>>,
 ) -> oneshot::Receiver<Bytes> {
-    let rx = node.upstream(client.proto, client.id).send(raw).await;
+    let rx = node
+        .upstream(client.proto, client.id)
+        .send_for(raw, Some(client.budget.clone()))
+        .await;
     match (track, &routing.migration) {
         (Some(keys), Some(m)) => migration::track_write(&m.dirty, keys, rx),
         _ => rx,
@@ -96,8 +101,9 @@ pub(super) async fn keyed(
         Ok(p) => p.is_empty() && matches!(spec.keys, KeySpec::Range { .. }),
         // A malformed key count: Redis refuses the request before touching
         // data, with an error that depends on more than the count (EVALSHA
-        // checks its digest first), so let a node say it. The proxy's own
-        // refusals (SORT patterns, unbalanced STREAMS, BLOCK) it says itself.
+        // checks its digest first), so let a node say it. Any other error
+        // is the proxy's own refusal and is answered here: it must never
+        // reach a node (XREAD BLOCK would hold the shared upstream).
         Err(_) => matches!(spec.keys, KeySpec::NumKeys { .. }),
     };
     if keyless {
@@ -139,7 +145,7 @@ pub(super) async fn keyed(
         positions.iter().map(|&p| req.args[p].clone()),
     );
     let rx = send_tracked(client, &routing, &node, req.raw, track).await;
-    Pending::One(rx)
+    Pending::Charged(rx)
 }
 
 /// The hot path: a command with one key at position 1 (GET, SET, INCR, …).
@@ -158,7 +164,7 @@ async fn single_key(
     proxy.ops.hot_keys.sample(key);
     let track = moving_writes(&routing, spec, std::iter::once(key.clone()));
     let rx = send_tracked(client, &routing, node, raw, track).await;
-    Pending::One(rx)
+    Pending::Charged(rx)
 }
 
 async fn split(
@@ -197,7 +203,7 @@ async fn split(
             positions.iter().map(|&p| req.args[p].clone()),
         );
         let rx = send_tracked(client, &routing, &groups[0].0, req.raw, track).await;
-        return Pending::One(rx);
+        return Pending::Charged(rx);
     }
     // One fragment per node: the command name, then that node's keys (and values).
     let mut waits = Vec::with_capacity(groups.len());
@@ -217,11 +223,9 @@ async fn split(
     let order: Vec<Vec<usize>> = groups.into_iter().map(|(_, ps)| ps).collect();
     let total = positions.len();
     let first_key = positions[0];
+    let budget = client.budget.clone();
     Pending::Later(Box::pin(async move {
-        let mut replies = Vec::with_capacity(waits.len());
-        for w in waits {
-            replies.push(w.await.unwrap_or_else(|_| lost()));
-        }
+        let replies = gather(waits, &budget).await;
         merge_fragments(merge, &replies, &order, total, first_key)
     }))
 }
@@ -257,18 +261,39 @@ async fn fan_out(
     let (proto, id) = (client.proto, client.id);
     let mut waits = Vec::with_capacity(nodes.len());
     for n in &nodes {
-        waits.push(n.upstream(proto, id).send(req.raw.clone()).await);
+        let budget = Some(client.budget.clone());
+        waits.push(
+            n.upstream(proto, id)
+                .send_for(req.raw.clone(), budget)
+                .await,
+        );
     }
     let filter = routing.filter_keys.then(|| routing.clone());
+    let budget = client.budget.clone();
     Pending::Later(Box::pin(async move {
-        let mut replies = Vec::with_capacity(waits.len());
-        for (i, w) in waits.into_iter().enumerate() {
-            let r = w.await.unwrap_or_else(|_| lost());
-            replies.push(match (&filter, agg) {
-                (Some(routing), Aggregate::Concat) => owned_only(&r, routing, i),
-                _ => r,
-            });
+        let mut replies = gather(waits, &budget).await;
+        if let (Some(routing), Aggregate::Concat) = (&filter, agg) {
+            for (i, r) in replies.iter_mut().enumerate() {
+                *r = owned_only(r, routing, i);
+            }
         }
         aggregate(agg, &replies)
     }))
+}
+
+/// Waits for every fragment's reply (each charged to `budget` on arrival)
+/// and releases their charge: the merged reply is charged instead when the
+/// session takes it.
+async fn gather(waits: Vec<oneshot::Receiver<Bytes>>, budget: &ReplyBudget) -> Vec<Bytes> {
+    let mut replies = Vec::with_capacity(waits.len());
+    for w in waits {
+        replies.push(match w.await {
+            Ok(r) => {
+                budget.release(r.len());
+                r
+            }
+            Err(_) => lost(),
+        });
+    }
+    replies
 }

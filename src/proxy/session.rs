@@ -2,7 +2,7 @@
 //! request order.
 //!
 //! ```text
-//!  socket ─read─► BytesMut ─decode_request─► Request ─dispatch─► Pending ──┐
+//!  socket ─read─► BytesMut ─RequestDecoder─► Request ─dispatch─► Pending ──┐
 //!                                                                          │ owed (FIFO,
 //!  socket ◄─write (batched)─ out ◄── each Pending, in order, once complete ◄┘  ≤ pipeline depth)
 //! ```
@@ -12,9 +12,17 @@
 //! of the FIFO into one write, and flushes before it waits on one that is not,
 //! so earlier replies never wait for later ones. A reply from a node wakes
 //! this task directly; there is no writer task between them. When the FIFO is
-//! full the session stops reading, so a client that pipelines without reading
-//! cannot grow the proxy's memory. A protocol error is answered, then that
-//! client alone is closed; a bad argument is answered and the session goes on.
+//! full the session stops reading. What the client makes the proxy hold is
+//! bounded in bytes too (see `budget`): replies are charged to it as they
+//! arrive and released as they are written, and over its output limit the
+//! client is closed; its query buffer counts towards the proxy-wide total.
+//! A protocol error is answered, then that client alone is closed; a bad
+//! argument is answered and the session goes on; a panicking handler costs
+//! one `-ERR internal error` reply. Handlers get the client's [`ClientState`],
+//! never the session: the socket and the FIFO are this task's alone.
+//!
+//! Must never: wait on a client while holding anything another client needs,
+//! or let a reply overtake an earlier one.
 
 use std::collections::VecDeque;
 use std::future::{poll_fn, Future};
@@ -23,17 +31,20 @@ use std::pin::Pin;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::task::Poll;
-use std::time::Instant;
+use std::time::Duration;
 
 use bytes::{Buf, Bytes, BytesMut};
 use futures::FutureExt;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::oneshot;
+use tokio::time::Instant;
 
+use super::budget::{Exceeded, ReplyBudget, SoftClock};
+use super::error::ProxyError;
 use super::metrics::{ServedCell, Timing};
 use super::Proxy;
-use crate::resp::{decode_request, encode, Request};
+use crate::resp::{encode, ProtocolError, Request, RequestDecoder};
 
 /// Replies gathered before they are written, at most (one reply may exceed it).
 const MAX_OUT_BYTES: usize = 256 * 1024;
@@ -42,8 +53,12 @@ const MAX_OUT_BYTES: usize = 256 * 1024;
 pub enum Pending {
     /// Built by the proxy, ready now.
     Ready(Bytes),
-    /// Forwarded to one node; the reply arrives on the channel.
+    /// Its reply arrives on the channel (not charged to the client's budget
+    /// until the session takes it).
     One(oneshot::Receiver<Bytes>),
+    /// Forwarded to one node with the client's budget: the reply was charged
+    /// when it arrived.
+    Charged(oneshot::Receiver<Bytes>),
     /// Anything that needs more work (merges, fan-outs, admin): a future.
     Later(Pin<Box<dyn Future<Output = Bytes> + Send>>),
     /// Write this last reply and what is owed before it, then close (QUIT,
@@ -75,6 +90,9 @@ pub struct ClientState {
     pub proto: u8,
     pub name: Option<Bytes>,
     pub peer: String,
+    /// Reply bytes held for this client; replies forwarded with it are
+    /// charged on arrival.
+    pub budget: Arc<ReplyBudget>,
     /// The request being dispatched: its command and the nodes routing sent it to.
     pub served: ServedCell,
 }
@@ -91,52 +109,112 @@ pub struct ClientSession {
     timings: VecDeque<Option<Timing>>,
     /// A `Close` is queued: read no further request.
     closing: bool,
+    /// This client's share of the proxy-wide query buffer total.
+    query: QueryCharge,
+}
+
+/// A session's query buffer bytes as counted in the proxy-wide total; the
+/// count is given back, and the session leaves the proxy's registry, when
+/// the session ends, however it ends.
+struct QueryCharge {
+    proxy: Arc<Proxy>,
+    id: u64,
+    budget: Arc<ReplyBudget>,
+    bytes: usize,
+}
+
+impl QueryCharge {
+    fn resize(&mut self, bytes: usize) {
+        let q = &self.proxy.query_buffers;
+        q.resize(self.id, &self.budget, self.bytes, bytes);
+        self.bytes = bytes;
+    }
+}
+
+impl Drop for QueryCharge {
+    fn drop(&mut self) {
+        self.resize(0);
+        let mut sessions = self
+            .proxy
+            .sessions
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        sessions.remove(&self.id);
+    }
 }
 
 /// What woke a session.
 enum Event {
     Read(std::io::Result<usize>),
     Wrote(std::io::Result<usize>),
-    Reply(Bytes),
+    /// The front reply, and whether it was charged on arrival.
+    Reply(Bytes, bool),
+    /// The soft limit's time is up.
+    Budget,
+    /// A byte limit may have been crossed, or the proxy began to drain.
+    Woken,
 }
 
 impl ClientSession {
-    /// Serves one client until it disconnects, errs, or the proxy shuts down.
+    /// Serves one client until it disconnects, errs, exceeds a byte budget,
+    /// or the proxy drains.
     pub async fn run(proxy: Arc<Proxy>, mut sock: TcpStream) {
         let _ = sock.set_nodelay(true);
         let peer = sock.peer_addr().map(|a| a.to_string()).unwrap_or_default();
         let (mut rd, mut wr) = sock.split();
         let depth = proxy.config.pipeline_depth.max(1);
-        let limits = proxy.config.limits;
+        let mut decoder = RequestDecoder::new(proxy.config.limits);
         let id = proxy.next_client_id.fetch_add(1, Ordering::Relaxed);
+        let budget = ReplyBudget::new(proxy.config.output_limits);
+        // Registered before the first look at `draining`, so a drain that
+        // starts after that look wakes this session.
+        proxy
+            .sessions
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(id, budget.clone());
         let mut session = ClientSession {
-            proxy,
             state: ClientState {
                 id,
                 proto: 2,
                 name: None,
                 peer,
+                budget: budget.clone(),
                 served: ServedCell::default(),
             },
             owed: VecDeque::new(),
             timings: VecDeque::new(),
             closing: false,
+            query: QueryCharge {
+                proxy: proxy.clone(),
+                id,
+                budget: budget.clone(),
+                bytes: 0,
+            },
+            proxy,
         };
         let mut buf = BytesMut::with_capacity(16 * 1024);
         let mut out = BytesMut::with_capacity(16 * 1024);
-        // The client sent EOF (or its socket failed): answer what is owed, then close.
+        // The client sent EOF (or its socket failed), or the proxy drains:
+        // answer what is owed, then close.
         let mut eof = false;
         // `buf` holds no complete request until more bytes arrive.
         let mut need_bytes = true;
+        let mut soft = SoftClock::default();
+        // Kept armed across iterations: registering a waiter afresh on every
+        // pass would cost two lock round trips per batch of requests.
+        let mut woken = std::pin::pin!(budget.woken());
         loop {
+            // The proxy drains: read no further request; answer what is owed.
+            eof |= session.proxy.draining.load(Ordering::SeqCst);
             // Dispatch what is buffered, up to the pipeline depth. One clock
             // read stamps every request that arrived together.
             let mut arrived = None;
             while !need_bytes && !session.closing && session.owed.len() < depth {
-                match decode_request(&mut buf, &limits) {
+                match decoder.decode(&mut buf) {
                     Ok(Some(req)) => {
                         session.proxy.stats.commands.fetch_add(1, Ordering::Relaxed);
-                        let started = *arrived.get_or_insert_with(Instant::now);
+                        let started = *arrived.get_or_insert_with(std::time::Instant::now);
                         let raw = req.raw.clone();
                         let p = dispatch(&session.proxy, &mut session.state, req).await;
                         session.push(p);
@@ -149,17 +227,34 @@ impl ClientSession {
                     }
                     Ok(None) => need_bytes = true,
                     Err(e) => {
-                        let mut b = BytesMut::new();
-                        encode::error(&mut b, &format!("ERR {e}"));
-                        session.push(Pending::Close(b.freeze()));
+                        if e == ProtocolError::QueryBufferFull {
+                            let stats = &session.proxy.stats;
+                            stats.query_limit_closes.fetch_add(1, Ordering::Relaxed);
+                        }
+                        session.push(Pending::Close(ProxyError::Protocol(e).reply()));
                         session.timings.push_back(None);
                     }
                 }
             }
+            session.query.resize(buf.len());
             // Gather every reply that is complete at the front.
-            let closed = session.collect(&mut out);
+            let closed = session.collect(&mut out, &budget);
             if closed || (eof && session.owed.is_empty()) {
                 break;
+            }
+            let soft_deadline = match soft.check(&budget, Instant::now) {
+                Ok(d) => d,
+                Err(why) => return session.exceeded(why),
+            };
+            if budget.is_evicted() && !session.closing {
+                // The proxy-wide query buffer limit chose this client: its
+                // buffer goes now; what it is owed is answered, then it closes.
+                session.exceeded(Exceeded::QueryTotal);
+                buf = BytesMut::new();
+                session.query.resize(0);
+                session.push(Pending::Close(ProxyError::QueryBufferTotal.reply()));
+                session.timings.push_back(None);
+                continue;
             }
             if need_bytes && buf.capacity() - buf.len() < 4096 {
                 if buf.is_empty() {
@@ -173,8 +268,11 @@ impl ClientSession {
             let owed = &mut session.owed;
             let event = tokio::select! {
                 biased;
+                // A limit crossed, or a drain began: re-checked at the top.
+                _ = &mut woken => Event::Woken,
+                _ = sleep_until_some(soft_deadline), if soft_deadline.is_some() => Event::Budget,
                 r = wr.write(&out), if !out.is_empty() => Event::Wrote(r),
-                r = front_reply(owed), if want_reply => Event::Reply(r),
+                (r, charged) = front_reply(owed), if want_reply => Event::Reply(r, charged),
                 r = rd.read_buf(&mut buf), if want_read => Event::Read(r),
                 // Not reached: with nothing owed and nothing to write, the
                 // session either reads or has ended above. Ending beats a panic.
@@ -186,8 +284,10 @@ impl ClientSession {
                     need_bytes = false;
                     let m = &session.proxy.ops.metrics;
                     m.bytes_in.fetch_add(n as u64, Ordering::Relaxed);
+                    session.query.resize(buf.len());
                 }
                 Event::Wrote(Ok(n)) if n > 0 => {
+                    budget.release(n);
                     let m = &session.proxy.ops.metrics;
                     m.bytes_out.fetch_add(n as u64, Ordering::Relaxed);
                     if n == out.len() {
@@ -198,44 +298,81 @@ impl ClientSession {
                 }
                 // The client is gone: nobody reads what is owed.
                 Event::Wrote(_) => return,
-                Event::Reply(r) => {
+                Event::Reply(r, charged) => {
                     session.owed.pop_front();
-                    session.answered(&r, Instant::now());
+                    session.answered(&r, std::time::Instant::now());
+                    if !charged {
+                        budget.charge(r.len());
+                    }
                     out.extend_from_slice(&r);
                 }
+                Event::Budget => {}
+                Event::Woken => woken.set(budget.woken()),
             }
         }
-        if !out.is_empty() && wr.write_all(&out).await.is_ok() {
-            let m = &session.proxy.ops.metrics;
-            m.bytes_out.fetch_add(out.len() as u64, Ordering::Relaxed);
+        // The last replies (after QUIT or a protocol error), bounded in time:
+        // a client that does not read them must not keep its slot.
+        if !out.is_empty() {
+            let grace = Duration::from_millis(session.proxy.config.request_timeout_ms);
+            let _ = tokio::time::timeout(grace, wr.write_all(&out)).await;
         }
         let _ = wr.shutdown().await;
     }
 
-    /// Moves the complete replies at the front of the FIFO into `out`; true
-    /// when it reached a `Close` (whose reply is then in `out` too).
-    fn collect(&mut self, out: &mut BytesMut) -> bool {
+    /// Counts and logs a client over its budget. For output limits the
+    /// caller then drops the session: the socket closes without a reply (as
+    /// Redis does: the client is not reading, so no reply would arrive).
+    fn exceeded(&self, why: Exceeded) {
+        let stats = &self.proxy.stats;
+        let counter = match why {
+            Exceeded::OutputHard | Exceeded::OutputSoft => &stats.output_limit_closes,
+            Exceeded::QueryTotal => &stats.query_limit_closes,
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
+        tracing::info!(
+            client = self.state.id,
+            peer = %self.state.peer,
+            owed_bytes = self.state.budget.owed(),
+            query_bytes = self.query.bytes,
+            limit = ?why,
+            "closing client over its byte budget"
+        );
+    }
+
+    /// Moves the complete replies at the front of the FIFO into `out`,
+    /// charging to `budget` those not charged on arrival; true when it
+    /// reached a `Close` (whose reply is then in `out` too).
+    fn collect(&mut self, out: &mut BytesMut, budget: &ReplyBudget) -> bool {
         // One clock read for every reply gathered now.
         let mut now = None;
         while out.len() < MAX_OUT_BYTES {
-            let reply = match self.owed.front_mut() {
+            let (bytes, charged) = match self.owed.front_mut() {
                 None => return false,
-                Some(Pending::Ready(b)) => b.clone(),
+                Some(Pending::Ready(b)) => (std::mem::take(b), false),
                 Some(Pending::One(rx)) => match rx.try_recv() {
-                    Ok(b) => b,
-                    Err(oneshot::error::TryRecvError::Closed) => lost_reply(),
+                    Ok(b) => (b, false),
+                    Err(oneshot::error::TryRecvError::Closed) => (lost_reply(), false),
+                    Err(oneshot::error::TryRecvError::Empty) => return false,
+                },
+                Some(Pending::Charged(rx)) => match rx.try_recv() {
+                    Ok(b) => (b, true),
+                    Err(oneshot::error::TryRecvError::Closed) => (lost_reply(), false),
                     Err(oneshot::error::TryRecvError::Empty) => return false,
                 },
                 Some(Pending::Later(_)) => return false,
                 Some(Pending::Close(b)) => {
+                    budget.charge(b.len());
+                    out.extend_from_slice(b);
                     let b = b.clone();
-                    out.extend_from_slice(&b);
-                    self.answered(&b, *now.get_or_insert_with(Instant::now));
+                    self.answered(&b, *now.get_or_insert_with(std::time::Instant::now));
                     return true;
                 }
             };
-            out.extend_from_slice(&reply);
-            self.answered(&reply, *now.get_or_insert_with(Instant::now));
+            if !charged {
+                budget.charge(bytes.len());
+            }
+            out.extend_from_slice(&bytes);
+            self.answered(&bytes, *now.get_or_insert_with(std::time::Instant::now));
             self.owed.pop_front();
         }
         false
@@ -243,7 +380,7 @@ impl ClientSession {
 
     /// The reply at the front is complete: hands its request's timing to the
     /// operator plane (metrics, slow log).
-    fn answered(&mut self, reply: &[u8], now: Instant) {
+    fn answered(&mut self, reply: &[u8], now: std::time::Instant) {
         if let Some(Some(t)) = self.timings.pop_front() {
             self.proxy
                 .ops
@@ -266,7 +403,8 @@ impl ClientSession {
 /// that one reply, answered `-ERR internal error …`, and the session goes on.
 /// The panic itself is logged by the process's panic hook.
 async fn dispatch(proxy: &Arc<Proxy>, state: &mut ClientState, req: Request) -> Pending {
-    let name = String::from_utf8_lossy(req.name()).to_ascii_lowercase();
+    // A reference, not a copy: the name is only spelled out after a panic.
+    let name = req.args[0].clone();
     let id = state.id;
     let routed = AssertUnwindSafe(async {
         fault_panic(&name);
@@ -289,47 +427,57 @@ async fn dispatch(proxy: &Arc<Proxy>, state: &mut ClientState, req: Request) -> 
 }
 
 /// The reply for a request whose handler panicked; counts it.
-fn internal_error(proxy: &Proxy, client: u64, command: &str) -> Bytes {
+fn internal_error(proxy: &Proxy, client: u64, command: &[u8]) -> Bytes {
+    let command = String::from_utf8_lossy(command).to_ascii_lowercase();
+    let command = command.as_str();
     proxy.stats.internal_errors.fetch_add(1, Ordering::Relaxed);
     tracing::warn!(
         client,
         command,
         "request handler panicked; answered -ERR internal error"
     );
-    let mut b = BytesMut::new();
-    encode::error(
-        &mut b,
-        &format!("ERR internal error while handling '{command}' (logged by the proxy)"),
-    );
-    b.freeze()
+    ProxyError::Internal {
+        command: command.to_string(),
+    }
+    .reply()
 }
 
 /// Fault injection for tests: with `SHARDIS_FAULT_PANIC_ON=<command>` the
 /// proxy panics while dispatching that command, to prove a panic costs one
 /// reply and nothing else. Read once.
-fn fault_panic(command: &str) {
+fn fault_panic(command: &[u8]) {
     static ON: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
-    let on = ON.get_or_init(|| {
-        std::env::var("SHARDIS_FAULT_PANIC_ON")
-            .ok()
-            .map(|c| c.to_ascii_lowercase())
-    });
-    if on.as_deref() == Some(command) {
-        panic!("fault injected by SHARDIS_FAULT_PANIC_ON={command}");
+    let on = ON.get_or_init(|| std::env::var("SHARDIS_FAULT_PANIC_ON").ok());
+    if let Some(on) = on {
+        if on.as_bytes().eq_ignore_ascii_case(command) {
+            panic!("fault injected by SHARDIS_FAULT_PANIC_ON={on}");
+        }
     }
 }
 
 /// Waits for the reply at the front of the FIFO (never a `Close`: `collect`
 /// has taken it).
-fn front_reply(owed: &mut VecDeque<Pending>) -> impl Future<Output = Bytes> + '_ {
+fn front_reply(owed: &mut VecDeque<Pending>) -> impl Future<Output = (Bytes, bool)> + '_ {
     poll_fn(move |cx| match owed.front_mut() {
         Some(Pending::One(rx)) => Pin::new(rx)
             .poll(cx)
-            .map(|r| r.unwrap_or_else(|_| lost_reply())),
-        Some(Pending::Later(f)) => f.as_mut().poll(cx),
-        Some(Pending::Ready(b)) => Poll::Ready(b.clone()),
+            .map(|r| (r.unwrap_or_else(|_| lost_reply()), false)),
+        Some(Pending::Charged(rx)) => Pin::new(rx).poll(cx).map(|r| match r {
+            Ok(b) => (b, true),
+            Err(_) => (lost_reply(), false),
+        }),
+        Some(Pending::Later(f)) => f.as_mut().poll(cx).map(|b| (b, false)),
+        Some(Pending::Ready(b)) => Poll::Ready((b.clone(), false)),
         _ => Poll::Pending,
     })
+}
+
+/// Sleeps until `deadline`; never resolves without one.
+async fn sleep_until_some(deadline: Option<Instant>) {
+    match deadline {
+        Some(d) => tokio::time::sleep_until(d).await,
+        None => std::future::pending().await,
+    }
 }
 
 fn lost_reply() -> Bytes {

@@ -36,6 +36,7 @@ impl Node {
         conns: usize,
         connect_timeout: Duration,
         request_timeout: Duration,
+        max_bulk_len: usize,
     ) -> Node {
         let health = Arc::new(Health::default());
         let opts = UpstreamOptions {
@@ -44,6 +45,7 @@ impl Node {
             proto: 2,
             connect_timeout,
             request_timeout,
+            max_bulk_len,
         };
         let resp2 = (0..conns)
             .map(|_| Upstream::spawn(opts.clone(), health.clone()))
@@ -216,13 +218,19 @@ where
         if wait_cutover(&routing, keys()).await {
             continue;
         }
-        routing.dispatching.fetch_add(1, Ordering::SeqCst);
-        let gate = Gate(routing);
-        fence(Ordering::SeqCst);
-        if Arc::ptr_eq(&gate.0, &current.load()) {
+        if let Some(gate) = admit(current, routing) {
             return gate;
         }
     }
+}
+
+/// Enters `routing`'s epoch gate if it is still the current snapshot; `None`
+/// (gate left again) if a change swapped it out meanwhile.
+fn admit(current: &ArcSwap<Routing>, routing: Arc<Routing>) -> Option<Gate> {
+    routing.dispatching.fetch_add(1, Ordering::SeqCst);
+    let gate = Gate(routing);
+    fence(Ordering::SeqCst);
+    Arc::ptr_eq(&gate.0, &current.load()).then_some(gate)
 }
 
 /// During a change's cutover, requests on moving keys wait for it to end;
@@ -237,4 +245,55 @@ async fn wait_cutover<'k>(routing: &Routing, mut keys: impl Iterator<Item = &'k 
     let mut rx = m.resume.subscribe();
     let _ = rx.wait_for(|done| *done).await;
     true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ring::RingConfig;
+
+    fn routing(epoch: u64) -> Routing {
+        let spec = NodeSpec {
+            name: "a".into(),
+            addr: "127.0.0.1:1".into(),
+            weight: 1,
+        };
+        let ring = Ring::new(vec![spec], RingConfig::default(), epoch).unwrap();
+        Routing::new(Arc::new(ring), Vec::new(), None, false)
+    }
+
+    /// The race the re-check closes: a request loaded the live snapshot, the
+    /// cutover swapped it out and found it drained, and only then does the
+    /// request try to enter it: it must be turned away (and route afresh).
+    #[tokio::test]
+    async fn a_snapshot_found_drained_cannot_be_entered_any_more() {
+        let current = ArcSwap::from_pointee(routing(1));
+        let loaded = current.load_full();
+        current.store(Arc::new(routing(2)));
+        loaded.drained().await;
+        assert!(admit(&current, loaded.clone()).is_none());
+        assert_eq!(loaded.dispatching.load(Ordering::SeqCst), 0);
+        let gate = enter(&current, std::iter::empty).await;
+        assert_eq!(gate.ring.epoch(), 2);
+    }
+
+    /// A swapped-out snapshot is not drained while a dispatch holds it, and
+    /// is as soon as the last one leaves.
+    #[tokio::test]
+    async fn drained_waits_for_the_last_dispatch() {
+        let current = ArcSwap::from_pointee(routing(1));
+        let gate = enter(&current, std::iter::empty).await;
+        let old = current.swap(Arc::new(routing(2)));
+        let wait = tokio::time::timeout(Duration::from_millis(50), old.drained()).await;
+        assert!(wait.is_err(), "drained while a dispatch holds the snapshot");
+        let waiter = tokio::spawn({
+            let old = old.clone();
+            async move { old.drained().await }
+        });
+        drop(gate);
+        tokio::time::timeout(Duration::from_secs(5), waiter)
+            .await
+            .expect("drained once the last dispatch left")
+            .unwrap();
+    }
 }

@@ -19,6 +19,7 @@
 //! is down, requests fail at once instead of queueing.
 
 use std::collections::VecDeque;
+use std::fmt;
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -29,8 +30,9 @@ use tokio::net::TcpStream;
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::{timeout, Instant};
 
+use super::budget::ReplyBudget;
 use super::metrics::NodeMetrics;
-use crate::resp::reply::{self, reply_len};
+use crate::resp::reply::{self, reply_len, ReplyError, ReplyFramer};
 
 /// Requests queued for one upstream before senders wait.
 const QUEUE_DEPTH: usize = 4_096;
@@ -46,7 +48,30 @@ const MAX_BACKOFF_MS: u64 = 2_000;
 /// One request for a node, and where its reply goes.
 pub struct UpRequest {
     pub raw: Bytes,
-    pub reply: oneshot::Sender<Bytes>,
+    pub reply: Waiter,
+}
+
+/// Where one reply goes, and the client budget it is charged to.
+pub struct Waiter {
+    tx: oneshot::Sender<Bytes>,
+    budget: Option<Arc<ReplyBudget>>,
+}
+
+impl Waiter {
+    /// Hands the reply over, charged to the client's budget (released again
+    /// if the client is gone). Never waits: a slow client cannot hold up the
+    /// connection its reply came on.
+    fn answer(self, reply: Bytes) {
+        let n = reply.len();
+        if let Some(b) = &self.budget {
+            b.charge(n);
+        }
+        if self.tx.send(reply).is_err() {
+            if let Some(b) = &self.budget {
+                b.release(n);
+            }
+        }
+    }
 }
 
 /// Connection state of a node, shown by `CLUSTER NODES`.
@@ -78,7 +103,7 @@ impl Health {
         self.state.store(1, Ordering::Relaxed);
     }
 
-    fn set_down(&self, err: &str) {
+    fn set_down(&self, err: &UpstreamError) {
         self.state.store(2, Ordering::Relaxed);
         self.failures.fetch_add(1, Ordering::Relaxed);
         if let Ok(mut e) = self.last_error.lock() {
@@ -97,6 +122,9 @@ pub struct UpstreamOptions {
     pub proto: u8,
     pub connect_timeout: Duration,
     pub request_timeout: Duration,
+    /// Largest bulk accepted in a reply (`proto-max-bulk-len`); a longer one
+    /// poisons the connection before anything is buffered for it.
+    pub max_bulk_len: usize,
 }
 
 /// Handle to one pipelined connection actor. Cloning shares the connection.
@@ -118,23 +146,31 @@ impl Upstream {
     /// Queues `raw` and returns where its reply will arrive. The reply is
     /// always a complete RESP value: the node's own, or an `-ERR` of ours.
     pub async fn send(&self, raw: Bytes) -> oneshot::Receiver<Bytes> {
-        let (reply, rx) = oneshot::channel();
+        self.send_for(raw, None).await
+    }
+
+    /// [`Upstream::send`], the reply charged to a client's budget on arrival.
+    pub async fn send_for(
+        &self,
+        raw: Bytes,
+        budget: Option<Arc<ReplyBudget>>,
+    ) -> oneshot::Receiver<Bytes> {
+        let (tx, rx) = oneshot::channel();
+        let reply = Waiter { tx, budget };
         // try_send first: when the queue has room (nearly always) it skips the
         // semaphore future of an awaited send.
         let req = match self.tx.try_send(UpRequest { raw, reply }) {
             Ok(()) => return rx,
             Err(mpsc::error::TrySendError::Full(req)) => req,
             Err(mpsc::error::TrySendError::Closed(req)) => {
-                let _ = req
-                    .reply
-                    .send(error_reply(&self.label, "proxy is shutting down"));
+                req.reply
+                    .answer(error_reply(&self.label, &UpstreamError::ShuttingDown));
                 return rx;
             }
         };
         if let Err(mpsc::error::SendError(req)) = self.tx.send(req).await {
-            let _ = req
-                .reply
-                .send(error_reply(&self.label, "proxy is shutting down"));
+            req.reply
+                .answer(error_reply(&self.label, &UpstreamError::ShuttingDown));
         }
         rx
     }
@@ -143,12 +179,53 @@ impl Upstream {
     pub async fn call(&self, raw: Bytes) -> Bytes {
         let rx = self.send(raw).await;
         rx.await
-            .unwrap_or_else(|_| error_reply(&self.label, "request dropped"))
+            .unwrap_or_else(|_| error_reply(&self.label, &UpstreamError::RequestDropped))
     }
 }
 
-/// The `-ERR` a client gets when its node failed.
-pub fn error_reply(label: &str, why: &str) -> Bytes {
+/// Why a node could not answer a request.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum UpstreamError {
+    Connect(String),
+    ConnectTimeout(Duration),
+    HelloRefused(String),
+    HelloTimeout,
+    /// The socket failed while reading or writing.
+    Io(String),
+    ClosedByNode,
+    /// A reply arrived with no request waiting for it.
+    StrayReply,
+    /// The node's bytes are not RESP, or a bulk is over `proto-max-bulk-len`.
+    InvalidReply(ReplyError),
+    NoReply(Duration),
+    ShuttingDown,
+    RequestDropped,
+    /// The proxy closed the connection (its handle was dropped).
+    Closed,
+}
+
+impl fmt::Display for UpstreamError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        use UpstreamError::*;
+        match self {
+            Connect(e) | Io(e) => write!(f, "{e}"),
+            ConnectTimeout(t) => write!(f, "connect timed out after {} ms", t.as_millis()),
+            HelloRefused(r) => write!(f, "HELLO 3 refused: {r}"),
+            HelloTimeout => write!(f, "HELLO 3 timed out"),
+            ClosedByNode => write!(f, "connection closed by node"),
+            StrayReply => write!(f, "stray reply from node"),
+            InvalidReply(e) => write!(f, "{e}"),
+            NoReply(t) => write!(f, "no reply within {} ms", t.as_millis()),
+            ShuttingDown => write!(f, "proxy is shutting down"),
+            RequestDropped => write!(f, "request dropped"),
+            Closed => write!(f, "connection closed"),
+        }
+    }
+}
+
+/// The `-ERR` a client gets when its node failed: the one place that
+/// renders an [`UpstreamError`].
+pub fn error_reply(label: &str, why: &UpstreamError) -> Bytes {
     let mut out = BytesMut::new();
     crate::resp::encode::error(&mut out, &format!("ERR node {label} is unavailable: {why}"));
     out.freeze()
@@ -183,7 +260,7 @@ async fn run(opts: UpstreamOptions, mut rx: mpsc::Receiver<UpRequest>, health: A
                 health.set_down(&e);
                 failed_before = true;
                 health.metrics.observe(0, true);
-                let _ = first.reply.send(error_reply(&opts.label, &e));
+                first.reply.answer(error_reply(&opts.label, &e));
                 // Until the backoff ends, everything for this node fails at once.
                 let until = Instant::now() + Duration::from_millis(backoff);
                 loop {
@@ -191,7 +268,7 @@ async fn run(opts: UpstreamOptions, mut rx: mpsc::Receiver<UpRequest>, health: A
                         r = rx.recv() => match r {
                             Some(req) => {
                                 health.metrics.observe(0, true);
-                                let _ = req.reply.send(error_reply(&opts.label, &e));
+                                req.reply.answer(error_reply(&opts.label, &e));
                             }
                             None => return,
                         },
@@ -204,16 +281,11 @@ async fn run(opts: UpstreamOptions, mut rx: mpsc::Receiver<UpRequest>, health: A
     }
 }
 
-async fn connect(opts: &UpstreamOptions) -> Result<TcpStream, String> {
+async fn connect(opts: &UpstreamOptions) -> Result<TcpStream, UpstreamError> {
     let mut sock = match timeout(opts.connect_timeout, TcpStream::connect(&opts.addr)).await {
         Ok(Ok(s)) => s,
-        Ok(Err(e)) => return Err(e.to_string()),
-        Err(_) => {
-            return Err(format!(
-                "connect timed out after {} ms",
-                opts.connect_timeout.as_millis()
-            ))
-        }
+        Ok(Err(e)) => return Err(UpstreamError::Connect(e.to_string())),
+        Err(_) => return Err(UpstreamError::ConnectTimeout(opts.connect_timeout)),
     };
     let _ = sock.set_nodelay(true);
     if opts.proto >= 3 {
@@ -234,13 +306,11 @@ async fn connect(opts: &UpstreamOptions) -> Result<TcpStream, String> {
         match res {
             Ok(Ok(r)) if !reply::is_error(&r) => {}
             Ok(Ok(r)) => {
-                return Err(format!(
-                    "HELLO 3 refused: {}",
-                    String::from_utf8_lossy(&r).trim_end()
-                ))
+                let r = String::from_utf8_lossy(&r).trim_end().to_string();
+                return Err(UpstreamError::HelloRefused(r));
             }
-            Ok(Err(e)) => return Err(e.to_string()),
-            Err(_) => return Err("HELLO 3 timed out".into()),
+            Ok(Err(e)) => return Err(UpstreamError::Connect(e.to_string())),
+            Err(_) => return Err(UpstreamError::HelloTimeout),
         }
     }
     Ok(sock)
@@ -269,10 +339,11 @@ async fn serve(
     rx: &mut mpsc::Receiver<UpRequest>,
     opts: &UpstreamOptions,
     metrics: &NodeMetrics,
-) -> Option<String> {
+) -> Option<UpstreamError> {
     let (mut rd, mut wr) = sock.split();
     // Each request's reply slot, the watchdog tick it was sent in, and when.
-    let mut inflight: VecDeque<(oneshot::Sender<Bytes>, u32, std::time::Instant)> = VecDeque::new();
+    let mut inflight: VecDeque<(Waiter, u32, std::time::Instant)> = VecDeque::new();
+    let mut framer = ReplyFramer::new(opts.max_bulk_len);
     let mut out = BytesMut::with_capacity(64 * 1024);
     let mut buf = BytesMut::with_capacity(64 * 1024);
     let period = (opts.request_timeout / TICKS_PER_TIMEOUT).max(Duration::from_millis(1));
@@ -318,13 +389,15 @@ async fn serve(
             _ = watchdog.tick() => Event::Tick,
         };
         match event {
-            Event::Read(Ok(0)) => break Some("connection closed by node".to_string()),
-            Event::Read(Err(e)) => break Some(e.to_string()),
+            Event::Read(Ok(0)) => break Some(UpstreamError::ClosedByNode),
+            Event::Read(Err(e)) => break Some(UpstreamError::Io(e.to_string())),
             Event::Read(Ok(_)) => {
                 // One clock read for every reply this read brought.
                 let read_at = std::time::Instant::now();
                 loop {
-                    match reply_len(&buf) {
+                    // The framer resumes where the last read left it: a large
+                    // reply arriving in many reads is scanned once.
+                    match framer.next(&buf) {
                         Ok(Some(n)) => {
                             let reply = buf.split_to(n).freeze();
                             match inflight.pop_front() {
@@ -333,20 +406,20 @@ async fn serve(
                                         read_at.duration_since(sent).as_nanos() as u64,
                                         reply::is_error(&reply),
                                     );
-                                    let _ = waiter.send(reply);
+                                    waiter.answer(reply)
                                 }
-                                None => break 'conn Some("stray reply from node".to_string()),
+                                None => break 'conn Some(UpstreamError::StrayReply),
                             }
                         }
                         Ok(None) if !buf.is_empty() && inflight.is_empty() => {
-                            break 'conn Some("stray reply from node".to_string())
+                            break 'conn Some(UpstreamError::StrayReply)
                         }
                         Ok(None) => break,
-                        Err(e) => break 'conn Some(e.to_string()),
+                        Err(e) => break 'conn Some(UpstreamError::InvalidReply(e)),
                     }
                 }
             }
-            Event::Wrote(Ok(0)) => break Some("connection closed by node".to_string()),
+            Event::Wrote(Ok(0)) => break Some(UpstreamError::ClosedByNode),
             Event::Wrote(Ok(n)) => {
                 if n == out.len() {
                     out.clear();
@@ -354,7 +427,7 @@ async fn serve(
                     out.advance(n);
                 }
             }
-            Event::Wrote(Err(e)) => break Some(e.to_string()),
+            Event::Wrote(Err(e)) => break Some(UpstreamError::Io(e.to_string())),
             Event::Request(Some(req)) => {
                 out.extend_from_slice(&req.raw);
                 inflight.push_back((req.reply, now, std::time::Instant::now()));
@@ -364,10 +437,7 @@ async fn serve(
                 now = now.wrapping_add(1);
                 if let Some((_, sent, _)) = inflight.front() {
                     if now.wrapping_sub(*sent) > TICKS_PER_TIMEOUT {
-                        break Some(format!(
-                            "no reply within {} ms",
-                            opts.request_timeout.as_millis()
-                        ));
+                        break Some(UpstreamError::NoReply(opts.request_timeout));
                     }
                 }
             }
@@ -375,10 +445,10 @@ async fn serve(
     };
     // Poisoned or closing: everything still in flight fails now, with an
     // error naming the node.
-    let msg = why.as_deref().unwrap_or("connection closed");
+    let msg = why.clone().unwrap_or(UpstreamError::Closed);
     for (waiter, _, sent) in inflight {
         metrics.observe(sent.elapsed().as_nanos() as u64, true);
-        let _ = waiter.send(error_reply(&opts.label, msg));
+        waiter.answer(error_reply(&opts.label, &msg));
     }
     metrics.in_flight.store(0, Ordering::Relaxed);
     why

@@ -9,13 +9,17 @@
 pub mod command;
 pub mod encode;
 pub mod info;
+mod inline;
 pub mod keywords;
 pub mod reply;
 pub mod request;
 
 pub use command::{lookup, CommandSpec, KeySpec, Kind};
+pub use inline::split_args;
 pub use reply::{reply_len, ReplyError};
-pub use request::{decode_request, next_frame, Frame, ProtocolError, Request, Spans};
+pub use request::{
+    decode_request, next_frame, Frame, ProtocolError, Request, RequestDecoder, Spans,
+};
 
 /// Redis's `proto-max-bulk-len` default: 512 MB.
 pub const DEFAULT_MAX_BULK_LEN: usize = 512 * 1024 * 1024;

@@ -16,6 +16,7 @@ use std::fmt;
 use bytes::{Bytes, BytesMut};
 use smallvec::SmallVec;
 
+use super::inline::parse_inline;
 use super::{encode, parse_i64, Limits};
 
 /// Argument spans of one multibulk: up to eight without a heap allocation.
@@ -86,40 +87,84 @@ impl std::error::Error for ProtocolError {}
 
 /// Takes one complete request off the front of `buf`; `Ok(None)` until it has
 /// all arrived. Empty inline lines and empty multibulks (`*0`, `*-1`) are
-/// consumed without producing a request, as Redis does.
+/// consumed without producing a request, as Redis does. Parses from the
+/// start on every call: a reader whose buffer grows by reads should keep a
+/// [`RequestDecoder`] instead.
 pub fn decode_request(
     buf: &mut BytesMut,
     limits: &Limits,
 ) -> Result<Option<Request>, ProtocolError> {
-    let mut spans = Spans::new();
-    loop {
-        if buf.is_empty() {
-            return Ok(None);
+    RequestDecoder::new(*limits).decode(buf)
+}
+
+/// Decodes the requests of one client's buffer, keeping how far it got into
+/// an incomplete request between calls: a request arriving in many reads is
+/// scanned once in all (a 512 MB argument in 64 KB reads costs one pass,
+/// not eight thousand).
+#[derive(Debug)]
+pub struct RequestDecoder {
+    limits: Limits,
+    /// Arguments of the incomplete request at the front, parsed so far.
+    spans: Spans,
+    progress: Progress,
+}
+
+/// How far an incomplete request at the front of the buffer was parsed.
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct Progress {
+    /// Arguments the multibulk announced; 0 until its count line is parsed.
+    count: usize,
+    /// Start of the next argument's `$len` line.
+    pos: usize,
+    /// Bytes after the current line's start already searched for its end.
+    pub(crate) scanned: usize,
+}
+
+impl RequestDecoder {
+    pub fn new(limits: Limits) -> RequestDecoder {
+        RequestDecoder {
+            limits,
+            spans: Spans::new(),
+            progress: Progress::default(),
         }
-        match parse_front(buf, limits, &mut spans)? {
-            Parsed::Incomplete => return Ok(None),
-            Parsed::Skip(n) => {
-                let _ = buf.split_to(n);
+    }
+
+    /// [`decode_request`], resuming where the previous call stopped. `buf`
+    /// must hold what it held then (the request at its front), maybe more.
+    pub fn decode(&mut self, buf: &mut BytesMut) -> Result<Option<Request>, ProtocolError> {
+        loop {
+            if buf.is_empty() {
+                return Ok(None);
             }
-            Parsed::Multibulk { len } => {
-                let raw = buf.split_to(len).freeze();
-                let args = spans.iter().map(|&(s, e)| raw.slice(s..e)).collect();
-                return Ok(Some(Request { raw, args }));
+            let parsed = parse_front_from(buf, &self.limits, &mut self.spans, &mut self.progress);
+            if !matches!(parsed, Ok(Parsed::Incomplete)) {
+                // Done with the request at the front, one way or another.
+                self.progress = Progress::default();
             }
-            Parsed::Inline { len, args } => {
-                let _ = buf.split_to(len);
-                let refs: Vec<&[u8]> = args.iter().map(|a| a.as_slice()).collect();
-                let mut out = BytesMut::new();
-                encode::command(&mut out, &refs);
-                let mut enc = out;
-                return match parse_multibulk(&enc, limits, &mut spans)? {
-                    Parsed::Multibulk { len } => {
-                        let raw = enc.split_to(len).freeze();
-                        let args = spans.iter().map(|&(s, e)| raw.slice(s..e)).collect();
-                        Ok(Some(Request { raw, args }))
-                    }
-                    _ => unreachable!("a freshly encoded multibulk is complete"),
-                };
+            match parsed? {
+                Parsed::Incomplete => return Ok(None),
+                Parsed::Skip(n) => {
+                    let _ = buf.split_to(n);
+                }
+                Parsed::Multibulk { len } => {
+                    let raw = buf.split_to(len).freeze();
+                    let args = self.spans.iter().map(|&(s, e)| raw.slice(s..e)).collect();
+                    return Ok(Some(Request { raw, args }));
+                }
+                Parsed::Inline { len, args } => {
+                    let _ = buf.split_to(len);
+                    let refs: Vec<&[u8]> = args.iter().map(|a| a.as_slice()).collect();
+                    let mut enc = BytesMut::new();
+                    encode::command(&mut enc, &refs);
+                    return match parse_multibulk(&enc, &self.limits, &mut self.spans)? {
+                        Parsed::Multibulk { len } => {
+                            let raw = enc.split_to(len).freeze();
+                            let args = self.spans.iter().map(|&(s, e)| raw.slice(s..e)).collect();
+                            Ok(Some(Request { raw, args }))
+                        }
+                        _ => unreachable!("a freshly encoded multibulk is complete"),
+                    };
+                }
             }
         }
     }
@@ -179,10 +224,20 @@ pub fn next_frame(
 /// Parses the request at the front of non-empty `buf`, multibulk or inline;
 /// an incomplete one longer than the query buffer limit is an error.
 fn parse_front(buf: &[u8], limits: &Limits, spans: &mut Spans) -> Result<Parsed, ProtocolError> {
+    parse_front_from(buf, limits, spans, &mut Progress::default())
+}
+
+/// [`parse_front`], resuming from `progress` (and the `spans` found so far).
+fn parse_front_from(
+    buf: &[u8],
+    limits: &Limits,
+    spans: &mut Spans,
+    progress: &mut Progress,
+) -> Result<Parsed, ProtocolError> {
     let parsed = if buf[0] == b'*' {
-        parse_multibulk(buf, limits, spans)?
+        parse_multibulk_from(buf, limits, spans, progress)?
     } else {
-        parse_inline(buf, limits)?
+        parse_inline(buf, limits, &mut progress.scanned)?
     };
     if matches!(parsed, Parsed::Incomplete) && buf.len() > limits.max_query_buffer {
         return Err(ProtocolError::QueryBufferFull);
@@ -190,7 +245,7 @@ fn parse_front(buf: &[u8], limits: &Limits, spans: &mut Spans) -> Result<Parsed,
     Ok(parsed)
 }
 
-enum Parsed {
+pub(crate) enum Parsed {
     Incomplete,
     /// Consume this many bytes, nothing to execute.
     Skip(usize),
@@ -220,41 +275,66 @@ fn find_crlf(buf: &[u8], from: usize) -> Option<usize> {
     None
 }
 
+/// Parses a complete multibulk at the front of `buf` from scratch.
 fn parse_multibulk(
     buf: &[u8],
     limits: &Limits,
     spans: &mut Spans,
 ) -> Result<Parsed, ProtocolError> {
-    spans.clear();
-    let Some(eol) = find_crlf(buf, 0) else {
-        if buf.len() > limits.max_inline_len {
-            return Err(ProtocolError::TooBigMultibulkCount);
+    parse_multibulk_from(buf, limits, spans, &mut Progress::default())
+}
+
+/// Parses the multibulk at the front of `buf`, resuming from `p`: the count
+/// line and every argument before `p.pos` are not looked at again, and a
+/// line is searched for its end only past what was searched before.
+fn parse_multibulk_from(
+    buf: &[u8],
+    limits: &Limits,
+    spans: &mut Spans,
+    p: &mut Progress,
+) -> Result<Parsed, ProtocolError> {
+    if p.count == 0 {
+        spans.clear();
+        // Back one byte: the '\r' of a CRLF may have been the last byte seen.
+        let Some(eol) = find_crlf(buf, p.scanned.saturating_sub(1)) else {
+            if buf.len() > limits.max_inline_len {
+                return Err(ProtocolError::TooBigMultibulkCount);
+            }
+            p.scanned = buf.len();
+            return Ok(Parsed::Incomplete);
+        };
+        let count = parse_i64(&buf[1..eol]).ok_or(ProtocolError::InvalidMultibulkLength)?;
+        if count > i32::MAX as i64 || count > limits.max_args as i64 {
+            return Err(ProtocolError::InvalidMultibulkLength);
         }
-        return Ok(Parsed::Incomplete);
-    };
-    let count = parse_i64(&buf[1..eol]).ok_or(ProtocolError::InvalidMultibulkLength)?;
-    if count > i32::MAX as i64 || count > limits.max_args as i64 {
-        return Err(ProtocolError::InvalidMultibulkLength);
+        if count <= 0 {
+            return Ok(Parsed::Skip(eol + 2));
+        }
+        // Spans grow as arguments arrive: a peer announcing a million
+        // arguments must send them first.
+        *p = Progress {
+            count: count as usize,
+            pos: eol + 2,
+            scanned: 0,
+        };
     }
-    let mut pos = eol + 2;
-    if count <= 0 {
-        return Ok(Parsed::Skip(pos));
-    }
-    // Spans grow as arguments arrive: a peer announcing a million arguments
-    // must send them first.
-    for _ in 0..count {
+    while spans.len() < p.count {
+        let pos = p.pos;
         if pos >= buf.len() {
             return Ok(Parsed::Incomplete);
         }
         if buf[pos] != b'$' {
             return Err(ProtocolError::ExpectedDollar(buf[pos]));
         }
-        let Some(eol) = find_crlf(buf, pos) else {
+        let Some(eol) = find_crlf(buf, pos + p.scanned.saturating_sub(1)) else {
             if buf.len() - pos > limits.max_inline_len {
                 return Err(ProtocolError::TooBigBulkCount);
             }
+            p.scanned = buf.len() - pos;
             return Ok(Parsed::Incomplete);
         };
+        // The `$len` line is complete: a resumed call finds it at once.
+        p.scanned = eol - pos;
         let len = parse_i64(&buf[pos + 1..eol]).ok_or(ProtocolError::InvalidBulkLength)?;
         if len < 0 || len as u64 > limits.max_bulk_len as u64 {
             return Err(ProtocolError::InvalidBulkLength);
@@ -268,379 +348,12 @@ fn parse_multibulk(
             return Err(ProtocolError::BulkNotTerminated);
         }
         spans.push((start, end));
-        pos = end + 2;
+        p.pos = end + 2;
+        p.scanned = 0;
     }
-    Ok(Parsed::Multibulk { len: pos })
-}
-
-fn parse_inline(buf: &[u8], limits: &Limits) -> Result<Parsed, ProtocolError> {
-    let Some(nl) = memchr::memchr(b'\n', buf) else {
-        if buf.len() > limits.max_inline_len {
-            return Err(ProtocolError::TooBigInline);
-        }
-        return Ok(Parsed::Incomplete);
-    };
-    if nl > limits.max_inline_len {
-        return Err(ProtocolError::TooBigInline);
-    }
-    let mut line = &buf[..nl];
-    if line.last() == Some(&b'\r') {
-        line = &line[..line.len() - 1];
-    }
-    let args = split_args(line).ok_or(ProtocolError::UnbalancedQuotes)?;
-    if args.is_empty() {
-        return Ok(Parsed::Skip(nl + 1));
-    }
-    if args.len() > limits.max_args {
-        return Err(ProtocolError::InvalidMultibulkLength);
-    }
-    Ok(Parsed::Inline { len: nl + 1, args })
-}
-
-fn is_space(c: u8) -> bool {
-    matches!(c, b' ' | b'\t' | b'\n' | b'\r' | 0x0b | 0x0c)
-}
-
-fn hex_val(c: u8) -> Option<u8> {
-    (c as char).to_digit(16).map(|d| d as u8)
-}
-
-/// Splits an inline line like Redis's `sdssplitargs`: whitespace separates
-/// arguments; "double quotes" take `\n \r \t \b \a \\ \" \xHH` escapes;
-/// 'single quotes' take `\'`; a closing quote must be followed by a space or the
-/// end. `None` means unbalanced quotes.
-pub fn split_args(line: &[u8]) -> Option<Vec<Vec<u8>>> {
-    let mut args = Vec::new();
-    let mut p = 0;
-    let at = |i: usize| -> u8 { line.get(i).copied().unwrap_or(0) };
-    loop {
-        while p < line.len() && is_space(line[p]) {
-            p += 1;
-        }
-        if p >= line.len() {
-            return Some(args);
-        }
-        let mut cur = Vec::new();
-        let (mut inq, mut insq, mut done) = (false, false, false);
-        while !done {
-            let c = at(p);
-            if inq {
-                if c == b'\\'
-                    && at(p + 1) == b'x'
-                    && hex_val(at(p + 2)).is_some()
-                    && hex_val(at(p + 3)).is_some()
-                {
-                    cur.push(hex_val(at(p + 2))? * 16 + hex_val(at(p + 3))?);
-                    p += 3;
-                } else if c == b'\\' && p + 1 < line.len() {
-                    p += 1;
-                    cur.push(match line[p] {
-                        b'n' => b'\n',
-                        b'r' => b'\r',
-                        b't' => b'\t',
-                        b'b' => 0x08,
-                        b'a' => 0x07,
-                        other => other,
-                    });
-                } else if c == b'"' {
-                    if p + 1 < line.len() && !is_space(line[p + 1]) {
-                        return None;
-                    }
-                    done = true;
-                } else if p >= line.len() {
-                    return None;
-                } else {
-                    cur.push(c);
-                }
-            } else if insq {
-                if c == b'\\' && at(p + 1) == b'\'' {
-                    p += 1;
-                    cur.push(b'\'');
-                } else if c == b'\'' {
-                    if p + 1 < line.len() && !is_space(line[p + 1]) {
-                        return None;
-                    }
-                    done = true;
-                } else if p >= line.len() {
-                    return None;
-                } else {
-                    cur.push(c);
-                }
-            } else if p >= line.len() {
-                done = true;
-            } else {
-                match c {
-                    b' ' | b'\n' | b'\r' | b'\t' | 0 => done = true,
-                    b'"' => inq = true,
-                    b'\'' => insq = true,
-                    _ => cur.push(c),
-                }
-            }
-            if p < line.len() {
-                p += 1;
-            }
-        }
-        args.push(cur);
-    }
+    Ok(Parsed::Multibulk { len: p.pos })
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn decode_all(input: &[u8]) -> Result<Vec<Vec<Vec<u8>>>, ProtocolError> {
-        let mut buf = BytesMut::from(input);
-        let mut out = Vec::new();
-        while let Some(req) = decode_request(&mut buf, &Limits::default())? {
-            out.push(req.args.iter().map(|a| a.to_vec()).collect());
-        }
-        Ok(out)
-    }
-
-    /// Like `decode_all`, through `next_frame`, consuming as a server does.
-    fn frames_all(input: &[u8]) -> Result<Vec<Vec<Vec<u8>>>, ProtocolError> {
-        let mut buf = input.to_vec();
-        let mut spans = Spans::new();
-        let mut out = Vec::new();
-        while let Some(frame) = next_frame(&buf, &Limits::default(), &mut spans)? {
-            let len = match frame {
-                Frame::Spans { len } => {
-                    if !spans.is_empty() {
-                        out.push(spans.iter().map(|&(s, e)| buf[s..e].to_vec()).collect());
-                    }
-                    len
-                }
-                Frame::Inline { len, args } => {
-                    out.push(args);
-                    len
-                }
-            };
-            buf.drain(..len);
-        }
-        Ok(out)
-    }
-
-    fn v(args: &[&str]) -> Vec<Vec<u8>> {
-        args.iter().map(|a| a.as_bytes().to_vec()).collect()
-    }
-
-    #[test]
-    fn decodes_valid_requests_whole_padded_and_cut_at_every_byte() {
-        type Case<'a> = (&'a [u8], Vec<Vec<Vec<u8>>>);
-        let cases: &[Case] = &[
-            (b"*2\r\n$3\r\nGET\r\n$1\r\nk\r\n", vec![v(&["GET", "k"])]),
-            (b"*1\r\n$0\r\n\r\n", vec![v(&[""])]),
-            (
-                b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$4\r\na\r\nb\r\n",
-                vec![v(&["SET", "k", "a\r\nb"])],
-            ),
-            (b"PING\r\n", vec![v(&["PING"])]),
-            (b"set k \"a b\"\n", vec![v(&["set", "k", "a b"])]),
-            (
-                b"echo \"\\x41\\n\" 'it\\'s'\r\n",
-                vec![vec![b"echo".to_vec(), b"A\n".to_vec(), b"it's".to_vec()]],
-            ),
-            (b"\r\n\n  \r\nPING\r\n", vec![v(&["PING"])]),
-            (b"*0\r\n*-1\r\n*1\r\n$4\r\nPING\r\n", vec![v(&["PING"])]),
-        ];
-        for (input, want) in cases {
-            assert_eq!(
-                &decode_all(input).unwrap(),
-                want,
-                "{:?}",
-                String::from_utf8_lossy(input)
-            );
-            assert_eq!(&frames_all(input).unwrap(), want);
-            // Empty requests, then an incomplete one: nothing to execute yet.
-            let mut cut = b"*0\r\n\r\n".to_vec();
-            cut.extend_from_slice(&input[..input.len() - 1]);
-            assert_eq!(frames_all(&cut).unwrap(), Vec::<Vec<Vec<u8>>>::new());
-            // Trailing bytes of a following request must not change the first.
-            let mut padded = input.to_vec();
-            padded.extend_from_slice(b"*1\r\n$4\r\nPI");
-            assert_eq!(&decode_all(&padded).unwrap(), want);
-            assert_eq!(&frames_all(&padded).unwrap(), want);
-            // Cut at every byte: nothing until complete, then exactly the requests.
-            for cut in 0..input.len() {
-                let mut buf = BytesMut::from(&input[..cut]);
-                let mut got = Vec::new();
-                while let Some(req) = decode_request(&mut buf, &Limits::default()).unwrap() {
-                    got.push(req.args.iter().map(|a| a.to_vec()).collect::<Vec<_>>());
-                }
-                buf.extend_from_slice(&input[cut..]);
-                while let Some(req) = decode_request(&mut buf, &Limits::default()).unwrap() {
-                    got.push(req.args.iter().map(|a| a.to_vec()).collect());
-                }
-                assert_eq!(&got, want, "cut at {cut}");
-                assert!(buf.is_empty());
-            }
-        }
-    }
-
-    #[test]
-    fn multibulk_raw_is_the_exact_input_and_args_slice_it() {
-        let input = b"*2\r\n$3\r\nGET\r\n$1\r\nk\r\n";
-        let mut buf = BytesMut::from(&input[..]);
-        let req = decode_request(&mut buf, &Limits::default())
-            .unwrap()
-            .unwrap();
-        assert_eq!(&req.raw[..], &input[..]);
-        let base = req.raw.as_ptr() as usize;
-        let p = req.args[1].as_ptr() as usize;
-        assert!(p >= base && p < base + req.raw.len(), "zero-copy slice");
-    }
-
-    #[test]
-    fn inline_requests_are_reencoded_as_multibulk() {
-        let mut buf = BytesMut::from(&b"GET k\r\n"[..]);
-        let req = decode_request(&mut buf, &Limits::default())
-            .unwrap()
-            .unwrap();
-        assert_eq!(&req.raw[..], b"*2\r\n$3\r\nGET\r\n$1\r\nk\r\n");
-    }
-
-    #[test]
-    fn malformed_requests_get_redis_errors() {
-        let cases: &[(&[u8], &str)] = &[
-            (b"*x\r\n", "Protocol error: invalid multibulk length"),
-            (
-                b"*3000000000\r\n",
-                "Protocol error: invalid multibulk length",
-            ),
-            (
-                b"*2147483647\r\n",
-                "Protocol error: invalid multibulk length",
-            ),
-            (b"*1\r\nGET\r\n", "Protocol error: expected '$', got 'G'"),
-            (b"*1\r\n$-1\r\n", "Protocol error: invalid bulk length"),
-            (b"*1\r\n$abc\r\n", "Protocol error: invalid bulk length"),
-            (
-                b"*1\r\n$600000000\r\n",
-                "Protocol error: invalid bulk length",
-            ),
-            (
-                b"*1\r\n$3\r\nGETxx",
-                "Protocol error: bulk string not terminated by CRLF",
-            ),
-            (
-                b"SET k \"abc\r\n",
-                "Protocol error: unbalanced quotes in request",
-            ),
-            (
-                b"SET k \"abc\"x\r\n",
-                "Protocol error: unbalanced quotes in request",
-            ),
-            (
-                b"SET k 'abc\r\n",
-                "Protocol error: unbalanced quotes in request",
-            ),
-        ];
-        for (input, want) in cases {
-            let mut buf = BytesMut::from(*input);
-            let err = decode_request(&mut buf, &Limits::default()).unwrap_err();
-            assert_eq!(frames_all(input).unwrap_err(), err);
-            assert_eq!(
-                err.to_string(),
-                *want,
-                "{:?}",
-                String::from_utf8_lossy(input)
-            );
-        }
-    }
-
-    #[test]
-    fn oversized_lines_are_refused_before_buffering_more() {
-        let limits = Limits::default();
-        let mut buf = BytesMut::from(&vec![b'a'; 70_000][..]);
-        assert_eq!(
-            decode_request(&mut buf, &limits).unwrap_err(),
-            ProtocolError::TooBigInline
-        );
-        let mut big = b"*".to_vec();
-        big.extend(vec![b'1'; 70_000]);
-        let mut buf = BytesMut::from(&big[..]);
-        assert_eq!(
-            decode_request(&mut buf, &limits).unwrap_err(),
-            ProtocolError::TooBigMultibulkCount
-        );
-        let small = Limits {
-            max_args: 2,
-            ..limits
-        };
-        let mut buf = BytesMut::from(&b"*3\r\n"[..]);
-        assert_eq!(
-            decode_request(&mut buf, &small).unwrap_err(),
-            ProtocolError::InvalidMultibulkLength
-        );
-        let tiny_buffer = Limits {
-            max_query_buffer: 16,
-            ..limits
-        };
-        let mut buf = BytesMut::from(&b"*1\r\n$100\r\n0123456789abcdef0123"[..]);
-        assert_eq!(
-            decode_request(&mut buf, &tiny_buffer).unwrap_err(),
-            ProtocolError::QueryBufferFull
-        );
-    }
-
-    proptest::proptest! {
-        #[test]
-        fn decoder_never_panics_on_arbitrary_bytes(data in proptest::collection::vec(proptest::num::u8::ANY, 0..256)) {
-            let mut buf = BytesMut::from(&data[..]);
-            let limits = Limits { max_bulk_len: 1 << 20, ..Limits::default() };
-            while let Ok(Some(_)) = decode_request(&mut buf, &limits) {}
-        }
-
-        /// The in-place parser never panics and executes exactly what the
-        /// copying decoder returns, with the same error at the same point.
-        #[test]
-        fn next_frame_agrees_with_decode_request(data in proptest::collection::vec(
-            proptest::prop_oneof![
-                proptest::strategy::Just(b'*'), proptest::strategy::Just(b'$'),
-                proptest::strategy::Just(b'\r'), proptest::strategy::Just(b'\n'),
-                proptest::strategy::Just(b'1'), proptest::strategy::Just(b'2'),
-                proptest::strategy::Just(b' '), proptest::strategy::Just(b'"'),
-                proptest::num::u8::ANY,
-            ], 0..128)) {
-            let limits = Limits { max_bulk_len: 1 << 20, max_query_buffer: 64, ..Limits::default() };
-            let mut buf = BytesMut::from(&data[..]);
-            let mut want = Vec::new();
-            let want_end = loop {
-                match decode_request(&mut buf, &limits) {
-                    Ok(Some(req)) => want.push(req.args.iter().map(|a| a.to_vec()).collect::<Vec<_>>()),
-                    Ok(None) => break Ok(()),
-                    Err(e) => break Err(e),
-                }
-            };
-            let mut rest = data.clone();
-            let mut spans = Spans::new();
-            let mut got = Vec::new();
-            let got_end = loop {
-                match next_frame(&rest, &limits, &mut spans) {
-                    Ok(Some(Frame::Spans { len })) => {
-                        if !spans.is_empty() {
-                            got.push(spans.iter().map(|&(s, e)| rest[s..e].to_vec()).collect());
-                        }
-                        rest.drain(..len);
-                    }
-                    Ok(Some(Frame::Inline { len, args })) => {
-                        got.push(args);
-                        rest.drain(..len);
-                    }
-                    Ok(None) => break Ok(()),
-                    Err(e) => break Err(e),
-                }
-            };
-            proptest::prop_assert_eq!(got, want);
-            proptest::prop_assert_eq!(got_end, want_end);
-        }
-
-        #[test]
-        fn encoded_commands_round_trip(args in proptest::collection::vec(proptest::collection::vec(proptest::num::u8::ANY, 0..20), 1..6)) {
-            let refs: Vec<&[u8]> = args.iter().map(|a| a.as_slice()).collect();
-            let req = Request::from_args(&refs);
-            let got: Vec<Vec<u8>> = req.args.iter().map(|a| a.to_vec()).collect();
-            proptest::prop_assert_eq!(got, args);
-        }
-    }
-}
+#[path = "request_tests.rs"]
+mod tests;

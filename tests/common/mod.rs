@@ -27,6 +27,23 @@ pub fn free_port() -> u16 {
         .port()
 }
 
+/// A block of `n` consecutive free ports.
+pub fn free_block(n: usize) -> u16 {
+    'search: for _ in 0..50 {
+        let base = free_port();
+        if base as usize + n >= 65_000 {
+            continue;
+        }
+        for p in base..base + n as u16 {
+            if std::net::TcpListener::bind(("127.0.0.1", p)).is_err() {
+                continue 'search;
+            }
+        }
+        return base;
+    }
+    panic!("no block of {n} free ports");
+}
+
 /// True when `SHARDIS_REQUIRE_REDIS=1`: tests needing redis tools must run.
 pub fn redis_required() -> bool {
     std::env::var("SHARDIS_REQUIRE_REDIS")
@@ -472,23 +489,6 @@ pub fn encode_request(args: &[&[u8]]) -> Vec<u8> {
     out
 }
 
-/// A block of `n` consecutive free ports.
-pub fn free_block(n: usize) -> u16 {
-    'search: for _ in 0..50 {
-        let base = free_port();
-        if base as usize + n >= 65_000 {
-            continue;
-        }
-        for p in base..base + n as u16 {
-            if TcpListener::bind(("127.0.0.1", p)).is_err() {
-                continue 'search;
-            }
-        }
-        return base;
-    }
-    panic!("no block of {n} free ports");
-}
-
 /// `shardis up` on free ports, run in an empty directory (so no
 /// config/default.toml is found): killed on drop, with its directory.
 pub struct Up {
@@ -593,4 +593,75 @@ pub fn set_keys(port: u16, prefix: &str, n: usize) {
             .query(&mut con)
             .unwrap();
     }
+}
+
+/// A stand-in node on loopback: answers every request it decodes with
+/// `reply`, each `delay` after it arrived. Serves until the returned flag is
+/// set (or 120 s, whichever is first).
+pub fn fake_node(
+    reply: &'static [u8],
+    delay: Duration,
+) -> (u16, std::sync::Arc<std::sync::atomic::AtomicBool>) {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    listener.set_nonblocking(true).unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let stopped = stop.clone();
+    std::thread::spawn(move || {
+        let end = Instant::now() + Duration::from_secs(120);
+        while !stopped.load(Ordering::Relaxed) && Instant::now() < end {
+            let Ok((mut s, _)) = listener.accept() else {
+                std::thread::sleep(Duration::from_millis(5));
+                continue;
+            };
+            let stopped = stopped.clone();
+            std::thread::spawn(move || {
+                s.set_nonblocking(false).unwrap();
+                s.set_read_timeout(Some(Duration::from_millis(100)))
+                    .unwrap();
+                let mut buf = bytes::BytesMut::new();
+                let limits = shardis::resp::Limits::default();
+                let mut chunk = [0u8; 16 * 1024];
+                while !stopped.load(Ordering::Relaxed) && Instant::now() < end {
+                    match s.read(&mut chunk) {
+                        Ok(0) => return,
+                        Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                        Err(_) => continue,
+                    }
+                    while let Ok(Some(_)) = shardis::resp::decode_request(&mut buf, &limits) {
+                        std::thread::sleep(delay);
+                        if s.write_all(reply).is_err() {
+                            return;
+                        }
+                    }
+                }
+            });
+        }
+    });
+    (port, stop)
+}
+
+/// Resident memory of process `pid`, in bytes (VmRSS from /proc).
+pub fn rss_bytes(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let kb: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .expect("VmRSS in /proc status");
+    kb * 1024
+}
+
+/// One `field:value` line of `INFO section`, as a number.
+pub fn info_number(port: u16, section: &str, field: &str) -> u64 {
+    let mut con = connect(port);
+    let info: String = redis::cmd("INFO").arg(section).query(&mut con).unwrap();
+    info.lines()
+        .find_map(|l| l.strip_prefix(&format!("{field}:")))
+        .unwrap_or_else(|| panic!("no {field} in INFO {section}: {info}"))
+        .trim()
+        .parse()
+        .unwrap()
 }

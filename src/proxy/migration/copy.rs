@@ -55,27 +55,38 @@ struct Copy<'a> {
 }
 
 impl Copy<'_> {
+    /// Copies gathered keys in MIGRATEs of at most `batch` keys (a MIGRATE
+    /// blocks its source while it runs, so batches stay small), pacing each
+    /// to the rate limit; a group keeps fewer than `min` keys for later.
     async fn flush(&mut self, conns: &mut Conns, min: usize) -> Result<(), NodeError> {
-        let t = &self.proxy.migration;
-        for (from, to, keys) in &mut self.pending {
-            if keys.len() < min.max(1) {
-                continue;
+        let batch = self.proxy.config.migration.batch.max(1);
+        for i in 0..self.pending.len() {
+            while !self.pending[i].2.is_empty() && self.pending[i].2.len() >= min.max(1) {
+                let n = self.pending[i].2.len().min(batch);
+                let keys: Vec<Bytes> = self.pending[i].2.drain(..n).collect();
+                let (from, to) = (&self.pending[i].0, &self.pending[i].1);
+                if copy_keys(conns, &from.spec, &to.spec, &keys).await? {
+                    self.proxy
+                        .migration
+                        .keys_copied
+                        .fetch_add(n as u64, Ordering::Relaxed);
+                }
+                self.pace().await;
             }
-            if copy_keys(conns, &from.spec, &to.spec, keys).await? {
-                t.keys_copied
-                    .fetch_add(keys.len() as u64, Ordering::Relaxed);
-            }
-            keys.clear();
         }
+        Ok(())
+    }
+
+    /// Sleeps until the copy is back under `max_keys_per_sec`.
+    async fn pace(&self) {
         let cap = self.proxy.config.migration.max_keys_per_sec;
         if cap > 0 {
-            let due =
-                Duration::from_secs_f64(t.keys_copied.load(Ordering::Relaxed) as f64 / cap as f64);
+            let copied = self.proxy.migration.keys_copied.load(Ordering::Relaxed);
+            let due = Duration::from_secs_f64(copied as f64 / cap as f64);
             if let Some(wait) = due.checked_sub(self.started.elapsed()) {
                 tokio::time::sleep(wait).await;
             }
         }
-        Ok(())
     }
 }
 

@@ -107,11 +107,14 @@ pub async fn sweep_and_finish(proxy: &Arc<Proxy>, losing: Vec<NodeSpec>, leaving
             proxy.migration.add_pending(spec);
         }
     }
-    let mut note = pending_note(proxy);
+    let mut notes = Vec::new();
     if let Err(e) = persist(proxy, &routing.ring, None).await {
         // The file still says "sweep": a restart sweeps again, which is harmless.
-        note = format!("{e}; {note}");
+        notes.push(e);
     }
+    notes.push(pending_note(proxy));
+    notes.retain(|n| !n.is_empty());
+    let note = notes.join("; ");
     proxy.routing.store(Arc::new(Routing::new(
         routing.ring.clone(),
         routing.nodes.clone(),
@@ -156,10 +159,14 @@ pub async fn abort(proxy: &Arc<Proxy>, routing: &Arc<Routing>, m: &MigrationRout
             proxy.migration.add_pending(spec);
         }
     }
-    let mut note = pending_note(proxy);
+    let mut notes = Vec::new();
     if let Err(e) = persist(proxy, &routing.ring, None).await {
-        note = format!("{e}; {note}");
+        if !why.contains(&e) {
+            notes.push(e);
+        }
     }
+    notes.push(pending_note(proxy));
+    notes.retain(|n| !n.is_empty());
     proxy.routing.store(Arc::new(Routing::new(
         routing.ring.clone(),
         routing.nodes.clone(),
@@ -173,8 +180,8 @@ pub async fn abort(proxy: &Arc<Proxy>, routing: &Arc<Routing>, m: &MigrationRout
     }
     proxy.migration.set(|t| {
         t.last_error = format!(
-            "change aborted, the ring is unchanged and no key was lost: {why}{}{note}",
-            if note.is_empty() { "" } else { "; " }
+            "change aborted, the ring is unchanged and no key was lost: {why}{}",
+            notes.iter().map(|n| format!("; {n}")).collect::<String>()
         );
     });
     proxy.migration.state("aborted");
