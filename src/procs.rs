@@ -18,8 +18,9 @@ mod stderr;
 
 pub use stderr::{child_panics, StderrCapture};
 
-use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
+use crate::client::blocking::answers_ping;
+
+use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -110,8 +111,9 @@ pub fn free_port() -> Result<u16, String> {
 }
 
 /// Waits until `port` answers PING with +PONG, or the child exits (no point
-/// waiting out the timeout for a process that is gone), or 15 s pass.
-fn wait_ping(port: u16, child: &mut Child, what: &str) -> Result<(), String> {
+/// waiting out the timeout for a process that is gone), or 15 s pass. The
+/// integration tests' harness waits for its children with this too.
+pub fn wait_ping(port: u16, child: &mut Child, what: &str) -> Result<(), String> {
     let deadline = Instant::now() + START_TIMEOUT;
     loop {
         if let Ok(Some(status)) = child.try_wait() {
@@ -119,7 +121,7 @@ fn wait_ping(port: u16, child: &mut Child, what: &str) -> Result<(), String> {
                 "{what} on port {port} exited during start-up ({status})"
             ));
         }
-        if answers_ping(port) {
+        if answers_ping(port, Duration::from_millis(500)) {
             return Ok(());
         }
         if Instant::now() > deadline {
@@ -129,18 +131,6 @@ fn wait_ping(port: u16, child: &mut Child, what: &str) -> Result<(), String> {
         }
         std::thread::sleep(Duration::from_millis(20));
     }
-}
-
-/// One PING on a fresh connection; false on any error or other reply.
-fn answers_ping(port: u16) -> bool {
-    let Ok(mut s) = TcpStream::connect(("127.0.0.1", port)) else {
-        return false;
-    };
-    let _ = s.set_read_timeout(Some(Duration::from_millis(500)));
-    let mut buf = [0u8; 7];
-    s.write_all(b"*1\r\n$4\r\nPING\r\n").is_ok()
-        && s.read_exact(&mut buf).is_ok()
-        && &buf == b"+PONG\r\n"
 }
 
 /// This executable, to start `shardis node` and `shardis proxy` from.

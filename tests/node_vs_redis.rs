@@ -5,11 +5,9 @@
 
 mod common;
 
-use bytes::BytesMut;
 use shardis::backend::{run, NodeConfig};
 use std::time::Duration;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpListener;
 
 const READ_TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -318,35 +316,23 @@ const CASES: &[&[&[&str]]] = &[
     ],
 ];
 
-/// A RESP connection that reads whole replies.
-struct Conn {
-    sock: TcpStream,
-    buf: BytesMut,
-}
+/// A RESP connection that reads whole replies (the crate's client).
+struct Conn(shardis::client::Conn);
 
 impl Conn {
     async fn open(port: u16) -> Conn {
-        Conn {
-            sock: TcpStream::connect(("127.0.0.1", port)).await.unwrap(),
-            buf: BytesMut::new(),
-        }
+        let addr = format!("127.0.0.1:{port}");
+        Conn(
+            shardis::client::Conn::connect(&addr, READ_TIMEOUT)
+                .await
+                .unwrap(),
+        )
     }
 
     async fn call(&mut self, args: &[&str]) -> Vec<u8> {
-        let mut req = format!("*{}\r\n", args.len());
-        for a in args {
-            req.push_str(&format!("${}\r\n{a}\r\n", a.len()));
-        }
-        self.sock.write_all(req.as_bytes()).await.unwrap();
-        loop {
-            if let Some(n) = shardis::resp::reply_len(&self.buf).unwrap() {
-                return self.buf.split_to(n).to_vec();
-            }
-            let n = tokio::time::timeout(READ_TIMEOUT, self.sock.read_buf(&mut self.buf))
-                .await
-                .unwrap_or_else(|_| panic!("no reply to {args:?}"))
-                .unwrap();
-            assert!(n > 0, "connection closed on {args:?}");
+        match self.0.call_str(args).await {
+            Ok(r) => r.to_vec(),
+            Err(e) => panic!("no reply to {args:?}: {e}"),
         }
     }
 }

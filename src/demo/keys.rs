@@ -13,7 +13,7 @@ use std::time::Instant;
 use bytes::Bytes;
 use serde::Serialize;
 
-use super::conn::{self, Conn};
+use super::conn;
 use super::progress::Progress;
 
 /// Keys per MSET / MGET command.
@@ -136,7 +136,7 @@ where
         let addr = addr.to_string();
         let progress = progress.clone();
         tasks.push(tokio::spawn(async move {
-            let mut c = Conn::connect(&addr).await?;
+            let mut c = conn::connect(&addr).await?;
             let mut st = S::default();
             let mine: Vec<_> = batches(n, batch)
                 .enumerate()
@@ -252,7 +252,7 @@ pub async fn read_until(
     max_keys: u64,
 ) -> Result<ReadStats, String> {
     let t0 = Instant::now();
-    let mut c = Conn::connect(&addr).await?;
+    let mut c = conn::connect(&addr).await?;
     let mut st = ReadStats::default();
     let mut next = first % n;
     while !stop.load(Ordering::Relaxed) && st.keys < max_keys {
@@ -265,7 +265,7 @@ pub async fn read_until(
                 // A transport failure: count it and carry on, on a new connection.
                 st.errors += 1;
                 st.keys += end - start;
-                c = Conn::connect(&addr).await?;
+                c = conn::connect(&addr).await?;
             }
         }
         next = (end - 1) % n;

@@ -19,7 +19,7 @@ use bytes::BytesMut;
 use hdrhistogram::Histogram;
 use serde::Serialize;
 
-use super::conn::Conn;
+use super::conn;
 use super::keys;
 use crate::resp::reply::{is_error, reply_len};
 
@@ -324,7 +324,7 @@ pub async fn closed_loop(
     for c in 0..conns {
         let addr = addr.to_string();
         tasks.push(tokio::spawn(async move {
-            let mut conn = Conn::connect(&addr).await?;
+            let mut conn = conn::connect(&addr).await?;
             let mut rng = 0xD1B5_4A32_D192_ED03u64 ^ (c as u64 + 1).wrapping_mul(0x9E37_79B9);
             let mut h = histogram();
             let mut errors = 0u64;

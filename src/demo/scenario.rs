@@ -232,9 +232,9 @@ async fn change(
     // Let the readers get going before the change starts.
     tokio::time::sleep(Duration::from_millis(100)).await;
 
-    let mut admin = Conn::connect(&proxy).await?;
+    let mut admin = conn::connect(&proxy).await?;
     let t = Instant::now();
-    let reply = admin.call(command).await?;
+    let reply = admin.call_str(command).await?;
     let command_ms = t.elapsed().as_secs_f64() * 1000.0;
     conn::ok(&reply).map_err(|e| format!("{}: {e}", command.join(" ")))?;
 
@@ -298,7 +298,7 @@ async fn wait_ok(admin: &mut Conn, bar: &Progress) -> Result<(String, Vec<String
     let deadline = Instant::now() + Duration::from_secs(CHANGE_TIMEOUT_S);
     let mut seen: Vec<String> = Vec::new();
     loop {
-        let info = conn::text(&admin.call(&["CLUSTER", "INFO"]).await?);
+        let info = conn::text(&admin.call_str(&["CLUSTER", "INFO"]).await?);
         let state = conn::field(&info, "state").unwrap_or("?").to_string();
         let num = |k: &str| conn::field(&info, k).and_then(|v| v.parse::<u64>().ok());
         if let (Some(done), Some(total)) =

@@ -38,7 +38,6 @@ use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 pub use dirty::{track_write, Dirty};
-pub use mover::probe;
 pub use status::{Tracker, TrackerText};
 
 use super::state::{self, Saved, SavedMigration};

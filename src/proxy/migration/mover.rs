@@ -8,13 +8,12 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::{Bytes, BytesMut};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
+use bytes::Bytes;
 
 use super::super::topology::{MigrationRoute, Node, Routing};
-use crate::resp::reply::{elements, integer, reply_len};
-use crate::resp::{encode, parse_i64};
+use crate::client::{ClientError, Conn};
+use crate::resp::parse_i64;
+use crate::resp::reply::{elements, integer};
 use crate::ring::NodeSpec;
 
 /// Keys per SCAN call: larger than a MIGRATE batch, since only ~1/N of the
@@ -34,55 +33,16 @@ fn host_port(addr: &str) -> (&str, &str) {
     addr.rsplit_once(':').unwrap_or((addr, "6379"))
 }
 
-/// A dedicated connection for the mover: one request at a time.
-struct Conn {
-    sock: TcpStream,
-    buf: BytesMut,
-}
-
-impl Conn {
-    async fn open(addr: &str, timeout: Duration) -> Result<Conn, String> {
-        let sock = tokio::time::timeout(timeout, TcpStream::connect(addr))
-            .await
-            .map_err(|_| format!("connect to {addr} timed out"))?
-            .map_err(|e| format!("{addr}: {e}"))?;
-        let _ = sock.set_nodelay(true);
-        Ok(Conn {
-            sock,
-            buf: BytesMut::with_capacity(64 * 1024),
-        })
+/// The mover's wording for a failure on one of its connections.
+fn why(e: ClientError, timeout: Duration) -> String {
+    match e {
+        ClientError::ConnectTimeout { addr } => format!("connect to {addr} timed out"),
+        ClientError::Connect { addr, err } => format!("{addr}: {err}"),
+        ClientError::ReadTimeout | ClientError::WriteTimeout => {
+            format!("no reply within {} ms", timeout.as_millis())
+        }
+        other => other.terse(),
     }
-
-    async fn call(&mut self, args: &[&[u8]], timeout: Duration) -> Result<Bytes, String> {
-        let mut raw = BytesMut::new();
-        encode::command(&mut raw, args);
-        let fut = async {
-            self.sock.write_all(&raw).await.map_err(|e| e.to_string())?;
-            loop {
-                if let Some(n) = reply_len(&self.buf).map_err(|e| e.to_string())? {
-                    return Ok(self.buf.split_to(n).freeze());
-                }
-                if self
-                    .sock
-                    .read_buf(&mut self.buf)
-                    .await
-                    .map_err(|e| e.to_string())?
-                    == 0
-                {
-                    return Err("connection closed".to_string());
-                }
-            }
-        };
-        tokio::time::timeout(timeout, fut)
-            .await
-            .map_err(|_| format!("no reply within {} ms", timeout.as_millis()))?
-    }
-}
-
-/// Sends one command on a fresh connection and reads one reply (admin checks).
-pub async fn probe(addr: &str, args: &[&[u8]], timeout: Duration) -> Result<Bytes, String> {
-    let mut c = Conn::open(addr, timeout).await?;
-    c.call(args, timeout).await
 }
 
 /// Connections by node name, opened on first use.
@@ -127,17 +87,21 @@ impl Conns {
             why,
         };
         if !self.by_name.contains_key(&node.name) {
-            let c = Conn::open(&node.addr, timeout).await.map_err(err)?;
+            let c = Conn::connect(&node.addr, timeout)
+                .await
+                .map_err(|e| err(why(e, timeout)))?;
             self.by_name.insert(node.name.clone(), c);
         }
         let conn = self.by_name.get_mut(&node.name).expect("just inserted");
-        match conn.call(args, timeout).await {
-            Ok(r) => Ok(r),
-            Err(e) => {
-                self.by_name.remove(&node.name);
-                Err(err(e))
-            }
-        }
+        // One bound for the whole call, write and reply together.
+        conn.set_timeout(timeout);
+        let r = tokio::time::timeout(timeout, conn.call(args))
+            .await
+            .unwrap_or(Err(ClientError::ReadTimeout));
+        r.map_err(|e| {
+            self.by_name.remove(&node.name);
+            err(why(e, timeout))
+        })
     }
 
     /// PINGs `node` within [`TARGET_CHECK_MS`].
