@@ -92,9 +92,15 @@ impl ReplyBudget {
         self.limits
     }
 
-    /// Resolves when a limit may have been crossed (the caller re-checks).
-    pub async fn woken(&self) {
-        self.wake.notified().await
+    /// Resolves when a limit may have been crossed or the proxy began to
+    /// drain (the caller re-checks both).
+    pub fn woken(&self) -> tokio::sync::futures::Notified<'_> {
+        self.wake.notified()
+    }
+
+    /// Wakes the session (the proxy began to drain).
+    pub fn wake(&self) {
+        self.wake.notify_one();
     }
 
     /// True once the proxy-wide query buffer limit chose this client.

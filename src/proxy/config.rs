@@ -418,7 +418,7 @@ pub fn check_host_port(field: &str, value: &str) -> Result<(), String> {
 /// (`[[nodes]]` entries are numbered: `nodes[1].weight`).
 fn field_at(text: &str, at: usize) -> Option<String> {
     let line_start = text[..at].rfind('\n').map_or(0, |i| i + 1);
-    let line = &text[line_start..];
+    let line = text[line_start..].lines().next()?;
     let key = line.split_once('=')?.0.trim().trim_matches('"');
     if key.is_empty() || key.starts_with('[') {
         return None;

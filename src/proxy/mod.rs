@@ -29,7 +29,7 @@ pub mod upstream;
 use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -101,9 +101,13 @@ pub struct Proxy {
     pub migration: migration::Tracker,
     /// Query buffer bytes of all clients, under `max_query_buffer_total`.
     pub query_buffers: budget::QueryBuffers,
-    /// Becomes true when the proxy starts draining: sessions read no more
-    /// requests, answer what they owe, and end.
-    pub draining: tokio::sync::watch::Sender<bool>,
+    /// Set when the proxy starts draining: sessions read no more requests,
+    /// answer what they owe, and end.
+    pub draining: AtomicBool,
+    /// Each live session's budget, through which the drain wakes it. A std
+    /// mutex: taken when a session starts or ends and once by the drain,
+    /// never across `.await`.
+    pub sessions: Mutex<HashMap<u64, Arc<budget::ReplyBudget>>>,
     /// Starts a new built-in node on request (`CLUSTER SPAWNNODE`); present
     /// only when the proxy runs under `shardis up`, which owns the processes.
     pub spawner: Option<Arc<dyn Spawner>>,
@@ -162,7 +166,8 @@ impl Proxy {
             admin_lock: tokio::sync::Mutex::new(()),
             migration: migration::Tracker::default(),
             query_buffers: budget::QueryBuffers::new(config.max_query_buffer_total),
-            draining: tokio::sync::watch::channel(false).0,
+            draining: AtomicBool::new(false),
+            sessions: Mutex::new(HashMap::new()),
             spawner,
             config,
         });
@@ -273,7 +278,15 @@ pub async fn serve(listener: TcpListener, proxy: Arc<Proxy>, shutdown: impl Futu
 /// Asks every session to stop reading and answer what it owes, then waits
 /// until all have ended or `drain_timeout_ms` passed.
 async fn drain(proxy: &Proxy) {
-    proxy.draining.send_replace(true);
+    proxy.draining.store(true, Ordering::SeqCst);
+    for budget in proxy
+        .sessions
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .values()
+    {
+        budget.wake();
+    }
     let timeout = Duration::from_millis(proxy.config.drain_timeout_ms);
     let deadline = tokio::time::Instant::now() + timeout;
     let clients = || proxy.stats.clients.load(Ordering::Relaxed);

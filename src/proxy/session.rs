@@ -108,7 +108,8 @@ pub struct ClientSession {
 }
 
 /// A session's query buffer bytes as counted in the proxy-wide total; the
-/// count is given back when the session ends, however it ends.
+/// count is given back, and the session leaves the proxy's registry, when
+/// the session ends, however it ends.
 struct QueryCharge {
     proxy: Arc<Proxy>,
     id: u64,
@@ -127,6 +128,12 @@ impl QueryCharge {
 impl Drop for QueryCharge {
     fn drop(&mut self) {
         self.resize(0);
+        let mut sessions = self
+            .proxy
+            .sessions
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        sessions.remove(&self.id);
     }
 }
 
@@ -136,10 +143,10 @@ enum Event {
     Wrote(std::io::Result<usize>),
     /// The front reply, and whether it was charged on arrival.
     Reply(Bytes, bool),
-    /// A byte limit may have been crossed.
+    /// The soft limit's time is up.
     Budget,
-    /// The proxy began to drain.
-    Drain,
+    /// A byte limit may have been crossed, or the proxy began to drain.
+    Woken,
 }
 
 impl ClientSession {
@@ -153,7 +160,13 @@ impl ClientSession {
         let mut decoder = RequestDecoder::new(proxy.config.limits);
         let id = proxy.next_client_id.fetch_add(1, Ordering::Relaxed);
         let budget = ReplyBudget::new(proxy.config.output_limits);
-        let mut drain = proxy.draining.subscribe();
+        // Registered before the first look at `draining`, so a drain that
+        // starts after that look wakes this session.
+        proxy
+            .sessions
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(id, budget.clone());
         let mut session = ClientSession {
             state: ClientState {
                 id,
@@ -176,11 +189,16 @@ impl ClientSession {
         let mut out = BytesMut::with_capacity(16 * 1024);
         // The client sent EOF (or its socket failed), or the proxy drains:
         // answer what is owed, then close.
-        let mut eof = *drain.borrow_and_update();
+        let mut eof = false;
         // `buf` holds no complete request until more bytes arrive.
         let mut need_bytes = true;
         let mut soft = SoftClock::default();
+        // Kept armed across iterations: registering a waiter afresh on every
+        // pass would cost two lock round trips per batch of requests.
+        let mut woken = std::pin::pin!(budget.woken());
         loop {
+            // The proxy drains: read no further request; answer what is owed.
+            eof |= session.proxy.draining.load(Ordering::SeqCst);
             // Dispatch what is buffered, up to the pipeline depth.
             while !need_bytes && !session.closing && session.owed.len() < depth {
                 match decoder.decode(&mut buf) {
@@ -230,10 +248,9 @@ impl ClientSession {
             let owed = &mut session.owed;
             let event = tokio::select! {
                 biased;
-                // A limit crossed: re-checked at the top of the loop.
-                _ = budget.woken() => Event::Budget,
+                // A limit crossed, or a drain began: re-checked at the top.
+                _ = &mut woken => Event::Woken,
                 _ = sleep_until_some(soft_deadline), if soft_deadline.is_some() => Event::Budget,
-                _ = drain.changed(), if !eof => Event::Drain,
                 r = wr.write(&out), if !out.is_empty() => Event::Wrote(r),
                 (r, charged) = front_reply(owed), if want_reply => Event::Reply(r, charged),
                 r = rd.read_buf(&mut buf), if want_read => Event::Read(r),
@@ -265,8 +282,7 @@ impl ClientSession {
                     out.extend_from_slice(&r);
                 }
                 Event::Budget => {}
-                // Stop reading: what is owed is answered, then the session ends.
-                Event::Drain => eof = true,
+                Event::Woken => woken.set(budget.woken()),
             }
         }
         // The last replies (after QUIT or a protocol error), bounded in time:
@@ -347,7 +363,8 @@ impl ClientSession {
 /// that one reply, answered `-ERR internal error …`, and the session goes on.
 /// The panic itself is logged by the process's panic hook.
 async fn dispatch(proxy: &Arc<Proxy>, state: &mut ClientState, req: Request) -> Pending {
-    let name = String::from_utf8_lossy(req.name()).to_ascii_lowercase();
+    // A reference, not a copy: the name is only spelled out after a panic.
+    let name = req.args[0].clone();
     let id = state.id;
     let routed = AssertUnwindSafe(async {
         fault_panic(&name);
@@ -370,7 +387,9 @@ async fn dispatch(proxy: &Arc<Proxy>, state: &mut ClientState, req: Request) -> 
 }
 
 /// The reply for a request whose handler panicked; counts it.
-fn internal_error(proxy: &Proxy, client: u64, command: &str) -> Bytes {
+fn internal_error(proxy: &Proxy, client: u64, command: &[u8]) -> Bytes {
+    let command = String::from_utf8_lossy(command).to_ascii_lowercase();
+    let command = command.as_str();
     proxy.stats.internal_errors.fetch_add(1, Ordering::Relaxed);
     tracing::warn!(
         client,
@@ -386,15 +405,13 @@ fn internal_error(proxy: &Proxy, client: u64, command: &str) -> Bytes {
 /// Fault injection for tests: with `SHARDIS_FAULT_PANIC_ON=<command>` the
 /// proxy panics while dispatching that command, to prove a panic costs one
 /// reply and nothing else. Read once.
-fn fault_panic(command: &str) {
+fn fault_panic(command: &[u8]) {
     static ON: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
-    let on = ON.get_or_init(|| {
-        std::env::var("SHARDIS_FAULT_PANIC_ON")
-            .ok()
-            .map(|c| c.to_ascii_lowercase())
-    });
-    if on.as_deref() == Some(command) {
-        panic!("fault injected by SHARDIS_FAULT_PANIC_ON={command}");
+    let on = ON.get_or_init(|| std::env::var("SHARDIS_FAULT_PANIC_ON").ok());
+    if let Some(on) = on {
+        if on.as_bytes().eq_ignore_ascii_case(command) {
+            panic!("fault injected by SHARDIS_FAULT_PANIC_ON={on}");
+        }
     }
 }
 
