@@ -14,7 +14,7 @@ pub mod backend;
 pub mod check;
 pub mod client;
 pub mod demo;
-pub mod glob;
+pub(crate) mod glob;
 pub mod procs;
 pub mod proxy;
 pub mod resp;
