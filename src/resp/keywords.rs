@@ -30,12 +30,12 @@ pub enum Keywords {
 }
 
 /// The reason blocking commands are refused (the command table's text).
-pub const BLOCKING_REASON: &str =
+pub(crate) const BLOCKING_REASON: &str =
     "blocking commands are not supported: they would hold a shared upstream connection";
 
 impl Keywords {
     /// Positions of the keys of `name` (the command) in `args`.
-    pub fn positions(self, name: &str, args: &[Bytes]) -> Result<Vec<usize>, String> {
+    pub(crate) fn positions(self, name: &str, args: &[Bytes]) -> Result<Vec<usize>, String> {
         match self {
             Keywords::Sort => sort(args),
             Keywords::GeoRadius { options_at } => {
