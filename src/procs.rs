@@ -30,7 +30,7 @@ const START_TIMEOUT: Duration = Duration::from_secs(15);
 
 /// What the nodes are.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum NodeKind {
+pub(crate) enum NodeKind {
     /// `shardis node`, this very executable.
     Builtin,
     /// `redis-server` from `PATH`, without persistence.
@@ -39,7 +39,7 @@ pub enum NodeKind {
 
 impl NodeKind {
     /// A short label for reports.
-    pub fn label(self) -> &'static str {
+    pub(crate) fn label(self) -> &'static str {
         match self {
             NodeKind::Builtin => "built-in",
             NodeKind::Redis => "redis-server",
@@ -49,7 +49,7 @@ impl NodeKind {
 
 /// A child process of ours that answered PING on `127.0.0.1:port`; killed and
 /// reaped when dropped, so no path out of the caller leaves it running.
-pub struct Proc {
+pub(crate) struct Proc {
     child: Child,
     port: u16,
     stderr: StderrCapture,
@@ -85,12 +85,12 @@ impl Proc {
     }
 
     /// `127.0.0.1:port`.
-    pub fn addr(&self) -> String {
+    pub(crate) fn addr(&self) -> String {
         format!("127.0.0.1:{}", self.port)
     }
 
     /// OS process id, for `/proc/PID/status`.
-    pub fn pid(&self) -> u32 {
+    pub(crate) fn pid(&self) -> u32 {
         self.child.id()
     }
 }
@@ -140,7 +140,7 @@ fn current_exe() -> Result<PathBuf, String> {
 
 /// Starts a node of `kind` on a free port, bound to loopback, and waits until
 /// it answers PING. `name` (its name in the ring) only labels errors.
-pub fn start_node(kind: NodeKind, name: &str) -> Result<Proc, String> {
+pub(crate) fn start_node(kind: NodeKind, name: &str) -> Result<Proc, String> {
     let port = free_port()?;
     let port_arg = port.to_string();
     let mut cmd = match kind {
@@ -172,7 +172,7 @@ pub fn start_node(kind: NodeKind, name: &str) -> Result<Proc, String> {
 /// Starts `shardis proxy --config config`, which must listen on `port`, with
 /// `env` added, and waits until it answers PING. Its stderr is captured and
 /// copied to `log` (truncated); its tail is added to the error if the start fails.
-pub fn start_proxy(
+pub(crate) fn start_proxy(
     config: &Path,
     port: u16,
     log: &Path,
@@ -189,7 +189,7 @@ pub fn start_proxy(
 }
 
 /// The `[[nodes]]` tables of a proxy config, one per `(name, addr)`.
-pub fn nodes_toml<'a>(nodes: impl IntoIterator<Item = (&'a str, &'a str)>) -> String {
+pub(crate) fn nodes_toml<'a>(nodes: impl IntoIterator<Item = (&'a str, &'a str)>) -> String {
     let mut out = String::new();
     for (name, addr) in nodes {
         out.push_str(&format!(
@@ -202,18 +202,18 @@ pub fn nodes_toml<'a>(nodes: impl IntoIterator<Item = (&'a str, &'a str)>) -> St
 /// A private directory under the system temp dir, removed with all it holds
 /// on drop. Declare it after the processes that write into it, so they are
 /// gone first.
-pub struct WorkDir(PathBuf);
+pub(crate) struct WorkDir(PathBuf);
 
 impl WorkDir {
     /// Creates `$TMPDIR/<name>` (and any missing parents).
-    pub fn create(name: &str) -> Result<WorkDir, String> {
+    pub(crate) fn create(name: &str) -> Result<WorkDir, String> {
         let dir = std::env::temp_dir().join(name);
         std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
         Ok(WorkDir(dir))
     }
 
     /// `dir/file`.
-    pub fn join(&self, file: &str) -> PathBuf {
+    pub(crate) fn join(&self, file: &str) -> PathBuf {
         self.0.join(file)
     }
 }

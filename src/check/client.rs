@@ -9,7 +9,7 @@ use crate::resp::parse_i64;
 
 /// One decoded reply (what the checker needs of RESP2).
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Reply {
+pub(crate) enum Reply {
     Simple(String),
     Error(String),
     Int(i64),
@@ -18,7 +18,7 @@ pub enum Reply {
 }
 
 impl Reply {
-    pub fn as_int(&self) -> Option<i64> {
+    pub(crate) fn as_int(&self) -> Option<i64> {
         match self {
             Reply::Int(n) => Some(*n),
             Reply::Bulk(Some(b)) => parse_i64(b),
@@ -26,7 +26,7 @@ impl Reply {
         }
     }
 
-    pub fn text(&self) -> String {
+    pub(crate) fn text(&self) -> String {
         match self {
             Reply::Simple(s) | Reply::Error(s) => s.clone(),
             Reply::Int(n) => n.to_string(),
@@ -81,14 +81,14 @@ fn decode(buf: &[u8]) -> (Reply, usize) {
 }
 
 /// A connection to `addr`, opened lazily and reopened after any failure.
-pub struct Client {
+pub(crate) struct Client {
     addr: String,
     conn: Option<Conn>,
     timeout: Duration,
 }
 
 impl Client {
-    pub fn new(addr: &str, timeout: Duration) -> Client {
+    pub(crate) fn new(addr: &str, timeout: Duration) -> Client {
         Client {
             addr: addr.to_string(),
             conn: None,
@@ -99,7 +99,7 @@ impl Client {
     /// Sends one command; `Err` is a transport failure (the command may or
     /// may not have run), `Ok(Reply::Error)` a server error. The timeout
     /// bounds the whole call, connecting included.
-    pub async fn call(&mut self, args: &[&[u8]]) -> Result<Reply, String> {
+    pub(crate) async fn call(&mut self, args: &[&[u8]]) -> Result<Reply, String> {
         let r = tokio::time::timeout(self.timeout, self.call_inner(args)).await;
         match r {
             Ok(Ok(reply)) => Ok(reply),

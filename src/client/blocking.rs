@@ -20,7 +20,7 @@ pub struct Conn {
 impl Conn {
     /// Connects to `addr` (`host:port`, Nagle off); `timeout` bounds the
     /// connect and then every write and every wait for one reply.
-    pub fn connect(addr: &str, timeout: Duration) -> Result<Conn, ClientError> {
+    pub(crate) fn connect(addr: &str, timeout: Duration) -> Result<Conn, ClientError> {
         let connect_err = |err| ClientError::Connect {
             addr: addr.to_string(),
             err,
@@ -81,14 +81,9 @@ impl Conn {
     }
 
     /// Writes one request now.
-    pub fn send(&mut self, args: &[&[u8]]) -> Result<(), ClientError> {
+    pub(crate) fn send(&mut self, args: &[&[u8]]) -> Result<(), ClientError> {
         self.queue(args);
         self.flush().map(drop)
-    }
-
-    /// Writes `raw` now, as it is (a pipeline, or bytes that are not RESP).
-    pub fn send_raw(&mut self, raw: &[u8]) -> Result<(), ClientError> {
-        self.write(raw)
     }
 
     /// Reads one whole reply: [`ClientError::ReadTimeout`] if none came
@@ -119,14 +114,8 @@ impl Conn {
         }
     }
 
-    /// Writes the queued requests and reads exactly that many replies.
-    pub fn round_trip(&mut self) -> Result<Vec<Vec<u8>>, ClientError> {
-        let n = self.flush()?;
-        (0..n).map(|_| self.read_reply()).collect()
-    }
-
     /// One request, one reply.
-    pub fn call(&mut self, args: &[&[u8]]) -> Result<Vec<u8>, ClientError> {
+    pub(crate) fn call(&mut self, args: &[&[u8]]) -> Result<Vec<u8>, ClientError> {
         self.send(args)?;
         self.read_reply()
     }

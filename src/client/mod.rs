@@ -81,7 +81,7 @@ impl ClientError {
     /// The failure in a few words, without the address, for messages that
     /// name the node already: the system's error text, `timed out` or
     /// `connection closed`.
-    pub fn terse(&self) -> String {
+    pub(crate) fn terse(&self) -> String {
         match self {
             ClientError::Connect { err, .. } => err.to_string(),
             ClientError::Write(err) | ClientError::Read(err) => err.to_string(),
@@ -187,12 +187,12 @@ impl Conn {
     }
 
     /// Changes the bound on each later write and wait for a reply.
-    pub fn set_timeout(&mut self, timeout: Duration) {
+    pub(crate) fn set_timeout(&mut self, timeout: Duration) {
         self.timeout = timeout;
     }
 
     /// Adds one command to the outgoing batch.
-    pub fn queue(&mut self, args: &[&[u8]]) {
+    pub(crate) fn queue(&mut self, args: &[&[u8]]) {
         self.queue_with(|out| encode::command(out, args));
     }
 
@@ -261,7 +261,7 @@ impl Conn {
     }
 
     /// Writes the queued requests and reads exactly that many replies.
-    pub async fn round_trip(&mut self) -> Result<Vec<Bytes>, ClientError> {
+    pub(crate) async fn round_trip(&mut self) -> Result<Vec<Bytes>, ClientError> {
         let n = self.flush().await?;
         let mut replies = Vec::with_capacity(n);
         for _ in 0..n {
@@ -271,7 +271,7 @@ impl Conn {
     }
 
     /// One command, one reply.
-    pub async fn call(&mut self, args: &[&[u8]]) -> Result<Bytes, ClientError> {
+    pub(crate) async fn call(&mut self, args: &[&[u8]]) -> Result<Bytes, ClientError> {
         self.queue(args);
         let mut r = self.round_trip().await?;
         Ok(r.pop().expect("one reply"))

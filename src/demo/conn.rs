@@ -7,26 +7,26 @@ use std::time::Duration;
 
 use bytes::Bytes;
 
-pub use crate::client::Conn;
+pub(crate) use crate::client::Conn;
 use crate::resp::parse_i64;
 use crate::resp::reply::{elements, integer, is_error};
 
 /// How long any single read or write may take before the step fails.
-pub const IO_TIMEOUT_MS: u64 = 30_000;
+pub(crate) const IO_TIMEOUT_MS: u64 = 30_000;
 
 /// Connects to `addr`, every network wait bounded by [`IO_TIMEOUT_MS`].
-pub async fn connect(addr: &str) -> Result<Conn, String> {
+pub(crate) async fn connect(addr: &str) -> Result<Conn, String> {
     Ok(Conn::connect(addr, Duration::from_millis(IO_TIMEOUT_MS)).await?)
 }
 
 /// Connects, sends one command, returns its reply.
-pub async fn call(addr: &str, args: &[&str]) -> Result<Bytes, String> {
+pub(crate) async fn call(addr: &str, args: &[&str]) -> Result<Bytes, String> {
     Ok(connect(addr).await?.call_str(args).await?)
 }
 
 /// The payload of a bulk (or verbatim) reply as text, or the text of a
 /// simple / error reply.
-pub fn text(reply: &[u8]) -> String {
+pub(crate) fn text(reply: &[u8]) -> String {
     match reply.first() {
         Some(b'$') | Some(b'=') => match bulk(reply) {
             Some(b) => {
@@ -46,19 +46,19 @@ pub fn text(reply: &[u8]) -> String {
 }
 
 /// The payload of one `$n\r\n…\r\n` element; `None` for a nil or a non-bulk.
-pub fn bulk(el: &[u8]) -> Option<&[u8]> {
+pub(crate) fn bulk(el: &[u8]) -> Option<&[u8]> {
     let nl = el.iter().position(|&b| b == b'\n')?;
     let n = parse_i64(el.get(1..nl.checked_sub(1)?)?)?;
     el.get(nl + 1..nl + 1 + usize::try_from(n).ok()?)
 }
 
 /// An integer reply's value.
-pub fn int(reply: &[u8]) -> Result<i64, String> {
+pub(crate) fn int(reply: &[u8]) -> Result<i64, String> {
     integer(reply).ok_or_else(|| format!("expected an integer, got {:?}", text(reply)))
 }
 
 /// Fails with the reply's text when it is an error.
-pub fn ok(reply: &[u8]) -> Result<(), String> {
+pub(crate) fn ok(reply: &[u8]) -> Result<(), String> {
     if is_error(reply) {
         Err(text(reply))
     } else {
@@ -67,7 +67,7 @@ pub fn ok(reply: &[u8]) -> Result<(), String> {
 }
 
 /// The elements of an array reply, each as raw bytes.
-pub fn array(reply: &[u8]) -> Result<Vec<&[u8]>, String> {
+pub(crate) fn array(reply: &[u8]) -> Result<Vec<&[u8]>, String> {
     if is_error(reply) {
         return Err(text(reply));
     }
@@ -76,7 +76,7 @@ pub fn array(reply: &[u8]) -> Result<Vec<&[u8]>, String> {
 }
 
 /// One field of `key:value` lines (CLUSTER INFO, INFO).
-pub fn field<'a>(info: &'a str, key: &str) -> Option<&'a str> {
+pub(crate) fn field<'a>(info: &'a str, key: &str) -> Option<&'a str> {
     info.lines().find_map(|l| {
         l.trim_end()
             .strip_prefix(key)

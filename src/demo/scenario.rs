@@ -35,7 +35,7 @@ fn heading(title: &str) {
 
 /// Runs every step; the report is complete even when a check failed, so
 /// [`verdict`] decides the exit status after `--json` is written.
-pub async fn run(args: &DemoArgs) -> Result<DemoReport, String> {
+pub(crate) async fn run(args: &DemoArgs) -> Result<DemoReport, String> {
     let t0 = Instant::now();
     heading("cluster");
     let mut cluster = DemoCluster::start_nodes(NodeKind::Builtin, args.nodes)?;
@@ -369,7 +369,7 @@ async fn latency_runs(args: &DemoArgs, proxy: &str) -> Result<Vec<LatencyRun>, S
 
 /// The exit status: every key read back, during and after every change, and
 /// the removed node emptied.
-pub fn verdict(r: &DemoReport) -> Result<(), String> {
+pub(crate) fn verdict(r: &DemoReport) -> Result<(), String> {
     let mut problems = Vec::new();
     let mut reads: Vec<(&str, &ReadStats)> = vec![("initial verify", &r.verify_initial)];
     for c in [&r.join, &r.leave].into_iter().flatten() {
