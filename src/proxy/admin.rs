@@ -26,7 +26,7 @@ use crate::resp::reply::integer;
 use crate::resp::{encode, eq_ignore_case, parse_i64, Request};
 use crate::ring::NodeSpec;
 
-pub async fn handle(proxy: &Arc<Proxy>, s: &ClientState, req: Request) -> Pending {
+pub(crate) async fn handle(proxy: &Arc<Proxy>, s: &ClientState, req: Request) -> Pending {
     let args = req.args;
     let sub = String::from_utf8_lossy(&args[1]).to_ascii_lowercase();
     let proto = s.proto;

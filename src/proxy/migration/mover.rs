@@ -24,10 +24,10 @@ const SCAN_COUNT: usize = 1_000;
 /// synchronously: while the target does not answer, every client of the
 /// source waits, for up to this timeout. The target is pinged first (see
 /// [`copy_keys`]), so only a target that stops in between costs this much.
-pub const MIGRATE_TIMEOUT_MS: u64 = 500;
+pub(crate) const MIGRATE_TIMEOUT_MS: u64 = 500;
 
 /// How long the target's PING before each batch may take.
-pub const TARGET_CHECK_MS: u64 = 500;
+pub(crate) const TARGET_CHECK_MS: u64 = 500;
 
 fn host_port(addr: &str) -> (&str, &str) {
     addr.rsplit_once(':').unwrap_or((addr, "6379"))
@@ -46,14 +46,14 @@ fn why(e: ClientError, timeout: Duration) -> String {
 }
 
 /// Connections by node name, opened on first use.
-pub struct Conns {
+pub(crate) struct Conns {
     by_name: HashMap<String, Conn>,
     pub timeout: Duration,
 }
 
 /// A failure attributed to one node.
 #[derive(Debug)]
-pub struct NodeError {
+pub(crate) struct NodeError {
     pub node: String,
     pub why: String,
 }
@@ -65,14 +65,18 @@ impl std::fmt::Display for NodeError {
 }
 
 impl Conns {
-    pub fn new(timeout: Duration) -> Conns {
+    pub(crate) fn new(timeout: Duration) -> Conns {
         Conns {
             by_name: HashMap::new(),
             timeout,
         }
     }
 
-    pub async fn call(&mut self, node: &NodeSpec, args: &[&[u8]]) -> Result<Bytes, NodeError> {
+    pub(crate) async fn call(
+        &mut self,
+        node: &NodeSpec,
+        args: &[&[u8]],
+    ) -> Result<Bytes, NodeError> {
         self.call_within(node, args, self.timeout).await
     }
 
@@ -125,7 +129,7 @@ fn bulk_value(el: &[u8]) -> Option<&[u8]> {
 }
 
 /// A step run on each SCAN batch (a trait so the step can borrow `conns`).
-pub trait AsyncBatch {
+pub(crate) trait AsyncBatch {
     async fn batch(&mut self, conns: &mut Conns, keys: Vec<Bytes>) -> Result<(), NodeError>;
 
     /// Runs once after the last batch.
@@ -135,7 +139,7 @@ pub trait AsyncBatch {
 }
 
 /// Walks `node` with SCAN, calling `f` with each batch of keys.
-pub async fn scan_node<F: AsyncBatch>(
+pub(crate) async fn scan_node<F: AsyncBatch>(
     conns: &mut Conns,
     node: &NodeSpec,
     batch: usize,
@@ -171,7 +175,7 @@ pub async fn scan_node<F: AsyncBatch>(
 /// them). The target is pinged first: a stopped target then fails the batch
 /// here instead of blocking the source inside MIGRATE. A failure names the
 /// node that did not answer: on a MIGRATE error both are probed, target first.
-pub async fn copy_keys(
+pub(crate) async fn copy_keys(
     conns: &mut Conns,
     source: &NodeSpec,
     target: &NodeSpec,
@@ -222,7 +226,7 @@ async fn blame(conns: &mut Conns, source: &NodeSpec, target: &NodeSpec, e: NodeE
 }
 
 /// Deletes `keys` on `node`.
-pub async fn delete_keys(
+pub(crate) async fn delete_keys(
     conns: &mut Conns,
     node: &NodeSpec,
     keys: &[Bytes],
@@ -237,7 +241,7 @@ pub async fn delete_keys(
 }
 
 /// Groups keys by (current owner, next owner) for those that move.
-pub fn group_moves(
+pub(crate) fn group_moves(
     routing: &Routing,
     m: &MigrationRoute,
     keys: impl IntoIterator<Item = Bytes>,
