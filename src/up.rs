@@ -103,6 +103,9 @@ impl NodeSpawner {
     async fn start(&self, port: u16) -> Result<String, String> {
         let mut proc = self
             .command(port)
+            // Its own process group: a terminal's Ctrl-C reaches `up` alone,
+            // which drains the proxy before it stops the nodes.
+            .process_group(0)
             .kill_on_drop(true)
             .spawn()
             .map_err(|e| format!("cannot start node on port {port}: {e}"))?;

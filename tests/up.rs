@@ -260,22 +260,21 @@ fn restarted_up_starts_the_state_files_topology_and_says_how_it_differs_from_the
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
+    // Killed if an assertion below fails, so no `up` outlives the test.
+    let mut child = KillOnDrop(Some(child));
     wait_ping(port);
     let nodes: String = redis::cmd("CLUSTER")
         .arg("INFO")
         .query(&mut connect(port))
         .unwrap();
     assert!(nodes.contains("nodes:3"), "{nodes}");
-    assert!(
-        is_listening(first + 3),
-        "the spawned node4 is started again"
-    );
+    assert!(is_listening(node4), "the spawned node4 is started again");
     assert!(!is_listening(first + 1), "the removed node2 is not");
     Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
+        .args(["-TERM", &child.0.as_ref().unwrap().id().to_string()])
         .status()
         .unwrap();
-    let out = child.wait_with_output().unwrap();
+    let out = child.0.take().unwrap().wait_with_output().unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
         stdout.contains("topology from the state file")
@@ -339,4 +338,16 @@ fn redis_server_backend_without_redis_server_installed_fails_clearly() {
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("redis-server is not installed"), "{err}");
+}
+
+/// A child process killed when dropped, unless taken out first.
+struct KillOnDrop(Option<std::process::Child>);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        if let Some(c) = &mut self.0 {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
 }
