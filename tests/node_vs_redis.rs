@@ -4,12 +4,22 @@
 //! `SHARDIS_REQUIRE_REDIS=1`, which makes that a failure.
 
 mod common;
+#[path = "node_vs_redis/harness.rs"]
+mod harness;
+#[path = "node_vs_redis/hashes.rs"]
+mod hashes;
+#[path = "node_vs_redis/keys.rs"]
+mod keys;
+#[path = "node_vs_redis/lists.rs"]
+mod lists;
+#[path = "node_vs_redis/sets.rs"]
+mod sets;
+#[path = "node_vs_redis/zsets.rs"]
+mod zsets;
 
+use harness::{apply_marker, normalize, Conn};
 use shardis::backend::{run, NodeConfig};
-use std::time::Duration;
 use tokio::net::TcpListener;
-
-const READ_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Each case starts from an empty keyspace on both servers. Replies that
 /// legitimately differ (versions, ids, times, DUMP payloads, key order of
@@ -316,46 +326,6 @@ const CASES: &[&[&[&str]]] = &[
     ],
 ];
 
-/// A RESP connection that reads whole replies (the crate's client).
-struct Conn(shardis::client::Conn);
-
-impl Conn {
-    async fn open(port: u16) -> Conn {
-        let addr = format!("127.0.0.1:{port}");
-        Conn(
-            shardis::client::Conn::connect(&addr, READ_TIMEOUT)
-                .await
-                .unwrap(),
-        )
-    }
-
-    async fn call(&mut self, args: &[&str]) -> Vec<u8> {
-        match self.0.call_str(args).await {
-            Ok(r) => r.to_vec(),
-            Err(e) => panic!("no reply to {args:?}: {e}"),
-        }
-    }
-}
-
-/// HELLO's reply carries the version and client id, which differ by design;
-/// compare everything else.
-fn normalize(args: &[&str], reply: Vec<u8>) -> Vec<u8> {
-    if !args[0].eq_ignore_ascii_case("hello") || reply.starts_with(b"-") {
-        return reply;
-    }
-    let text = String::from_utf8_lossy(&reply).into_owned();
-    let mut lines: Vec<String> = text.split("\r\n").map(String::from).collect();
-    for i in 0..lines.len() {
-        if lines[i] == "version" || lines[i] == "id" {
-            lines[i + 1] = "<elided>".into();
-            if lines[i] == "version" {
-                lines[i + 2] = "<elided>".into();
-            }
-        }
-    }
-    lines.join("\r\n").into_bytes()
-}
-
 #[tokio::test]
 async fn replies_match_redis_server_byte_for_byte() {
     if !common::have_tool("redis-server") {
@@ -369,13 +339,26 @@ async fn replies_match_redis_server_byte_for_byte() {
         let _ = stopped.await;
     }));
     let mut mismatches = Vec::new();
-    for case in CASES {
+    let all = [
+        CASES,
+        hashes::CASES,
+        lists::CASES,
+        sets::CASES,
+        zsets::CASES,
+        keys::CASES,
+    ];
+    for case in all.iter().flat_map(|c| c.iter()) {
         let (mut ours, mut theirs) = (Conn::open(node_port).await, Conn::open(redis.port).await);
         ours.call(&["FLUSHALL"]).await;
         theirs.call(&["FLUSHALL"]).await;
-        for args in *case {
+        for step in *case {
+            let (marker, args) = match step[0] {
+                m @ ("~" | "~2" | "#") => (Some(m), &step[1..]),
+                _ => (None, *step),
+            };
             let (a, b) = (ours.call(args).await, theirs.call(args).await);
             let (a, b) = (normalize(args, a), normalize(args, b));
+            let (a, b) = (apply_marker(marker, a), apply_marker(marker, b));
             if a != b {
                 mismatches.push(format!(
                     "{args:?}\n  node:  {:?}\n  redis: {:?}",
@@ -391,4 +374,119 @@ async fn replies_match_redis_server_byte_for_byte() {
         mismatches.len(),
         mismatches.join("\n")
     );
+}
+
+/// Collections past every compact threshold (and, for sorted sets, over
+/// several internal chunks) answer range, rank and removal queries as
+/// redis-server does.
+#[tokio::test]
+async fn large_collections_match_redis_server() {
+    if !common::have_tool("redis-server") {
+        return;
+    }
+    let redis = common::start_redis(common::free_port());
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let node_port = listener.local_addr().unwrap().port();
+    let (_stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    tokio::spawn(run(listener, NodeConfig::default(), async {
+        let _ = stopped.await;
+    }));
+    let (mut ours, mut theirs) = (Conn::open(node_port).await, Conn::open(redis.port).await);
+    let mut setup: Vec<Vec<String>> = Vec::new();
+    let mut x: u64 = 7;
+    for chunk in 0..6 {
+        let mut zadd = vec!["ZADD".to_string(), "z".into()];
+        let mut rpush = vec!["RPUSH".to_string(), "l".into()];
+        let mut hset = vec!["HSET".to_string(), "h".into()];
+        for i in 0..500 {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            // Few distinct scores, so ties are ordered by member bytes.
+            zadd.push(((x >> 40) % 700).to_string());
+            zadd.push(format!("m{}", (x >> 20) % 100_000));
+            rpush.push(format!("item{}", chunk * 500 + i));
+            hset.push(format!("f{}", chunk * 500 + i));
+            hset.push(i.to_string());
+        }
+        setup.extend([zadd, rpush, hset]);
+    }
+    let queries: &[&[&str]] = &[
+        &["ZCARD", "z"],
+        &["ZRANGE", "z", "0", "9", "WITHSCORES"],
+        &["ZRANGE", "z", "1000", "1020"],
+        &["ZRANGE", "z", "-30", "-1", "WITHSCORES"],
+        &["ZRANGE", "z", "0", "15", "REV", "WITHSCORES"],
+        &[
+            "ZRANGE",
+            "z",
+            "100",
+            "(300",
+            "BYSCORE",
+            "LIMIT",
+            "700",
+            "20",
+            "WITHSCORES",
+        ],
+        &[
+            "ZRANGE", "z", "(500", "100", "BYSCORE", "REV", "LIMIT", "10", "20",
+        ],
+        &[
+            "ZREVRANGEBYSCORE",
+            "z",
+            "+inf",
+            "-inf",
+            "LIMIT",
+            "2500",
+            "30",
+        ],
+        &["ZCOUNT", "z", "250", "(251"],
+        &["ZRANK", "z", "m4242"],
+        &["ZREVRANK", "z", "m4242"],
+        &["ZSCORE", "z", "m4242"],
+        &["ZREMRANGEBYRANK", "z", "500", "1700"],
+        &["ZRANGE", "z", "480", "520", "WITHSCORES"],
+        &["ZREMRANGEBYSCORE", "z", "300", "400"],
+        &["ZCARD", "z"],
+        &["ZPOPMIN", "z", "3"],
+        &["ZPOPMAX", "z", "3"],
+        &["ZRANGE", "z", "-10", "-1"],
+        &["OBJECT", "ENCODING", "z"],
+        &["LLEN", "l"],
+        &["LRANGE", "l", "1490", "1510"],
+        &["LINDEX", "l", "-1234"],
+        &["LSET", "l", "2000", "x"],
+        &["LREM", "l", "0", "item2999"],
+        &["LTRIM", "l", "100", "-100"],
+        &["LRANGE", "l", "-5", "-1"],
+        &["LPOS", "l", "x"],
+        &["HLEN", "h"],
+        &["HGET", "h", "f2999"],
+        &["HINCRBY", "h", "f17", "5"],
+        &["HMGET", "h", "f17", "nofield", "f1500"],
+        &["OBJECT", "ENCODING", "h"],
+        &["HDEL", "h", "f1", "f2", "f3"],
+        &["HLEN", "h"],
+    ];
+    let mut mismatches = Vec::new();
+    for args in setup.iter() {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        assert_eq!(ours.call(&args).await, theirs.call(&args).await);
+    }
+    for args in queries {
+        let (a, b) = (ours.call(args).await, theirs.call(args).await);
+        if a != b {
+            mismatches.push(format!(
+                "{args:?}\n  node:  {:?}\n  redis: {:?}",
+                String::from_utf8_lossy(&a),
+                String::from_utf8_lossy(&b)
+            ));
+        }
+    }
+    let (a, b) = (
+        apply_marker(Some("~2"), ours.call(&["HGETALL", "h"]).await),
+        apply_marker(Some("~2"), theirs.call(&["HGETALL", "h"]).await),
+    );
+    assert!(a == b, "HGETALL of a large hash differs");
+    assert!(mismatches.is_empty(), "{}", mismatches.join("\n"));
 }

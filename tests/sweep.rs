@@ -361,6 +361,7 @@ fn sweep(proto: u8) {
                 }
             }
             // (c) against (b): the node, where it implements the command.
+            // The node names the backends that serve what it lacks.
             if no.starts(b"-ERR unknown command")
                 || no.contains("is not served by the built-in nodes")
             {

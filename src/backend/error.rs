@@ -16,6 +16,8 @@ pub enum CmdError {
     WrongArity(String),
     /// `ERR syntax error`
     Syntax,
+    /// `WRONGTYPE Operation against a key holding the wrong kind of value`
+    WrongType,
     /// `ERR value is not an integer or out of range`
     NotInteger,
     /// `ERR value is not a valid float`
@@ -63,6 +65,9 @@ impl fmt::Display for CmdError {
             }
             WrongArity(name) => write!(f, "ERR wrong number of arguments for '{name}' command"),
             Syntax => f.write_str("ERR syntax error"),
+            WrongType => {
+                f.write_str("WRONGTYPE Operation against a key holding the wrong kind of value")
+            }
             NotInteger => f.write_str("ERR value is not an integer or out of range"),
             NotFloat => f.write_str("ERR value is not a valid float"),
             Overflow => f.write_str("ERR increment or decrement would overflow"),

@@ -1,13 +1,17 @@
-//! Reclaiming memory: approximate-LRU eviction under `maxmemory`
-//! (allkeys-lru), the active-expiry sweep, and random sampling of buckets.
+//! Reclaiming memory: eviction under `maxmemory` by the configured
+//! `maxmemory-policy` (LRU, LFU, random or TTL, over all keys or only those
+//! with a TTL; or none), the LFU access counters, the active-expiry sweep,
+//! and random sampling of buckets.
 //!
 //! Called by the dispatcher before commands that may grow memory, and by the
 //! background task in `server.rs` every [`EXPIRE_TICK_MS`]. Never holds more
 //! than one shard lock at a time.
 
+use super::config::Policy;
+use super::server::Node;
 use super::store::{lru_clock, Entry, Locked, Store, SHARDS};
 use std::cell::Cell;
-use std::sync::atomic::Ordering::Relaxed;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering::Relaxed};
 use std::time::Instant;
 
 /// How often the active-expiry sweep runs (Redis: `hz 10`).
@@ -17,9 +21,6 @@ pub const EXPIRE_TICK_MS: u64 = 100;
 const SWEEP_BUCKETS: usize = 64;
 /// Time budget of one sweep tick (Redis: 25% of a 100 ms tick).
 const SWEEP_BUDGET_MS: u128 = 25;
-/// Entries compared per eviction (Redis: `maxmemory-samples 5`; more is a
-/// closer LRU for little cost).
-pub const EVICTION_SAMPLES: usize = 16;
 
 thread_local! {
     static RNG: Cell<u64> = Cell::new(seed());
@@ -48,27 +49,157 @@ pub fn random() -> u64 {
 #[derive(Debug, PartialEq, Eq)]
 pub struct OutOfMemory;
 
+impl Node {
+    /// Makes room under `maxmemory` by the node's policy (the dispatcher
+    /// calls this before commands that may grow memory).
+    pub fn make_room(&self, now: u64) -> Result<(), OutOfMemory> {
+        let s = &self.settings;
+        self.store.evict_to_fit(
+            s.maxmemory.load(Relaxed),
+            s.policy(),
+            s.samples.load(Relaxed) as usize,
+            now,
+        )
+    }
+
+    /// Copies the LFU parameters into the store after CONFIG SET.
+    pub fn sync_lfu(&self) {
+        let (s, lfu) = (&self.settings, &self.store.counters.lfu);
+        lfu.enabled.store(s.policy().is_lfu(), Relaxed);
+        lfu.log_factor
+            .store(s.lfu_log_factor.load(Relaxed) as u32, Relaxed);
+        lfu.decay_time
+            .store(s.lfu_decay_time.load(Relaxed) as u32, Relaxed);
+    }
+}
+
+/// Under an LFU policy an entry's `lru` field holds Redis's LFU data
+/// instead of a clock: access time in minutes (16 bits) then a logarithmic
+/// access counter (8 bits), so no entry grows.
+#[derive(Debug)]
+pub struct Lfu {
+    /// An LFU policy is selected.
+    pub enabled: AtomicBool,
+    /// `lfu-log-factor`.
+    pub log_factor: AtomicU32,
+    /// `lfu-decay-time`, minutes.
+    pub decay_time: AtomicU32,
+}
+
+impl Default for Lfu {
+    fn default() -> Self {
+        Lfu {
+            enabled: AtomicBool::new(false),
+            log_factor: AtomicU32::new(10),
+            decay_time: AtomicU32::new(1),
+        }
+    }
+}
+
+/// Counter given to new keys, so they are not evicted at once (Redis
+/// `LFU_INIT_VAL`).
+const LFU_INIT_VAL: u32 = 5;
+
+fn lfu_minutes(now_ms: u64) -> u32 {
+    ((now_ms / 60_000) & 0xffff) as u32
+}
+
+impl Lfu {
+    /// Whether accesses update LFU data rather than the LRU clock.
+    pub fn is_on(&self) -> bool {
+        self.enabled.load(Relaxed)
+    }
+
+    /// The `lru` field of a new entry.
+    pub fn initial(&self, now_ms: u64) -> u32 {
+        (lfu_minutes(now_ms) << 8) | LFU_INIT_VAL
+    }
+
+    /// The counter after decay (OBJECT FREQ; Redis `LFUDecrAndReturn`).
+    pub fn decayed(&self, lru: u32, now_ms: u64) -> u32 {
+        // Masked to Redis's 24 bits: after a switch from an LRU policy the
+        // field still holds a clock, read as (arbitrary) LFU data.
+        let (ldt, counter) = ((lru >> 8) & 0xffff, lru & 255);
+        let now = lfu_minutes(now_ms);
+        let elapsed = if now >= ldt {
+            now - ldt
+        } else {
+            65535 - ldt + now
+        };
+        let decay = self.decay_time.load(Relaxed);
+        let periods = elapsed.checked_div(decay).unwrap_or(0);
+        counter.saturating_sub(periods)
+    }
+
+    /// The `lru` field after one access: decay, then a logarithmic
+    /// increment (Redis `updateLFU`).
+    pub fn touched(&self, lru: u32, now_ms: u64) -> u32 {
+        let mut counter = self.decayed(lru, now_ms);
+        if counter < 255 {
+            let r = (random() >> 11) as f64 / (1u64 << 53) as f64;
+            let base = counter.saturating_sub(LFU_INIT_VAL) as f64;
+            let p = 1.0 / (base * self.log_factor.load(Relaxed) as f64 + 1.0);
+            if r < p {
+                counter += 1;
+            }
+        }
+        (lfu_minutes(now_ms) << 8) | counter
+    }
+}
+
 impl Store {
-    /// Evicts approximately least-recently-used keys until memory is at or
-    /// below `maxmemory` (0 = unlimited). Fails only when nothing is left to
-    /// evict.
-    pub fn evict_to_fit(&self, maxmemory: u64, now: u64) -> Result<(), OutOfMemory> {
-        if maxmemory == 0 {
+    /// Evicts keys chosen by `policy` until memory is at or below
+    /// `maxmemory` (0 = unlimited). Fails when the policy finds nothing
+    /// to evict (`noeviction`, or a volatile policy with no TTL left).
+    pub fn evict_to_fit(
+        &self,
+        maxmemory: u64,
+        policy: Policy,
+        samples: usize,
+        now: u64,
+    ) -> Result<(), OutOfMemory> {
+        if maxmemory == 0 || self.used_memory() as u64 <= maxmemory {
             return Ok(());
         }
-        let now_clock = lru_clock(now);
+        if policy == Policy::NoEviction {
+            return Err(OutOfMemory);
+        }
+        let samples = samples.max(1);
+        let want = if policy.is_random() { 1 } else { samples };
         let mut misses = 0;
         while self.used_memory() as u64 > maxmemory {
-            // Keys are spread evenly over shards, so the oldest of a sample
-            // from one random shard approximates the oldest overall.
-            let shard = (random() as usize) % SHARDS;
-            if self.lock_shard(shard, now).evict_one(now_clock) {
-                misses = 0;
-                continue;
+            // Shards are added to the sample until it holds `want`
+            // candidates: one shard when keys are many, several when a node
+            // holds few (most shards then hold none or one, and sampling a
+            // single shard would evict nearly at random, even the key being
+            // written).
+            let (mut best, mut seen) = (None::<(usize, u64)>, 0);
+            for _ in 0..SHARDS {
+                let shard = (random() as usize) % SHARDS;
+                if let Some((_, score, n)) = self.lock_shard(shard, now).pick(policy, samples) {
+                    seen += n;
+                    if best.is_none_or(|(_, b)| score > b) {
+                        best = Some((shard, score));
+                    }
+                }
+                if seen >= want {
+                    break;
+                }
+            }
+            if let Some((shard, _)) = best {
+                if self.lock_shard(shard, now).evict_one(policy, samples) {
+                    misses = 0;
+                    continue;
+                }
             }
             misses += 1;
-            if misses > 8 && self.counts().0 == 0 {
-                return Err(OutOfMemory);
+            if misses > 8 {
+                // Few candidates left: walk every shard once before giving up.
+                let found = (0..SHARDS).any(|i| self.lock_shard(i, now).evict_one(policy, samples));
+                if !found {
+                    return Err(OutOfMemory);
+                }
+                misses = 0;
             }
         }
         Ok(())
@@ -98,41 +229,60 @@ impl Store {
 }
 
 impl Locked<'_> {
-    /// Up to [`EVICTION_SAMPLES`] consecutive full buckets from a random
-    /// position; the index and LRU age of the oldest.
-    fn oldest_sample(&self, now_clock: u32) -> Option<(usize, u32)> {
+    /// Up to `samples` eviction candidates (only keys with a TTL under a
+    /// volatile policy) in consecutive buckets from a random position: the
+    /// bucket and score (higher is evicted first) of the one the policy
+    /// would evict, and how many candidates were looked at.
+    fn pick(&self, policy: Policy, samples: usize) -> Option<(usize, u64, usize)> {
         let table = &self.shard.table;
-        if table.is_empty() {
+        if table.is_empty() || (policy.is_volatile() && self.shard.expires == 0) {
             return None;
         }
+        let lfu = &self.counters.lfu;
+        let now_clock = lru_clock(self.now);
+        // Higher is evicted first.
+        let score = |e: &Entry| -> u64 {
+            match policy {
+                Policy::AllkeysLru | Policy::VolatileLru => now_clock.wrapping_sub(e.lru) as u64,
+                Policy::AllkeysLfu | Policy::VolatileLfu => {
+                    255 - lfu.decayed(e.lru, self.now) as u64
+                }
+                Policy::VolatileTtl => u64::MAX - e.expire_at,
+                Policy::AllkeysRandom | Policy::VolatileRandom | Policy::NoEviction => 0,
+            }
+        };
+        let want = if policy.is_random() { 1 } else { samples };
         let buckets = table.buckets();
         let start = (random() as usize) & (buckets - 1);
-        let mut best: Option<(usize, u32)> = None;
+        let mut best: Option<(usize, u64)> = None;
         let mut seen = 0;
         for step in 0..buckets {
             let i = (start + step) & (buckets - 1);
             // SAFETY: `i < buckets()`, and a full bucket holds an initialised entry.
             if unsafe { table.is_bucket_full(i) } {
                 let e: &Entry = unsafe { table.bucket(i).as_ref() };
-                let age = now_clock.wrapping_sub(e.lru);
-                if best.is_none_or(|(_, a)| age > a) {
-                    best = Some((i, age));
+                if policy.is_volatile() && e.expire_at == 0 {
+                    continue;
+                }
+                let sc = score(e);
+                if best.is_none_or(|(_, b)| sc > b) {
+                    best = Some((i, sc));
                 }
                 seen += 1;
-                if seen == EVICTION_SAMPLES {
+                if seen == want {
                     break;
                 }
             }
         }
-        best
+        best.map(|(i, score)| (i, score, seen))
     }
 
-    /// Evicts the oldest of a fresh sample; false if the shard is empty.
-    fn evict_one(&mut self, now_clock: u32) -> bool {
-        let Some((i, _)) = self.oldest_sample(now_clock) else {
+    /// Evicts the policy's choice from a fresh sample; false if there is none.
+    fn evict_one(&mut self, policy: Policy, samples: usize) -> bool {
+        let Some((i, _, _)) = self.pick(policy, samples) else {
             return false;
         };
-        // SAFETY: `oldest_sample` returned a full bucket index of this table,
+        // SAFETY: `pick` returned a full bucket index of this table,
         // unchanged since (we hold the lock).
         let (e, _) = unsafe {
             let b = self.shard.table.bucket(i);
@@ -233,7 +383,9 @@ mod tests {
         let store = Store::new();
         fill(&store, 10_000, 1_000, 0);
         let limit = (BASE_MEMORY + 5_000 * (100 + 8 + ENTRY_OVERHEAD)) as u64;
-        store.evict_to_fit(limit, 2_000).unwrap();
+        store
+            .evict_to_fit(limit, Policy::AllkeysLru, 16, 2_000)
+            .unwrap();
         assert!(store.used_memory() as u64 <= limit);
         let left = store.counts().0;
         assert!((4_900..=5_300).contains(&left), "{left}");
@@ -256,7 +408,9 @@ mod tests {
                 .put(h, key.as_bytes(), &[b'x'; 100], 0);
         }
         let limit = (BASE_MEMORY + 7_000 * (100 + 9 + ENTRY_OVERHEAD)) as u64;
-        store.evict_to_fit(limit, 1_000_000).unwrap();
+        store
+            .evict_to_fit(limit, Policy::AllkeysLru, 16, 1_000_000)
+            .unwrap();
         let recent_left = (5_000..10_000)
             .filter(|i| {
                 let key = format!("key:{i}");
@@ -272,10 +426,28 @@ mod tests {
     }
 
     #[test]
+    fn lfu_data_decays_and_survives_a_switch_from_lru() {
+        let lfu = Lfu::default();
+        let now = 10 * 60_000;
+        assert_eq!(lfu.decayed(lfu.initial(now), now), LFU_INIT_VAL);
+        // Three minutes later, one decrement per minute.
+        assert_eq!(lfu.decayed(lfu.initial(now), now + 3 * 60_000), 2);
+        // An LRU clock value left in the field must not overflow anything.
+        for lru in [u32::MAX, lru_clock(now), 0] {
+            assert!(lfu.decayed(lru, now) <= 255);
+            let t = lfu.touched(lru, now);
+            assert_eq!(t >> 8, lfu_minutes(now), "the access time is refreshed");
+        }
+    }
+
+    #[test]
     fn eviction_of_an_empty_store_reports_out_of_memory() {
         let store = Store::new();
-        assert_eq!(store.evict_to_fit(1, 0), Err(OutOfMemory));
-        assert_eq!(store.evict_to_fit(0, 0), Ok(()));
+        assert_eq!(
+            store.evict_to_fit(1, Policy::AllkeysLru, 16, 0),
+            Err(OutOfMemory)
+        );
+        assert_eq!(store.evict_to_fit(0, Policy::AllkeysLru, 16, 0), Ok(()));
     }
 
     #[test]

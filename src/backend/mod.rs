@@ -1,9 +1,11 @@
 //! The built-in cache node: an in-memory RESP server a Redis user
-//! recognises (strings only), run as `shardis node --port P`, one OS process
+//! recognises (strings, hashes, lists, sets and sorted sets), run as `shardis node --port P`, one OS process
 //! per node behind the proxy.
 //!
 //! Layout: `store` (sharded keyspace, lazy expiry, memory accounting),
-//! `evict` (LRU eviction, active expiry), `scan` (cursors, KEYS),
+//! `value` and `zset` (the collection types and their encodings),
+//! `evict` (eviction by `maxmemory-policy`, LFU counters, active expiry),
+//! `config` (CONFIG parameters), `scan` (cursors, KEYS),
 //! `commands/*` (one file per command family, the table
 //! and dispatcher), `server` (accept loop and pipelined client loop),
 //! `error` (the one place errors become `-ERR` lines). RESP framing comes
@@ -11,12 +13,19 @@
 //!
 //! Uses only `resp` and `glob` of our modules; never talks to the proxy or the ring.
 
+mod chunked;
 mod commands;
+mod config;
+mod dump;
+mod entry;
 mod error;
 mod evict;
 mod scan;
 mod server;
 mod store;
+mod typed;
+mod value;
+mod zset;
 
 pub use crate::resp::Limits;
 pub use server::{Node, REDIS_VERSION};
@@ -28,8 +37,8 @@ use std::net::SocketAddr;
 #[derive(Debug, Clone, Copy, Default)]
 pub struct NodeConfig {
     /// Memory limit in bytes for keys, values and their overhead; 0 =
-    /// unlimited. Above it, approximately least-recently-used keys are
-    /// evicted (allkeys-lru).
+    /// unlimited. Above it, keys are evicted by `maxmemory-policy`
+    /// (allkeys-lru unless CONFIG SET changes it).
     pub maxmemory: u64,
     /// Bounds on client requests.
     pub limits: Limits,

@@ -11,9 +11,11 @@
 //! The task that owns a client's socket is the only one that touches it.
 
 use super::commands::{self, migrate::MigrateState, Client, Next};
+use super::config::Settings;
 use super::error::CmdError;
 use super::evict::EXPIRE_TICK_MS;
 use super::store::{now_ms, Store};
+use super::value::Thresholds;
 use super::NodeConfig;
 use crate::resp::{next_frame, Frame, Limits, Spans};
 use bytes::Buf;
@@ -54,9 +56,10 @@ pub struct Stats {
 pub struct Node {
     /// The keyspace.
     pub store: Store,
-    /// Bytes; 0 = unlimited. CONFIG SET changes it at run time.
-    pub maxmemory: AtomicU64,
-    /// Request bounds.
+    /// Run-time parameters (CONFIG GET/SET), `maxmemory` among them.
+    pub settings: Settings,
+    /// Request bounds; `max_bulk_len` is superseded by the live
+    /// `proto-max-bulk-len` in `settings`.
     pub limits: Limits,
     /// Connection and command counters.
     pub stats: Stats,
@@ -78,6 +81,29 @@ pub struct Node {
 }
 
 impl Node {
+    /// The current encoding thresholds, read from the live CONFIG
+    /// parameters (`hash-max-listpack-entries` …); a parameter that cannot
+    /// be read keeps Redis's default.
+    pub fn thresholds(&self) -> Thresholds {
+        let d = Thresholds::default();
+        let s = &self.settings;
+        let size = |name: &str, default: usize| {
+            s.int(name)
+                .and_then(|v| usize::try_from(v).ok())
+                .unwrap_or(default)
+        };
+        Thresholds {
+            hash_entries: size("hash-max-listpack-entries", d.hash_entries),
+            hash_value: size("hash-max-listpack-value", d.hash_value),
+            list_size: s.int("list-max-listpack-size").unwrap_or(d.list_size),
+            set_intset: size("set-max-intset-entries", d.set_intset),
+            set_entries: size("set-max-listpack-entries", d.set_entries),
+            set_value: size("set-max-listpack-value", d.set_value),
+            zset_entries: size("zset-max-listpack-entries", d.zset_entries),
+            zset_value: size("zset-max-listpack-value", d.zset_value),
+        }
+    }
+
     fn new(config: &NodeConfig, port: u16) -> Node {
         let store = Store::new();
         let run_id = format!(
@@ -88,7 +114,7 @@ impl Node {
         );
         Node {
             store,
-            maxmemory: AtomicU64::new(config.maxmemory),
+            settings: Settings::new(config.maxmemory, config.limits.max_bulk_len, port),
             limits: config.limits,
             stats: Stats::default(),
             migrate: tokio::sync::Mutex::new(MigrateState::default()),
@@ -214,9 +240,14 @@ async fn execute_batch(
 ) -> std::io::Result<bool> {
     let now = now_ms();
     let mut spans = Spans::new();
+    // CONFIG SET proto-max-bulk-len applies from the next batch on.
+    let limits = Limits {
+        max_bulk_len: node.settings.max_bulk() as usize,
+        ..node.limits
+    };
     loop {
         // Arguments are slices of `input`, used in place, then consumed.
-        let frame = match next_frame(input, &node.limits, &mut spans) {
+        let frame = match next_frame(input, &limits, &mut spans) {
             Ok(Some(frame)) => frame,
             Ok(None) => break,
             Err(e) => {

@@ -1,5 +1,6 @@
-//! The keyspace: 64 independently locked shards of string entries, with lazy
-//! expiry, an LRU clock per entry and memory accounting.
+//! The keyspace: 64 independently locked shards of entries (a string, or a
+//! collection from `value.rs`), with lazy expiry, an LRU clock per entry and
+//! memory accounting.
 //!
 //! Owns every key and value of the node. Command handlers lock one shard at a
 //! time through [`Store::lock`] (or several, in shard order, through
@@ -7,6 +8,9 @@
 //! Sampling for eviction and active expiry lives in `evict.rs`, cursors in
 //! `scan.rs`.
 
+pub use super::entry::Entry;
+#[cfg(test)]
+pub use super::entry::ENTRY_OVERHEAD;
 use hashbrown::raw::RawTable;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::sync::{Mutex, MutexGuard};
@@ -16,105 +20,8 @@ use std::time::{SystemTime, UNIX_EPOCH};
 pub const SHARDS: usize = 64;
 const SHARD_BITS: u32 = SHARDS.trailing_zeros();
 
-/// Bytes counted per entry on top of key and value length: the 40-byte
-/// table slot at hashbrown's load factor (44%–87% between doublings: 46–91
-/// bytes), its control byte, and the malloc header and rounding of the one
-/// allocation that holds key and value (~16). Measured: 1M keys of 16+16
-/// bytes cost 140 bytes each in RSS just after a doubling, redis-server 118.
-pub const ENTRY_OVERHEAD: usize = 96;
-
 /// Fixed bytes reported as used by an empty node (tables, buffers, runtime).
 pub const BASE_MEMORY: usize = 1024 * 1024;
-
-/// One key and its string value, in a single allocation.
-///
-/// 40 bytes in the table: the key's hash is not stored (it is recomputed
-/// when the table grows and by SCAN), because at millions of small keys
-/// every slot byte counts.
-#[derive(Debug, Clone)]
-pub struct Entry {
-    /// The key followed by the value; a `Vec` so APPEND and SETRANGE can
-    /// grow the value in place.
-    data: Vec<u8>,
-    /// Absolute expiry in ms since the Unix epoch; 0 = none.
-    pub expire_at: u64,
-    key_len: u32,
-    /// Last access, in [`lru_clock`] ticks.
-    pub lru: u32,
-}
-
-impl Entry {
-    /// A fresh entry holding copies of `key` and `value`.
-    pub fn new(key: &[u8], value: &[u8], expire_at: u64, now: u64) -> Entry {
-        let mut data = Vec::with_capacity(key.len() + value.len());
-        data.extend_from_slice(key);
-        data.extend_from_slice(value);
-        // Keys are bounded by the request limit (512 MB), far below u32::MAX.
-        Entry {
-            data,
-            expire_at,
-            key_len: key.len() as u32,
-            lru: lru_clock(now),
-        }
-    }
-
-    /// The key.
-    pub fn key(&self) -> &[u8] {
-        &self.data[..self.key_len as usize]
-    }
-
-    /// The value.
-    pub fn value(&self) -> &[u8] {
-        &self.data[self.key_len as usize..]
-    }
-
-    /// Replaces the value.
-    pub fn set_value(&mut self, value: &[u8]) {
-        self.data.truncate(self.key_len as usize);
-        self.data.extend_from_slice(value);
-        if self.data.capacity() > 2 * self.data.len() + 64 {
-            self.data.shrink_to_fit();
-        }
-    }
-
-    /// Appends to the value (APPEND).
-    pub fn append(&mut self, more: &[u8]) {
-        self.data.extend_from_slice(more);
-    }
-
-    /// Replaces the value and the expiry, reusing the allocation when it is
-    /// large enough and not more than twice what is needed.
-    pub fn replace_value(&mut self, value: &[u8], expire_at: u64) {
-        let key_len = self.key_len as usize;
-        let need = key_len + value.len();
-        self.data.truncate(key_len);
-        if self.data.capacity() > 2 * need + 64 {
-            self.data.shrink_to(need);
-        }
-        self.data.reserve_exact(value.len());
-        self.data.extend_from_slice(value);
-        self.expire_at = expire_at;
-    }
-
-    /// Writes `bytes` at `offset` in the value, zero-padding (SETRANGE).
-    pub fn write_at(&mut self, offset: usize, bytes: &[u8]) {
-        let start = self.key_len as usize + offset;
-        if self.data.len() < start + bytes.len() {
-            self.data.resize(start + bytes.len(), 0);
-        }
-        self.data[start..start + bytes.len()].copy_from_slice(bytes);
-    }
-
-    /// Whether the entry has expired at `now` (ms).
-    pub fn is_expired(&self, now: u64) -> bool {
-        self.expire_at != 0 && self.expire_at <= now
-    }
-
-    /// Bytes this entry counts towards `used_memory`.
-    pub fn mem(&self) -> usize {
-        self.data.capacity() + ENTRY_OVERHEAD
-    }
-}
 
 /// LRU ticks are 10 ms; a `u32` of them wraps after ~490 days, and ages are
 /// computed with wrapping subtraction.
@@ -144,6 +51,8 @@ pub struct Counters {
     pub keyspace_hits: AtomicU64,
     /// Reads that did not.
     pub keyspace_misses: AtomicU64,
+    /// Whether accesses feed LFU counters instead of the LRU clock.
+    pub lfu: super::evict::Lfu,
 }
 
 /// One shard's table plus what the background sweeps need.
@@ -298,7 +207,12 @@ impl Locked<'_> {
         }
         // SAFETY: as above.
         let e = unsafe { bucket.as_mut() };
-        e.lru = lru_clock(now);
+        let lfu = &self.counters.lfu;
+        e.lru = if lfu.is_on() {
+            lfu.touched(e.lru, now)
+        } else {
+            lru_clock(now)
+        };
         Some(e)
     }
 
@@ -369,7 +283,10 @@ impl Locked<'_> {
     }
 
     /// Stores `entry`, whose key is known not to be in the table.
-    fn insert_absent(&mut self, hash: u64, entry: Entry) {
+    pub(crate) fn insert_absent(&mut self, hash: u64, mut entry: Entry) {
+        if self.counters.lfu.is_on() {
+            entry.lru = self.counters.lfu.initial(self.now);
+        }
         self.counters.used_memory.fetch_add(entry.mem(), Relaxed);
         if entry.expire_at != 0 {
             self.shard.expires += 1;

@@ -81,7 +81,7 @@ impl Conn {
     }
 
     /// Writes one request now.
-    pub(crate) fn send(&mut self, args: &[&[u8]]) -> Result<(), ClientError> {
+    pub fn send(&mut self, args: &[&[u8]]) -> Result<(), ClientError> {
         self.queue(args);
         self.flush().map(drop)
     }

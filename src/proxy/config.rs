@@ -569,6 +569,7 @@ mod tests {
             ),
             ("[proxy]\nbogus = 1\n", "line 2: unknown field `bogus`"),
             ("listen = =\n", "line 1: listen: "),
+            ("a\nlisten = 0", "line 1: "),
         ];
         for (text, field) in cases {
             let err = Config::parse(text).unwrap_err();

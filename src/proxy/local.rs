@@ -1,9 +1,10 @@
 //! Commands the proxy answers itself: connection handshake (HELLO, AUTH,
-//! CLIENT, SELECT), introspection (COMMAND, CONFIG GET, TIME) and PING,
+//! CLIENT, SELECT), introspection (COMMAND, TIME) and PING,
 //! ECHO, QUIT. Replies follow redis-server 7 so that client libraries'
 //! handshakes succeed unchanged.
 //!
-//! Called by `route::dispatch`. INFO and MEMORY live in `info.rs`.
+//! Called by `route::dispatch`. INFO and MEMORY live in `info.rs`, CONFIG
+//! in `config_cmd.rs`.
 
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -12,7 +13,6 @@ use bytes::{Bytes, BytesMut};
 
 use super::session::{ClientState, Pending};
 use super::Proxy;
-use crate::glob;
 use crate::resp::command::TABLE;
 use crate::resp::{encode, eq_ignore_case, lookup, parse_i64, CommandSpec, KeySpec, Kind, Request};
 
@@ -71,7 +71,7 @@ pub(crate) async fn handle(
         "client" => return client(s, args),
         "command" => return command(s, args),
         "info" => return super::info::info(proxy, s, args).await,
-        "config" => return config(s, args),
+        "config" => return super::config_cmd::config(proxy, s, args).await,
         "time" => {
             let now = SystemTime::now()
                 .duration_since(UNIX_EPOCH)
@@ -275,8 +275,6 @@ const CLIENT_HELP: &[&str] = &[
     "HELP",
 ];
 
-const CONFIG_HELP: &[&str] = &["GET <pattern>", "RESETSTAT", "HELP"];
-
 const COMMAND_HELP: &[&str] = &[
     "(no subcommand)",
     "COUNT",
@@ -287,7 +285,7 @@ const COMMAND_HELP: &[&str] = &[
 ];
 
 /// A HELP reply in Redis's shape: a title line, then one line per subcommand.
-fn help(out: &mut BytesMut, command: &str, lines: &[&str]) {
+pub(super) fn help(out: &mut BytesMut, command: &str, lines: &[&str]) {
     encode::array_len(out, lines.len() + 1);
     encode::simple(
         out,
@@ -372,60 +370,6 @@ fn command(s: &ClientState, args: &[Bytes]) -> Pending {
         _ => {
             return Pending::error(&format!(
                 "ERR unknown subcommand '{}'. Try COMMAND HELP.",
-                String::from_utf8_lossy(&args[1])
-            ));
-        }
-    }
-    Pending::ready(out)
-}
-
-/// Parameters `CONFIG GET` reports: enough for redis-benchmark and clients that probe.
-const CONFIG_PARAMS: &[(&str, &str)] = &[
-    ("appendonly", "no"),
-    ("databases", "1"),
-    ("maxmemory", "0"),
-    ("maxmemory-policy", "allkeys-lru"),
-    ("save", ""),
-    ("timeout", "0"),
-    ("cluster-enabled", "no"),
-    ("proto-max-bulk-len", "536870912"),
-];
-
-fn config(s: &ClientState, args: &[Bytes]) -> Pending {
-    let sub = String::from_utf8_lossy(&args[1]).to_ascii_lowercase();
-    let mut out = BytesMut::new();
-    match sub.as_str() {
-        "get" if args.len() >= 3 => {
-            let mut found: Vec<(&str, &str)> = Vec::new();
-            for pat in &args[2..] {
-                for &(k, v) in CONFIG_PARAMS {
-                    if glob::matches_nocase(pat, k.as_bytes())
-                        && !found.iter().any(|(f, _)| *f == k)
-                    {
-                        found.push((k, v));
-                    }
-                }
-            }
-            encode::map_len(&mut out, found.len(), s.proto);
-            for (k, v) in found {
-                encode::bulk(&mut out, k.as_bytes());
-                encode::bulk(&mut out, v.as_bytes());
-            }
-        }
-        "resetstat" | "help" if args.len() > 2 => {
-            return Pending::error(&format!(
-                "ERR wrong number of arguments for 'config|{sub}' command"
-            ))
-        }
-        "resetstat" => encode::simple(&mut out, "OK"),
-        "help" => help(&mut out, "CONFIG", CONFIG_HELP),
-        "get" => return Pending::error("ERR wrong number of arguments for 'config|get' command"),
-        "set" | "rewrite" => {
-            return Pending::error("ERR CONFIG SET/REWRITE is not available through the proxy; configure each node directly");
-        }
-        _ => {
-            return Pending::error(&format!(
-                "ERR unknown subcommand '{}'. Try CONFIG HELP.",
                 String::from_utf8_lossy(&args[1])
             ));
         }

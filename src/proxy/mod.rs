@@ -13,6 +13,7 @@
 pub mod admin;
 pub mod budget;
 pub mod config;
+pub mod config_cmd;
 pub mod cursor;
 pub mod error;
 pub mod info;

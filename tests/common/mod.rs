@@ -389,6 +389,61 @@ pub mod tempdir {
     }
 }
 
+/// A blocking RESP connection that returns whole raw replies and panics on
+/// a transport error: [`RespConn`] for tests that only compare replies.
+pub struct Raw {
+    conn: RespConn,
+}
+
+impl Raw {
+    pub fn connect(port: u16) -> Raw {
+        let conn = RespConn::connect_loopback(port, Duration::from_secs(10))
+            .unwrap_or_else(|e| panic!("connect to {port}: {e}"));
+        Raw { conn }
+    }
+
+    pub fn send(&mut self, args: &[&[u8]]) {
+        self.conn.send(args).unwrap_or_else(|e| panic!("send: {e}"));
+    }
+
+    pub fn reply(&mut self) -> Vec<u8> {
+        self.conn
+            .read_reply()
+            .unwrap_or_else(|e| panic!("reply: {e}"))
+    }
+
+    pub fn call_bytes(&mut self, args: &[&[u8]]) -> Vec<u8> {
+        self.send(args);
+        self.reply()
+    }
+
+    pub fn call(&mut self, args: &[&str]) -> String {
+        let args: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
+        String::from_utf8_lossy(&self.call_bytes(&args)).into_owned()
+    }
+
+    pub fn check(&mut self, args: &[&str], want: &str) {
+        assert_eq!(self.call(args), want, "reply to {args:?}");
+    }
+
+    /// An integer reply's value.
+    pub fn int(&mut self, args: &[&str]) -> i64 {
+        let r = self.call(args);
+        r.strip_prefix(':')
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or_else(|| panic!("{args:?} gave {r:?}"))
+    }
+
+    /// One `field:value` line of INFO.
+    pub fn info_field(&mut self, section: &str, field: &str) -> u64 {
+        let info = self.call(&["INFO", section]);
+        info.lines()
+            .find_map(|l| l.strip_prefix(&format!("{field}:")))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or_else(|| panic!("no {field} in {info}"))
+    }
+}
+
 /// The crate's blocking RESP client: whole replies (framed with the crate's
 /// own `ReplyFramer`), every read under a timeout; for pipelining, `queue`
 /// several requests, `flush`, then `read_reply` as many times.

@@ -10,7 +10,7 @@ fn incr_by(ctx: &mut Ctx, key: &[u8], delta: i64) -> CmdResult {
     let h = store.hash(key);
     let mut s = store.lock(h, ctx.now);
     let current = match s.get(h, key) {
-        Some(e) => Some(parse_i64(e.value())?),
+        Some(e) => Some(parse_i64(e.str_value()?)?),
         None => None,
     };
     let value = current
@@ -59,7 +59,7 @@ pub fn incrbyfloat(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     let h = store.hash(key);
     let mut s = store.lock(h, ctx.now);
     let current = match s.get(h, key) {
-        Some(e) => Some(parse_f64(e.value())?),
+        Some(e) => Some(parse_f64(e.str_value()?)?),
         None => None,
     };
     let incr = parse_f64(args[2])?;

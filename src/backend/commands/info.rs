@@ -19,10 +19,7 @@ pub fn info_text(ctx: &Ctx, sections: &[&[u8]]) -> String {
     let used = node.store.used_memory() as u64;
     let peak = node.memory_peak.fetch_max(used, Relaxed).max(used);
     let uptime = ctx.now.saturating_sub(node.started_ms) / 1000;
-    let policy = super::server::config_values(ctx)
-        .into_iter()
-        .find(|(k, _)| *k == "maxmemory-policy")
-        .map_or_else(|| "allkeys-lru".to_string(), |(_, v)| v);
+    let policy = node.settings.policy().name();
     let mut t = InfoText::default();
     if want.has("server") {
         let exe = std::env::current_exe()
@@ -74,7 +71,7 @@ pub fn info_text(ctx: &Ctx, sections: &[&[u8]]) -> String {
         );
     }
     if want.has("memory") {
-        let max = node.maxmemory.load(Relaxed);
+        let max = node.settings.maxmemory.load(Relaxed);
         t.section(
             "memory",
             &[
@@ -90,7 +87,7 @@ pub fn info_text(ctx: &Ctx, sections: &[&[u8]]) -> String {
                 ),
                 ("maxmemory", max.to_string()),
                 ("maxmemory_human", human(max)),
-                ("maxmemory_policy", policy),
+                ("maxmemory_policy", policy.to_string()),
                 (
                     "mem_fragmentation_ratio",
                     format!("{:.2}", usage.rss_bytes as f64 / used.max(1) as f64),

@@ -53,8 +53,8 @@ pub fn touch(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
 pub fn type_(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     let store = &ctx.node.store;
     let h = store.hash(args[1]);
-    let found = store.lock(h, ctx.now).contains(h, args[1]);
-    encode::simple(ctx.out, if found { "string" } else { "none" });
+    let kind = store.lock(h, ctx.now).kind_of(h, args[1]);
+    encode::simple(ctx.out, kind.map_or("none", |k| k.name()));
     Ok(())
 }
 
@@ -236,7 +236,7 @@ pub fn parse_cursor(b: &[u8]) -> Result<u64, CmdError> {
 /// SCAN cursor [MATCH pattern] [COUNT count] [TYPE type]
 pub fn scan(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     let cursor = parse_cursor(args[1])?;
-    let (mut pattern, mut count, mut type_ok) = (None, 10usize, true);
+    let (mut pattern, mut count, mut only) = (None, 10usize, None);
     let mut j = 2;
     while j < args.len() {
         let Some(value) = args.get(j + 1) else {
@@ -251,15 +251,15 @@ pub fn scan(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
             }
             count = n as usize;
         } else if eq_ignore_case(args[j], b"type") {
-            // Only strings exist here.
-            type_ok = eq_ignore_case(value, b"string");
+            only = Some(&value[..]);
         } else {
             return Err(CmdError::Syntax);
         }
         j += 2;
     }
     let (next, keys) = ctx.node.store.scan(cursor, count, ctx.now, |e| {
-        type_ok && pattern.is_none_or(|p| glob::matches(p, e.key()))
+        only.is_none_or(|t| eq_ignore_case(t, e.kind().name().as_bytes()))
+            && pattern.is_none_or(|p| glob::matches(p, e.key()))
     });
     encode::array_len(ctx.out, 2);
     encode::bulk(ctx.out, next.to_string().as_bytes());

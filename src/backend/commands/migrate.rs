@@ -8,10 +8,11 @@
 //! delete, never across an `.await`. Target connections are cached per
 //! address, as Redis does.
 //!
-//! The DUMP payload is our own: `SHD1`, the value, then a CRC-64 of both
-//! (little-endian). Only built-in nodes understand it.
+//! The DUMP payload is our own, versioned and checksummed (`dump.rs`);
+//! only built-in nodes understand it.
 
 use super::{parse_i64, CmdResult, Ctx};
+use crate::backend::dump::{self, Value};
 use crate::backend::error::CmdError;
 use crate::backend::server::Node;
 use crate::backend::store::now_ms;
@@ -22,7 +23,6 @@ use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-const MAGIC: &[u8; 4] = b"SHD1";
 /// Keys sent per round trip, so a large `KEYS` list cannot build an
 /// unbounded buffer.
 const BATCH_KEYS: usize = 128;
@@ -33,51 +33,6 @@ const IDLE_CONNECTION: Duration = Duration::from_secs(10);
 /// Largest single reply line accepted from a target.
 const MAX_REPLY_LINE: usize = 64 * 1024;
 
-/// CRC-64/Jones (the polynomial Redis uses for its own DUMP payloads).
-fn crc64(data: &[u8]) -> u64 {
-    const TABLE: [u64; 256] = {
-        let mut t = [0u64; 256];
-        let mut i = 0;
-        while i < 256 {
-            let mut c = i as u64;
-            let mut k = 0;
-            while k < 8 {
-                c = if c & 1 == 1 {
-                    (c >> 1) ^ 0x95ac_9329_ac4b_c9b5
-                } else {
-                    c >> 1
-                };
-                k += 1;
-            }
-            t[i] = c;
-            i += 1;
-        }
-        t
-    };
-    data.iter().fold(0u64, |crc, &b| {
-        TABLE[((crc ^ b as u64) & 0xff) as usize] ^ (crc >> 8)
-    })
-}
-
-/// Serializes a value for DUMP / MIGRATE.
-pub fn dump_payload(value: &[u8]) -> Vec<u8> {
-    let mut p = Vec::with_capacity(value.len() + 12);
-    p.extend_from_slice(MAGIC);
-    p.extend_from_slice(value);
-    let crc = crc64(&p);
-    p.extend_from_slice(&crc.to_le_bytes());
-    p
-}
-
-/// The value inside a payload, if its magic and checksum are right.
-pub fn parse_payload(p: &[u8]) -> Option<&[u8]> {
-    if p.len() < 12 || &p[..4] != MAGIC {
-        return None;
-    }
-    let (body, crc) = p.split_at(p.len() - 8);
-    (crc64(body).to_le_bytes() == crc).then(|| &body[4..])
-}
-
 /// DUMP key
 pub fn dump(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     let store = &ctx.node.store;
@@ -85,7 +40,7 @@ pub fn dump(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     let payload = store
         .lock(h, ctx.now)
         .get(h, args[1])
-        .map(|e| dump_payload(e.value()));
+        .map(|e| dump::encode(e));
     ctx.bulk_or_null(payload.as_deref());
     Ok(())
 }
@@ -127,7 +82,7 @@ pub fn restore(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     if ttl < 0 {
         return Err(CmdError::err("Invalid TTL value, must be >= 0"));
     }
-    let value = parse_payload(args[3]).ok_or(CmdError::BadPayload)?;
+    let value = dump::decode(args[3], &ctx.node.thresholds()).ok_or(CmdError::BadPayload)?;
     let expire_at = match (ttl, absttl) {
         (0, _) => 0,
         (t, true) => t as u64,
@@ -137,7 +92,10 @@ pub fn restore(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
         // Already expired: nothing to create, but REPLACE still removes.
         s.remove(h, key);
     } else {
-        s.put(h, key, value, expire_at);
+        match value {
+            Value::Str(v) => s.put(h, key, v, expire_at),
+            Value::Coll(c) => s.put_coll(h, key, c, expire_at),
+        }
     }
     ctx.ok();
     Ok(())
@@ -266,7 +224,8 @@ async fn read_line(
 struct Sent {
     key: Bytes,
     hash: u64,
-    value: Vec<u8>,
+    /// The DUMP payload of its value.
+    payload: Vec<u8>,
     expire_at: u64,
 }
 
@@ -318,13 +277,13 @@ pub async fn migrate(node: &Node, args: &[&[u8]]) -> Result<BytesMut, CmdError> 
             let found = store
                 .lock(h, now)
                 .get(h, key)
-                .map(|e| (e.value().to_vec(), e.expire_at));
-            if let Some((value, expire_at)) = found {
-                bytes += value.len();
+                .map(|e| (dump::encode(e), e.expire_at));
+            if let Some((payload, expire_at)) = found {
+                bytes += payload.len();
                 batch.push(Sent {
                     key: key.clone(),
                     hash: h,
-                    value,
+                    payload,
                     expire_at,
                 });
             }
@@ -425,9 +384,8 @@ async fn send_batch(
             } else {
                 s.expire_at.saturating_sub(now).max(1)
             };
-            let payload = dump_payload(&s.value);
             let ttl = ttl.to_string();
-            let mut parts: Vec<&[u8]> = vec![b"RESTORE", &s.key, ttl.as_bytes(), &payload];
+            let mut parts: Vec<&[u8]> = vec![b"RESTORE", &s.key, ttl.as_bytes(), &s.payload];
             if m.replace {
                 parts.push(b"REPLACE");
             }
@@ -463,7 +421,7 @@ fn delete_if_unchanged(node: &Node, sent: &Sent) -> bool {
     let mut s = store.lock(sent.hash, now_ms());
     let current = s
         .get(sent.hash, &sent.key)
-        .map(|e| e.value() == sent.value && e.expire_at == sent.expire_at);
+        .map(|e| e.expire_at == sent.expire_at && dump::encode(e) == sent.payload);
     if current == Some(true) {
         let old = s.remove(sent.hash, &sent.key);
         drop(s);
@@ -475,20 +433,6 @@ fn delete_if_unchanged(node: &Node, sent: &Sent) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn payloads_round_trip_and_reject_corruption() {
-        for value in [&b""[..], b"v", &[0u8, 255, 13, 10][..]] {
-            let p = dump_payload(value);
-            assert_eq!(parse_payload(&p), Some(value));
-            for i in 0..p.len() {
-                let mut bad = p.clone();
-                bad[i] ^= 1;
-                assert_eq!(parse_payload(&bad), None, "flipped byte {i}");
-            }
-        }
-        assert_eq!(parse_payload(b"xx"), None);
-    }
 
     #[test]
     fn migrate_keys_option_requires_empty_key() {

@@ -6,15 +6,29 @@
 //! and turns any [`CmdError`] into its `-ERR` line. One file per command
 //! family; handlers write their reply straight into the output buffer.
 
+mod bitfield;
+mod bits;
+mod config;
 mod connection;
 mod counters;
+mod hashes;
+mod hll;
+mod hll_repr;
 mod info;
 mod keys;
+mod lcs;
+mod lists;
 pub(crate) mod migrate;
 mod object;
 mod server;
 mod set_options;
+mod sets;
+mod sort;
 mod strings;
+mod util;
+mod zrange;
+mod zsets;
+mod zstore;
 
 use super::error::CmdError;
 use super::server::Node;
@@ -160,7 +174,7 @@ pub static COMMANDS: &[Command] = &[
     cmd!("dbsize", 1, READONLY | FAST, NOKEYS, server::dbsize),
     cmd!("flushdb", -1, WRITE, NOKEYS, server::flush),
     cmd!("flushall", -1, WRITE, NOKEYS, server::flush),
-    cmd!("config", -2, 0, NOKEYS, server::config),
+    cmd!("config", -2, 0, NOKEYS, config::config),
     cmd!("time", 1, FAST, NOKEYS, server::time),
     cmd!("lastsave", 1, FAST, NOKEYS, server::lastsave),
     // strings
@@ -185,6 +199,119 @@ pub static COMMANDS: &[Command] = &[
     cmd!("incrby", 3, RW | FAST, KEY1, counters::incrby),
     cmd!("decrby", 3, RW | FAST, KEY1, counters::decrby),
     cmd!("incrbyfloat", 3, RW | FAST, KEY1, counters::incrbyfloat),
+    cmd!("lcs", -3, READONLY, (1, 2, 1), lcs::lcs),
+    // bitmaps
+    cmd!("setbit", 4, RW, KEY1, bits::setbit),
+    cmd!("getbit", 3, READONLY | FAST, KEY1, bits::getbit),
+    cmd!("bitcount", -2, READONLY, KEY1, bits::bitcount),
+    cmd!("bitpos", -3, READONLY, KEY1, bits::bitpos),
+    cmd!("bitop", -4, RW, (2, -1, 1), bits::bitop),
+    cmd!("bitfield", -2, RW, KEY1, bitfield::bitfield),
+    cmd!(
+        "bitfield_ro",
+        -2,
+        READONLY | FAST,
+        KEY1,
+        bitfield::bitfield_ro
+    ),
+    // hyperloglog
+    cmd!("pfadd", -2, RW | FAST, KEY1, hll::pfadd),
+    cmd!("pfcount", -2, READONLY, ALLKEYS, hll::pfcount),
+    cmd!("pfmerge", -2, RW, ALLKEYS, hll::pfmerge),
+    // hashes
+    cmd!("hset", -4, RW | FAST, KEY1, hashes::hset),
+    cmd!("hsetnx", 4, RW | FAST, KEY1, hashes::hsetnx),
+    cmd!("hmset", -4, RW | FAST, KEY1, hashes::hmset),
+    cmd!("hget", 3, READONLY | FAST, KEY1, hashes::hget),
+    cmd!("hmget", -3, READONLY | FAST, KEY1, hashes::hmget),
+    cmd!("hdel", -3, WRITE | FAST, KEY1, hashes::hdel),
+    cmd!("hlen", 2, READONLY | FAST, KEY1, hashes::hlen),
+    cmd!("hstrlen", 3, READONLY | FAST, KEY1, hashes::hstrlen),
+    cmd!("hincrby", 4, RW | FAST, KEY1, hashes::hincrby),
+    cmd!("hincrbyfloat", 4, RW | FAST, KEY1, hashes::hincrbyfloat),
+    cmd!("hkeys", 2, READONLY, KEY1, hashes::hkeys),
+    cmd!("hvals", 2, READONLY, KEY1, hashes::hvals),
+    cmd!("hgetall", 2, READONLY, KEY1, hashes::hgetall),
+    cmd!("hexists", 3, READONLY | FAST, KEY1, hashes::hexists),
+    cmd!("hrandfield", -2, READONLY, KEY1, hashes::hrandfield),
+    cmd!("hscan", -3, READONLY, KEY1, hashes::hscan),
+    // lists
+    cmd!("lpush", -3, RW | FAST, KEY1, lists::lpush),
+    cmd!("rpush", -3, RW | FAST, KEY1, lists::rpush),
+    cmd!("lpushx", -3, RW | FAST, KEY1, lists::lpushx),
+    cmd!("rpushx", -3, RW | FAST, KEY1, lists::rpushx),
+    cmd!("linsert", 5, RW, KEY1, lists::linsert),
+    cmd!("lindex", 3, READONLY, KEY1, lists::lindex),
+    cmd!("llen", 2, READONLY | FAST, KEY1, lists::llen),
+    cmd!("lpop", -2, WRITE | FAST, KEY1, lists::lpop),
+    cmd!("rpop", -2, WRITE | FAST, KEY1, lists::rpop),
+    cmd!("lrange", 4, READONLY, KEY1, lists::lrange),
+    cmd!("lrem", 4, WRITE, KEY1, lists::lrem),
+    cmd!("lset", 4, RW, KEY1, lists::lset),
+    cmd!("ltrim", 4, WRITE, KEY1, lists::ltrim),
+    cmd!("lpos", -3, READONLY, KEY1, lists::lpos),
+    cmd!("rpoplpush", 3, RW, (1, 2, 1), lists::rpoplpush),
+    cmd!("lmove", 5, RW, (1, 2, 1), lists::lmove),
+    cmd!("lmpop", -4, WRITE, NOKEYS, lists::lmpop),
+    // sets
+    cmd!("sadd", -3, RW | FAST, KEY1, sets::sadd),
+    cmd!("srem", -3, WRITE | FAST, KEY1, sets::srem),
+    cmd!("smembers", 2, READONLY, KEY1, sets::smembers),
+    cmd!("sismember", 3, READONLY | FAST, KEY1, sets::sismember),
+    cmd!("smismember", -3, READONLY | FAST, KEY1, sets::smismember),
+    cmd!("scard", 2, READONLY | FAST, KEY1, sets::scard),
+    cmd!("spop", -2, WRITE | FAST, KEY1, sets::spop),
+    cmd!("srandmember", -2, READONLY, KEY1, sets::srandmember),
+    cmd!("smove", 4, WRITE | FAST, (1, 2, 1), sets::smove),
+    cmd!("sinter", -2, READONLY, ALLKEYS, sets::sinter),
+    cmd!("sinterstore", -3, RW, ALLKEYS, sets::sinterstore),
+    cmd!("sunion", -2, READONLY, ALLKEYS, sets::sunion),
+    cmd!("sunionstore", -3, RW, ALLKEYS, sets::sunionstore),
+    cmd!("sdiff", -2, READONLY, ALLKEYS, sets::sdiff),
+    cmd!("sdiffstore", -3, RW, ALLKEYS, sets::sdiffstore),
+    cmd!("sintercard", -3, READONLY, NOKEYS, sets::sintercard),
+    cmd!("sscan", -3, READONLY, KEY1, sets::sscan),
+    // sorted sets
+    cmd!("zadd", -4, RW | FAST, KEY1, zsets::zadd),
+    cmd!("zincrby", 4, RW | FAST, KEY1, zsets::zincrby),
+    cmd!("zrem", -3, WRITE | FAST, KEY1, zsets::zrem),
+    cmd!("zcard", 2, READONLY | FAST, KEY1, zsets::zcard),
+    cmd!("zcount", 4, READONLY | FAST, KEY1, zsets::zcount),
+    cmd!("zlexcount", 4, READONLY | FAST, KEY1, zsets::zlexcount),
+    cmd!("zscore", 3, READONLY | FAST, KEY1, zsets::zscore),
+    cmd!("zmscore", -3, READONLY | FAST, KEY1, zsets::zmscore),
+    cmd!("zrank", -3, READONLY | FAST, KEY1, zsets::zrank),
+    cmd!("zrevrank", -3, READONLY | FAST, KEY1, zsets::zrevrank),
+    cmd!("zrange", -4, READONLY, KEY1, zrange::zrange),
+    cmd!("zrangestore", -5, RW, (1, 2, 1), zrange::zrangestore),
+    cmd!("zrevrange", -4, READONLY, KEY1, zrange::zrevrange),
+    cmd!("zrangebyscore", -4, READONLY, KEY1, zrange::zrangebyscore),
+    cmd!(
+        "zrevrangebyscore",
+        -4,
+        READONLY,
+        KEY1,
+        zrange::zrevrangebyscore
+    ),
+    cmd!("zrangebylex", -4, READONLY, KEY1, zrange::zrangebylex),
+    cmd!("zrevrangebylex", -4, READONLY, KEY1, zrange::zrevrangebylex),
+    cmd!("zremrangebyrank", 4, WRITE, KEY1, zrange::zremrangebyrank),
+    cmd!("zremrangebyscore", 4, WRITE, KEY1, zrange::zremrangebyscore),
+    cmd!("zremrangebylex", 4, WRITE, KEY1, zrange::zremrangebylex),
+    cmd!("zpopmin", -2, WRITE | FAST, KEY1, zsets::zpopmin),
+    cmd!("zpopmax", -2, WRITE | FAST, KEY1, zsets::zpopmax),
+    cmd!("zmpop", -4, WRITE, NOKEYS, zsets::zmpop),
+    cmd!("zrandmember", -2, READONLY, KEY1, zsets::zrandmember),
+    cmd!("zscan", -3, READONLY, KEY1, zsets::zscan),
+    cmd!("zunion", -3, READONLY, NOKEYS, zstore::zunion),
+    cmd!("zinter", -3, READONLY, NOKEYS, zstore::zinter),
+    cmd!("zdiff", -3, READONLY, NOKEYS, zstore::zdiff),
+    cmd!("zunionstore", -4, RW, KEY1, zstore::zunionstore),
+    cmd!("zinterstore", -4, RW, KEY1, zstore::zinterstore),
+    cmd!("zdiffstore", -4, RW, KEY1, zstore::zdiffstore),
+    cmd!("zintercard", -3, READONLY, NOKEYS, zstore::zintercard),
+    cmd!("sort", -2, RW, KEY1, sort::sort),
+    cmd!("sort_ro", -2, READONLY, KEY1, sort::sort_ro),
     // keys
     cmd!("del", -2, WRITE, ALLKEYS, keys::del),
     cmd!("unlink", -2, WRITE | FAST, ALLKEYS, keys::del),
@@ -272,12 +399,9 @@ pub fn dispatch(
         CmdError::WrongArity(cmd.name.to_string()).write(out);
         return Next::Done;
     }
-    if cmd.flags & DENYOOM != 0 {
-        let max = node.maxmemory.load(Relaxed);
-        if max != 0 && node.store.evict_to_fit(max, now).is_err() {
-            CmdError::OutOfMemory.write(out);
-            return Next::Done;
-        }
+    if cmd.flags & DENYOOM != 0 && node.make_room(now).is_err() {
+        CmdError::OutOfMemory.write(out);
+        return Next::Done;
     }
     match cmd.run {
         Run::Sync(f) => {

@@ -3,7 +3,7 @@
 
 use super::{parse_i64, CmdResult, Ctx};
 use crate::backend::error::CmdError;
-use crate::backend::store::{lru_clock, Entry, Store};
+use crate::backend::store::{lru_clock, Store};
 use crate::resp::{encode, eq_ignore_case};
 
 /// Moves `src` to `dst` under both shard locks. `nx`: only if `dst` is
@@ -22,7 +22,7 @@ fn transfer(ctx: &mut Ctx, src: &[u8], dst: &[u8], nx: bool, copy: bool) -> Opti
     if !copy {
         locked[is].as_mut()?.remove(hs, src);
     }
-    let moved = Entry::new(dst, entry.value(), entry.expire_at, ctx.now);
+    let moved = entry.with_key(dst, ctx.now);
     locked[id].as_mut()?.insert(hd, moved);
     Some(true)
 }
@@ -132,20 +132,28 @@ pub fn object(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     let h = store.hash(args[2]);
     let s = store.lock(h, ctx.now);
     // OBJECT must not count as an access: read the entry without touching it.
-    let Some((enc, lru, int)) = s.peek(h, args[2]).map(|e| {
-        (
+    let Some((enc, lru, int)) = s.peek(h, args[2]).map(|e| match e.coll() {
+        Some(c) => (c.encoding(), e.lru, None),
+        None => (
             encoding(e.value()),
             e.lru,
             crate::resp::parse_i64(e.value()),
-        )
+        ),
     }) else {
         drop(s);
         encode::null(ctx.out, ctx.client.proto);
         return Ok(());
     };
     drop(s);
+    let lfu = &ctx.node.store.counters.lfu;
     if eq_ignore_case(sub, b"encoding") {
         encode::bulk(ctx.out, enc.as_bytes());
+    } else if eq_ignore_case(sub, b"idletime") && lfu.is_on() {
+        return Err(CmdError::err(
+            "An LFU maxmemory policy is selected, idle time not tracked. Please note that when switching between policies at runtime LRU and LFU data will take some time to adjust.",
+        ));
+    } else if eq_ignore_case(sub, b"freq") && lfu.is_on() {
+        encode::integer(ctx.out, lfu.decayed(lru, ctx.now) as i64);
     } else if eq_ignore_case(sub, b"idletime") {
         encode::integer(ctx.out, (lru_clock(ctx.now).wrapping_sub(lru) / 100) as i64);
     } else if eq_ignore_case(sub, b"refcount") {

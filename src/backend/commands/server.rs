@@ -1,13 +1,10 @@
-//! Server commands: COMMAND, DBSIZE, FLUSHDB/FLUSHALL, CONFIG, TIME,
-//! LASTSAVE. INFO has its own file, `info.rs`.
+//! Server commands: COMMAND, DBSIZE, FLUSHDB/FLUSHALL, TIME, LASTSAVE.
+//! INFO has its own file, `info.rs`; CONFIG is in `config.rs`.
 
 use super::{CmdResult, Command, Ctx, Run, COMMANDS, DENYOOM, FAST, READONLY, WRITE};
 use crate::backend::error::CmdError;
-use crate::backend::store::now_ms;
-use crate::glob;
 use crate::resp::{encode, eq_ignore_case};
 use bytes::BytesMut;
-use std::sync::atomic::Ordering::Relaxed;
 
 /// DBSIZE (expired keys not yet reclaimed count, as in Redis).
 pub fn dbsize(ctx: &mut Ctx, _args: &[&[u8]]) -> CmdResult {
@@ -86,10 +83,36 @@ fn command_docs(out: &mut BytesMut, c: &Command, proto: u8) {
         n if matches!(c.run, Run::Migrate) || ["dump", "restore"].contains(&n) => "generic",
         "get" | "set" | "setnx" | "setex" | "psetex" | "getset" | "getdel" | "getex" | "mget"
         | "mset" | "msetnx" | "append" | "strlen" | "getrange" | "substr" | "setrange" | "incr"
-        | "decr" | "incrby" | "decrby" | "incrbyfloat" => "string",
+        | "decr" | "incrby" | "decrby" | "incrbyfloat" | "lcs" => "string",
+        "setbit" | "getbit" | "bitcount" | "bitpos" | "bitop" | "bitfield" | "bitfield_ro" => {
+            "bitmap"
+        }
+        "pfadd" | "pfcount" | "pfmerge" => "hyperloglog",
         "ping" | "echo" | "quit" | "hello" | "select" | "client" | "auth" | "reset" => "connection",
         "command" | "info" | "dbsize" | "flushdb" | "flushall" | "config" | "time" | "lastsave" => {
             "server"
+        }
+        n if n.starts_with('h') => "hash",
+        n if n.starts_with('z') => "sorted-set",
+        "lpush" | "rpush" | "lpushx" | "rpushx" | "linsert" | "lindex" | "llen" | "lpop"
+        | "rpop" | "lrange" | "lrem" | "lset" | "ltrim" | "lpos" | "rpoplpush" | "lmove"
+        | "lmpop" => "list",
+        n if n.starts_with('s')
+            && !matches!(
+                n,
+                "set"
+                    | "setnx"
+                    | "setex"
+                    | "setrange"
+                    | "sort"
+                    | "sort_ro"
+                    | "scan"
+                    | "select"
+                    | "substr"
+                    | "strlen"
+            ) =>
+        {
+            "set"
         }
         _ => "generic",
     };
@@ -154,146 +177,4 @@ pub fn command(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
         ));
     }
     Ok(())
-}
-
-/// Parses a Redis memory value: bytes with an optional k/kb/m/mb/g/gb unit.
-pub fn parse_memory(b: &[u8]) -> Option<u64> {
-    let s = std::str::from_utf8(b).ok()?.to_ascii_lowercase();
-    let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
-    let (num, unit) = s.split_at(split);
-    let mul: u64 = match unit {
-        "" | "b" => 1,
-        "k" => 1000,
-        "kb" => 1024,
-        "m" => 1000 * 1000,
-        "mb" => 1024 * 1024,
-        "g" => 1000 * 1000 * 1000,
-        "gb" => 1024 * 1024 * 1024,
-        _ => return None,
-    };
-    num.parse::<u64>().ok()?.checked_mul(mul)
-}
-
-/// What CONFIG GET reports; enough for redis-benchmark, redis-cli and
-/// client libraries that probe settings.
-pub(super) fn config_values(ctx: &Ctx) -> Vec<(&'static str, String)> {
-    let node = ctx.node;
-    vec![
-        ("maxmemory", node.maxmemory.load(Relaxed).to_string()),
-        ("maxmemory-policy", "allkeys-lru".into()),
-        (
-            "maxmemory-samples",
-            crate::backend::evict::EVICTION_SAMPLES.to_string(),
-        ),
-        ("save", String::new()),
-        ("appendonly", "no".into()),
-        ("databases", "1".into()),
-        ("port", node.port.to_string()),
-        ("bind", "127.0.0.1".into()),
-        ("timeout", "0".into()),
-        ("hz", "10".into()),
-        ("maxclients", "10000".into()),
-        ("proto-max-bulk-len", node.limits.max_bulk_len.to_string()),
-        (
-            "client-query-buffer-limit",
-            node.limits.max_query_buffer.to_string(),
-        ),
-        ("cluster-enabled", "no".into()),
-    ]
-}
-
-/// CONFIG GET pattern... | SET name value... | RESETSTAT
-pub fn config(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
-    let sub = &args[1];
-    if eq_ignore_case(sub, b"get") {
-        if args.len() < 3 {
-            return Err(CmdError::WrongArity("config|get".into()));
-        }
-        let values = config_values(ctx);
-        let hits: Vec<_> = values
-            .iter()
-            .filter(|(name, _)| {
-                args[2..]
-                    .iter()
-                    .any(|p| glob::matches_nocase(p, name.as_bytes()))
-            })
-            .collect();
-        encode::map_len(ctx.out, hits.len(), ctx.client.proto);
-        for (name, value) in hits {
-            encode::bulk(ctx.out, name.as_bytes());
-            encode::bulk(ctx.out, value.as_bytes());
-        }
-    } else if eq_ignore_case(sub, b"set") {
-        if args.len() < 4 || !args.len().is_multiple_of(2) {
-            return Err(CmdError::WrongArity("config|set".into()));
-        }
-        for pair in args[2..].chunks(2) {
-            let name = String::from_utf8_lossy(pair[0]).to_ascii_lowercase();
-            match name.as_str() {
-                "maxmemory" => {
-                    let v = parse_memory(pair[1]).ok_or_else(|| {
-                        CmdError::err("CONFIG SET failed (possibly related to argument 'maxmemory') - argument must be a memory value")
-                    })?;
-                    ctx.node.maxmemory.store(v, Relaxed);
-                }
-                "maxmemory-policy" if eq_ignore_case(pair[1], b"allkeys-lru") => {}
-                "save" | "appendonly" | "maxmemory-samples" | "hz" | "timeout" => {}
-                _ => {
-                    return Err(CmdError::err(format!(
-                        "Unknown option or number of arguments for CONFIG SET - '{name}'"
-                    )))
-                }
-            }
-        }
-        let max = ctx.node.maxmemory.load(Relaxed);
-        // Like Redis, lowering the limit evicts at once.
-        let _ = ctx.node.store.evict_to_fit(max, now_ms());
-        ctx.ok();
-    } else if eq_ignore_case(sub, b"resetstat") {
-        if args.len() != 2 {
-            return Err(CmdError::WrongArity("config|resetstat".into()));
-        }
-        let c = &ctx.node.store.counters;
-        for a in [
-            &c.expired_keys,
-            &c.evicted_keys,
-            &c.keyspace_hits,
-            &c.keyspace_misses,
-            &ctx.node.stats.total_commands,
-        ] {
-            a.store(0, Relaxed);
-        }
-        ctx.ok();
-    } else if eq_ignore_case(sub, b"rewrite") {
-        return Err(CmdError::err("The server is running without a config file"));
-    } else {
-        return Err(CmdError::UnknownSubcommand(
-            String::from_utf8_lossy(sub).into_owned(),
-            "CONFIG",
-        ));
-    }
-    Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn memory_values_parse_like_redis() {
-        let cases: &[(&str, Option<u64>)] = &[
-            ("0", Some(0)),
-            ("100", Some(100)),
-            ("1k", Some(1000)),
-            ("1kb", Some(1024)),
-            ("100mb", Some(104_857_600)),
-            ("2GB", Some(2 << 30)),
-            ("abc", None),
-            ("-1", None),
-            ("1tb", None),
-        ];
-        for &(s, want) in cases {
-            assert_eq!(parse_memory(s.as_bytes()), want, "{s}");
-        }
-    }
 }

@@ -7,15 +7,12 @@ use crate::backend::error::CmdError;
 use crate::backend::store::{Entry, Store};
 use crate::resp::encode;
 
-/// Largest string value (Redis `proto-max-bulk-len`).
-pub const MAX_STRING_LEN: usize = 512 * 1024 * 1024;
-
 /// GET key
 pub fn get(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     let store = &ctx.node.store;
     let h = store.hash(args[1]);
     let mut s = store.lock(h, ctx.now);
-    match s.read(h, args[1]) {
+    match s.read_string(h, args[1])? {
         Some(e) => encode::bulk(ctx.out, e.value()),
         None => encode::null(ctx.out, ctx.client.proto),
     }
@@ -38,6 +35,9 @@ pub fn set(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     let mut keep = 0;
     if o.nx || o.xx || o.get || o.keepttl {
         let old = s.get(h, key);
+        if o.get && old.as_ref().is_some_and(|e| !e.is_string()) {
+            return Err(CmdError::WrongType);
+        }
         let found = old.is_some();
         if o.keepttl {
             keep = old.as_ref().map_or(0, |e| e.expire_at);
@@ -108,8 +108,11 @@ pub fn psetex(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
 pub fn getset(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     let store = &ctx.node.store;
     let h = store.hash(args[1]);
+    let mut s = store.lock(h, ctx.now);
+    s.get_string(h, args[1])?;
     let entry = Entry::new(args[1], args[2], 0, ctx.now);
-    let old = store.lock(h, ctx.now).insert(h, entry);
+    let old = s.insert(h, entry);
+    drop(s);
     ctx.bulk_or_null(old.as_ref().map(|e| e.value()));
     Ok(())
 }
@@ -118,7 +121,10 @@ pub fn getset(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
 pub fn getdel(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     let store = &ctx.node.store;
     let h = store.hash(args[1]);
-    let old = store.lock(h, ctx.now).remove(h, args[1]);
+    let mut s = store.lock(h, ctx.now);
+    s.get_string(h, args[1])?;
+    let old = s.remove(h, args[1]);
+    drop(s);
     ctx.bulk_or_null(old.as_ref().map(|e| e.value()));
     Ok(())
 }
@@ -130,7 +136,7 @@ pub fn getex(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     let (key, now) = (args[1], ctx.now);
     let h = store.hash(key);
     let mut s = store.lock(h, now);
-    if s.read(h, key).is_none() {
+    if s.read_string(h, key)?.is_none() {
         encode::null(ctx.out, ctx.client.proto);
         return Ok(());
     }
@@ -162,8 +168,8 @@ pub fn mget(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
         let h = store.hash(key);
         let mut s = store.lock(h, ctx.now);
         match s.read(h, key) {
-            Some(e) => encode::bulk(ctx.out, e.value()),
-            None => encode::null(ctx.out, ctx.client.proto),
+            Some(e) if e.is_string() => encode::bulk(ctx.out, e.value()),
+            _ => encode::null(ctx.out, ctx.client.proto),
         }
     }
     Ok(())
@@ -221,9 +227,9 @@ pub fn append(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     let (key, add) = (args[1], args[2]);
     let h = store.hash(key);
     let mut s = store.lock(h, ctx.now);
-    let len = match s.get(h, key).map(|e| e.value().len()) {
+    let len = match s.get_string(h, key)?.map(|e| e.value().len()) {
         Some(cur) => {
-            if cur + add.len() > MAX_STRING_LEN {
+            if (cur + add.len()) as u64 > ctx.node.settings.max_bulk() {
                 return Err(CmdError::StringTooLong);
             }
             s.update(h, key, |e| {
@@ -247,7 +253,7 @@ pub fn strlen(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     let h = store.hash(args[1]);
     let len = store
         .lock(h, ctx.now)
-        .read(h, args[1])
+        .read_string(h, args[1])?
         .map_or(0, |e| e.value().len());
     encode::integer(ctx.out, len as i64);
     Ok(())
@@ -279,7 +285,7 @@ pub fn getrange(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     let store = &ctx.node.store;
     let h = store.hash(args[1]);
     let mut s = store.lock(h, ctx.now);
-    let v = s.read(h, args[1]).map(|e| e.value()).unwrap_or(b"");
+    let v = s.read_string(h, args[1])?.map(|e| e.value()).unwrap_or(b"");
     let slice = clamp_range(start, end, v.len()).map_or(&b""[..], |(a, b)| &v[a..b]);
     encode::bulk(ctx.out, slice);
     Ok(())
@@ -295,12 +301,12 @@ pub fn setrange(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     let store = &ctx.node.store;
     let h = store.hash(key);
     let mut s = store.lock(h, ctx.now);
-    let cur = s.get(h, key).map(|e| e.value().len());
+    let cur = s.get_string(h, key)?.map(|e| e.value().len());
     if add.is_empty() {
         encode::integer(ctx.out, cur.unwrap_or(0) as i64);
         return Ok(());
     }
-    if offset as u64 + add.len() as u64 > MAX_STRING_LEN as u64 {
+    if offset as u64 + add.len() as u64 > ctx.node.settings.max_bulk() {
         return Err(CmdError::StringTooLong);
     }
     let offset = offset as usize;

@@ -1,0 +1,334 @@
+//! Helpers shared by the collection command families: typed reads and
+//! writes of one key, several keys locked together, Redis's double
+//! formatting, count and range parsing, and element cursors for the
+//! H/S/ZSCAN commands.
+
+use super::{parse_i64, CmdResult, Ctx};
+use crate::backend::error::CmdError;
+use crate::backend::store::{hash_bytes, Locked, Store};
+use crate::backend::value::{Thresholds, Typed};
+use crate::glob;
+use crate::resp::{encode, eq_ignore_case};
+use bytes::BytesMut;
+
+impl Ctx<'_> {
+    /// Reads the collection of type `T` at `key` with `f`; `Ok(None)` if
+    /// absent, WRONGTYPE if another type.
+    pub fn read<T: Typed, R>(
+        &mut self,
+        key: &[u8],
+        f: impl FnOnce(&T) -> R,
+    ) -> Result<Option<R>, CmdError> {
+        let store = &self.node.store;
+        let h = store.hash(key);
+        let mut s = store.lock(h, self.now);
+        Ok(s.read_coll::<T>(h, key)?.map(f))
+    }
+
+    /// Changes the collection of type `T` at `key` with `f` (see
+    /// [`Locked::write_coll`]); `f` also gets the encoding thresholds.
+    pub fn write<T: Typed, R>(
+        &mut self,
+        key: &[u8],
+        create: bool,
+        f: impl FnOnce(&mut T, &Thresholds) -> R,
+    ) -> Result<Option<R>, CmdError> {
+        let t = self.node.thresholds();
+        let store = &self.node.store;
+        let h = store.hash(key);
+        let mut s = store.lock(h, self.now);
+        s.write_coll::<T, R>(h, key, create, |c| f(c, &t))
+    }
+
+    /// Locks the shards of all `keys` at once (in shard order), so a
+    /// multi-key command reads and writes them atomically.
+    pub fn lock_keys(&self, keys: &[&[u8]]) -> Many<'_> {
+        let store = &self.node.store;
+        let hashes: Vec<u64> = keys.iter().map(|k| store.hash(k)).collect();
+        Many {
+            locked: store.lock_many(&hashes, self.now),
+            store,
+        }
+    }
+
+    /// A score or other double reply: a bulk string in RESP2, `,` in RESP3.
+    pub fn double(&mut self, v: f64) {
+        double(self.out, v, self.client.proto);
+    }
+}
+
+/// Several shards locked together.
+pub struct Many<'a> {
+    locked: Vec<Option<Locked<'a>>>,
+    store: &'a Store,
+}
+
+impl<'a> Many<'a> {
+    /// The locked shard that holds `key`, and the key's hash.
+    pub fn shard(&mut self, key: &[u8]) -> (&mut Locked<'a>, u64) {
+        let h = self.store.hash(key);
+        let s = self.locked[Store::shard_of(h)]
+            .as_mut()
+            .expect("lock_keys locked every key's shard");
+        (s, h)
+    }
+
+    /// A copy of what `f` extracts from the `T` at `key` (None if absent).
+    pub fn read<T: Typed, R>(
+        &mut self,
+        key: &[u8],
+        f: impl FnOnce(&T) -> R,
+    ) -> Result<Option<R>, CmdError> {
+        let (s, h) = self.shard(key);
+        Ok(s.read_coll::<T>(h, key)?.map(f))
+    }
+}
+
+/// The message of `getPositiveLongFromObjectOrReply` without one of its own.
+pub const MUST_BE_POSITIVE: &str = "value is out of range, must be positive";
+
+/// Formats a double as Redis 7.0 replies with it (`%.17g`, `inf`, `-inf`).
+pub fn fmt_double(v: f64) -> String {
+    if v.is_infinite() {
+        return if v > 0.0 { "inf" } else { "-inf" }.into();
+    }
+    if v == 0.0 {
+        return if v.is_sign_negative() { "-0" } else { "0" }.into();
+    }
+    let sci = format!("{v:.16e}");
+    let (mant, exp) = sci.split_once('e').unwrap_or((&sci, "0"));
+    let exp: i32 = exp.parse().unwrap_or(0);
+    let trim = |s: &str| -> String {
+        if s.contains('.') {
+            s.trim_end_matches('0').trim_end_matches('.').to_string()
+        } else {
+            s.to_string()
+        }
+    };
+    if !(-4..17).contains(&exp) {
+        let sign = if exp < 0 { '-' } else { '+' };
+        format!("{}e{sign}{:02}", trim(mant), exp.abs())
+    } else {
+        trim(&format!("{v:.prec$}", prec = (16 - exp) as usize))
+    }
+}
+
+/// Appends a double reply.
+pub fn double(out: &mut BytesMut, v: f64, proto: u8) {
+    let s = fmt_double(v);
+    if proto >= 3 {
+        out.extend_from_slice(b",");
+        out.extend_from_slice(s.as_bytes());
+        out.extend_from_slice(b"\r\n");
+    } else {
+        encode::bulk(out, s.as_bytes());
+    }
+}
+
+/// Parses a score as Redis's `strtod` check: a float or `[+-]inf`, no NaN.
+pub fn parse_score(b: &[u8]) -> Result<f64, CmdError> {
+    super::parse_f64(b)
+}
+
+/// `getPositiveLongFromObjectOrReply`: any failure (not an integer, or
+/// negative) gives `msg` (Redis's default: "value is out of range, must be
+/// positive").
+pub fn parse_positive(b: &[u8], msg: &str) -> Result<i64, CmdError> {
+    match crate::resp::parse_i64(b) {
+        Some(v) if v >= 0 => Ok(v),
+        _ => Err(CmdError::err(msg)),
+    }
+}
+
+/// Most picks a negative *RANDMEMBER/HRANDFIELD count may ask for: the
+/// reply is built in memory, and Redis would stream billions of repeats.
+pub const MAX_REPEATED_PICKS: i64 = 1 << 24;
+
+/// `getRangeLongFromObjectOrReply(-LONG_MAX, LONG_MAX)` (RANDFIELD counts),
+/// with repeats bounded by [`MAX_REPEATED_PICKS`].
+pub fn parse_count(b: &[u8]) -> Result<i64, CmdError> {
+    let v = parse_i64(b)?;
+    if v == i64::MIN {
+        return Err(CmdError::err(
+            "value is out of range, value must between -9223372036854775807 and 9223372036854775807",
+        ));
+    }
+    if v < -MAX_REPEATED_PICKS {
+        return Err(CmdError::err(format!(
+            "count is too large: at most {MAX_REPEATED_PICKS} repeated picks per call"
+        )));
+    }
+    Ok(v)
+}
+
+/// Redis's rank-range rule (LRANGE, ZRANGE): the inclusive `start..=end`
+/// clamped to `len`, or None when empty.
+pub fn rank_range(start: i64, end: i64, len: usize) -> Option<(usize, usize)> {
+    let len = len as i64;
+    let start = if start < 0 {
+        (len + start).max(0)
+    } else {
+        start
+    };
+    let end = if end < 0 { len + end } else { end };
+    if start > end || start >= len {
+        return None;
+    }
+    Some((start as usize, end.min(len - 1) as usize))
+}
+
+/// Parsed `[MATCH pattern] [COUNT n]` of H/S/ZSCAN.
+pub struct ScanOpts<'a> {
+    /// Only elements matching this.
+    pub pattern: Option<&'a [u8]>,
+    /// Elements per call.
+    pub count: usize,
+}
+
+/// Parses the options after `key cursor`.
+pub fn scan_opts<'a>(args: &[&'a [u8]]) -> Result<ScanOpts<'a>, CmdError> {
+    let mut o = ScanOpts {
+        pattern: None,
+        count: 10,
+    };
+    let mut j = 0;
+    while j < args.len() {
+        let Some(value) = args.get(j + 1) else {
+            return Err(CmdError::Syntax);
+        };
+        if eq_ignore_case(args[j], b"match") {
+            o.pattern = Some(*value).filter(|p| !glob::is_match_all(p));
+        } else if eq_ignore_case(args[j], b"count") {
+            let n = parse_i64(value)?;
+            if n < 1 {
+                return Err(CmdError::Syntax);
+            }
+            o.count = n as usize;
+        } else {
+            return Err(CmdError::Syntax);
+        }
+        j += 2;
+    }
+    Ok(o)
+}
+
+/// One cursor step over a collection's elements (given by their names):
+/// the next cursor and the indexes to return. A compact collection is
+/// returned whole with cursor 0, as Redis does; a large one is walked in
+/// the order of a fixed hash of each element, so an element present for
+/// the whole walk is returned exactly once whatever changes meanwhile.
+pub fn scan_step(names: &[&[u8]], cursor: u64, count: usize, compact: bool) -> (u64, Vec<usize>) {
+    if compact {
+        return (0, (0..names.len()).collect());
+    }
+    let mut ahead: Vec<(u64, usize)> = names
+        .iter()
+        .enumerate()
+        .map(|(i, n)| (hash_bytes(0x5eed, n), i))
+        .filter(|&(h, _)| h >= cursor)
+        .collect();
+    ahead.sort_unstable();
+    if ahead.len() <= count {
+        return (0, ahead.into_iter().map(|(_, i)| i).collect());
+    }
+    let mut bound = ahead[count].0;
+    let mut take = count;
+    if bound == ahead[count - 1].0 {
+        // Elements sharing a hash go out together.
+        take = ahead.partition_point(|&(h, _)| h <= bound);
+        bound = match ahead.get(take) {
+            Some(&(h, _)) => h,
+            None => 0,
+        };
+    }
+    (bound, ahead[..take].iter().map(|&(_, i)| i).collect())
+}
+
+/// Writes a SCAN reply: `[cursor, [items...]]`, keeping items whose name
+/// (`name_of`) matches `pattern`.
+pub fn scan_reply(
+    out: &mut BytesMut,
+    next: u64,
+    items: &[Vec<u8>],
+    stride: usize,
+    pattern: Option<&[u8]>,
+) {
+    let kept: Vec<&[Vec<u8>]> = items
+        .chunks(stride)
+        .filter(|c| pattern.is_none_or(|p| glob::matches(p, &c[0])))
+        .collect();
+    encode::array_len(out, 2);
+    encode::bulk(out, next.to_string().as_bytes());
+    encode::array_len(out, kept.len() * stride);
+    kept.iter()
+        .flat_map(|c| c.iter())
+        .for_each(|i| encode::bulk(out, i));
+}
+
+/// The empty SCAN reply for a missing key.
+pub fn empty_scan(ctx: &mut Ctx) -> CmdResult {
+    ctx.out.extend_from_slice(b"*2\r\n$1\r\n0\r\n*0\r\n");
+    Ok(())
+}
+
+/// `getRangeLongFromObjectOrReply(1, LONG_MAX, msg)`: numkeys and COUNT
+/// of the *MPOP and *INTERCARD commands; any failure gives `msg`.
+pub fn parse_at_least_one(b: &[u8], msg: &str) -> Result<usize, CmdError> {
+    match crate::resp::parse_i64(b) {
+        Some(v) if v >= 1 => Ok(v as usize),
+        _ => Err(CmdError::err(msg)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn doubles_format_like_printf_17g() {
+        let cases: &[(f64, &str)] = &[
+            (1.1, "1.1000000000000001"),
+            (2.5, "2.5"),
+            (3.0, "3"),
+            (-0.5, "-0.5"),
+            (f64::INFINITY, "inf"),
+            (f64::NEG_INFINITY, "-inf"),
+            (1e17, "1e+17"),
+            (1e16, "10000000000000000"),
+            (0.0001, "0.0001"),
+            (0.00001, "1.0000000000000001e-05"),
+            (123456789.123, "123456789.123"),
+            (1.5e300, "1.5000000000000001e+300"),
+        ];
+        for &(v, want) in cases {
+            assert_eq!(fmt_double(v), want, "{v:?}");
+        }
+    }
+
+    #[test]
+    fn rank_ranges_clamp_like_redis() {
+        assert_eq!(rank_range(0, -1, 3), Some((0, 2)));
+        assert_eq!(rank_range(-100, 100, 3), Some((0, 2)));
+        assert_eq!(rank_range(2, 1, 3), None);
+        assert_eq!(rank_range(3, 5, 3), None);
+        assert_eq!(rank_range(0, -4, 3), None);
+        assert_eq!(rank_range(0, 0, 0), None);
+    }
+
+    #[test]
+    fn scan_steps_visit_every_element_once() {
+        let names: Vec<Vec<u8>> = (0..1000).map(|i| format!("e{i}").into_bytes()).collect();
+        let refs: Vec<&[u8]> = names.iter().map(|n| &n[..]).collect();
+        let (mut cursor, mut seen) = (0, Vec::new());
+        loop {
+            let (next, idx) = scan_step(&refs, cursor, 7, false);
+            seen.extend(idx);
+            if next == 0 {
+                break;
+            }
+            cursor = next;
+        }
+        seen.sort_unstable();
+        assert_eq!(seen, (0..1000).collect::<Vec<_>>());
+    }
+}

@@ -1,0 +1,413 @@
+//! Sorted-set commands on one key: ZADD, ZINCRBY, ZREM, ZCARD, ZCOUNT,
+//! ZLEXCOUNT, ZSCORE, ZMSCORE, ZRANK, ZREVRANK, ZPOPMIN, ZPOPMAX, ZMPOP,
+//! ZRANDMEMBER and ZSCAN. Ranges live in `zrange.rs`, the multi-key set
+//! algebra in `zstore.rs`. Scores are replied as Redis 7.0 does (`%.17g`).
+
+use super::hashes::random_picks;
+use super::keys::parse_cursor;
+use super::util::{
+    double, empty_scan, fmt_double, parse_at_least_one, parse_count, parse_positive, parse_score,
+    scan_opts, scan_reply, scan_step, MUST_BE_POSITIVE,
+};
+use super::zrange::{parse_lex_range, parse_score_range};
+use super::{CmdResult, Ctx};
+use crate::backend::error::CmdError;
+use crate::backend::value::Elem;
+use crate::backend::zset::ZSet;
+use crate::resp::{encode, eq_ignore_case};
+
+#[derive(Default)]
+struct AddFlags {
+    nx: bool,
+    xx: bool,
+    gt: bool,
+    lt: bool,
+    ch: bool,
+    incr: bool,
+}
+
+/// What ZADD did to one element.
+enum Outcome {
+    Added(f64),
+    Updated(f64),
+    Same(f64),
+    Nop,
+}
+
+fn add_one(
+    z: &mut ZSet,
+    m: &[u8],
+    score: f64,
+    f: &AddFlags,
+    t: &crate::backend::value::Thresholds,
+) -> Result<Outcome, CmdError> {
+    match z.score(m) {
+        Some(cur) => {
+            if f.nx {
+                return Ok(Outcome::Nop);
+            }
+            let new = if f.incr { cur + score } else { score };
+            if new.is_nan() {
+                return Err(CmdError::err("resulting score is not a number (NaN)"));
+            }
+            if (f.lt && new >= cur) || (f.gt && new <= cur) {
+                return Ok(Outcome::Nop);
+            }
+            if new == cur {
+                return Ok(Outcome::Same(new));
+            }
+            z.insert(m, new, t);
+            Ok(Outcome::Updated(new))
+        }
+        None if f.xx => Ok(Outcome::Nop),
+        None => {
+            z.insert(m, score, t);
+            Ok(Outcome::Added(score))
+        }
+    }
+}
+
+/// ZADD key [NX|XX] [GT|LT] [CH] [INCR] score member [score member ...]
+pub fn zadd(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
+    let mut f = AddFlags::default();
+    let mut j = 2;
+    while j < args.len() {
+        let a = args[j];
+        match () {
+            _ if eq_ignore_case(a, b"nx") => f.nx = true,
+            _ if eq_ignore_case(a, b"xx") => f.xx = true,
+            _ if eq_ignore_case(a, b"gt") => f.gt = true,
+            _ if eq_ignore_case(a, b"lt") => f.lt = true,
+            _ if eq_ignore_case(a, b"ch") => f.ch = true,
+            _ if eq_ignore_case(a, b"incr") => f.incr = true,
+            _ => break,
+        }
+        j += 1;
+    }
+    let pairs = &args[j..];
+    if pairs.is_empty() || pairs.len() % 2 == 1 {
+        return Err(CmdError::Syntax);
+    }
+    if f.incr && pairs.len() > 2 {
+        return Err(CmdError::err(
+            "INCR option supports a single increment-element pair",
+        ));
+    }
+    if f.nx && f.xx {
+        return Err(CmdError::err(
+            "XX and NX options at the same time are not compatible",
+        ));
+    }
+    if (f.nx && (f.gt || f.lt)) || (f.gt && f.lt) {
+        return Err(CmdError::err(
+            "GT, LT, and/or NX options at the same time are not compatible",
+        ));
+    }
+    let scores: Vec<f64> = pairs
+        .chunks(2)
+        .map(|p| parse_score(p[0]))
+        .collect::<Result<_, _>>()?;
+    let r = ctx.write::<ZSet, _>(args[1], !f.xx, |z, t| {
+        let (mut added, mut updated, mut last) = (0, 0, None);
+        for (p, &score) in pairs.chunks(2).zip(&scores) {
+            match add_one(z, p[1], score, &f, t)? {
+                Outcome::Added(s) => (added, last) = (added + 1, Some(s)),
+                Outcome::Updated(s) => (updated, last) = (updated + 1, Some(s)),
+                Outcome::Same(s) => last = Some(s),
+                Outcome::Nop => last = None,
+            }
+        }
+        Ok((added, updated, last))
+    })?;
+    let (added, updated, last) = r.unwrap_or(Ok((0, 0, None)))?;
+    if f.incr {
+        match last {
+            Some(s) => ctx.double(s),
+            None => encode::null(ctx.out, ctx.client.proto),
+        }
+    } else {
+        encode::integer(ctx.out, if f.ch { added + updated } else { added });
+    }
+    Ok(())
+}
+
+/// ZINCRBY key increment member
+pub fn zincrby(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
+    let incr = parse_score(args[2])?;
+    let f = AddFlags {
+        incr: true,
+        ..AddFlags::default()
+    };
+    let r = ctx.write::<ZSet, _>(args[1], true, |z, t| add_one(z, args[3], incr, &f, t))?;
+    match r.unwrap_or(Ok(Outcome::Nop))? {
+        Outcome::Added(s) | Outcome::Updated(s) | Outcome::Same(s) => ctx.double(s),
+        Outcome::Nop => encode::null(ctx.out, ctx.client.proto),
+    }
+    Ok(())
+}
+
+/// ZREM key member [member ...]
+pub fn zrem(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
+    let n = ctx.write::<ZSet, _>(args[1], false, |z, _| {
+        args[2..].iter().filter(|m| z.remove(m)).count()
+    })?;
+    encode::integer(ctx.out, n.unwrap_or(0) as i64);
+    Ok(())
+}
+
+/// ZCARD key
+pub fn zcard(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
+    let n = ctx.read::<ZSet, _>(args[1], |z| z.len())?;
+    encode::integer(ctx.out, n.unwrap_or(0) as i64);
+    Ok(())
+}
+
+/// ZCOUNT key min max
+pub fn zcount(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
+    let (min, max) = parse_score_range(args[2], args[3])?;
+    let n = ctx.read::<ZSet, _>(args[1], |z| {
+        let (a, b) = z.score_range(min, max);
+        b - a
+    })?;
+    encode::integer(ctx.out, n.unwrap_or(0) as i64);
+    Ok(())
+}
+
+/// ZLEXCOUNT key min max
+pub fn zlexcount(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
+    let (min, max) = parse_lex_range(args[2], args[3])?;
+    let n = ctx.read::<ZSet, _>(args[1], |z| {
+        let (a, b) = z.lex_range(&min, &max);
+        b - a
+    })?;
+    encode::integer(ctx.out, n.unwrap_or(0) as i64);
+    Ok(())
+}
+
+/// ZSCORE key member
+pub fn zscore(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
+    match ctx
+        .read::<ZSet, _>(args[1], |z| z.score(args[2]))?
+        .flatten()
+    {
+        Some(s) => ctx.double(s),
+        None => encode::null(ctx.out, ctx.client.proto),
+    }
+    Ok(())
+}
+
+/// ZMSCORE key member [member ...]
+pub fn zmscore(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
+    let ms = &args[2..];
+    let scores = ctx.read::<ZSet, _>(args[1], |z| {
+        ms.iter().map(|m| z.score(m)).collect::<Vec<_>>()
+    })?;
+    let scores = scores.unwrap_or_else(|| vec![None; ms.len()]);
+    encode::array_len(ctx.out, scores.len());
+    for s in scores {
+        match s {
+            Some(s) => ctx.double(s),
+            None => encode::null(ctx.out, ctx.client.proto),
+        }
+    }
+    Ok(())
+}
+
+fn rank(ctx: &mut Ctx, args: &[&[u8]], rev: bool, name: &str) -> CmdResult {
+    if args.len() > 4 {
+        return Err(CmdError::WrongArity(name.into()));
+    }
+    let withscore = match args.get(3) {
+        Some(a) if eq_ignore_case(a, b"withscore") => true,
+        Some(_) => return Err(CmdError::Syntax),
+        None => false,
+    };
+    let found = ctx.read::<ZSet, _>(args[1], |z| {
+        z.rank(args[2]).map(|r| {
+            let (_, score) = z.at(r);
+            let r = if rev { z.len() - 1 - r } else { r };
+            (r as i64, score)
+        })
+    })?;
+    match (found, withscore) {
+        (None, false) => encode::null(ctx.out, ctx.client.proto),
+        (None, true) => encode::null_array(ctx.out, ctx.client.proto),
+        (Some(None), false) => encode::null(ctx.out, ctx.client.proto),
+        (Some(None), true) => encode::null_array(ctx.out, ctx.client.proto),
+        (Some(Some((r, _))), false) => encode::integer(ctx.out, r),
+        (Some(Some((r, s))), true) => {
+            encode::array_len(ctx.out, 2);
+            encode::integer(ctx.out, r);
+            ctx.double(s);
+        }
+    }
+    Ok(())
+}
+
+/// ZRANK key member [WITHSCORE]
+pub fn zrank(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
+    rank(ctx, args, false, "zrank")
+}
+
+/// ZREVRANK key member [WITHSCORE]
+pub fn zrevrank(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
+    rank(ctx, args, true, "zrevrank")
+}
+
+/// Writes (member, score) pairs: flat in RESP2 (or when `flat`), as
+/// two-element arrays in RESP3.
+pub fn reply_pairs(ctx: &mut Ctx, items: &[(Elem, f64)], nested: bool) {
+    let nested = nested && ctx.client.proto >= 3;
+    encode::array_len(ctx.out, items.len() * if nested { 1 } else { 2 });
+    for (m, s) in items {
+        if nested {
+            encode::array_len(ctx.out, 2);
+        }
+        encode::bulk(ctx.out, m);
+        double(ctx.out, *s, ctx.client.proto);
+    }
+}
+
+fn pop_from(z: &mut ZSet, count: usize, max: bool) -> Vec<(Elem, f64)> {
+    (0..count.min(z.len()))
+        .map(|_| z.remove_at(if max { z.len() - 1 } else { 0 }))
+        .collect()
+}
+
+fn zpop(ctx: &mut Ctx, args: &[&[u8]], max: bool) -> CmdResult {
+    if args.len() > 3 {
+        return Err(CmdError::Syntax);
+    }
+    let count = match args.get(2) {
+        Some(c) => Some(parse_positive(c, MUST_BE_POSITIVE)? as usize),
+        None => None,
+    };
+    let popped =
+        ctx.write::<ZSet, _>(args[1], false, |z, _| pop_from(z, count.unwrap_or(1), max))?;
+    reply_pairs(ctx, &popped.unwrap_or_default(), count.is_some());
+    Ok(())
+}
+
+/// ZPOPMIN key [count]
+pub fn zpopmin(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
+    zpop(ctx, args, false)
+}
+
+/// ZPOPMAX key [count]
+pub fn zpopmax(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
+    zpop(ctx, args, true)
+}
+
+/// ZMPOP numkeys key [key ...] MIN|MAX [COUNT count]
+pub fn zmpop(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
+    let n = parse_at_least_one(args[1], "numkeys should be greater than 0")?;
+    let where_at = 2 + n;
+    if where_at >= args.len() {
+        return Err(CmdError::Syntax);
+    }
+    let max = if eq_ignore_case(args[where_at], b"max") {
+        true
+    } else if eq_ignore_case(args[where_at], b"min") {
+        false
+    } else {
+        return Err(CmdError::Syntax);
+    };
+    let mut count = None;
+    let mut j = where_at + 1;
+    while j < args.len() {
+        if count.is_none() && eq_ignore_case(args[j], b"count") && j + 1 < args.len() {
+            count = Some(parse_at_least_one(
+                args[j + 1],
+                "count should be greater than 0",
+            )?);
+            j += 2;
+        } else {
+            return Err(CmdError::Syntax);
+        }
+    }
+    for key in &args[2..where_at] {
+        if let Some(p) =
+            ctx.write::<ZSet, _>(key, false, |z, _| pop_from(z, count.unwrap_or(1), max))?
+        {
+            encode::array_len(ctx.out, 2);
+            encode::bulk(ctx.out, key);
+            let proto = ctx.client.proto;
+            // ZMPOP nests its pairs in both protocols.
+            encode::array_len(ctx.out, p.len());
+            for (m, s) in &p {
+                encode::array_len(ctx.out, 2);
+                encode::bulk(ctx.out, m);
+                double(ctx.out, *s, proto);
+            }
+            return Ok(());
+        }
+    }
+    encode::null_array(ctx.out, ctx.client.proto);
+    Ok(())
+}
+
+/// ZRANDMEMBER key [count [WITHSCORES]]
+pub fn zrandmember(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
+    let mut count = None;
+    let mut withscores = false;
+    if args.len() >= 3 {
+        count = Some(parse_count(args[2])?);
+        if args.len() == 4 && eq_ignore_case(args[3], b"withscores") {
+            withscores = true;
+        } else if args.len() >= 4 {
+            return Err(CmdError::Syntax);
+        }
+    }
+    let picked = ctx.read::<ZSet, _>(args[1], |z| {
+        let mut picks = random_picks(z.len(), count.unwrap_or(1));
+        if count.is_some_and(|c| c >= z.len() as i64) {
+            // Redis 7.0 returns the whole set from the highest score down.
+            picks.reverse();
+        }
+        picks
+            .into_iter()
+            .map(|i| {
+                let (m, s) = z.at(i);
+                (Elem::from(m), s)
+            })
+            .collect::<Vec<_>>()
+    })?;
+    let Some(count) = count else {
+        let first = picked.and_then(|p| p.into_iter().next());
+        ctx.bulk_or_null(first.as_ref().map(|p| &p.0[..]));
+        return Ok(());
+    };
+    let picked = if count == 0 {
+        Vec::new()
+    } else {
+        picked.unwrap_or_default()
+    };
+    if withscores {
+        reply_pairs(ctx, &picked, true);
+    } else {
+        encode::array_len(ctx.out, picked.len());
+        picked.iter().for_each(|(m, _)| encode::bulk(ctx.out, m));
+    }
+    Ok(())
+}
+
+/// ZSCAN key cursor [MATCH pattern] [COUNT count]
+pub fn zscan(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
+    let cursor = parse_cursor(args[2])?;
+    let found = ctx.read::<ZSet, _>(args[1], |z| {
+        let items: Vec<(Vec<u8>, f64)> = z.iter().map(|(m, s)| (m.to_vec(), s)).collect();
+        (items, z.encoding() == "listpack")
+    })?;
+    let Some((items, compact)) = found else {
+        return empty_scan(ctx);
+    };
+    let o = scan_opts(&args[3..])?;
+    let refs: Vec<&[u8]> = items.iter().map(|p| &p.0[..]).collect();
+    let (next, idx) = scan_step(&refs, cursor, o.count, compact);
+    let flat: Vec<Vec<u8>> = idx
+        .into_iter()
+        .flat_map(|i| [items[i].0.clone(), fmt_double(items[i].1).into_bytes()])
+        .collect();
+    scan_reply(ctx.out, next, &flat, 2, o.pattern);
+    Ok(())
+}

@@ -1,0 +1,494 @@
+//! The node's run-time parameters: the ones CONFIG GET reports and CONFIG
+//! SET changes, with Redis 7's names, aliases, defaults and validation.
+//!
+//! A handful act on the node (`maxmemory`, `maxmemory-policy`,
+//! `maxmemory-samples`, `proto-max-bulk-len`, `hll-sparse-max-bytes`,
+//! `lfu-log-factor`, `lfu-decay-time`) and are mirrored in atomics read on
+//! the hot path; the rest (encoding thresholds, `timeout`, `save`, …) are
+//! validated and kept so tools that tune them get Redis's answers. Used by
+//! `commands/config.rs` (CONFIG), the dispatcher (`maxmemory`), `evict.rs`
+//! (policy) and the bit, LCS and HLL commands. Never does I/O.
+
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering::Relaxed};
+use std::sync::Mutex;
+
+/// What to evict under `maxmemory`, in Redis's order (its error text lists
+/// them in this order).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub enum Policy {
+    VolatileLru,
+    VolatileLfu,
+    VolatileRandom,
+    VolatileTtl,
+    AllkeysLru,
+    AllkeysLfu,
+    AllkeysRandom,
+    NoEviction,
+}
+
+/// Policy names, indexed by `Policy as u8`.
+pub const POLICY_NAMES: [&str; 8] = [
+    "volatile-lru",
+    "volatile-lfu",
+    "volatile-random",
+    "volatile-ttl",
+    "allkeys-lru",
+    "allkeys-lfu",
+    "allkeys-random",
+    "noeviction",
+];
+
+impl Policy {
+    const ALL: [Policy; 8] = [
+        Policy::VolatileLru,
+        Policy::VolatileLfu,
+        Policy::VolatileRandom,
+        Policy::VolatileTtl,
+        Policy::AllkeysLru,
+        Policy::AllkeysLfu,
+        Policy::AllkeysRandom,
+        Policy::NoEviction,
+    ];
+
+    /// Redis's name for the policy.
+    pub fn name(self) -> &'static str {
+        POLICY_NAMES[self as usize]
+    }
+
+    /// Whether access frequency (not recency) is tracked.
+    pub fn is_lfu(self) -> bool {
+        matches!(self, Policy::VolatileLfu | Policy::AllkeysLfu)
+    }
+
+    /// Whether the victim is any candidate rather than the best of a sample.
+    pub fn is_random(self) -> bool {
+        matches!(self, Policy::VolatileRandom | Policy::AllkeysRandom)
+    }
+
+    /// Whether only keys with a TTL may be evicted.
+    pub fn is_volatile(self) -> bool {
+        (self as u8) <= Policy::VolatileTtl as u8
+    }
+}
+
+/// How a parameter's value is checked and normalised.
+#[derive(Clone, Copy)]
+enum Kind {
+    /// Bytes with an optional unit (`100mb`); reported as a plain number.
+    Memory(u64, u64),
+    /// A plain integer in a range.
+    Int(i64, i64),
+    Bool,
+    Enum(&'static [&'static str]),
+    /// `save`: pairs of seconds and changes, or empty.
+    Save,
+    /// Reported, never changed at run time.
+    Immutable,
+}
+
+struct Param {
+    name: &'static str,
+    alias: Option<&'static str>,
+    kind: Kind,
+    default: &'static str,
+}
+
+const LONG_MAX: u64 = i64::MAX as u64;
+const INT_MAX: i64 = i32::MAX as i64;
+
+const fn p(name: &'static str, kind: Kind, default: &'static str) -> Param {
+    Param {
+        name,
+        alias: None,
+        kind,
+        default,
+    }
+}
+
+const fn pa(name: &'static str, alias: &'static str, kind: Kind, default: &'static str) -> Param {
+    Param {
+        name,
+        alias: Some(alias),
+        kind,
+        default,
+    }
+}
+
+/// Default `proto-max-bulk-len` (Redis: 512 MB).
+pub const DEFAULT_PROTO_MAX_BULK_LEN: u64 = 512 * 1024 * 1024;
+/// Default `hll-sparse-max-bytes`.
+pub const DEFAULT_HLL_SPARSE_MAX_BYTES: u64 = 3000;
+/// Default `maxmemory-samples`: more than Redis's 5, a closer LRU for
+/// little cost.
+pub const DEFAULT_SAMPLES: u64 = 16;
+
+/// Every parameter the node knows. The first entries are the live ones;
+/// their positions are used by [`Settings::apply`].
+static PARAMS: &[Param] = &[
+    p("maxmemory", Kind::Memory(0, u64::MAX), "0"),
+    p("maxmemory-policy", Kind::Enum(&POLICY_NAMES), "allkeys-lru"),
+    p("maxmemory-samples", Kind::Int(1, INT_MAX), "16"),
+    p(
+        "proto-max-bulk-len",
+        Kind::Memory(1024 * 1024, LONG_MAX),
+        "536870912",
+    ),
+    p("hll-sparse-max-bytes", Kind::Memory(0, LONG_MAX), "3000"),
+    p("lfu-log-factor", Kind::Int(0, INT_MAX), "10"),
+    p("lfu-decay-time", Kind::Int(0, INT_MAX), "1"),
+    // Kept, reported, not acted on.
+    p("maxmemory-eviction-tenacity", Kind::Int(0, 100), "10"),
+    pa(
+        "hash-max-listpack-entries",
+        "hash-max-ziplist-entries",
+        Kind::Int(0, i64::MAX),
+        "512",
+    ),
+    pa(
+        "hash-max-listpack-value",
+        "hash-max-ziplist-value",
+        Kind::Memory(0, LONG_MAX),
+        "64",
+    ),
+    pa(
+        "zset-max-listpack-entries",
+        "zset-max-ziplist-entries",
+        Kind::Int(0, i64::MAX),
+        "128",
+    ),
+    pa(
+        "zset-max-listpack-value",
+        "zset-max-ziplist-value",
+        Kind::Memory(0, LONG_MAX),
+        "64",
+    ),
+    pa(
+        "list-max-listpack-size",
+        "list-max-ziplist-size",
+        Kind::Int(i32::MIN as i64, INT_MAX),
+        "-2",
+    ),
+    p("list-compress-depth", Kind::Int(0, INT_MAX), "0"),
+    p("set-max-intset-entries", Kind::Int(0, i64::MAX), "512"),
+    p("set-max-listpack-entries", Kind::Int(0, i64::MAX), "128"),
+    p("set-max-listpack-value", Kind::Memory(0, LONG_MAX), "64"),
+    p("stream-node-max-bytes", Kind::Memory(0, LONG_MAX), "4096"),
+    p("stream-node-max-entries", Kind::Int(0, i64::MAX), "100"),
+    p("timeout", Kind::Int(0, INT_MAX), "0"),
+    p("hz", Kind::Int(0, INT_MAX), "10"),
+    p("maxclients", Kind::Int(1, u32::MAX as i64), "10000"),
+    p("save", Kind::Save, ""),
+    p("appendonly", Kind::Bool, "no"),
+    p("activerehashing", Kind::Bool, "yes"),
+    p("lazyfree-lazy-eviction", Kind::Bool, "no"),
+    p("databases", Kind::Immutable, "1"),
+    p("port", Kind::Immutable, "0"),
+    p("bind", Kind::Immutable, "127.0.0.1"),
+    p("cluster-enabled", Kind::Immutable, "no"),
+    p(
+        "client-query-buffer-limit",
+        Kind::Memory(1024 * 1024, LONG_MAX),
+        "1073741824",
+    ),
+];
+
+const MAXMEMORY: usize = 0;
+const POLICY: usize = 1;
+const SAMPLES: usize = 2;
+const BULK: usize = 3;
+const HLL_SPARSE: usize = 4;
+const LFU_LOG: usize = 5;
+const LFU_DECAY: usize = 6;
+
+/// The node's parameters.
+pub struct Settings {
+    /// Bytes; 0 = unlimited.
+    pub maxmemory: AtomicU64,
+    policy: AtomicU8,
+    /// Entries compared per eviction.
+    pub samples: AtomicU64,
+    /// Longest string and request argument (`proto-max-bulk-len`).
+    pub max_bulk_len: AtomicU64,
+    /// Largest sparse HyperLogLog before it turns dense.
+    pub hll_sparse_max_bytes: AtomicU64,
+    /// LFU counter growth: higher is slower.
+    pub lfu_log_factor: AtomicU64,
+    /// Minutes per LFU counter decrement; 0 = never.
+    pub lfu_decay_time: AtomicU64,
+    /// Every parameter's current text, indexed like `PARAMS`. A std mutex:
+    /// held only to read or replace strings, never across an `.await`.
+    values: Mutex<Vec<String>>,
+}
+
+/// Why CONFIG SET refused; rendered by `commands/config.rs`.
+#[derive(Debug, PartialEq, Eq)]
+pub enum SetError {
+    /// Not a parameter: carries the name as typed.
+    Unknown(String),
+    /// `(argument as typed, reason)`.
+    Failed(String, &'static str),
+    /// A value's reason is built at run time (ranges, enum lists).
+    FailedOwned(String, String),
+}
+
+impl Settings {
+    /// Defaults, with the command line's `maxmemory`, bulk limit and port.
+    pub fn new(maxmemory: u64, max_bulk_len: usize, port: u16) -> Settings {
+        let mut values: Vec<String> = PARAMS.iter().map(|p| p.default.to_string()).collect();
+        values[MAXMEMORY] = maxmemory.to_string();
+        values[BULK] = max_bulk_len.to_string();
+        if let Some(i) = PARAMS.iter().position(|p| p.name == "port") {
+            values[i] = port.to_string();
+        }
+        let s = Settings {
+            maxmemory: AtomicU64::new(0),
+            policy: AtomicU8::new(Policy::AllkeysLru as u8),
+            samples: AtomicU64::new(DEFAULT_SAMPLES),
+            max_bulk_len: AtomicU64::new(DEFAULT_PROTO_MAX_BULK_LEN),
+            hll_sparse_max_bytes: AtomicU64::new(DEFAULT_HLL_SPARSE_MAX_BYTES),
+            lfu_log_factor: AtomicU64::new(10),
+            lfu_decay_time: AtomicU64::new(1),
+            values: Mutex::new(Vec::new()),
+        };
+        for (i, v) in values.iter().enumerate() {
+            s.apply(i, v);
+        }
+        *s.lock() = values;
+        s
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<String>> {
+        self.values.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The eviction policy.
+    pub fn policy(&self) -> Policy {
+        Policy::ALL[self.policy.load(Relaxed) as usize]
+    }
+
+    /// `proto-max-bulk-len` in bytes.
+    pub fn max_bulk(&self) -> u64 {
+        self.max_bulk_len.load(Relaxed)
+    }
+
+    /// A numeric parameter's current value by name or alias (the encoding
+    /// thresholds are read this way by the commands that build values).
+    pub fn int(&self, name: &str) -> Option<i64> {
+        let i = find(name.as_bytes())?;
+        self.lock()[i].parse().ok()
+    }
+
+    /// `(name, value)` of every parameter whose name or alias matches.
+    /// `exact` names (no glob characters) are reported as typed, like Redis.
+    pub fn get(&self, pattern: &[u8]) -> Vec<(String, String)> {
+        let values = self.lock();
+        let is_glob = pattern.iter().any(|c| matches!(c, b'*' | b'?' | b'['));
+        let lower = pattern.to_ascii_lowercase();
+        let mut out = Vec::new();
+        for (i, prm) in PARAMS.iter().enumerate() {
+            for name in std::iter::once(prm.name).chain(prm.alias) {
+                let hit = if is_glob {
+                    crate::glob::matches(&lower, name.as_bytes())
+                } else {
+                    lower == name.as_bytes()
+                };
+                if hit {
+                    let shown = if is_glob {
+                        name.to_string()
+                    } else {
+                        String::from_utf8_lossy(pattern).into_owned()
+                    };
+                    out.push((shown, values[i].clone()));
+                }
+            }
+        }
+        out
+    }
+
+    /// Validates every pair, then applies them all (Redis 7 sets several
+    /// parameters atomically: either all change or none).
+    pub fn set(&self, pairs: &[(&[u8], &[u8])]) -> Result<(), SetError> {
+        let mut found: Vec<usize> = Vec::with_capacity(pairs.len());
+        let mut first_bad: Option<SetError> = None;
+        for (name, _) in pairs {
+            let typed = String::from_utf8_lossy(name).into_owned();
+            let Some(i) = find(name) else {
+                return Err(SetError::Unknown(typed));
+            };
+            if first_bad.is_none() {
+                if matches!(PARAMS[i].kind, Kind::Immutable) {
+                    first_bad = Some(SetError::Failed(typed, "can't set immutable config"));
+                } else if found.contains(&i) {
+                    first_bad = Some(SetError::Failed(typed, "duplicate parameter"));
+                }
+            }
+            found.push(i);
+        }
+        if let Some(e) = first_bad {
+            return Err(e);
+        }
+        let mut normalised = Vec::with_capacity(pairs.len());
+        for (&i, (name, value)) in found.iter().zip(pairs) {
+            let v = normalise(PARAMS[i].kind, value)
+                .map_err(|why| SetError::FailedOwned(String::from_utf8_lossy(name).into(), why))?;
+            normalised.push(v);
+        }
+        let mut values = self.lock();
+        for (i, v) in found.into_iter().zip(normalised) {
+            self.apply(i, &v);
+            values[i] = v;
+        }
+        Ok(())
+    }
+
+    /// Mirrors a live parameter's (already valid) text into its atomic.
+    fn apply(&self, i: usize, v: &str) {
+        let n = || v.parse::<u64>().unwrap_or(0);
+        match i {
+            MAXMEMORY => self.maxmemory.store(n(), Relaxed),
+            POLICY => {
+                let at = POLICY_NAMES.iter().position(|p| *p == v).unwrap_or(4);
+                self.policy.store(at as u8, Relaxed);
+            }
+            SAMPLES => self.samples.store(n(), Relaxed),
+            BULK => self.max_bulk_len.store(n(), Relaxed),
+            HLL_SPARSE => self.hll_sparse_max_bytes.store(n(), Relaxed),
+            LFU_LOG => self.lfu_log_factor.store(n(), Relaxed),
+            LFU_DECAY => self.lfu_decay_time.store(n(), Relaxed),
+            _ => {}
+        }
+    }
+}
+
+fn find(name: &[u8]) -> Option<usize> {
+    PARAMS.iter().position(|p| {
+        name.eq_ignore_ascii_case(p.name.as_bytes())
+            || p.alias
+                .is_some_and(|a| name.eq_ignore_ascii_case(a.as_bytes()))
+    })
+}
+
+/// Checks a value as Redis's config.c does and returns the text CONFIG GET
+/// will show, or Redis's reason for refusing it.
+fn normalise(kind: Kind, value: &[u8]) -> Result<String, String> {
+    let text = String::from_utf8_lossy(value);
+    match kind {
+        Kind::Memory(min, max) => {
+            let n = parse_memory(value).ok_or("argument must be a memory value")?;
+            if n < min || n > max {
+                return Err(format!(
+                    "argument must be between {min} and {max} inclusive"
+                ));
+            }
+            Ok(n.to_string())
+        }
+        Kind::Int(min, max) => {
+            let n = crate::resp::parse_i64(value)
+                .ok_or("argument couldn't be parsed into an integer")?;
+            if n < min || n > max {
+                return Err(format!(
+                    "argument must be between {min} and {max} inclusive"
+                ));
+            }
+            Ok(n.to_string())
+        }
+        Kind::Bool => match text.to_ascii_lowercase().as_str() {
+            "yes" => Ok("yes".into()),
+            "no" => Ok("no".into()),
+            _ => Err("argument must be 'yes' or 'no'".into()),
+        },
+        Kind::Enum(names) => names
+            .iter()
+            .find(|n| n.eq_ignore_ascii_case(&text))
+            .map(|n| n.to_string())
+            .ok_or_else(|| {
+                format!(
+                    "argument(s) must be one of the following: {}",
+                    names.join(", ")
+                )
+            }),
+        Kind::Save => {
+            let parts: Vec<&str> = text.split(' ').filter(|s| !s.is_empty()).collect();
+            let valid = parts.len().is_multiple_of(2)
+                && parts
+                    .iter()
+                    .all(|p| crate::resp::parse_i64(p.as_bytes()).is_some_and(|n| n >= 0));
+            if !valid {
+                return Err("Invalid save parameters".into());
+            }
+            Ok(parts.join(" "))
+        }
+        Kind::Immutable => Err("can't set immutable config".into()),
+    }
+}
+
+/// Parses a Redis memory value (`memtoull`): digits with an optional
+/// b/k/kb/m/mb/g/gb unit, any case; no sign; empty is 0, as in Redis.
+pub fn parse_memory(b: &[u8]) -> Option<u64> {
+    if b.is_empty() {
+        return Some(0);
+    }
+    let s = std::str::from_utf8(b).ok()?.to_ascii_lowercase();
+    let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
+    let (num, unit) = s.split_at(split);
+    let mul: u64 = match unit {
+        "" | "b" => 1,
+        "k" => 1000,
+        "kb" => 1024,
+        "m" => 1000 * 1000,
+        "mb" => 1024 * 1024,
+        "g" => 1000 * 1000 * 1000,
+        "gb" => 1024 * 1024 * 1024,
+        _ => return None,
+    };
+    num.parse::<u64>().ok()?.checked_mul(mul)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn memory_values_parse_like_redis() {
+        let cases: &[(&str, Option<u64>)] = &[
+            ("0", Some(0)),
+            ("100", Some(100)),
+            ("1k", Some(1000)),
+            ("1kb", Some(1024)),
+            ("100mb", Some(104_857_600)),
+            ("2GB", Some(2 << 30)),
+            ("abc", None),
+            ("-1", None),
+            ("1tb", None),
+        ];
+        for &(s, want) in cases {
+            assert_eq!(parse_memory(s.as_bytes()), want, "{s}");
+        }
+    }
+
+    #[test]
+    fn set_validates_everything_before_changing_anything() {
+        let s = Settings::new(0, 512 << 20, 7001);
+        let err = s.set(&[(b"maxmemory", b"1mb"), (b"maxmemory-samples", b"0")]);
+        assert_eq!(
+            err,
+            Err(SetError::FailedOwned(
+                "maxmemory-samples".into(),
+                "argument must be between 1 and 2147483647 inclusive".into()
+            ))
+        );
+        assert_eq!(s.maxmemory.load(Relaxed), 0);
+        s.set(&[
+            (b"maxmemory", b"1mb"),
+            (b"MAXMEMORY-POLICY", b"ALLKEYS-LFU"),
+        ])
+        .unwrap();
+        assert_eq!(s.maxmemory.load(Relaxed), 1 << 20);
+        assert_eq!(s.policy(), Policy::AllkeysLfu);
+        assert_eq!(s.get(b"maxmemory-policy")[0].1, "allkeys-lfu");
+        assert_eq!(s.get(b"hash-max-ziplist-entries")[0].1, "512");
+        s.set(&[(b"hash-max-ziplist-value", b"1kb")]).unwrap();
+        assert_eq!(s.int("hash-max-listpack-value"), Some(1024));
+    }
+}

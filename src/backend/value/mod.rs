@@ -1,0 +1,217 @@
+//! The collection values a key can hold besides a string: hashes, lists,
+//! sets and sorted sets (the latter in `zset.rs`), each with the compact
+//! and the large representation Redis switches between, the encoding name
+//! Redis reports for it, and an O(1) memory estimate.
+//!
+//! Used by `store.rs` (an entry holds at most one [`Coll`]) and the command
+//! families in `commands/`. Never locks anything and never sees a key.
+//!
+//! Compact forms keep insertion order (Redis's listpack does, and replies
+//! such as HGETALL show it); a collection moves to its large form once a
+//! [`Thresholds`] limit is passed and, like Redis, never moves back.
+
+mod hash;
+mod list;
+mod set;
+
+pub use hash::Hash;
+pub use list::List;
+pub use set::Set;
+
+use super::zset::ZSet;
+
+/// One element: a member, a field, a value or a list item.
+pub type Elem = Box<[u8]>;
+
+/// Bytes counted per element on top of its own length: the `Box` pointer
+/// and length (16), its allocation's malloc header and rounding (~16), and
+/// the table slot where the large form has one.
+pub(crate) const ELEM_OVERHEAD: usize = 32;
+/// Extra per element of a hash table (slot at ~75% load, control byte).
+pub(crate) const TABLE_OVERHEAD: usize = 24;
+/// Bytes of an empty collection (its struct and first allocations).
+const COLL_BASE: usize = 64;
+
+/// The type of a key, as TYPE names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// A string (also bitmaps and HyperLogLogs).
+    String,
+    /// HSET and friends.
+    Hash,
+    /// LPUSH and friends.
+    List,
+    /// SADD and friends.
+    Set,
+    /// ZADD and friends.
+    ZSet,
+}
+
+impl Kind {
+    /// The name TYPE replies with.
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::String => "string",
+            Kind::Hash => "hash",
+            Kind::List => "list",
+            Kind::Set => "set",
+            Kind::ZSet => "zset",
+        }
+    }
+}
+
+/// The encoding limits, Redis's config parameters of the same names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Thresholds {
+    /// `hash-max-listpack-entries`
+    pub hash_entries: usize,
+    /// `hash-max-listpack-value`
+    pub hash_value: usize,
+    /// `list-max-listpack-size`: entries if positive, else a size class
+    /// (-1 = 4 KB … -5 = 64 KB).
+    pub list_size: i64,
+    /// `set-max-intset-entries`
+    pub set_intset: usize,
+    /// `set-max-listpack-entries`
+    pub set_entries: usize,
+    /// `set-max-listpack-value`
+    pub set_value: usize,
+    /// `zset-max-listpack-entries`
+    pub zset_entries: usize,
+    /// `zset-max-listpack-value`
+    pub zset_value: usize,
+}
+
+impl Default for Thresholds {
+    /// Redis 7's defaults.
+    fn default() -> Self {
+        Thresholds {
+            hash_entries: 512,
+            hash_value: 64,
+            list_size: -2,
+            set_intset: 512,
+            set_entries: 128,
+            set_value: 64,
+            zset_entries: 128,
+            zset_value: 64,
+        }
+    }
+}
+
+impl Thresholds {
+    /// Whether a list of `len` items totalling `bytes` fits one listpack.
+    pub(crate) fn list_fits(&self, len: usize, bytes: usize) -> bool {
+        if self.list_size >= 0 {
+            len <= self.list_size as usize
+        } else {
+            let class = (-self.list_size).clamp(1, 5) as u32;
+            // Redis counts listpack bytes: ~2 per entry plus the data.
+            bytes + 2 * len + 7 <= 4096 << (class - 1)
+        }
+    }
+}
+
+/// A non-string value.
+#[derive(Debug, Clone)]
+pub enum Coll {
+    /// A hash.
+    Hash(Hash),
+    /// A list.
+    List(List),
+    /// A set.
+    Set(Set),
+    /// A sorted set.
+    ZSet(ZSet),
+}
+
+impl Coll {
+    /// Its type.
+    pub fn kind(&self) -> Kind {
+        match self {
+            Coll::Hash(_) => Kind::Hash,
+            Coll::List(_) => Kind::List,
+            Coll::Set(_) => Kind::Set,
+            Coll::ZSet(_) => Kind::ZSet,
+        }
+    }
+
+    /// Number of elements (fields, items, members).
+    pub fn len(&self) -> usize {
+        match self {
+            Coll::Hash(h) => h.len(),
+            Coll::List(l) => l.len(),
+            Coll::Set(s) => s.len(),
+            Coll::ZSet(z) => z.len(),
+        }
+    }
+
+    /// Whether it has no elements (such a key is deleted).
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The name OBJECT ENCODING reports.
+    pub fn encoding(&self) -> &'static str {
+        match self {
+            Coll::Hash(h) => h.encoding(),
+            Coll::List(l) => l.encoding(),
+            Coll::Set(s) => s.encoding(),
+            Coll::ZSet(z) => z.encoding(),
+        }
+    }
+
+    /// Estimated bytes, kept in O(1).
+    pub fn mem(&self) -> usize {
+        COLL_BASE
+            + match self {
+                Coll::Hash(h) => h.mem(),
+                Coll::List(l) => l.mem(),
+                Coll::Set(s) => s.mem(),
+                Coll::ZSet(z) => z.mem(),
+            }
+    }
+}
+
+/// A collection type that commands can ask the store for by type.
+pub trait Typed: Sized {
+    /// Its TYPE.
+    const KIND: Kind;
+    /// An empty one, wrapped.
+    fn empty() -> Coll;
+    /// The collection as this type, if it is one.
+    fn of(c: &mut Coll) -> Option<&mut Self>;
+    /// Read-only [`Typed::of`].
+    fn of_ref(c: &Coll) -> Option<&Self>;
+}
+
+macro_rules! typed {
+    ($t:ident, $variant:ident, $kind:ident) => {
+        impl Typed for $t {
+            const KIND: Kind = Kind::$kind;
+            fn empty() -> Coll {
+                Coll::$variant($t::default())
+            }
+            fn of(c: &mut Coll) -> Option<&mut Self> {
+                match c {
+                    Coll::$variant(v) => Some(v),
+                    _ => None,
+                }
+            }
+            fn of_ref(c: &Coll) -> Option<&Self> {
+                match c {
+                    Coll::$variant(v) => Some(v),
+                    _ => None,
+                }
+            }
+        }
+    };
+}
+typed!(Hash, Hash, Hash);
+typed!(List, List, List);
+typed!(Set, Set, Set);
+typed!(ZSet, ZSet, ZSet);
+
+/// An integer's decimal text as an element.
+pub fn int_elem(i: i64) -> Elem {
+    i.to_string().into_bytes().into_boxed_slice()
+}

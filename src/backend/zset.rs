@@ -1,0 +1,278 @@
+//! The sorted set: members ordered by (score, member bytes), with rank,
+//! score-range and lex-range lookups by binary search.
+//!
+//! Used by `commands/zsets.rs` and `commands/zstore.rs` through the store.
+//! The order is a chunked sorted sequence (`chunked.rs`: inserts, removes
+//! and ranks move at most one chunk); the large form ("skiplist" in OBJECT
+//! ENCODING) adds a member → score map so ZSCORE and membership are O(1).
+
+use super::chunked::Chunked;
+use super::value::{Elem, Thresholds};
+use std::cmp::Ordering;
+use std::collections::HashMap;
+
+/// Bytes counted per member on top of its length (score, pointer, malloc).
+const MEMBER_OVERHEAD: usize = 40;
+/// Extra per member of the large form (map slot and second copy's header).
+const INDEX_OVERHEAD: usize = 48;
+
+/// A sorted set.
+#[derive(Debug, Clone, Default)]
+pub struct ZSet {
+    sorted: Chunked<(f64, Elem)>,
+    index: Option<HashMap<Elem, f64>>,
+    payload: usize,
+}
+
+/// Redis's order: by score, then by member bytes.
+pub fn cmp(a: (f64, &[u8]), b: (f64, &[u8])) -> Ordering {
+    a.0.partial_cmp(&b.0)
+        .unwrap_or(Ordering::Equal)
+        .then_with(|| a.1.cmp(b.1))
+}
+
+/// One end of a score range: the value and whether it is excluded (`(`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ScoreBound {
+    /// The score.
+    pub value: f64,
+    /// `(value`: the value itself is outside the range.
+    pub exclusive: bool,
+}
+
+/// One end of a lex range.
+#[derive(Debug, Clone, PartialEq)]
+pub enum LexBound {
+    /// `-`
+    Min,
+    /// `+`
+    Max,
+    /// `[m` (inclusive) or `(m` (exclusive).
+    At(Vec<u8>, bool),
+}
+
+impl ZSet {
+    /// Number of members.
+    pub fn len(&self) -> usize {
+        self.sorted.len()
+    }
+
+    /// Whether it has no members.
+    pub fn is_empty(&self) -> bool {
+        self.sorted.is_empty()
+    }
+
+    /// The score of `m`.
+    pub fn score(&self, m: &[u8]) -> Option<f64> {
+        match &self.index {
+            Some(ix) => ix.get(m).copied(),
+            None => self.sorted.iter().find(|(_, e)| &e[..] == m).map(|e| e.0),
+        }
+    }
+
+    fn position(&self, score: f64, m: &[u8]) -> Result<usize, usize> {
+        let at = self
+            .sorted
+            .partition_point(|(s, e)| cmp((*s, e), (score, m)) == Ordering::Less);
+        let found = at < self.sorted.len() && {
+            let (s, e) = self.sorted.get(at);
+            cmp((*s, e), (score, m)) == Ordering::Equal
+        };
+        if found {
+            Ok(at)
+        } else {
+            Err(at)
+        }
+    }
+
+    /// Sets `m`'s score; returns the old one.
+    pub fn insert(&mut self, m: &[u8], score: f64, t: &Thresholds) -> Option<f64> {
+        let old = self.score(m);
+        if let Some(o) = old {
+            if o == score {
+                return old;
+            }
+            self.remove(m);
+        }
+        if self.index.is_none() && (self.sorted.len() >= t.zset_entries || m.len() > t.zset_value) {
+            self.index = Some(self.sorted.iter().map(|(s, e)| (e.clone(), *s)).collect());
+        }
+        let at = self.position(score, m).unwrap_or_else(|p| p);
+        self.sorted.insert(at, (score, m.into()));
+        if let Some(ix) = &mut self.index {
+            ix.insert(m.into(), score);
+        }
+        self.payload += m.len();
+        old
+    }
+
+    /// Removes `m`; true if it was there.
+    pub fn remove(&mut self, m: &[u8]) -> bool {
+        let Some(score) = self.score(m) else {
+            return false;
+        };
+        if let Ok(i) = self.position(score, m) {
+            self.remove_at(i);
+        }
+        true
+    }
+
+    /// Removes and returns the member at rank `i`.
+    pub fn remove_at(&mut self, i: usize) -> (Elem, f64) {
+        let (s, e) = self.sorted.remove(i);
+        if let Some(ix) = &mut self.index {
+            ix.remove(&e);
+        }
+        self.payload -= e.len();
+        (e, s)
+    }
+
+    /// Removes ranks `start..end`; returns how many.
+    pub fn remove_range(&mut self, start: usize, end: usize) -> usize {
+        for (_, e) in self.sorted.drain(start, end) {
+            self.payload -= e.len();
+            if let Some(ix) = &mut self.index {
+                ix.remove(&e);
+            }
+        }
+        end - start
+    }
+
+    /// The 0-based rank of `m` in ascending order.
+    pub fn rank(&self, m: &[u8]) -> Option<usize> {
+        let s = self.score(m)?;
+        self.position(s, m).ok()
+    }
+
+    /// The member and score at rank `i`.
+    pub fn at(&self, i: usize) -> (&[u8], f64) {
+        let (s, e) = self.sorted.get(i);
+        (e, *s)
+    }
+
+    /// The ranks `[start, end)` whose scores lie within `min..max`.
+    pub fn score_range(&self, min: ScoreBound, max: ScoreBound) -> (usize, usize) {
+        let start = self.sorted.partition_point(|(s, _)| {
+            if min.exclusive {
+                *s <= min.value
+            } else {
+                *s < min.value
+            }
+        });
+        let end = self.sorted.partition_point(|(s, _)| {
+            if max.exclusive {
+                *s < max.value
+            } else {
+                *s <= max.value
+            }
+        });
+        (start, end.max(start))
+    }
+
+    /// The ranks `[start, end)` whose members lie within `min..max` (the
+    /// members are assumed to share one score, as Redis requires).
+    pub fn lex_range(&self, min: &LexBound, max: &LexBound) -> (usize, usize) {
+        let above_min = |m: &[u8]| match min {
+            LexBound::Min => true,
+            LexBound::Max => false,
+            LexBound::At(v, incl) => m > &v[..] || (*incl && m == &v[..]),
+        };
+        let below_max = |m: &[u8]| match max {
+            LexBound::Min => false,
+            LexBound::Max => true,
+            LexBound::At(v, incl) => m < &v[..] || (*incl && m == &v[..]),
+        };
+        let start = self.sorted.partition_point(|(_, e)| !above_min(e));
+        let end = self.sorted.partition_point(|(_, e)| below_max(e));
+        (start, end.max(start))
+    }
+
+    /// Ranks `start..end` as (member, score), in order.
+    pub fn range(
+        &self,
+        start: usize,
+        end: usize,
+    ) -> impl DoubleEndedIterator<Item = (&[u8], f64)> + '_ {
+        self.sorted.range(start, end).map(|(s, e)| (&e[..], *s))
+    }
+
+    /// Every (member, score) in order.
+    pub fn iter(&self) -> impl DoubleEndedIterator<Item = (&[u8], f64)> + '_ {
+        self.sorted.iter().map(|(s, e)| (&e[..], *s))
+    }
+
+    /// OBJECT ENCODING
+    pub fn encoding(&self) -> &'static str {
+        if self.index.is_some() {
+            "skiplist"
+        } else {
+            "listpack"
+        }
+    }
+
+    /// Estimated bytes.
+    pub fn mem(&self) -> usize {
+        let per = MEMBER_OVERHEAD
+            + if self.index.is_some() {
+                INDEX_OVERHEAD
+            } else {
+                0
+            };
+        self.payload * if self.index.is_some() { 2 } else { 1 } + self.len() * per
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn zset(items: &[(f64, &str)]) -> ZSet {
+        let mut z = ZSet::default();
+        let t = Thresholds::default();
+        for (s, m) in items {
+            z.insert(m.as_bytes(), *s, &t);
+        }
+        z
+    }
+
+    #[test]
+    fn members_order_by_score_then_bytes_and_rescoring_moves_them() {
+        let mut z = zset(&[(2.0, "b"), (1.0, "z"), (2.0, "a")]);
+        let order: Vec<_> = z.iter().map(|(m, _)| m.to_vec()).collect();
+        assert_eq!(order, vec![b"z".to_vec(), b"a".to_vec(), b"b".to_vec()]);
+        assert_eq!(z.insert(b"z", 3.0, &Thresholds::default()), Some(1.0));
+        assert_eq!(z.rank(b"z"), Some(2));
+        assert!(z.remove(b"a") && !z.remove(b"a"));
+        assert_eq!(z.len(), 2);
+    }
+
+    #[test]
+    fn score_and_lex_ranges_honour_exclusive_bounds() {
+        let z = zset(&[(1.0, "a"), (2.0, "b"), (3.0, "c")]);
+        let b = |value, exclusive| ScoreBound { value, exclusive };
+        assert_eq!(z.score_range(b(1.0, false), b(3.0, false)), (0, 3));
+        assert_eq!(z.score_range(b(1.0, true), b(3.0, true)), (1, 2));
+        assert_eq!(z.score_range(b(5.0, false), b(1.0, false)), (3, 3));
+        let same = zset(&[(0.0, "a"), (0.0, "b"), (0.0, "c")]);
+        let at = |s: &str, i| LexBound::At(s.as_bytes().to_vec(), i);
+        assert_eq!(same.lex_range(&LexBound::Min, &LexBound::Max), (0, 3));
+        assert_eq!(same.lex_range(&at("a", false), &at("c", true)), (1, 3));
+    }
+
+    #[test]
+    fn large_sets_switch_to_the_indexed_form() {
+        let t = Thresholds {
+            zset_entries: 2,
+            ..Thresholds::default()
+        };
+        let mut z = ZSet::default();
+        for (i, m) in ["a", "b", "c"].iter().enumerate() {
+            z.insert(m.as_bytes(), i as f64, &t);
+        }
+        assert_eq!(z.encoding(), "skiplist");
+        assert_eq!(z.score(b"c"), Some(2.0));
+        z.remove_range(0, 2);
+        assert_eq!(z.score(b"a"), None);
+        assert_eq!(z.len(), 1);
+    }
+}
