@@ -284,7 +284,7 @@ pub(crate) async fn admin(proxy: &str, args: &[&str]) -> Result<(), String> {
 }
 
 /// CLUSTER RINGINFO as key/value pairs.
-pub async fn cluster_info(proxy: &str) -> Result<Vec<(String, String)>, String> {
+pub(crate) async fn cluster_info(proxy: &str) -> Result<Vec<(String, String)>, String> {
     let mut c = Client::new(proxy, Duration::from_secs(5));
     let r = c.call(&[b"CLUSTER", b"RINGINFO"]).await?;
     Ok(r.text()

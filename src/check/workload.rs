@@ -25,13 +25,13 @@ use super::client::{Client, Reply};
 use crate::ring::Ring;
 
 /// Keys lost with a killed node: those it owned under any of `rings`.
-pub struct Amnesty {
+pub(crate) struct Amnesty {
     pub node: String,
     pub rings: Vec<Ring>,
 }
 
 impl Amnesty {
-    pub fn covers(&self, key: &[u8]) -> bool {
+    pub(crate) fn covers(&self, key: &[u8]) -> bool {
         self.rings
             .iter()
             .any(|r| r.node(r.locate(key)).name == self.node)
@@ -49,7 +49,7 @@ const VERIFY_DELETED: usize = 2_000;
 
 /// Counters shared by all workers and the per-second reporter.
 #[derive(Default)]
-pub struct Shared {
+pub(crate) struct Shared {
     pub ops: AtomicU64,
     pub errors: AtomicU64,
     pub lost: AtomicU64,
@@ -66,31 +66,31 @@ pub struct Shared {
 }
 
 impl Shared {
-    pub fn set_phase(&self, p: &str) {
+    pub(crate) fn set_phase(&self, p: &str) {
         *self.phase.lock().expect("phase lock") = p.to_string();
         self.phase_stall_ms.store(0, Ordering::Relaxed);
         self.phase_error_window_ms.store(0, Ordering::Relaxed);
     }
 
     /// Declares keys lost with a killed node (call after the kill).
-    pub fn add_amnesty(&self, a: Amnesty) {
+    pub(crate) fn add_amnesty(&self, a: Amnesty) {
         self.amnesties
             .lock()
             .expect("amnesty lock")
             .push(Arc::new(a));
     }
 
-    pub fn amnesties(&self) -> Vec<Arc<Amnesty>> {
+    pub(crate) fn amnesties(&self) -> Vec<Arc<Amnesty>> {
         self.amnesties.lock().expect("amnesty lock").clone()
     }
 
-    pub fn phase(&self) -> String {
+    pub(crate) fn phase(&self) -> String {
         self.phase.lock().expect("phase lock").clone()
     }
 }
 
 /// What one worker knows when it stops.
-pub struct WorkerState {
+pub(crate) struct WorkerState {
     id: usize,
     acked: Vec<u64>,
     /// Values written by requests that failed ambiguously since the last ack.
@@ -129,7 +129,7 @@ impl WorkerState {
     }
 }
 
-pub struct Worker {
+pub(crate) struct Worker {
     st: WorkerState,
     client: Client,
     shared: Arc<Shared>,
@@ -147,7 +147,7 @@ fn key(w: usize, kind: &str, i: u64) -> Vec<u8> {
 }
 
 impl Worker {
-    pub fn new(
+    pub(crate) fn new(
         id: usize,
         proxy: &str,
         shared: Arc<Shared>,
@@ -216,7 +216,7 @@ impl Worker {
         }
     }
 
-    pub async fn run(mut self) -> WorkerState {
+    pub(crate) async fn run(mut self) -> WorkerState {
         let w = self.st.id;
         let deadline = Instant::now() + Duration::from_secs(900);
         while !self.stop.load(Ordering::Relaxed) && Instant::now() < deadline {
@@ -322,7 +322,7 @@ fn check_s(st: &mut WorkerState, i: usize, r: &Reply, shared: &Shared) -> Option
 
 /// The final verdict.
 #[derive(Default)]
-pub struct Report {
+pub(crate) struct Report {
     pub lost: u64,
     pub stale: u64,
     pub resurrected: u64,
@@ -343,7 +343,7 @@ pub struct Report {
 }
 
 impl Report {
-    pub fn violations(&self) -> u64 {
+    pub(crate) fn violations(&self) -> u64 {
         self.lost
             + self.stale
             + self.resurrected
@@ -375,7 +375,7 @@ impl Report {
         )
     }
 
-    pub fn text(&self, backend: &str) -> String {
+    pub(crate) fn text(&self, backend: &str) -> String {
         let mut s = format!(
             "consistency check over {backend} nodes: {:.1} s, {} operations, {} errors\n",
             self.seconds, self.ops, self.errors
@@ -409,7 +409,7 @@ impl Report {
         s
     }
 
-    pub fn json(&self, backend: &str) -> String {
+    pub(crate) fn json(&self, backend: &str) -> String {
         format!(
             "{{\"backend\":\"{backend}\",\"seconds\":{:.1},\"ops\":{},\"errors\":{},\"lost\":{},\"stale\":{},\"resurrected\":{},\"wrong_counters\":{},\"lost_ttls\":{},\"lost_untouched\":{},\"orphans\":{},\"max_error_window_ms\":{},\"max_stall_ms\":{},\"faults_missed\":{},\"violations\":{}}}",
             self.seconds, self.ops, self.errors, self.lost, self.stale, self.resurrected, self.wrong_counters, self.lost_ttls, self.lost_untouched, self.orphans, self.max_error_window_ms, self.max_stall_ms, self.faults_missed, self.violations()
@@ -418,7 +418,11 @@ impl Report {
 }
 
 /// Final reads through the proxy against what each worker knows.
-pub async fn verify(proxy: &str, workers: &[WorkerState], all: &Shared) -> Result<Report, String> {
+pub(crate) async fn verify(
+    proxy: &str,
+    workers: &[WorkerState],
+    all: &Shared,
+) -> Result<Report, String> {
     let shared = Shared::default();
     let mut c = Client::new(proxy, Duration::from_secs(10));
     let mut report = Report::default();
