@@ -231,7 +231,9 @@ fn run_proxy(a: ProxyArgs) -> Result<(), String> {
         config.listen = l;
     }
     let saved = match &config.state_file {
-        Some(path) => proxy::state::load(path)?.is_some(),
+        Some(path) => proxy::state::load(path)
+            .map_err(|e| e.to_string())?
+            .is_some(),
         None => false,
     };
     if config.nodes.is_empty() && !saved {

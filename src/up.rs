@@ -198,7 +198,7 @@ pub fn topology(config: &Config) -> Result<Vec<NodeSpec>, String> {
     let Some(path) = &config.state_file else {
         return Ok(config.nodes.clone());
     };
-    let Some(saved) = state::load(path)? else {
+    let Some(saved) = state::load(path).map_err(|e| e.to_string())? else {
         return Ok(config.nodes.clone());
     };
     let mut nodes = saved.nodes.clone();

@@ -18,6 +18,7 @@ use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 
+pub(crate) use super::admin_error::AdminError;
 use super::migration::{self, Change};
 use super::session::{ClientState, Pending};
 use super::Proxy;
@@ -76,7 +77,7 @@ pub(crate) async fn handle(proxy: &Arc<Proxy>, s: &ClientState, req: Request) ->
                         encode::bulk(&mut out, line.as_bytes());
                         out.freeze()
                     }
-                    Err(e) => ok_or_err(Err(e)),
+                    Err(e) => e.reply(),
                 });
             });
             Pending::One(rx)
@@ -101,40 +102,41 @@ pub(crate) async fn handle(proxy: &Arc<Proxy>, s: &ClientState, req: Request) ->
     }
 }
 
-fn ok_or_err(r: Result<(), String>) -> Bytes {
-    let mut out = BytesMut::new();
+fn ok_or_err(r: Result<(), AdminError>) -> Bytes {
     match r {
-        Ok(()) => encode::simple(&mut out, "OK"),
-        Err(e) => encode::error(&mut out, &format!("ERR {e}")),
+        Ok(()) => {
+            let mut out = BytesMut::new();
+            encode::simple(&mut out, "OK");
+            out.freeze()
+        }
+        Err(e) => e.reply(),
     }
-    out.freeze()
 }
 
-async fn add_node(proxy: &std::sync::Arc<super::Proxy>, args: &[Bytes]) -> Result<(), String> {
+async fn add_node(proxy: &std::sync::Arc<super::Proxy>, args: &[Bytes]) -> Result<(), AdminError> {
     let addr = String::from_utf8_lossy(&args[0]).to_string();
     if addr.parse::<std::net::SocketAddr>().is_err() {
-        return Err(format!("invalid node address '{addr}': expected ip:port"));
+        return Err(AdminError::BadAddress(addr));
     }
     let mut weight = 1u32;
     let mut name = addr.clone();
     let mut i = 1;
     while i < args.len() {
         if i + 1 >= args.len() {
-            return Err("syntax error: expected WEIGHT <w> or NAME <name>".into());
+            return Err(AdminError::MissingValue);
         }
         if eq_ignore_case(&args[i], b"WEIGHT") {
             weight = parse_i64(&args[i + 1])
                 .filter(|w| (1..=1_000).contains(w))
-                .ok_or("WEIGHT must be an integer from 1 to 1000")? as u32;
+                .ok_or(AdminError::BadWeight)? as u32;
         } else if eq_ignore_case(&args[i], b"NAME") {
             name = String::from_utf8_lossy(&args[i + 1]).to_string();
             if name.is_empty() || name.contains(char::is_whitespace) {
-                return Err("NAME must be non-empty without spaces".into());
+                return Err(AdminError::BadName);
             }
         } else {
-            return Err(format!(
-                "syntax error near '{}'",
-                String::from_utf8_lossy(&args[i])
+            return Err(AdminError::SyntaxNear(
+                String::from_utf8_lossy(&args[i]).to_string(),
             ));
         }
         i += 2;
@@ -142,13 +144,13 @@ async fn add_node(proxy: &std::sync::Arc<super::Proxy>, args: &[Bytes]) -> Resul
     let (_lock, routing) = start_change(proxy).await?;
     for n in routing.ring.nodes() {
         if n.addr == addr {
-            return Err(format!(
-                "node {addr} is already in the ring (as {})",
-                n.name
-            ));
+            return Err(AdminError::AddrPresent {
+                addr,
+                name: n.name.clone(),
+            });
         }
         if n.name == name {
-            return Err(format!("a node named {name} is already in the ring"));
+            return Err(AdminError::NamePresent(name));
         }
     }
     // A node this proxy left copies on (an aborted add, a removed node that
@@ -156,23 +158,27 @@ async fn add_node(proxy: &std::sync::Arc<super::Proxy>, args: &[Bytes]) -> Resul
     for which in [&name, &addr] {
         migration::sweep_before_readd(proxy, which)
             .await
-            .map_err(|e| format!("{e}: it holds copies from an earlier change that could not be deleted; the ring is unchanged"))?;
+            .map_err(AdminError::StraysRemain)?;
     }
     let timeout = Duration::from_millis(proxy.config.connect_timeout_ms.max(1000));
-    let size = probe(&addr, &[b"DBSIZE"], timeout).await.map_err(|e| {
-        format!(
-            "cannot reach node {addr}: {}; the ring is unchanged",
-            e.terse()
-        )
-    })?;
+    let size = probe(&addr, &[b"DBSIZE"], timeout)
+        .await
+        .map_err(|e| AdminError::Unreachable {
+            addr: addr.clone(),
+            why: e.terse(),
+        })?;
     match integer(&size) {
         Some(0) => {}
-        Some(n) => return Err(format!("node {addr} is not empty ({n} keys); add an empty node so no stale key can shadow a live one")),
-        None => return Err(format!("node {addr} answered DBSIZE with {:?}", String::from_utf8_lossy(&size).trim_end())),
+        Some(keys) => return Err(AdminError::NotEmpty { addr, keys }),
+        None => {
+            return Err(AdminError::BadDbsize {
+                addr,
+                reply: String::from_utf8_lossy(&size).trim_end().to_string(),
+            })
+        }
     }
-    migration::begin(proxy, Change::Add(NodeSpec { name, addr, weight }))
-        .await
-        .map(|_| ())
+    migration::begin(proxy, Change::Add(NodeSpec { name, addr, weight })).await?;
+    Ok(())
 }
 
 /// `CLUSTER SPAWNNODE [WEIGHT w] [NAME n]` under `shardis up`: starts a new
@@ -180,14 +186,11 @@ async fn add_node(proxy: &std::sync::Arc<super::Proxy>, args: &[Bytes]) -> Resul
 async fn spawn_node(
     proxy: &std::sync::Arc<super::Proxy>,
     opts: &[Bytes],
-) -> Result<String, String> {
-    let spawner = proxy
-        .spawner
-        .clone()
-        .ok_or("SPAWNNODE works under `shardis up` only; start a node yourself and use CLUSTER ADDNODE host:port")?;
+) -> Result<String, AdminError> {
+    let spawner = proxy.spawner.clone().ok_or(AdminError::SpawnUnsupported)?;
     // Refuse before starting a process; ADDNODE below checks again under the lock.
     drop(start_change(proxy).await?);
-    let addr = spawner.spawn().await?;
+    let addr = spawner.spawn().await.map_err(AdminError::Spawn)?;
     // Named after the nodes `up` started (node1…nodeN): the next number up.
     let last = proxy
         .routing
@@ -210,9 +213,8 @@ async fn spawn_node(
             args.push(opts[i + 1].clone());
             i += 2;
         } else {
-            return Err(format!(
-                "syntax error near '{}'",
-                String::from_utf8_lossy(&opts[i])
+            return Err(AdminError::SyntaxNear(
+                String::from_utf8_lossy(&opts[i]).to_string(),
             ));
         }
     }
@@ -239,19 +241,17 @@ async fn start_change(
         tokio::sync::MutexGuard<'_, ()>,
         std::sync::Arc<super::topology::Routing>,
     ),
-    String,
+    AdminError,
 > {
     let lock = tokio::time::timeout(
         Duration::from_millis(ADMIN_LOCK_WAIT_MS),
         proxy.admin_lock.lock(),
     )
     .await
-    .map_err(|_| "another topology change is being applied".to_string())?;
+    .map_err(|_| AdminError::LockBusy)?;
     let routing = proxy.routing.load_full();
     if routing.migration.is_some() || proxy.migration.is_changing() {
-        return Err(
-            "a topology change is in progress; retry when CLUSTER RINGINFO shows state:ok".into(),
-        );
+        return Err(AdminError::InProgress);
     }
     Ok((lock, routing))
 }
@@ -263,24 +263,23 @@ async fn start_change(
 /// timeouts), then the ring drops the node at once — its keys are lost with
 /// it. A node that is no longer in the ring but still has copies recorded
 /// as pending is forgotten.
-async fn remove_node(proxy: &std::sync::Arc<super::Proxy>, which: &str) -> Result<(), String> {
+async fn remove_node(proxy: &std::sync::Arc<super::Proxy>, which: &str) -> Result<(), AdminError> {
     let routing = proxy.routing.load_full();
     let Some(idx) = routing.ring.index_of(which) else {
         if migration::forget_pending(proxy, which).await? {
             return Ok(());
         }
-        return Err(format!("no node named or at '{which}' in the ring"));
+        return Err(AdminError::NoSuchNode(which.to_string()));
     };
     if routing.ring.nodes().len() == 1 {
-        return Err("cannot remove the last node".into());
+        return Err(AdminError::LastNode);
     }
     let spec = routing.ring.node(idx).clone();
     let timeout = Duration::from_millis(proxy.config.connect_timeout_ms.max(1000));
     if probe(&spec.addr, &[b"PING"], timeout).await.is_ok() {
         let (_lock, _) = start_change(proxy).await?;
-        return migration::begin(proxy, Change::Remove(spec.name))
-            .await
-            .map(|_| ());
+        migration::begin(proxy, Change::Remove(spec.name)).await?;
+        return Ok(());
     }
     if proxy.migration.is_copying() {
         proxy
@@ -288,18 +287,17 @@ async fn remove_node(proxy: &std::sync::Arc<super::Proxy>, which: &str) -> Resul
             .request_abort(&spec.name, "unreachable, removed by CLUSTER REMOVENODE");
     }
     if !migration::wait_idle(proxy, Duration::from_millis(REMOVE_WAIT_MS)).await {
-        return Err("the running topology change did not end in time; retry".into());
+        return Err(AdminError::WaitTimedOut);
     }
     let (_lock, routing) = start_change(proxy).await?;
     if routing.ring.index_of(&spec.name).is_none() {
         return Ok(());
     }
     if routing.ring.nodes().len() == 1 {
-        return Err("cannot remove the last node".into());
+        return Err(AdminError::LastNode);
     }
-    migration::remove_unreachable(proxy, &spec)
-        .await
-        .map(|_| ())
+    migration::remove_unreachable(proxy, &spec).await?;
+    Ok(())
 }
 
 fn cluster_info(proxy: &super::Proxy) -> String {

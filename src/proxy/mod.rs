@@ -11,6 +11,7 @@
 //! Entry point: [`run`]. Uses `resp` and `ring`; never clap or signals.
 
 pub mod admin;
+mod admin_error;
 pub mod blocking;
 pub mod budget;
 pub mod cluster;
@@ -143,7 +144,7 @@ impl Proxy {
         spawner: Option<Arc<dyn Spawner>>,
     ) -> Result<Arc<Proxy>, String> {
         let saved = match &config.state_file {
-            Some(path) => state::load(path)?,
+            Some(path) => state::load(path).map_err(|e| e.to_string())?,
             None => None,
         };
         let (specs, epoch) = match &saved {
@@ -186,7 +187,7 @@ impl Proxy {
             config,
         });
         if let Some(s) = saved {
-            migration::resume(&proxy, s)?;
+            migration::resume(&proxy, s).map_err(|e| e.to_string())?;
         }
         Ok(proxy)
     }

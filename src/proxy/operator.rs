@@ -179,12 +179,14 @@ pub fn cluster_command(proxy: &Arc<Proxy>, s: &ClientState, args: Vec<Bytes>) ->
     let proxy = proxy.clone();
     let proto = s.proto;
     Pending::Later(Box::pin(async move {
-        let mut out = BytesMut::new();
         match super::plan::plan(&proxy, &args[2..]).await {
-            Ok(text) => encode::verbatim(&mut out, text.as_bytes(), proto),
-            Err(e) => encode::error(&mut out, &format!("ERR {e}")),
+            Ok(text) => {
+                let mut out = BytesMut::new();
+                encode::verbatim(&mut out, text.as_bytes(), proto);
+                out.freeze()
+            }
+            Err(e) => e.reply(),
         }
-        out.freeze()
     }))
 }
 

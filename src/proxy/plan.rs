@@ -18,6 +18,7 @@ use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
 
+use super::admin::AdminError;
 use super::topology::Node;
 use super::Proxy;
 use crate::resp::reply::{elements, integer, is_error};
@@ -32,10 +33,10 @@ const SCAN_COUNT: &[u8] = b"1000";
 const PLAN_CLIENT: u64 = 0;
 
 /// Parses `ADDNODE host:port [WEIGHT w] [NAME n]`'s arguments after the address.
-pub fn parse_add(args: &[Bytes]) -> Result<NodeSpec, String> {
+pub(crate) fn parse_add(args: &[Bytes]) -> Result<NodeSpec, AdminError> {
     let addr = String::from_utf8_lossy(&args[0]).to_string();
     if addr.parse::<std::net::SocketAddr>().is_err() {
-        return Err(format!("invalid node address '{addr}': expected ip:port"));
+        return Err(AdminError::BadAddress(addr));
     }
     let mut spec = NodeSpec {
         name: addr.clone(),
@@ -44,22 +45,20 @@ pub fn parse_add(args: &[Bytes]) -> Result<NodeSpec, String> {
     };
     for pair in args[1..].chunks(2) {
         let [opt, val] = pair else {
-            return Err("syntax error: expected WEIGHT <w> or NAME <name>".into());
+            return Err(AdminError::MissingValue);
         };
         if eq_ignore_case(opt, b"WEIGHT") {
             spec.weight = parse_i64(val)
                 .filter(|w| (1..=1_000).contains(w))
-                .ok_or("WEIGHT must be an integer from 1 to 1000")?
-                as u32;
+                .ok_or(AdminError::BadWeight)? as u32;
         } else if eq_ignore_case(opt, b"NAME") {
             spec.name = String::from_utf8_lossy(val).to_string();
             if spec.name.is_empty() || spec.name.contains(char::is_whitespace) {
-                return Err("NAME must be non-empty without spaces".into());
+                return Err(AdminError::BadName);
             }
         } else {
-            return Err(format!(
-                "syntax error near '{}'",
-                String::from_utf8_lossy(opt)
+            return Err(AdminError::SyntaxNear(
+                String::from_utf8_lossy(opt).to_string(),
             ));
         }
     }
@@ -101,29 +100,24 @@ impl FromNode {
 }
 
 /// Answers `CLUSTER PLAN …` (`args` start after `PLAN`) as `key:value` lines.
-pub async fn plan(proxy: &Arc<Proxy>, args: &[Bytes]) -> Result<String, String> {
+pub(crate) async fn plan(proxy: &Arc<Proxy>, args: &[Bytes]) -> Result<String, AdminError> {
     let routing = proxy.routing.load_full();
     if routing.migration.is_some() || routing.filter_keys {
-        return Err(
-            "a topology change is in progress; plan the next one when CLUSTER RINGINFO shows state:ok"
-                .into(),
-        );
+        return Err(AdminError::PlanInProgress);
     }
     let ring = &routing.ring;
-    let usage =
-        "usage: CLUSTER PLAN ADDNODE host:port [WEIGHT w] [NAME n] | CLUSTER PLAN REMOVENODE name";
-    let sub = args.first().ok_or(usage)?;
+    let sub = args.first().ok_or(AdminError::PlanUsage)?;
     let (what, next) = if eq_ignore_case(sub, b"ADDNODE") && args.len() >= 2 {
         let spec = parse_add(&args[1..])?;
         for n in ring.nodes() {
             if n.addr == spec.addr {
-                return Err(format!(
-                    "node {} is already in the ring (as {})",
-                    spec.addr, n.name
-                ));
+                return Err(AdminError::AddrPresent {
+                    addr: spec.addr,
+                    name: n.name.clone(),
+                });
             }
             if n.name == spec.name {
-                return Err(format!("a node named {} is already in the ring", spec.name));
+                return Err(AdminError::NamePresent(spec.name));
             }
         }
         let what = format!(
@@ -132,21 +126,21 @@ pub async fn plan(proxy: &Arc<Proxy>, args: &[Bytes]) -> Result<String, String> 
         );
         let mut nodes = ring.nodes().to_vec();
         nodes.push(spec);
-        (what, ring.with_nodes(nodes).map_err(|e| e.to_string())?)
+        (what, ring.with_nodes(nodes)?)
     } else if eq_ignore_case(sub, b"REMOVENODE") && args.len() == 2 {
         let which = String::from_utf8_lossy(&args[1]);
         let idx = ring
             .index_of(&which)
-            .ok_or_else(|| format!("no node named or at '{which}' in the ring"))?;
+            .ok_or_else(|| AdminError::NoSuchNode(which.to_string()))?;
         if ring.nodes().len() == 1 {
-            return Err("cannot remove the last node".into());
+            return Err(AdminError::LastNode);
         }
         let mut nodes = ring.nodes().to_vec();
         let gone = nodes.remove(idx);
         let what = format!("removenode {} ({})", gone.name, gone.addr);
-        (what, ring.with_nodes(nodes).map_err(|e| e.to_string())?)
+        (what, ring.with_nodes(nodes)?)
     } else {
-        return Err(usage.into());
+        return Err(AdminError::PlanUsage);
     };
 
     let losing = losing_nodes(ring, &next);
@@ -227,7 +221,7 @@ fn copy_rate(proxy: &Proxy) -> (Option<f64>, &'static str) {
 }
 
 /// SCANs node `idx` and counts the keys it owns now whose owner changes in `next`.
-async fn walk(node: &Node, idx: usize, ring: &Ring, next: &Ring) -> Result<FromNode, String> {
+async fn walk(node: &Node, idx: usize, ring: &Ring, next: &Ring) -> Result<FromNode, AdminError> {
     let up = node.upstream(2, PLAN_CLIENT);
     let name = &ring.node(idx).name;
     let mut f = FromNode {
@@ -241,11 +235,9 @@ async fn walk(node: &Node, idx: usize, ring: &Ring, next: &Ring) -> Result<FromN
         let mut raw = BytesMut::new();
         encode::command(&mut raw, &[b"SCAN", &cursor, b"COUNT", SCAN_COUNT]);
         let r = up.call(raw.freeze()).await;
-        let bad = || {
-            format!(
-                "node {name}: unexpected SCAN reply {:?}",
-                String::from_utf8_lossy(&r[..r.len().min(80)])
-            )
+        let bad = || AdminError::BadScanReply {
+            node: name.clone(),
+            reply: String::from_utf8_lossy(&r[..r.len().min(80)]).to_string(),
         };
         let els = elements(&r).filter(|e| e.len() == 2).ok_or_else(bad)?;
         let next_cursor = bulk(&r[els[0].clone()]).ok_or_else(bad)?;
@@ -342,12 +334,15 @@ mod tests {
         assert_eq!(parse_add(&b(&["127.0.0.1:9"])).unwrap().name, "127.0.0.1:9");
         assert!(parse_add(&b(&["nowhere"]))
             .unwrap_err()
+            .to_string()
             .contains("invalid node address"));
         assert!(parse_add(&b(&["127.0.0.1:9", "WEIGHT"]))
             .unwrap_err()
+            .to_string()
             .contains("syntax"));
         assert!(parse_add(&b(&["127.0.0.1:9", "WEIGHT", "0"]))
             .unwrap_err()
+            .to_string()
             .contains("WEIGHT"));
     }
 

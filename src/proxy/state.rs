@@ -15,6 +15,37 @@ use serde::{Deserialize, Serialize};
 
 use crate::ring::NodeSpec;
 
+/// Why the state file could not be read or written. Every variant names the
+/// file; `Display` is the one place that words them.
+#[derive(Debug)]
+pub enum StateError {
+    /// The file exists but could not be read.
+    Read { path: String, err: std::io::Error },
+    /// The file is not valid TOML of the expected shape.
+    Parse { path: String, message: String },
+    /// The file lists no nodes.
+    NoNodes { path: String },
+    /// The state could not be encoded as TOML.
+    Encode(String),
+    /// Creating, writing, syncing or renaming the file failed.
+    Write { path: String, err: std::io::Error },
+}
+
+impl std::fmt::Display for StateError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            StateError::Read { path, err } | StateError::Write { path, err } => {
+                write!(f, "{path}: {err}")
+            }
+            StateError::Parse { path, message } => write!(f, "{path}: {message}"),
+            StateError::NoNodes { path } => write!(f, "{path}: nodes: empty"),
+            StateError::Encode(e) => f.write_str(e),
+        }
+    }
+}
+
+impl std::error::Error for StateError {}
+
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SavedNode {
     pub name: String,
@@ -80,15 +111,25 @@ pub fn to_specs(nodes: &[SavedNode]) -> Vec<NodeSpec> {
 }
 
 /// Reads the state file; `Ok(None)` when it does not exist yet.
-pub fn load(path: &str) -> Result<Option<Saved>, String> {
+pub fn load(path: &str) -> Result<Option<Saved>, StateError> {
     let text = match std::fs::read_to_string(path) {
         Ok(t) => t,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(format!("{path}: {e}")),
+        Err(err) => {
+            return Err(StateError::Read {
+                path: path.to_string(),
+                err,
+            })
+        }
     };
-    let f: File = toml::from_str(&text).map_err(|e| format!("{path}: {}", e.message()))?;
+    let f: File = toml::from_str(&text).map_err(|e| StateError::Parse {
+        path: path.to_string(),
+        message: e.message().to_string(),
+    })?;
     if f.nodes.is_empty() {
-        return Err(format!("{path}: nodes: empty"));
+        return Err(StateError::NoNodes {
+            path: path.to_string(),
+        });
     }
     Ok(Some(Saved {
         epoch: f.epoch,
@@ -100,14 +141,14 @@ pub fn load(path: &str) -> Result<Option<Saved>, String> {
 
 /// Writes the state file atomically. Blocking (fsync): call it off the
 /// runtime's worker threads. The error names the file and the OS error.
-pub(crate) fn save(path: &str, state: &Saved) -> Result<(), String> {
+pub(crate) fn save(path: &str, state: &Saved) -> Result<(), StateError> {
     let f = File {
         epoch: state.epoch,
         nodes: to_saved(&state.nodes),
         migration: state.migration.clone(),
         pending_sweep: to_saved(&state.pending_sweep),
     };
-    let text = toml::to_string(&f).map_err(|e| e.to_string())?;
+    let text = toml::to_string(&f).map_err(|e| StateError::Encode(e.to_string()))?;
     let target = Path::new(path);
     let dir = target
         .parent()
@@ -132,7 +173,10 @@ pub(crate) fn save(path: &str, state: &Saved) -> Result<(), String> {
         }
         Ok(())
     };
-    write().map_err(|e| format!("{path}: {e}"))
+    write().map_err(|err| StateError::Write {
+        path: path.to_string(),
+        err,
+    })
 }
 
 /// How a persisted ring differs from the config's nodes, one phrase per
@@ -232,6 +276,8 @@ mod tests {
             pending_sweep: Vec::new(),
         };
         let err = save(path, &state).unwrap_err();
+        assert!(matches!(err, StateError::Write { .. }), "{err:?}");
+        let err = err.to_string();
         assert!(err.starts_with(path), "{err}");
         assert!(err.contains("No such file or directory"), "{err}");
     }

@@ -102,7 +102,7 @@ pub(crate) async fn cutover(
             .await
             .map_err(|why| NodeError {
                 node: "state file".into(),
-                why,
+                why: why.to_string(),
             })?;
         proxy.migration.last_persist_us.store(us, Ordering::Relaxed);
         Ok(())

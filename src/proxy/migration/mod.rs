@@ -29,6 +29,7 @@
 mod copy;
 mod cutover;
 mod dirty;
+mod error;
 mod mover;
 mod status;
 mod sweep;
@@ -38,6 +39,7 @@ use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 pub(crate) use dirty::{track_write, Dirty};
+pub(crate) use error::MigrationError;
 pub(crate) use status::Tracker;
 
 use super::state::{self, Saved, SavedMigration};
@@ -79,7 +81,7 @@ async fn persist(
     proxy: &Proxy,
     ring: &Ring,
     migration: Option<SavedMigration>,
-) -> Result<u64, String> {
+) -> Result<u64, MigrationError> {
     let Some(path) = proxy.config.state_file.clone() else {
         return Ok(0);
     };
@@ -94,7 +96,7 @@ async fn persist(
     let t0 = Instant::now();
     tokio::task::spawn_blocking(move || state::save(&path, &saved))
         .await
-        .map_err(|e| format!("writing the state file: {e}"))??;
+        .map_err(|e| MigrationError::StateTask(e.to_string()))??;
     Ok(t0.elapsed().as_micros() as u64)
 }
 
@@ -102,13 +104,10 @@ async fn persist(
 /// Returns the ring rebuild time in microseconds. The caller holds
 /// `admin_lock` and has validated the change. If the state file cannot be
 /// written the change does not start, and the error names the file.
-pub(crate) async fn begin(proxy: &Arc<Proxy>, change: Change) -> Result<u64, String> {
+pub(crate) async fn begin(proxy: &Arc<Proxy>, change: Change) -> Result<u64, MigrationError> {
     let cur = proxy.routing.load_full();
     if cur.migration.is_some() || proxy.migration.is_changing() {
-        return Err(
-            "a topology change is already in progress; retry when CLUSTER RINGINFO shows state:ok"
-                .into(),
-        );
+        return Err(MigrationError::InProgress);
     }
     let (specs, label, joining) = match &change {
         Change::Add(spec) => {
@@ -128,7 +127,7 @@ pub(crate) async fn begin(proxy: &Arc<Proxy>, change: Change) -> Result<u64, Str
         }
     };
     let t0 = Instant::now();
-    let next = cur.ring.with_nodes(specs).map_err(|e| e.to_string())?;
+    let next = cur.ring.with_nodes(specs)?;
     let rebuild_us = t0.elapsed().as_micros() as u64;
     let saved = SavedMigration {
         phase: "copy".into(),
@@ -140,7 +139,7 @@ pub(crate) async fn begin(proxy: &Arc<Proxy>, change: Change) -> Result<u64, Str
         proxy
             .migration
             .set(|t| t.last_error = format!("{label} not started: {e}"));
-        return Err(format!("{e}; the ring is unchanged"));
+        return Err(MigrationError::Unchanged(Box::new(e)));
     }
     proxy
         .migration
@@ -183,7 +182,7 @@ fn new_route(proxy: &Proxy, next: Arc<Ring>) -> Arc<MigrationRoute> {
 
 /// Restores what the state file says is unfinished after a restart: a change
 /// (resumed from its copy or its sweep) and the pending sweeps.
-pub(crate) fn resume(proxy: &Arc<Proxy>, saved: Saved) -> Result<(), String> {
+pub(crate) fn resume(proxy: &Arc<Proxy>, saved: Saved) -> Result<(), MigrationError> {
     for n in &saved.pending_sweep {
         proxy.migration.add_pending(n);
     }
@@ -204,14 +203,11 @@ pub(crate) fn resume(proxy: &Arc<Proxy>, saved: Saved) -> Result<(), String> {
         }
         return Ok(());
     };
-    let other = Arc::new(
-        Ring::new(
-            state::to_specs(&m.other_nodes),
-            proxy.config.ring,
-            m.other_epoch,
-        )
-        .map_err(|e| e.to_string())?,
-    );
+    let other = Arc::new(Ring::new(
+        state::to_specs(&m.other_nodes),
+        proxy.config.ring,
+        m.other_epoch,
+    )?);
     proxy
         .migration
         .reset(format!("resumed {} after restart", m.phase));
@@ -358,19 +354,26 @@ pub(crate) async fn wait_idle(proxy: &Proxy, max: Duration) -> bool {
 /// Deletes the strays of a pending node now (before it is re-added); the
 /// caller holds `admin_lock` and no change runs. Ok when nothing is pending
 /// for `name_or_addr`.
-pub(crate) async fn sweep_before_readd(proxy: &Proxy, name_or_addr: &str) -> Result<(), String> {
+pub(crate) async fn sweep_before_readd(
+    proxy: &Proxy,
+    name_or_addr: &str,
+) -> Result<(), MigrationError> {
     match sweep::sweep_pending(proxy, Some(name_or_addr))
         .await
-        .first()
+        .into_iter()
+        .next()
     {
-        Some(e) => Err(e.to_string()),
+        Some(e) => Err(MigrationError::Node(e)),
         None => Ok(()),
     }
 }
 
 /// Forgets the pending sweep of a node that is not in the ring; true if it
 /// was pending (`CLUSTER REMOVENODE` of such a node).
-pub(crate) async fn forget_pending(proxy: &Proxy, name_or_addr: &str) -> Result<bool, String> {
+pub(crate) async fn forget_pending(
+    proxy: &Proxy,
+    name_or_addr: &str,
+) -> Result<bool, MigrationError> {
     if !proxy.migration.drop_pending(name_or_addr) {
         return Ok(false);
     }
@@ -383,32 +386,29 @@ pub(crate) async fn forget_pending(proxy: &Proxy, name_or_addr: &str) -> Result<
 /// once and its keys are served, empty, by their new owners. The node is
 /// recorded as holding strays, so if it comes back its stale keys are
 /// deleted. The caller holds `admin_lock`, and no change runs.
-pub(crate) async fn remove_unreachable(proxy: &Arc<Proxy>, spec: &NodeSpec) -> Result<u64, String> {
+pub(crate) async fn remove_unreachable(
+    proxy: &Arc<Proxy>,
+    spec: &NodeSpec,
+) -> Result<u64, MigrationError> {
     let cur = proxy.routing.load_full();
     if cur.migration.is_some() || proxy.migration.is_changing() {
-        return Err(
-            "a topology change is already in progress; retry when CLUSTER RINGINFO shows state:ok"
-                .into(),
-        );
+        return Err(MigrationError::InProgress);
     }
     let name = &spec.name;
     let t0 = Instant::now();
-    let next = cur
-        .ring
-        .with_nodes(
-            cur.ring
-                .nodes()
-                .iter()
-                .filter(|n| &n.name != name)
-                .cloned()
-                .collect(),
-        )
-        .map_err(|e| e.to_string())?;
+    let next = cur.ring.with_nodes(
+        cur.ring
+            .nodes()
+            .iter()
+            .filter(|n| &n.name != name)
+            .cloned()
+            .collect(),
+    )?;
     let rebuild_us = t0.elapsed().as_micros() as u64;
     proxy.migration.add_pending(spec);
     if let Err(e) = persist(proxy, &next, None).await {
         proxy.migration.drop_pending(name);
-        return Err(format!("{e}; the ring is unchanged"));
+        return Err(MigrationError::Unchanged(Box::new(e)));
     }
     proxy
         .migration

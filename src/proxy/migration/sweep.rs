@@ -114,7 +114,7 @@ pub(crate) async fn sweep_and_finish(
     let mut notes = Vec::new();
     if let Err(e) = persist(proxy, &routing.ring, None).await {
         // The file still says "sweep": a restart sweeps again, which is harmless.
-        notes.push(e);
+        notes.push(e.to_string());
     }
     notes.push(pending_note(proxy));
     notes.retain(|n| !n.is_empty());
@@ -170,6 +170,7 @@ pub(crate) async fn abort(
     }
     let mut notes = Vec::new();
     if let Err(e) = persist(proxy, &routing.ring, None).await {
+        let e = e.to_string();
         if !why.contains(&e) {
             notes.push(e);
         }
@@ -219,7 +220,7 @@ pub(crate) async fn sweep_pending(proxy: &Proxy, only: Option<&str>) -> Vec<Node
     }
     if changed {
         if let Err(e) = persist(proxy, &routing.ring, None).await {
-            proxy.migration.set(|t| t.last_error = e);
+            proxy.migration.set(|t| t.last_error = e.to_string());
         }
         proxy.routing.store(Arc::new(Routing::new(
             routing.ring.clone(),
