@@ -136,15 +136,39 @@ pub trait Spawner: Send + Sync {
     fn retire(&self, _addr: &str) {}
 }
 
+/// Why [`Proxy::new`] could not build the proxy's state; `Display` is the
+/// one place that words it (the start-up error the operator reads).
+#[derive(Debug)]
+pub(crate) enum StartError {
+    /// The state file could not be read.
+    State(state::StateError),
+    /// The nodes do not make a ring.
+    Ring(crate::ring::RingError),
+    /// The unfinished change the state file records could not be resumed.
+    Resume(migration::MigrationError),
+}
+
+impl std::fmt::Display for StartError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            StartError::State(e) => write!(f, "{e}"),
+            StartError::Ring(e) => write!(f, "nodes: {e}"),
+            StartError::Resume(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+impl std::error::Error for StartError {}
+
 impl Proxy {
     /// Builds the proxy's state from a config (and its persisted topology, if any).
-    pub fn new(
+    pub(crate) fn new(
         config: Config,
         port: u16,
         spawner: Option<Arc<dyn Spawner>>,
-    ) -> Result<Arc<Proxy>, String> {
+    ) -> Result<Arc<Proxy>, StartError> {
         let saved = match &config.state_file {
-            Some(path) => state::load(path).map_err(|e| e.to_string())?,
+            Some(path) => state::load(path).map_err(StartError::State)?,
             None => None,
         };
         let (specs, epoch) = match &saved {
@@ -159,7 +183,7 @@ impl Proxy {
                 tracing::warn!(state_file = %path, epoch = s.epoch, nodes = s.nodes.len(), differences = %diff.join("; "), "topology from the state file, which overrides the config's nodes");
             }
         }
-        let ring = Ring::new(specs, config.ring, epoch).map_err(|e| format!("nodes: {e}"))?;
+        let ring = Ring::new(specs, config.ring, epoch).map_err(StartError::Ring)?;
         let pool: HashMap<String, Arc<Node>> = ring
             .nodes()
             .iter()
@@ -187,7 +211,7 @@ impl Proxy {
             config,
         });
         if let Some(s) = saved {
-            migration::resume(&proxy, s).map_err(|e| e.to_string())?;
+            migration::resume(&proxy, s).map_err(StartError::Resume)?;
         }
         Ok(proxy)
     }
@@ -245,7 +269,7 @@ pub async fn run_with(
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), String> {
     let port = listener.local_addr().map(|a| a.port()).unwrap_or(0);
-    let proxy = Proxy::new(config, port, spawner)?;
+    let proxy = Proxy::new(config, port, spawner).map_err(|e| e.to_string())?;
     let routing = proxy.routing.load();
     tracing::info!(listen = %proxy.config.listen, nodes = routing.nodes.len(), epoch = routing.ring.epoch(), "proxy ready");
     drop(routing);
