@@ -301,6 +301,7 @@ fn run_up(a: UpArgs) -> Result<(), String> {
         ),
         None => (Config::default(), "(built-in defaults)".into()),
     };
+    config.ops.admin_default_on = true;
     if let Some(m) = a.node_maxmemory {
         config.up.node_maxmemory = m;
     }

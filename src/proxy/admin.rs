@@ -40,6 +40,7 @@ pub async fn handle(proxy: &Arc<Proxy>, s: &ClientState, req: Request) -> Pendin
         "addslots" | "meet" | "reset" | "failover" | "replicate" => {
             Pending::error("ERR This instance has cluster support disabled")
         }
+        "plan" | "hotkeys" => super::operator::cluster_command(&proxy, s, args),
         "keynode" if args.len() == 3 => {
             let routing = proxy.routing.load();
             let mut out = BytesMut::new();
@@ -94,7 +95,7 @@ pub async fn handle(proxy: &Arc<Proxy>, s: &ClientState, req: Request) -> Pendin
         }
         _ => {
             Pending::error(&format!(
-                "ERR unknown subcommand '{}'. Try CLUSTER ADDNODE, SPAWNNODE, REMOVENODE, RING, RINGINFO, KEYNODE, SLOTS, SHARDS, NODES or INFO.",
+                "ERR unknown subcommand '{}'. Try CLUSTER ADDNODE, SPAWNNODE, REMOVENODE, RING, RINGINFO, KEYNODE, SLOTS, SHARDS, NODES, INFO, PLAN or HOTKEYS.",
                 String::from_utf8_lossy(&args[1])
             ))
         }
@@ -340,8 +341,9 @@ fn cluster_info(proxy: &super::Proxy) -> String {
         _ => t.last_duration_ms,
     };
     let next = routing.migration.as_ref().map(|m| m.next.clone());
+    let ops = proxy.ops.info_lines();
     format!(
-        "state:{}\r\nepoch:{}\r\nnodes:{}\r\npoints:{}\r\nscheme:{}\r\nnext_epoch:{}\r\nlast_change:{}\r\nring_rebuild_us:{}\r\nmigration_keys_to_scan:{to_scan}\r\nmigration_keys_scanned:{scanned}\r\nmigration_keys_copied:{copied}\r\nmigration_keys_resynced:{}\r\nmigration_keys_dirty:{}\r\nmigration_keys_swept:{}\r\nmigration_progress:{progress:.1}%\r\nmigration_moved_fraction:{:.4}\r\nmigration_cutover_pause_ms:{}\r\nmigration_cutover_persist_us:{}\r\nsweep_pending:{}\r\nmigration_ms:{elapsed}\r\nlast_error:{}\r\n",
+        "state:{}\r\nepoch:{}\r\nnodes:{}\r\npoints:{}\r\nscheme:{}\r\nnext_epoch:{}\r\nlast_change:{}\r\nring_rebuild_us:{}\r\nmigration_keys_to_scan:{to_scan}\r\nmigration_keys_scanned:{scanned}\r\nmigration_keys_copied:{copied}\r\nmigration_keys_resynced:{}\r\nmigration_keys_dirty:{}\r\nmigration_keys_swept:{}\r\nmigration_progress:{progress:.1}%\r\nmigration_moved_fraction:{:.4}\r\nmigration_cutover_pause_ms:{}\r\nmigration_cutover_persist_us:{}\r\nsweep_pending:{}\r\nmigration_ms:{elapsed}\r\nlast_error:{}\r\n{ops}",
         t.state,
         routing.ring.epoch(),
         routing.ring.nodes().len(),

@@ -10,6 +10,7 @@ use std::time::Duration;
 use serde::Deserialize;
 
 use super::budget::OutputLimits;
+use super::operator::{AdminSection, HotKeysSection, OpsConfig, SlowlogSection};
 use crate::resp::Limits;
 use crate::ring::{NodeSpec, PointScheme, RingConfig, DEFAULT_VNODES};
 
@@ -62,6 +63,12 @@ struct FileConfig {
     up: UpSection,
     #[serde(default)]
     nodes: Vec<NodeSection>,
+    #[serde(default)]
+    admin: AdminSection,
+    #[serde(default)]
+    hot_keys: HotKeysSection,
+    #[serde(default)]
+    slowlog: SlowlogSection,
 }
 
 #[derive(Debug, Deserialize)]
@@ -200,6 +207,8 @@ pub struct Config {
     pub up: UpConfig,
     /// The backends; empty is allowed only for `shardis up`, which fills it.
     pub nodes: Vec<NodeSpec>,
+    /// `[admin]`, `[hot_keys]`, `[slowlog]`.
+    pub ops: OpsConfig,
 }
 
 /// Background mover settings.
@@ -362,6 +371,7 @@ impl Config {
                 weight,
             });
         }
+        let ops = OpsConfig::validate(f.admin, f.hot_keys, f.slowlog)?;
         let ring = RingConfig {
             scheme,
             vnodes: f.ring.vnodes,
@@ -404,6 +414,7 @@ impl Config {
                 node_maxmemory: f.up.node_maxmemory,
             },
             nodes,
+            ops,
         })
     }
 }

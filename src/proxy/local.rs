@@ -72,6 +72,7 @@ pub async fn handle(
         "command" => return command(s, args),
         "info" => return super::info::info(proxy, s, args).await,
         "config" => return super::config_cmd::config(proxy, s, args).await,
+        "slowlog" => return Pending::Ready(proxy.ops.slowlog.command(args)),
         "time" => {
             let now = SystemTime::now()
                 .duration_since(UNIX_EPOCH)

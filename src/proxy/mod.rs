@@ -18,14 +18,20 @@ pub mod config;
 pub mod config_cmd;
 pub mod cursor;
 pub mod error;
+pub mod hotkeys;
+pub mod http;
 pub mod info;
 pub mod local;
 pub mod merge;
+pub mod metrics;
 pub mod migration;
 pub mod pinned;
+pub mod operator;
+pub mod plan;
 pub mod route;
 pub mod scan;
 pub mod session;
+pub mod slowlog;
 pub mod state;
 pub mod topology;
 pub mod transaction;
@@ -116,6 +122,8 @@ pub struct Proxy {
     /// Starts a new built-in node on request (`CLUSTER SPAWNNODE`); present
     /// only when the proxy runs under `shardis up`, which owns the processes.
     pub spawner: Option<Arc<dyn Spawner>>,
+    /// Metrics, hot keys, hot-shard tripwire, slow log (the operator plane).
+    pub ops: operator::Ops,
 }
 
 /// Starts a node process and returns its address once it answers PING.
@@ -174,6 +182,7 @@ impl Proxy {
             draining: AtomicBool::new(false),
             sessions: Mutex::new(HashMap::new()),
             spawner,
+            ops: operator::Ops::new(&config.ops),
             config,
         });
         if let Some(s) = saved {
@@ -239,7 +248,23 @@ pub async fn run_with(
     let routing = proxy.routing.load();
     tracing::info!(listen = %proxy.config.listen, nodes = routing.nodes.len(), epoch = routing.ring.epoch(), "proxy ready");
     drop(routing);
+    // Dropping `stop` ends the admin listener with the proxy.
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    if let Some((listen, configured)) = proxy.config.ops.admin_listen() {
+        let stop = async move {
+            let _ = stopped.await;
+        };
+        match http::start(proxy.clone(), &listen, stop).await {
+            Ok(_) => {}
+            Err(e) if configured => return Err(e),
+            // The default port is taken (another `shardis up`, say): serve
+            // without the admin API rather than not at all.
+            Err(e) => tracing::warn!("{e}; the admin HTTP API is off (set [admin] listen)"),
+        }
+    }
+    tokio::spawn(hotkeys::run_ticker(Arc::downgrade(&proxy)));
     serve(listener, proxy, shutdown).await;
+    drop(stop);
     Ok(())
 }
 

@@ -13,6 +13,7 @@ use tokio::sync::oneshot;
 
 use super::budget::ReplyBudget;
 use super::merge::{aggregate, lost, merge_fragments, owned_only};
+use super::metrics::Served;
 use super::migration;
 use super::session::{ClientState, Pending};
 use super::topology::{self, Node, Routing};
@@ -23,6 +24,7 @@ use crate::resp::{encode, lookup, CommandSpec, Kind, Request};
 /// Routes one request and returns the reply slot the client is owed for it.
 pub async fn dispatch(proxy: &Arc<Proxy>, client: &mut ClientState, req: Request) -> Pending {
     let spec = lookup(req.name());
+    client.served.set(Served::of(spec));
     // Inside MULTI everything is queued (or refused) by the transaction,
     // except what ends the connection's state as a whole.
     if client.tx.is_queueing() && !spec.is_some_and(|s| matches!(s.name, "quit" | "reset")) {
@@ -126,6 +128,7 @@ pub(super) async fn keyed(
         // its key) or one Redis refuses: it touches no data, so any node
         // answers it as Redis would.
         let routing = topology::enter(&proxy.routing, std::iter::empty).await;
+        client.served.on(routing.ring.locate(&req.args[0]));
         let rx = routing
             .owner(&req.args[0])
             .upstream(client.proto, client.id)
@@ -144,7 +147,10 @@ pub(super) async fn keyed(
         ));
     }
     let routing = topology::enter(&proxy.routing, || positions.iter().map(|&p| &req.args[p])).await;
-    let node = routing.owner(&req.args[positions[0]]).clone();
+    let first = routing.ring.locate(&req.args[positions[0]]);
+    let node = routing.nodes[first].clone();
+    client.served.on(first);
+    proxy.ops.hot_keys.sample(&req.args[positions[0]]);
     for &p in &positions[1..] {
         if !Arc::ptr_eq(routing.owner(&req.args[p]), &node) {
             return Pending::error("CROSSSLOT Keys in request don't hash to the same node (keep them together with a {hash tag})");
@@ -169,7 +175,10 @@ async fn single_key(
     let Request { raw, args } = req;
     let key = &args[1];
     let routing = topology::enter(&proxy.routing, || std::iter::once(key)).await;
-    let node = routing.owner(key);
+    let idx = routing.ring.locate(key);
+    let node = &routing.nodes[idx];
+    client.served.on(idx);
+    proxy.ops.hot_keys.sample(key);
     let track = moving_writes(&routing, spec, std::iter::once(key.clone()));
     let rx = send_tracked(client, &routing, node, raw, track).await;
     Pending::Charged(rx)
@@ -193,13 +202,18 @@ async fn split(
     // Group keys by owner node (not by ring point), keeping each key's position.
     let mut groups: Vec<(Arc<Node>, Vec<usize>)> = Vec::new();
     for &p in &positions {
+        proxy.ops.hot_keys.sample(&req.args[p]);
         let node = routing.owner(&req.args[p]);
         match groups.iter_mut().find(|(n, _)| Arc::ptr_eq(n, node)) {
             Some((_, ps)) => ps.push(p),
             None => groups.push((node.clone(), vec![p])),
         }
     }
+    client.served.on_many(groups.len());
     if groups.len() == 1 {
+        client
+            .served
+            .on(routing.ring.locate(&req.args[positions[0]]));
         let track = moving_writes(
             &routing,
             spec,
@@ -260,6 +274,7 @@ async fn fan_out(
         return Pending::error("ERR FLUSHALL/FLUSHDB are refused while a topology change runs; retry when CLUSTER RINGINFO shows state:ok");
     }
     let nodes = all_nodes(&routing);
+    client.served.on_many(nodes.len());
     let (proto, id) = (client.proto, client.id);
     let mut waits = Vec::with_capacity(nodes.len());
     for n in &nodes {

@@ -42,6 +42,7 @@ use tokio::time::Instant;
 
 use super::budget::{Exceeded, ReplyBudget, SoftClock};
 use super::error::ProxyError;
+use super::metrics::{ServedCell, Timing};
 use super::Proxy;
 use crate::resp::{encode, ProtocolError, Request, RequestDecoder};
 
@@ -98,6 +99,8 @@ pub struct ClientState {
     /// Reply bytes held for this client; replies forwarded with it are
     /// charged on arrival.
     pub budget: Arc<ReplyBudget>,
+    /// The request being dispatched: its command and the nodes routing sent it to.
+    pub served: ServedCell,
 }
 
 /// One client connection: its socket, its state and the replies it is owed.
@@ -107,6 +110,9 @@ pub struct ClientSession {
     /// Replies owed, oldest first. Owned by this task alone: nothing else
     /// reaches it, so it needs no lock (and `Pending` need not be `Sync`).
     owed: VecDeque<Pending>,
+    /// Aligned with `owed`: each request's timing (`None` for a protocol
+    /// error), recorded by the operator plane when its reply is complete.
+    timings: VecDeque<Option<Timing>>,
     /// A `Close` is queued: read no further request.
     closing: bool,
     /// This client's share of the proxy-wide query buffer total.
@@ -184,8 +190,10 @@ impl ClientSession {
                 tx: Default::default(),
                 blocked: Default::default(),
                 budget: budget.clone(),
+                served: ServedCell::default(),
             },
             owed: VecDeque::new(),
+            timings: VecDeque::new(),
             closing: false,
             query: QueryCharge {
                 proxy: proxy.clone(),
@@ -218,13 +226,23 @@ impl ClientSession {
                 }
                 eof = true;
             }
-            // Dispatch what is buffered, up to the pipeline depth.
+            // Dispatch what is buffered, up to the pipeline depth. One clock
+            // read stamps every request that arrived together.
+            let mut arrived = None;
             while !need_bytes && !session.closing && session.owed.len() < depth {
                 match decoder.decode(&mut buf) {
                     Ok(Some(req)) => {
                         session.proxy.stats.commands.fetch_add(1, Ordering::Relaxed);
+                        let started = *arrived.get_or_insert_with(std::time::Instant::now);
+                        let raw = req.raw.clone();
                         let p = dispatch(&session.proxy, &mut session.state, req).await;
                         session.push(p);
+                        let served = session.state.served.get();
+                        session.timings.push_back(Some(Timing {
+                            started,
+                            raw,
+                            served,
+                        }));
                     }
                     Ok(None) => need_bytes = true,
                     Err(e) => {
@@ -233,6 +251,7 @@ impl ClientSession {
                             stats.query_limit_closes.fetch_add(1, Ordering::Relaxed);
                         }
                         session.push(Pending::Close(ProxyError::Protocol(e).reply()));
+                        session.timings.push_back(None);
                     }
                 }
             }
@@ -253,6 +272,7 @@ impl ClientSession {
                 buf = BytesMut::new();
                 session.query.resize(0);
                 session.push(Pending::Close(ProxyError::QueryBufferTotal.reply()));
+                session.timings.push_back(None);
                 continue;
             }
             if need_bytes && buf.capacity() - buf.len() < 4096 {
@@ -287,12 +307,16 @@ impl ClientSession {
                     return
                 }
                 Event::Read(Ok(0)) | Event::Read(Err(_)) => eof = true,
-                Event::Read(Ok(_)) => {
+                Event::Read(Ok(n)) => {
                     need_bytes = false;
+                    let m = &session.proxy.ops.metrics;
+                    m.bytes_in.fetch_add(n as u64, Ordering::Relaxed);
                     session.query.resize(buf.len());
                 }
                 Event::Wrote(Ok(n)) if n > 0 => {
                     budget.release(n);
+                    let m = &session.proxy.ops.metrics;
+                    m.bytes_out.fetch_add(n as u64, Ordering::Relaxed);
                     if n == out.len() {
                         out.clear();
                     } else {
@@ -303,6 +327,7 @@ impl ClientSession {
                 Event::Wrote(_) => return,
                 Event::Reply(r, charged) => {
                     session.owed.pop_front();
+                    session.answered(&r, std::time::Instant::now());
                     if !charged {
                         budget.charge(r.len());
                     }
@@ -345,6 +370,8 @@ impl ClientSession {
     /// charging to `budget` those not charged on arrival; true when it
     /// reached a `Close` (whose reply is then in `out` too).
     fn collect(&mut self, out: &mut BytesMut, budget: &ReplyBudget) -> bool {
+        // One clock read for every reply gathered now.
+        let mut now = None;
         while out.len() < MAX_OUT_BYTES {
             let (bytes, charged) = match self.owed.front_mut() {
                 None => return false,
@@ -363,6 +390,8 @@ impl ClientSession {
                 Some(Pending::Close(b)) => {
                     budget.charge(b.len());
                     out.extend_from_slice(b);
+                    let b = b.clone();
+                    self.answered(&b, *now.get_or_insert_with(std::time::Instant::now));
                     return true;
                 }
             };
@@ -370,9 +399,20 @@ impl ClientSession {
                 budget.charge(bytes.len());
             }
             out.extend_from_slice(&bytes);
+            self.answered(&bytes, *now.get_or_insert_with(std::time::Instant::now));
             self.owed.pop_front();
         }
         false
+    }
+
+    /// The reply at the front is complete: hands its request's timing to the
+    /// operator plane (metrics, slow log).
+    fn answered(&mut self, reply: &[u8], now: std::time::Instant) {
+        if let Some(Some(t)) = self.timings.pop_front() {
+            self.proxy
+                .ops
+                .answered(&self.proxy, t, now, reply, &self.state);
+        }
     }
 
     /// Queues a reply slot. Never waits: the session reads no further

@@ -31,6 +31,7 @@ use tokio::sync::{mpsc, oneshot};
 use tokio::time::{timeout, Instant};
 
 use super::budget::ReplyBudget;
+use super::metrics::NodeMetrics;
 use crate::resp::reply::{self, reply_len, ReplyError, ReplyFramer};
 
 /// Requests queued for one upstream before senders wait.
@@ -80,9 +81,16 @@ pub struct Health {
     state: AtomicU8,
     pub failures: AtomicU64,
     pub last_error: std::sync::Mutex<String>,
+    /// Requests, errors, latency, in flight, reconnects (for `/metrics`).
+    pub metrics: NodeMetrics,
 }
 
 impl Health {
+    /// True while the last connection attempt succeeded.
+    pub fn is_up(&self) -> bool {
+        self.state.load(Ordering::Relaxed) == 1
+    }
+
     pub fn state(&self) -> &'static str {
         match self.state.load(Ordering::Relaxed) {
             1 => "up",
@@ -230,6 +238,7 @@ pub fn error_reply(label: &str, why: &UpstreamError) -> Bytes {
 
 async fn run(opts: UpstreamOptions, mut rx: mpsc::Receiver<UpRequest>, health: Arc<Health>) {
     let mut backoff = MIN_BACKOFF_MS;
+    let mut failed_before = false;
     loop {
         // Connect lazily: an idle node costs nothing and a dead one is retried
         // only when somebody needs it.
@@ -237,8 +246,12 @@ async fn run(opts: UpstreamOptions, mut rx: mpsc::Receiver<UpRequest>, health: A
         match connect(&opts).await {
             Ok(sock) => {
                 health.set_up();
+                if failed_before {
+                    health.metrics.reconnects.fetch_add(1, Ordering::Relaxed);
+                }
+                failed_before = true;
                 backoff = MIN_BACKOFF_MS;
-                let why = serve(sock, first, &mut rx, &opts).await;
+                let why = serve(sock, first, &mut rx, &opts, &health.metrics).await;
                 match why {
                     None => return,
                     Some(e) => {
@@ -253,6 +266,8 @@ async fn run(opts: UpstreamOptions, mut rx: mpsc::Receiver<UpRequest>, health: A
             Err(e) => {
                 tracing::debug!(node = %opts.label, error = %e, "upstream connect failed");
                 health.set_down(&e);
+                failed_before = true;
+                health.metrics.observe(0, true);
                 first.reply.answer(error_reply(&opts.label, &e));
                 if opts.pinned {
                     return fail_rest(&opts, rx, &e).await;
@@ -262,7 +277,10 @@ async fn run(opts: UpstreamOptions, mut rx: mpsc::Receiver<UpRequest>, health: A
                 loop {
                     tokio::select! {
                         r = rx.recv() => match r {
-                            Some(req) => req.reply.answer(error_reply(&opts.label, &e)),
+                            Some(req) => {
+                                health.metrics.observe(0, true);
+                                req.reply.answer(error_reply(&opts.label, &e));
+                            }
                             None => return,
                         },
                         _ = tokio::time::sleep_until(until) => break,
@@ -340,9 +358,11 @@ async fn serve(
     first: UpRequest,
     rx: &mut mpsc::Receiver<UpRequest>,
     opts: &UpstreamOptions,
+    metrics: &NodeMetrics,
 ) -> Option<UpstreamError> {
     let (mut rd, mut wr) = sock.split();
-    let mut inflight: VecDeque<(Waiter, u32)> = VecDeque::new();
+    // Each request's reply slot, the watchdog tick it was sent in, and when.
+    let mut inflight: VecDeque<(Waiter, u32, std::time::Instant)> = VecDeque::new();
     let mut framer = ReplyFramer::new(opts.max_bulk_len);
     let mut out = BytesMut::with_capacity(64 * 1024);
     let mut buf = BytesMut::with_capacity(64 * 1024);
@@ -352,16 +372,19 @@ async fn serve(
     let mut now: u32 = 0;
     let mut handle_dropped = false;
     out.extend_from_slice(&first.raw);
-    inflight.push_back((first.reply, now));
+    inflight.push_back((first.reply, now, std::time::Instant::now()));
 
     let why = 'conn: loop {
         // Gather what is already queued into one write. A slot goes into the
         // FIFO with its bytes, so a reply can never arrive ahead of its slot.
+        // One clock read stamps the whole batch (for the latency metrics).
+        let mut stamp = None;
         while !handle_dropped && out.len() < MAX_BATCH_BYTES && inflight.len() < MAX_IN_FLIGHT {
             match rx.try_recv() {
                 Ok(req) => {
                     out.extend_from_slice(&req.raw);
-                    inflight.push_back((req.reply, now));
+                    let at = *stamp.get_or_insert_with(std::time::Instant::now);
+                    inflight.push_back((req.reply, now, at));
                 }
                 Err(mpsc::error::TryRecvError::Empty) => break,
                 Err(mpsc::error::TryRecvError::Disconnected) => handle_dropped = true,
@@ -370,6 +393,9 @@ async fn serve(
         if handle_dropped && (inflight.is_empty() || opts.pinned) {
             break None;
         }
+        metrics
+            .in_flight
+            .store(inflight.len() as u64, Ordering::Relaxed);
         if buf.capacity() - buf.len() < 4096 {
             buf.reserve(64 * 1024);
         }
@@ -385,24 +411,34 @@ async fn serve(
         match event {
             Event::Read(Ok(0)) => break Some(UpstreamError::ClosedByNode),
             Event::Read(Err(e)) => break Some(UpstreamError::Io(e.to_string())),
-            Event::Read(Ok(_)) => loop {
-                // The framer resumes where the last read left it: a large
-                // reply arriving in many reads is scanned once.
-                match framer.next(&buf) {
-                    Ok(Some(n)) => {
-                        let reply = buf.split_to(n).freeze();
-                        match inflight.pop_front() {
-                            Some((waiter, _)) => waiter.answer(reply),
-                            None => break 'conn Some(UpstreamError::StrayReply),
+            Event::Read(Ok(_)) => {
+                // One clock read for every reply this read brought.
+                let read_at = std::time::Instant::now();
+                loop {
+                    // The framer resumes where the last read left it: a large
+                    // reply arriving in many reads is scanned once.
+                    match framer.next(&buf) {
+                        Ok(Some(n)) => {
+                            let reply = buf.split_to(n).freeze();
+                            match inflight.pop_front() {
+                                Some((waiter, _, sent)) => {
+                                    metrics.observe(
+                                        read_at.duration_since(sent).as_nanos() as u64,
+                                        reply::is_error(&reply),
+                                    );
+                                    waiter.answer(reply)
+                                }
+                                None => break 'conn Some(UpstreamError::StrayReply),
+                            }
                         }
+                        Ok(None) if !buf.is_empty() && inflight.is_empty() => {
+                            break 'conn Some(UpstreamError::StrayReply)
+                        }
+                        Ok(None) => break,
+                        Err(e) => break 'conn Some(UpstreamError::InvalidReply(e)),
                     }
-                    Ok(None) if !buf.is_empty() && inflight.is_empty() => {
-                        break 'conn Some(UpstreamError::StrayReply)
-                    }
-                    Ok(None) => break,
-                    Err(e) => break 'conn Some(UpstreamError::InvalidReply(e)),
                 }
-            },
+            }
             Event::Wrote(Ok(0)) => break Some(UpstreamError::ClosedByNode),
             Event::Wrote(Ok(n)) => {
                 if n == out.len() {
@@ -414,13 +450,13 @@ async fn serve(
             Event::Wrote(Err(e)) => break Some(UpstreamError::Io(e.to_string())),
             Event::Request(Some(req)) => {
                 out.extend_from_slice(&req.raw);
-                inflight.push_back((req.reply, now));
+                inflight.push_back((req.reply, now, std::time::Instant::now()));
             }
             Event::Request(None) => handle_dropped = true,
             Event::Tick if opts.pinned => {}
             Event::Tick => {
                 now = now.wrapping_add(1);
-                if let Some((_, sent)) = inflight.front() {
+                if let Some((_, sent, _)) = inflight.front() {
                     if now.wrapping_sub(*sent) > TICKS_PER_TIMEOUT {
                         break Some(UpstreamError::NoReply(opts.request_timeout));
                     }
@@ -431,8 +467,10 @@ async fn serve(
     // Poisoned or closing: everything still in flight fails now, with an
     // error naming the node.
     let msg = why.clone().unwrap_or(UpstreamError::Closed);
-    for (waiter, _) in inflight {
+    for (waiter, _, sent) in inflight {
+        metrics.observe(sent.elapsed().as_nanos() as u64, true);
         waiter.answer(error_reply(&opts.label, &msg));
     }
+    metrics.in_flight.store(0, Ordering::Relaxed);
     why
 }

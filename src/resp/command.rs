@@ -480,7 +480,7 @@ pub const TABLE: &[CommandSpec] = &[
     row("sync", 1, SERVER, NONE, false),
     row("psync", -3, SERVER, NONE, false),
     row("failover", -1, SERVER, NONE, false),
-    row("slowlog", -2, SERVER, NONE, false),
+    row("slowlog", -2, LOCAL, NONE, false),
     row("latency", -2, SERVER, NONE, false),
     row("acl", -2, SERVER, NONE, false),
     row("module", -2, SERVER, NONE, false),

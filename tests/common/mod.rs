@@ -14,6 +14,8 @@ use std::time::{Duration, Instant};
 
 use shardis::procs::StderrCapture;
 
+pub mod http;
+
 pub const BIN: &str = env!("CARGO_BIN_EXE_shardis");
 
 /// A port nobody listens on right now.
