@@ -386,7 +386,7 @@ fn redis_benchmark(backend: &[&str]) {
     // INCR, LPUSH, RPUSH, LPOP, RPOP, SADD, HSET, SPOP, ZADD, ZPOPMIN, LPUSH
     // (for LRANGE), LRANGE_100/300/500/600, MSET.
     let expected = 20;
-    let out = Command::new("timeout").args(&args).output().unwrap();
+    let out = Command::new("timeout").args(args).output().unwrap();
     let t = all(&out);
     assert!(out.status.success(), "{t}");
     assert!(!t.to_lowercase().contains("error"), "{t}");
