@@ -55,7 +55,7 @@ PORT=$BASE
 PIDS+=($!)
 for _ in $(seq 150); do redis-cli -p "$PORT" PING >/dev/null 2>&1 && break; sleep 0.1; done
 redis-cli -p "$PORT" PING >/dev/null 2>&1 || { echo "shardis up did not start:" >&2; cat "$LOG" >&2; exit 1; }
-ADMIN=$(redis-cli -p "$PORT" CLUSTER INFO | tr -d '\r' | sed -n 's/^admin_listen://p')
+ADMIN=$(redis-cli -p "$PORT" CLUSTER RINGINFO | tr -d '\r' | sed -n 's/^admin_listen://p')
 [ -n "$ADMIN" ] && [ "$ADMIN" != "-" ] || { echo "no admin listener:" >&2; cat "$LOG" >&2; exit 1; }
 echo "proxy 127.0.0.1:$PORT, admin http://$ADMIN/" >&2
 

@@ -22,13 +22,13 @@ fn cluster(nodes: usize, extra: &str) -> (Cluster, String) {
     (c, addr)
 }
 
-/// The admin listener's address, as `CLUSTER INFO` reports it.
+/// The admin listener's address, as `CLUSTER RINGINFO` reports it.
 fn admin_addr(con: &mut redis::Connection) -> String {
-    let info: String = redis::cmd("CLUSTER").arg("INFO").query(con).unwrap();
+    let info: String = redis::cmd("CLUSTER").arg("RINGINFO").query(con).unwrap();
     let addr = info
         .lines()
         .find_map(|l| l.strip_prefix("admin_listen:"))
-        .expect("CLUSTER INFO has admin_listen")
+        .expect("CLUSTER RINGINFO has admin_listen")
         .trim()
         .to_string();
     assert!(addr.starts_with("127.0.0.1:"), "{info}");
@@ -241,7 +241,7 @@ fn cluster_json_describes_the_ring() {
 fn admin_listener_is_off_unless_configured_for_shardis_proxy() {
     let c = Cluster::builtin(1);
     let info: String = redis::cmd("CLUSTER")
-        .arg("INFO")
+        .arg("RINGINFO")
         .query(&mut c.client())
         .unwrap();
     assert!(info.contains("admin_listen:-\r\n"), "{info}");

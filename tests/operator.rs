@@ -1,5 +1,5 @@
 //! The operator's questions over RESP: SLOWLOG, CLUSTER HOTKEYS, the
-//! hot-shard tripwire in CLUSTER INFO, and CLUSTER PLAN's dry run checked
+//! hot-shard tripwire in CLUSTER RINGINFO, and CLUSTER PLAN's dry run checked
 //! against the change it predicts.
 
 mod common;
@@ -10,7 +10,7 @@ use common::*;
 use redis::{Commands, Value};
 
 fn cluster_info(con: &mut redis::Connection) -> String {
-    redis::cmd("CLUSTER").arg("INFO").query(con).unwrap()
+    redis::cmd("CLUSTER").arg("RINGINFO").query(con).unwrap()
 }
 
 fn field(text: &str, key: &str) -> String {

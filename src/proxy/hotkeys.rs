@@ -1,5 +1,5 @@
 //! Where the load goes: the hot-key sketch (`CLUSTER HOTKEYS`) and the
-//! hot-shard tripwire (`hot_shard:` in `CLUSTER INFO`, a metric, a warning).
+//! hot-shard tripwire (`hot_shard:` in `CLUSTER RINGINFO`, a metric, a warning).
 //!
 //! Routing offers every keyed request's key to [`HotKeys::sample`], which
 //! keeps 1 request in [`SAMPLE_EVERY`] (a per-thread counter: no shared write
@@ -315,7 +315,7 @@ impl Tripwire {
             .unwrap_or_default()
     }
 
-    /// The `CLUSTER INFO` value: `none`, or the hot nodes with their shares.
+    /// The `CLUSTER RINGINFO` value: `none`, or the hot nodes with their shares.
     pub fn summary(&self) -> String {
         let hot: Vec<String> = self
             .loads()

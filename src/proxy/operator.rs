@@ -283,7 +283,7 @@ impl Ops {
         }
     }
 
-    /// Lines for `CLUSTER INFO`: `admin_listen:` and `hot_shard:`.
+    /// Lines for `CLUSTER RINGINFO`: `admin_listen:` and `hot_shard:`.
     pub fn info_lines(&self) -> String {
         let admin = self
             .admin_addr

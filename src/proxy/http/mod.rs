@@ -3,7 +3,7 @@
 //! (the status page, one self-contained HTML file).
 //!
 //! Started by `proxy::run_with` when `[admin] listen` is set (or under
-//! `shardis up`); the bound address is logged and shown by `CLUSTER INFO`
+//! `shardis up`); the bound address is logged and shown by `CLUSTER RINGINFO`
 //! as `admin_listen:`. Never blocks the RESP path: handlers read snapshots
 //! and atomics and send through the shared upstream connections.
 
