@@ -206,9 +206,35 @@ async fn single_key(
     let track = moving_writes(&routing, spec, std::iter::once(key.clone()));
     let rx = send_tracked(client, &routing, node, raw, track).await;
     match fill {
-        None => Pending::Charged(rx),
         Some((token, epoch)) => fill_on_reply(proxy, client, key.clone(), token, epoch, rx),
+        None if spec.write && proxy.ops.hot_cache.is_some() => {
+            forget_on_reply(proxy, client, key.clone(), rx)
+        }
+        None => Pending::Charged(rx),
     }
+}
+
+/// A forwarded write whose key is forgotten again once the node answered: a
+/// GET from another client, sent on another connection after the first
+/// invalidation, may have read the old value just before the write landed.
+fn forget_on_reply(
+    proxy: &Arc<Proxy>,
+    client: &ClientState,
+    key: Bytes,
+    rx: oneshot::Receiver<Bytes>,
+) -> Pending {
+    let proxy = proxy.clone();
+    let budget = client.budget.clone();
+    Pending::Later(Box::pin(async move {
+        let Ok(reply) = rx.await else {
+            return lost();
+        };
+        budget.release(reply.len());
+        if let Some(cache) = &proxy.ops.hot_cache {
+            cache.invalidate(&key);
+        }
+        reply
+    }))
 }
 
 /// A forwarded hot GET whose reply also fills the cache (bulk and nil only).
