@@ -19,18 +19,18 @@
 //! matcher needs no such cap, so `*a` repeated 1 500 times matches 1 500 `a`s.
 
 /// Whether `s` matches the glob `pat`, case-sensitively (KEYS, SCAN MATCH).
-pub fn matches(pat: &[u8], s: &[u8]) -> bool {
+pub(crate) fn matches(pat: &[u8], s: &[u8]) -> bool {
     matches_with(pat, s, false)
 }
 
 /// Whether `s` matches the glob `pat`, ignoring ASCII case (CONFIG GET).
-pub fn matches_nocase(pat: &[u8], s: &[u8]) -> bool {
+pub(crate) fn matches_nocase(pat: &[u8], s: &[u8]) -> bool {
     matches_with(pat, s, true)
 }
 
 /// Whether the pattern is `*` alone: Redis then skips matching entirely, so
 /// it also matches the empty key (which `**` does not).
-pub fn is_match_all(pat: &[u8]) -> bool {
+pub(crate) fn is_match_all(pat: &[u8]) -> bool {
     pat == b"*"
 }
 

@@ -18,8 +18,9 @@ mod stderr;
 
 pub use stderr::{child_panics, StderrCapture};
 
-use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
+use crate::client::blocking::answers_ping;
+
+use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -29,7 +30,7 @@ const START_TIMEOUT: Duration = Duration::from_secs(15);
 
 /// What the nodes are.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum NodeKind {
+pub(crate) enum NodeKind {
     /// `shardis node`, this very executable.
     Builtin,
     /// `redis-server` from `PATH`, without persistence.
@@ -38,7 +39,7 @@ pub enum NodeKind {
 
 impl NodeKind {
     /// A short label for reports.
-    pub fn label(self) -> &'static str {
+    pub(crate) fn label(self) -> &'static str {
         match self {
             NodeKind::Builtin => "built-in",
             NodeKind::Redis => "redis-server",
@@ -48,7 +49,7 @@ impl NodeKind {
 
 /// A child process of ours that answered PING on `127.0.0.1:port`; killed and
 /// reaped when dropped, so no path out of the caller leaves it running.
-pub struct Proc {
+pub(crate) struct Proc {
     child: Child,
     port: u16,
     stderr: StderrCapture,
@@ -84,12 +85,12 @@ impl Proc {
     }
 
     /// `127.0.0.1:port`.
-    pub fn addr(&self) -> String {
+    pub(crate) fn addr(&self) -> String {
         format!("127.0.0.1:{}", self.port)
     }
 
     /// OS process id, for `/proc/PID/status`.
-    pub fn pid(&self) -> u32 {
+    pub(crate) fn pid(&self) -> u32 {
         self.child.id()
     }
 }
@@ -110,8 +111,9 @@ pub fn free_port() -> Result<u16, String> {
 }
 
 /// Waits until `port` answers PING with +PONG, or the child exits (no point
-/// waiting out the timeout for a process that is gone), or 15 s pass.
-fn wait_ping(port: u16, child: &mut Child, what: &str) -> Result<(), String> {
+/// waiting out the timeout for a process that is gone), or 15 s pass. The
+/// integration tests' harness waits for its children with this too.
+pub fn wait_ping(port: u16, child: &mut Child, what: &str) -> Result<(), String> {
     let deadline = Instant::now() + START_TIMEOUT;
     loop {
         if let Ok(Some(status)) = child.try_wait() {
@@ -119,7 +121,7 @@ fn wait_ping(port: u16, child: &mut Child, what: &str) -> Result<(), String> {
                 "{what} on port {port} exited during start-up ({status})"
             ));
         }
-        if answers_ping(port) {
+        if answers_ping(port, Duration::from_millis(500)) {
             return Ok(());
         }
         if Instant::now() > deadline {
@@ -131,18 +133,6 @@ fn wait_ping(port: u16, child: &mut Child, what: &str) -> Result<(), String> {
     }
 }
 
-/// One PING on a fresh connection; false on any error or other reply.
-fn answers_ping(port: u16) -> bool {
-    let Ok(mut s) = TcpStream::connect(("127.0.0.1", port)) else {
-        return false;
-    };
-    let _ = s.set_read_timeout(Some(Duration::from_millis(500)));
-    let mut buf = [0u8; 7];
-    s.write_all(b"*1\r\n$4\r\nPING\r\n").is_ok()
-        && s.read_exact(&mut buf).is_ok()
-        && &buf == b"+PONG\r\n"
-}
-
 /// This executable, to start `shardis node` and `shardis proxy` from.
 fn current_exe() -> Result<PathBuf, String> {
     std::env::current_exe().map_err(|e| format!("cannot find this executable: {e}"))
@@ -150,7 +140,7 @@ fn current_exe() -> Result<PathBuf, String> {
 
 /// Starts a node of `kind` on a free port, bound to loopback, and waits until
 /// it answers PING. `name` (its name in the ring) only labels errors.
-pub fn start_node(kind: NodeKind, name: &str) -> Result<Proc, String> {
+pub(crate) fn start_node(kind: NodeKind, name: &str) -> Result<Proc, String> {
     let port = free_port()?;
     let port_arg = port.to_string();
     let mut cmd = match kind {
@@ -182,7 +172,7 @@ pub fn start_node(kind: NodeKind, name: &str) -> Result<Proc, String> {
 /// Starts `shardis proxy --config config`, which must listen on `port`, with
 /// `env` added, and waits until it answers PING. Its stderr is captured and
 /// copied to `log` (truncated); its tail is added to the error if the start fails.
-pub fn start_proxy(
+pub(crate) fn start_proxy(
     config: &Path,
     port: u16,
     log: &Path,
@@ -199,7 +189,7 @@ pub fn start_proxy(
 }
 
 /// The `[[nodes]]` tables of a proxy config, one per `(name, addr)`.
-pub fn nodes_toml<'a>(nodes: impl IntoIterator<Item = (&'a str, &'a str)>) -> String {
+pub(crate) fn nodes_toml<'a>(nodes: impl IntoIterator<Item = (&'a str, &'a str)>) -> String {
     let mut out = String::new();
     for (name, addr) in nodes {
         out.push_str(&format!(
@@ -212,18 +202,18 @@ pub fn nodes_toml<'a>(nodes: impl IntoIterator<Item = (&'a str, &'a str)>) -> St
 /// A private directory under the system temp dir, removed with all it holds
 /// on drop. Declare it after the processes that write into it, so they are
 /// gone first.
-pub struct WorkDir(PathBuf);
+pub(crate) struct WorkDir(PathBuf);
 
 impl WorkDir {
     /// Creates `$TMPDIR/<name>` (and any missing parents).
-    pub fn create(name: &str) -> Result<WorkDir, String> {
+    pub(crate) fn create(name: &str) -> Result<WorkDir, String> {
         let dir = std::env::temp_dir().join(name);
         std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
         Ok(WorkDir(dir))
     }
 
     /// `dir/file`.
-    pub fn join(&self, file: &str) -> PathBuf {
+    pub(crate) fn join(&self, file: &str) -> PathBuf {
         self.0.join(file)
     }
 }

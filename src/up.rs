@@ -117,7 +117,8 @@ impl NodeSpawner {
                     "node on port {port} exited during start-up ({status}); is the port in use?"
                 ));
             }
-            if let Ok(r) = proxy::admin::probe(&addr, &[b"PING"], Duration::from_millis(500)).await
+            if let Ok(r) =
+                shardis::client::probe(&addr, &[b"PING"], Duration::from_millis(500)).await
             {
                 if r.starts_with(b"+PONG") {
                     break;

@@ -13,7 +13,7 @@ use common::*;
 const TIMEOUT: Duration = Duration::from_secs(10);
 
 fn conn(port: u16) -> RespConn {
-    RespConn::open(port, TIMEOUT).unwrap()
+    RespConn::connect_loopback(port, TIMEOUT).unwrap()
 }
 
 fn text(r: &[u8]) -> String {
@@ -163,7 +163,7 @@ fn a_client_that_leaves_while_blocked_releases_its_connection_and_pops_nothing()
     };
     assert!(refused.contains("max_pinned_per_node"), "{refused}");
     drop(first);
-    let mut admin = RespConn::open(port, TIMEOUT).unwrap();
+    let mut admin = RespConn::connect_loopback(port, TIMEOUT).unwrap();
     // The node saw the client go: only the proxy's own connections remain.
     let deadline = Instant::now() + TIMEOUT;
     loop {
@@ -208,7 +208,7 @@ fn a_command_blocked_on_keys_that_a_topology_change_moves_is_aborted_with_an_err
         .map(|i| format!("q{i}"))
         .find(|k| text(&admin.cmd(&["CLUSTER", "KEYNODE", k])).contains("n3"))
         .unwrap();
-    let mut blocked = RespConn::open(port, Duration::from_secs(60)).unwrap();
+    let mut blocked = RespConn::connect_loopback(port, Duration::from_secs(60)).unwrap();
     blocked.send(&[b"BLPOP", moved.as_bytes(), b"0"]).unwrap();
     std::thread::sleep(Duration::from_millis(200));
     assert_eq!(admin.cmd(&["CLUSTER", "REMOVENODE", "n3"]), b"+OK\r\n");
@@ -250,7 +250,7 @@ fn a_draining_proxy_closes_blocked_clients_instead_of_waiting_for_them() {
     let nodes = vec![start_redis(free_port())];
     // `extra` lands inside [proxy]: a drain far longer than the test waits.
     let mut c = Cluster::over(nodes, "drain_timeout_ms = 600000\n");
-    let mut blocked = RespConn::open(c.proxy.port, Duration::from_secs(60)).unwrap();
+    let mut blocked = RespConn::connect_loopback(c.proxy.port, Duration::from_secs(60)).unwrap();
     blocked.send(&[b"BLPOP", b"q", b"0"]).unwrap();
     let mut other = conn(c.proxy.port);
     assert_eq!(other.cmd(&["PING"]), b"+PONG\r\n");
@@ -262,7 +262,7 @@ fn a_draining_proxy_closes_blocked_clients_instead_of_waiting_for_them() {
     assert!(status.success());
     let r = blocked.read_reply();
     assert!(
-        matches!(&r, Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof),
+        matches!(&r, Err(shardis::client::ClientError::Closed)),
         "closed, not answered and not left waiting for the drain: {r:?}"
     );
     c.proxy.kill();

@@ -21,7 +21,7 @@ fn text(r: &[u8]) -> String {
 fn cluster_views_describe_the_proxy_as_one_node_owning_every_slot() {
     let c = Cluster::builtin(2);
     let port = c.proxy.port;
-    let mut s = RespConn::open(port, std::time::Duration::from_secs(10)).unwrap();
+    let mut s = RespConn::connect_loopback(port, std::time::Duration::from_secs(10)).unwrap();
     let id = s.cmd(&["CLUSTER", "MYID"]);
     assert!(id.starts_with(b"$40\r\n"), "{}", text(&id));
     let id = text(&id[5..45]);
@@ -72,7 +72,8 @@ fn cluster_views_describe_the_proxy_as_one_node_owning_every_slot() {
 #[test]
 fn the_ring_views_live_under_cluster_ring_and_ringinfo() {
     let c = Cluster::builtin(3);
-    let mut s = RespConn::open(c.proxy.port, std::time::Duration::from_secs(10)).unwrap();
+    let mut s =
+        RespConn::connect_loopback(c.proxy.port, std::time::Duration::from_secs(10)).unwrap();
     let ring = text(&s.cmd(&["CLUSTER", "RING"]));
     assert_eq!(ring.matches(" role=member").count(), 3, "{ring}");
     let info = text(&s.cmd(&["CLUSTER", "RINGINFO"]));

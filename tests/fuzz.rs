@@ -460,7 +460,9 @@ fn arbitrary_bytes_over_tcp_never_panic_the_proxy() {
                 String::from_utf8_lossy(&data)
             );
             if n.is_multiple_of(25) {
-                let mut p = common::RespConn::open(port, Duration::from_secs(10)).unwrap();
+                let mut p =
+                    common::RespConn::connect_loopback(port, Duration::from_secs(10)).unwrap();
+                use common::RespCmd;
                 prop_assert_eq!(p.cmd(&["PING"]), b"+PONG\r\n".to_vec());
                 cluster.proxy.assert_no_panic();
             }

@@ -249,6 +249,31 @@ fn run_check(args: &[&str], env: &[(&str, &str)]) -> (bool, String) {
     (out.status.success(), text)
 }
 
+/// The numbers after `label` on its line of the report.
+fn numbers(report: &str, label: &str) -> Vec<u64> {
+    let line = report
+        .lines()
+        .find_map(|l| l.strip_prefix(label))
+        .unwrap_or_else(|| panic!("{label} in {report}"));
+    line.split(|c: char| !c.is_ascii_digit())
+        .filter_map(|n| n.parse().ok())
+        .collect()
+}
+
+/// The collection workloads ran, were verified, and found nothing.
+fn assert_collections_clean(report: &str) {
+    let covered = numbers(report, "collection keys verified:");
+    assert!(
+        covered.len() == 2 && covered.iter().all(|&n| n > 0),
+        "collection keys and TTL'd collection keys verified: {report}"
+    );
+    assert_eq!(
+        numbers(report, "collection violations (hash list set zset):"),
+        [0, 0, 0, 0],
+        "{report}"
+    );
+}
+
 #[test]
 fn consistency_checker_passes_over_builtin_nodes() {
     let (ok, report) = run_check(&["--short", "--backend", "builtin"], &[]);
@@ -261,6 +286,7 @@ fn consistency_checker_passes_over_builtin_nodes() {
     ] {
         assert!(report.contains(line), "{line} in {report}");
     }
+    assert_collections_clean(&report);
 }
 
 #[test]
@@ -270,6 +296,7 @@ fn consistency_checker_passes_over_redis_server_nodes() {
     }
     let (ok, report) = run_check(&["--short", "--backend", "redis"], &[]);
     assert!(ok && report.contains("PASS (0 violations)"), "{report}");
+    assert_collections_clean(&report);
 }
 
 #[test]
@@ -289,6 +316,31 @@ fn consistency_checker_catches_a_migration_that_skips_resync() {
         !ok && report.contains("verdict: FAIL"),
         "the checker must catch the injected fault: {report}"
     );
+}
+
+/// Only the hash, list, set and sorted-set workloads run, over a proxy that
+/// never re-syncs writes made during a copy: the collection checks must see it.
+#[test]
+fn consistency_checker_catches_lost_collection_writes() {
+    let (ok, report) = run_check(
+        &[
+            "--short",
+            "--backend",
+            "builtin",
+            "--workers",
+            "8",
+            "--workload",
+            "collections",
+            "--inject-skip-resync",
+        ],
+        &[],
+    );
+    assert!(
+        !ok && report.contains("verdict: FAIL"),
+        "the collection checks must catch the injected fault: {report}"
+    );
+    let found = numbers(&report, "collection violations (hash list set zset):");
+    assert!(found.iter().sum::<u64>() > 0, "{report}");
 }
 
 /// The fault matrix: each party killed and stopped in each phase, plus an
@@ -314,6 +366,7 @@ fn fault_matrix_passes(threads: &str) {
         report.contains("fault scenarios that missed their phase: 0"),
         "{report}"
     );
+    assert_collections_clean(&report);
     for party in ["joining", "old-owner", "proxy"] {
         for fault in ["kill", "stop"] {
             for phase in ["copying", "catch-up", "cutover", "sweeping"] {

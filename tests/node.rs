@@ -5,9 +5,9 @@ mod common;
 
 use bytes::BytesMut;
 use shardis::backend::{run, NodeConfig};
+use shardis::client::{ClientError, Conn};
 use std::net::SocketAddr;
 use std::time::Duration;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::oneshot;
 
@@ -33,10 +33,9 @@ async fn node() -> TestNode {
     start(NodeConfig::default()).await
 }
 
-/// A raw RESP client.
+/// A RESP client on the crate's connection, panicking on transport errors.
 struct Client {
-    sock: TcpStream,
-    buf: BytesMut,
+    conn: Conn,
 }
 
 fn command(args: &[&str]) -> Vec<u8> {
@@ -45,25 +44,26 @@ fn command(args: &[&str]) -> Vec<u8> {
 }
 
 fn command_bytes(args: &[&[u8]]) -> Vec<u8> {
-    let mut out = format!("*{}\r\n", args.len()).into_bytes();
-    for a in args {
-        out.extend_from_slice(format!("${}\r\n", a.len()).as_bytes());
-        out.extend_from_slice(a);
-        out.extend_from_slice(b"\r\n");
-    }
-    out
+    let mut out = BytesMut::new();
+    shardis::resp::encode::command(&mut out, args);
+    out.to_vec()
 }
 
 impl Client {
     async fn connect(node: &TestNode) -> Client {
-        Client {
-            sock: TcpStream::connect(node.addr).await.unwrap(),
-            buf: BytesMut::new(),
-        }
+        Client::to(node.addr).await
+    }
+
+    async fn to(addr: SocketAddr) -> Client {
+        let conn = Conn::connect(&addr.to_string(), READ_TIMEOUT)
+            .await
+            .unwrap();
+        Client { conn }
     }
 
     async fn send_raw(&mut self, bytes: &[u8]) {
-        self.sock.write_all(bytes).await.unwrap();
+        self.conn.queue_raw(bytes);
+        self.conn.flush().await.unwrap();
     }
 
     async fn send(&mut self, args: &[&str]) {
@@ -72,19 +72,9 @@ impl Client {
 
     /// Reads one complete reply.
     async fn reply(&mut self) -> Vec<u8> {
-        loop {
-            if let Some(n) = shardis::resp::reply_len(&self.buf).unwrap() {
-                return self.buf.split_to(n).to_vec();
-            }
-            let n = tokio::time::timeout(READ_TIMEOUT, self.sock.read_buf(&mut self.buf))
-                .await
-                .expect("reply timed out")
-                .unwrap();
-            assert!(
-                n > 0,
-                "connection closed; have {:?}",
-                String::from_utf8_lossy(&self.buf)
-            );
+        match self.conn.read_reply().await {
+            Ok(r) => r.to_vec(),
+            Err(e) => panic!("no reply: {e}"),
         }
     }
 
@@ -102,9 +92,13 @@ impl Client {
 
     /// Asserts the server closes the connection (after any pending bytes).
     async fn expect_closed(&mut self) {
-        let mut rest = Vec::new();
-        let r = tokio::time::timeout(READ_TIMEOUT, self.sock.read_to_end(&mut rest)).await;
-        assert!(r.is_ok(), "connection was not closed");
+        loop {
+            match self.conn.read_reply().await {
+                Ok(_) => continue,
+                Err(ClientError::Closed | ClientError::Read(_)) => return,
+                Err(e) => panic!("connection was not closed: {e}"),
+            }
+        }
     }
 }
 
@@ -695,10 +689,7 @@ async fn shutdown_stops_accepting_and_run_returns() {
     let server = tokio::spawn(run(listener, NodeConfig::default(), async {
         let _ = rx.await;
     }));
-    let mut c = Client {
-        sock: TcpStream::connect(addr).await.unwrap(),
-        buf: BytesMut::new(),
-    };
+    let mut c = Client::to(addr).await;
     c.check(&["PING"], "+PONG\r\n").await;
     tx.send(()).unwrap();
     let finished = tokio::time::timeout(Duration::from_secs(5), server).await;

@@ -20,8 +20,8 @@ fn object_forms_without_a_key_are_answered_like_redis() {
     }
     let c = Cluster::redis(2);
     let direct = start_redis(free_port());
-    let mut ours = RespConn::open(c.proxy.port, TIMEOUT).unwrap();
-    let mut theirs = RespConn::open(direct.port, TIMEOUT).unwrap();
+    let mut ours = RespConn::connect_loopback(c.proxy.port, TIMEOUT).unwrap();
+    let mut theirs = RespConn::connect_loopback(direct.port, TIMEOUT).unwrap();
     let cases: &[&[&str]] = &[
         &["OBJECT", "HELP"],
         &["object", "help", "extra"],
@@ -44,7 +44,7 @@ fn object_forms_without_a_key_are_answered_like_redis() {
 #[test]
 fn object_help_over_builtin_nodes_lists_the_subcommands() {
     let c = Cluster::builtin(2);
-    let mut con = RespConn::open(c.proxy.port, TIMEOUT).unwrap();
+    let mut con = RespConn::connect_loopback(c.proxy.port, TIMEOUT).unwrap();
     let help = String::from_utf8(con.cmd(&["OBJECT", "HELP"])).unwrap();
     assert!(
         help.starts_with("*6\r\n") && help.contains("ENCODING <key>"),
@@ -64,14 +64,14 @@ fn object_help_over_builtin_nodes_lists_the_subcommands() {
 fn glob_heavy_patterns_are_answered_while_other_clients_are_served() {
     let c = Cluster::builtin(2);
     let port = c.proxy.port;
-    let mut con = RespConn::open(port, TIMEOUT).unwrap();
+    let mut con = RespConn::connect_loopback(port, TIMEOUT).unwrap();
     let long = "a".repeat(20_000);
     assert_eq!(con.cmd(&["SET", &long, "v"]), b"+OK\r\n");
     let stop = Arc::new(AtomicBool::new(false));
     let pinger = {
         let stop = stop.clone();
         std::thread::spawn(move || {
-            let mut p = RespConn::open(port, TIMEOUT).unwrap();
+            let mut p = RespConn::connect_loopback(port, TIMEOUT).unwrap();
             let mut pongs = 0u32;
             // Bounded: at most 10 000 PINGs, and every one must come back.
             while !stop.load(Ordering::Relaxed) && pongs < 10_000 {
@@ -118,8 +118,8 @@ fn proxy_answers_edge_forms_in_the_same_class_as_redis() {
     }
     let c = Cluster::redis(2);
     let direct = start_redis(free_port());
-    let mut ours = RespConn::open(c.proxy.port, TIMEOUT).unwrap();
-    let mut theirs = RespConn::open(direct.port, TIMEOUT).unwrap();
+    let mut ours = RespConn::connect_loopback(c.proxy.port, TIMEOUT).unwrap();
+    let mut theirs = RespConn::connect_loopback(direct.port, TIMEOUT).unwrap();
     let cases: &[&[&str]] = &[
         &["EVALSHA", "nosuch", "x"],
         &["EVALSHA_RO", "nosuch", "-1"],
@@ -190,7 +190,7 @@ fn a_backend_answering_a_bare_crlf_gets_an_error_not_a_panic() {
         }
     });
     let (proxy, _dir) = start_proxy(&[fake_addr], "");
-    let mut con = RespConn::open(proxy.port, TIMEOUT).unwrap();
+    let mut con = RespConn::connect_loopback(proxy.port, TIMEOUT).unwrap();
     let r = con.cmd(&["GET", "k"]);
     assert!(r.starts_with(b"-ERR"), "{}", String::from_utf8_lossy(&r));
     assert_eq!(con.cmd(&["PING"]), b"+PONG\r\n");

@@ -13,7 +13,7 @@ use common::*;
 const TIMEOUT: Duration = Duration::from_secs(10);
 
 fn conn(port: u16) -> RespConn {
-    RespConn::open(port, TIMEOUT).unwrap()
+    RespConn::connect_loopback(port, TIMEOUT).unwrap()
 }
 
 fn text(r: &[u8]) -> String {

@@ -1,5 +1,6 @@
-//! One client connection of the load generator: it owns its socket, encodes
-//! requests, matches replies FIFO and records what it saw in its own `Stats`.
+//! One client connection of the load generator: it owns one of the crate's
+//! client connections (`shardis::client::Conn`), encodes requests into it,
+//! matches replies FIFO and records what it saw in its own `Stats`.
 //!
 //! Two ways to drive it:
 //! - closed loop (`run_closed`): write a batch of `pipeline` requests, wait for
@@ -9,19 +10,15 @@
 //!   latency is counted from the *intended* time so a stalled server is charged
 //!   for the requests it delayed (no coordinated omission).
 
-use crate::resp::{parse_int, reply_len, Encoder};
+use crate::resp::Encoder;
 use crate::stats::Stats;
-use bytes::{Buf, BytesMut};
+use shardis::client::{self, ClientError};
+use shardis::resp::parse_i64;
 use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
 use tokio::sync::mpsc::UnboundedReceiver;
-use tokio::time::timeout_at;
 
-/// Bytes reserved in the read buffer before each read.
-const READ_CHUNK_BYTES: usize = 64 * 1024;
 /// Time allowed to open one connection.
 pub const CONNECT_TIMEOUT_MS: u64 = 5_000;
 
@@ -90,25 +87,32 @@ enum Fatal {
     Deadline,
 }
 
-/// Opens one client connection (bounded in time, Nagle off).
-pub async fn connect(addr: &str) -> Result<TcpStream, String> {
-    let stream = tokio::time::timeout(
-        Duration::from_millis(CONNECT_TIMEOUT_MS),
-        TcpStream::connect(addr),
-    )
-    .await
-    .map_err(|_| format!("connect to {addr}: timed out after {CONNECT_TIMEOUT_MS} ms"))?
-    .map_err(|e| format!("connect to {addr}: {e}"))?;
-    stream
-        .set_nodelay(true)
-        .map_err(|e| format!("set TCP_NODELAY on {addr}: {e}"))?;
-    Ok(stream)
+impl From<ClientError> for Fatal {
+    fn from(e: ClientError) -> Fatal {
+        match e {
+            ClientError::ReadTimeout | ClientError::WriteTimeout => Fatal::Deadline,
+            ClientError::Closed => Fatal::Io("connection closed by server".into()),
+            ClientError::Protocol(e) => Fatal::Io(format!("protocol: {e}")),
+            other => Fatal::Io(other.to_string()),
+        }
+    }
+}
+
+/// Opens one client connection (bounded in time, Nagle off). Its writes and
+/// reads are bounded by the run's drain deadline, not by a timeout.
+pub async fn connect(addr: &str) -> Result<client::Conn, String> {
+    client::Conn::connect(addr, Duration::from_millis(CONNECT_TIMEOUT_MS))
+        .await
+        .map_err(|e| match e {
+            ClientError::ConnectTimeout { .. } => {
+                format!("connect to {addr}: timed out after {CONNECT_TIMEOUT_MS} ms")
+            }
+            other => other.to_string(),
+        })
 }
 
 pub struct Conn {
-    stream: TcpStream,
-    rbuf: BytesMut,
-    wbuf: BytesMut,
+    conn: client::Conn,
     inflight: VecDeque<Pending>,
     plan: Arc<Plan>,
     rng: Rng,
@@ -117,11 +121,9 @@ pub struct Conn {
 }
 
 impl Conn {
-    pub fn new(stream: TcpStream, plan: Arc<Plan>, seed: u64) -> Conn {
+    pub fn new(conn: client::Conn, plan: Arc<Plan>, seed: u64) -> Conn {
         Conn {
-            stream,
-            rbuf: BytesMut::with_capacity(READ_CHUNK_BYTES),
-            wbuf: BytesMut::with_capacity(READ_CHUNK_BYTES),
+            conn,
             inflight: VecDeque::new(),
             plan,
             rng: Rng::new(seed),
@@ -195,7 +197,7 @@ impl Conn {
                 let Some(t) = backlog.pop_front() else { break };
                 self.queue_random(t.intended, t.measured, now);
             }
-            if !self.wbuf.is_empty() {
+            if self.conn.queued() > 0 {
                 if let Err(f) = self.flush().await {
                     self.fail(f);
                     break;
@@ -204,14 +206,13 @@ impl Conn {
             if !pacer_open && backlog.is_empty() && self.inflight.is_empty() {
                 break;
             }
-            self.rbuf.reserve(READ_CHUNK_BYTES);
             tokio::select! {
                 biased;
-                r = self.stream.read_buf(&mut self.rbuf) => {
+                r = self.conn.fill_until(drain) => {
+                    // The drain deadline passing ends the run, without an error.
                     let step = match r {
-                        Ok(0) => Err(Fatal::Io("connection closed by server".into())),
-                        Ok(_) => self.take_replies(),
-                        Err(e) => Err(Fatal::Io(format!("read: {e}"))),
+                        Err(ClientError::ReadTimeout) => break,
+                        r => r.map_err(Fatal::from).and_then(|()| self.take_replies()),
                     };
                     if let Err(f) = step {
                         self.fail(f);
@@ -227,7 +228,6 @@ impl Conn {
                     }
                     None => pacer_open = false,
                 },
-                _ = tokio::time::sleep_until(drain) => break,
             }
         }
         // Anything the pacer still had queued for us was never sent: the
@@ -251,16 +251,11 @@ impl Conn {
     }
 
     fn queue(&mut self, op: Op, key: u64, intended: Instant, measured: bool, now: Instant) {
-        match op {
-            Op::Get => self
-                .plan
-                .encoder
-                .encode_get(key, &mut self.scratch, &mut self.wbuf),
-            Op::Set => self
-                .plan
-                .encoder
-                .encode_set(key, &mut self.scratch, &mut self.wbuf),
-        }
+        let (encoder, scratch) = (&self.plan.encoder, &mut self.scratch);
+        self.conn.queue_with(|out| match op {
+            Op::Get => encoder.encode_get(key, scratch, out),
+            Op::Set => encoder.encode_set(key, scratch, out),
+        });
         if measured {
             self.stats
                 .record_lag(now.saturating_duration_since(intended));
@@ -276,27 +271,16 @@ impl Conn {
 
     async fn flush(&mut self) -> Result<(), Fatal> {
         let deadline = tokio::time::Instant::from_std(self.plan.drain_deadline);
-        match timeout_at(deadline, self.stream.write_all(&self.wbuf)).await {
-            Ok(Ok(())) => {
-                self.wbuf.clear();
-                Ok(())
-            }
-            Ok(Err(e)) => Err(Fatal::Io(format!("write: {e}"))),
-            Err(_) => Err(Fatal::Deadline),
-        }
+        self.conn.flush_until(deadline).await?;
+        Ok(())
     }
 
     async fn flush_and_wait_all(&mut self) -> Result<(), Fatal> {
         self.flush().await?;
         let deadline = tokio::time::Instant::from_std(self.plan.drain_deadline);
         while !self.inflight.is_empty() {
-            self.rbuf.reserve(READ_CHUNK_BYTES);
-            match timeout_at(deadline, self.stream.read_buf(&mut self.rbuf)).await {
-                Ok(Ok(0)) => return Err(Fatal::Io("connection closed by server".into())),
-                Ok(Ok(_)) => self.take_replies()?,
-                Ok(Err(e)) => return Err(Fatal::Io(format!("read: {e}"))),
-                Err(_) => return Err(Fatal::Deadline),
-            }
+            self.conn.fill_until(deadline).await?;
+            self.take_replies()?;
         }
         Ok(())
     }
@@ -305,12 +289,7 @@ impl Conn {
     /// oldest request in flight.
     fn take_replies(&mut self) -> Result<(), Fatal> {
         let now = Instant::now();
-        loop {
-            let n = match reply_len(&self.rbuf) {
-                Ok(Some(n)) => n,
-                Ok(None) => return Ok(()),
-                Err(e) => return Err(Fatal::Io(format!("protocol: {e}"))),
-            };
+        while let Some(reply) = self.conn.try_reply()? {
             let Some(p) = self.inflight.pop_front() else {
                 return Err(Fatal::Io("reply with no request in flight".into()));
             };
@@ -323,12 +302,10 @@ impl Conn {
                     .record_service(now.saturating_duration_since(p.sent));
                 self.stats.replies += 1;
                 self.stats.last_reply = Some(now);
-                let reply = self.rbuf.split_to(n);
                 self.check_reply(&p, &reply);
-            } else {
-                self.rbuf.advance(n);
             }
         }
+        Ok(())
     }
 
     fn check_reply(&mut self, p: &Pending, reply: &[u8]) {
@@ -337,7 +314,7 @@ impl Conn {
             (b'-', _) => self.stats.error(String::from_utf8_lossy(body).into_owned()),
             (b'$', Op::Get) => {
                 let header_end = memchr::memchr(b'\r', reply).unwrap_or(reply.len());
-                let len = parse_int(&reply[1..header_end]).unwrap_or(-1);
+                let len = parse_i64(&reply[1..header_end]).unwrap_or(-1);
                 if len < 0 {
                     self.stats.misses += 1;
                 } else if self.plan.verify {

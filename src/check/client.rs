@@ -1,17 +1,15 @@
-//! A minimal RESP client for the checker: one connection, one request at a
-//! time, every call under a timeout, reconnecting on demand.
+//! The checker's client: the crate's [`Conn`], one request at a time, every
+//! call under a timeout, reconnecting on demand, replies decoded into
+//! [`Reply`] values.
 
 use std::time::Duration;
 
-use bytes::BytesMut;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
-
-use crate::resp::{encode, parse_i64, reply::reply_len};
+use crate::client::{ClientError, Conn};
+use crate::resp::parse_i64;
 
 /// One decoded reply (what the checker needs of RESP2).
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Reply {
+pub(crate) enum Reply {
     Simple(String),
     Error(String),
     Int(i64),
@@ -20,7 +18,7 @@ pub enum Reply {
 }
 
 impl Reply {
-    pub fn as_int(&self) -> Option<i64> {
+    pub(crate) fn as_int(&self) -> Option<i64> {
         match self {
             Reply::Int(n) => Some(*n),
             Reply::Bulk(Some(b)) => parse_i64(b),
@@ -28,7 +26,7 @@ impl Reply {
         }
     }
 
-    pub fn text(&self) -> String {
+    pub(crate) fn text(&self) -> String {
         match self {
             Reply::Simple(s) | Reply::Error(s) => s.clone(),
             Reply::Int(n) => n.to_string(),
@@ -83,67 +81,48 @@ fn decode(buf: &[u8]) -> (Reply, usize) {
 }
 
 /// A connection to `addr`, opened lazily and reopened after any failure.
-pub struct Client {
+pub(crate) struct Client {
     addr: String,
-    sock: Option<TcpStream>,
-    buf: BytesMut,
+    conn: Option<Conn>,
     timeout: Duration,
 }
 
 impl Client {
-    pub fn new(addr: &str, timeout: Duration) -> Client {
+    pub(crate) fn new(addr: &str, timeout: Duration) -> Client {
         Client {
             addr: addr.to_string(),
-            sock: None,
-            buf: BytesMut::new(),
+            conn: None,
             timeout,
         }
     }
 
     /// Sends one command; `Err` is a transport failure (the command may or
-    /// may not have run), `Ok(Reply::Error)` a server error.
-    pub async fn call(&mut self, args: &[&[u8]]) -> Result<Reply, String> {
+    /// may not have run), `Ok(Reply::Error)` a server error. The timeout
+    /// bounds the whole call, connecting included.
+    pub(crate) async fn call(&mut self, args: &[&[u8]]) -> Result<Reply, String> {
         let r = tokio::time::timeout(self.timeout, self.call_inner(args)).await;
         match r {
             Ok(Ok(reply)) => Ok(reply),
             Ok(Err(e)) => {
-                self.sock = None;
-                Err(e)
+                self.conn = None;
+                Err(e.terse())
             }
             Err(_) => {
-                self.sock = None;
+                self.conn = None;
                 Err("timed out".into())
             }
         }
     }
 
-    async fn call_inner(&mut self, args: &[&[u8]]) -> Result<Reply, String> {
-        if self.sock.is_none() {
-            let s = TcpStream::connect(&self.addr)
-                .await
-                .map_err(|e| e.to_string())?;
-            let _ = s.set_nodelay(true);
-            self.sock = Some(s);
-            self.buf.clear();
-        }
-        let sock = self.sock.as_mut().expect("connected");
-        let mut raw = BytesMut::new();
-        encode::command(&mut raw, args);
-        sock.write_all(&raw).await.map_err(|e| e.to_string())?;
-        loop {
-            if let Some(n) = reply_len(&self.buf).map_err(|e| e.to_string())? {
-                let frame = self.buf.split_to(n);
-                return Ok(decode(&frame).0);
-            }
-            if sock
-                .read_buf(&mut self.buf)
-                .await
-                .map_err(|e| e.to_string())?
-                == 0
-            {
-                return Err("connection closed".into());
-            }
-        }
+    async fn call_inner(&mut self, args: &[&[u8]]) -> Result<Reply, ClientError> {
+        let conn = match &mut self.conn {
+            Some(c) => c,
+            None => self
+                .conn
+                .insert(Conn::connect(&self.addr, self.timeout).await?),
+        };
+        let frame = conn.call(args).await?;
+        Ok(decode(&frame).0)
     }
 }
 

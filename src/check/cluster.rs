@@ -10,7 +10,7 @@ use crate::procs::{self, NodeKind, Proc, WorkDir};
 use crate::ring::{NodeSpec, Ring, RingConfig};
 
 /// A started node.
-pub struct NodeProc {
+pub(crate) struct NodeProc {
     pub name: String,
     pub addr: String,
     /// None once killed.
@@ -21,7 +21,7 @@ pub struct NodeProc {
 
 /// Nodes plus a proxy. Fields drop in order: the proxy, then the nodes, then
 /// the directory they wrote into.
-pub struct CheckCluster {
+pub(crate) struct CheckCluster {
     proxy: Option<Proc>,
     pub nodes: Vec<NodeProc>,
     kind: NodeKind,
@@ -34,7 +34,7 @@ pub struct CheckCluster {
 }
 
 /// Options of the checker's cluster.
-pub struct ClusterOptions {
+pub(crate) struct ClusterOptions {
     pub nodes: usize,
     pub copy_rate: u64,
     pub skip_resync: bool,
@@ -46,7 +46,7 @@ pub struct ClusterOptions {
 }
 
 impl CheckCluster {
-    pub fn start(kind: NodeKind, o: &ClusterOptions) -> Result<CheckCluster, String> {
+    pub(crate) fn start(kind: NodeKind, o: &ClusterOptions) -> Result<CheckCluster, String> {
         let dir = WorkDir::create(&format!("shardis-check-{}", std::process::id()))?;
         let mut c = CheckCluster {
             proxy: None,
@@ -102,22 +102,22 @@ impl CheckCluster {
     }
 
     /// The state file, in a directory of its own so it can be made unwritable.
-    pub fn state_path(&self) -> PathBuf {
+    pub(crate) fn state_path(&self) -> PathBuf {
         self.dir.join("state").join("topology.toml")
     }
 
     /// Removes the state file's directory: every write of it then fails.
-    pub fn break_state_dir(&self) -> Result<(), String> {
+    pub(crate) fn break_state_dir(&self) -> Result<(), String> {
         std::fs::remove_dir_all(self.dir.join("state")).map_err(|e| e.to_string())
     }
 
     /// The operator's fix for [`Self::break_state_dir`].
-    pub fn restore_state_dir(&self) -> Result<(), String> {
+    pub(crate) fn restore_state_dir(&self) -> Result<(), String> {
         std::fs::create_dir_all(self.dir.join("state")).map_err(|e| e.to_string())
     }
 
     /// Sends `sig` (`-STOP`, `-CONT`) to a node (`None`: the proxy).
-    pub fn signal(&self, node: Option<&str>, sig: &str) -> Result<(), String> {
+    pub(crate) fn signal(&self, node: Option<&str>, sig: &str) -> Result<(), String> {
         let pid = match node {
             None => self.proxy.as_ref().map(|p| p.pid()),
             Some(name) => self
@@ -141,20 +141,20 @@ impl CheckCluster {
     }
 
     /// True while the node's process runs (not killed).
-    pub fn is_alive(&self, name: &str) -> bool {
+    pub(crate) fn is_alive(&self, name: &str) -> bool {
         self.nodes
             .iter()
             .any(|n| n.name == name && n.proc.is_some())
     }
 
     /// kill -9 of the proxy, then the same proxy again (same config and state file).
-    pub fn restart_proxy(&mut self) -> Result<(), String> {
+    pub(crate) fn restart_proxy(&mut self) -> Result<(), String> {
         self.proxy = None;
         self.spawn_proxy()
     }
 
     /// Starts one more node (not yet in the ring) and returns its name and address.
-    pub fn start_node(&mut self) -> Result<NodeProcInfo, String> {
+    pub(crate) fn start_node(&mut self) -> Result<NodeProcInfo, String> {
         let name = format!("node{}", self.nodes.len() + 1);
         let proc = procs::start_node(self.kind, &name)?;
         let addr = proc.addr();
@@ -168,13 +168,13 @@ impl CheckCluster {
     }
 
     /// kill -9 of a node.
-    pub fn kill_node(&mut self, name: &str) {
+    pub(crate) fn kill_node(&mut self, name: &str) {
         if let Some(n) = self.nodes.iter_mut().find(|n| n.name == name) {
             n.proc = None;
         }
     }
 
-    pub fn mark_removed(&mut self, name: &str) {
+    pub(crate) fn mark_removed(&mut self, name: &str) {
         if let Some(n) = self.nodes.iter_mut().find(|n| n.name == name) {
             n.removed = true;
         }
@@ -182,7 +182,7 @@ impl CheckCluster {
 
     /// Keys held by a node that does not own them under the proxy's final ring
     /// (every key on a removed node counts).
-    pub async fn count_orphans(&self, proxy: &str) -> Result<u64, String> {
+    pub(crate) async fn count_orphans(&self, proxy: &str) -> Result<u64, String> {
         let (ring, _) = rings(proxy).await?;
         let mut orphans = 0;
         // Every node still running counts, members or not: an aborted add
@@ -217,7 +217,7 @@ impl CheckCluster {
 
 /// The proxy's rings from CLUSTER RING: the current one, and during a
 /// change the next one (members and joining node, without a leaving node).
-pub async fn rings(proxy: &str) -> Result<(Ring, Ring), String> {
+pub(crate) async fn rings(proxy: &str) -> Result<(Ring, Ring), String> {
     let mut c = Client::new(proxy, Duration::from_secs(10));
     let nodes_text = c.call(&[b"CLUSTER", b"RING"]).await?.text();
     let (mut now, mut next) = (Vec::new(), Vec::new());
@@ -245,7 +245,7 @@ pub async fn rings(proxy: &str) -> Result<(Ring, Ring), String> {
 }
 
 /// Name and address of a started node.
-pub struct NodeProcInfo {
+pub(crate) struct NodeProcInfo {
     pub name: String,
     pub addr: String,
 }

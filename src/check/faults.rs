@@ -20,13 +20,13 @@ const PARTIES: [&str; 3] = ["joining", "old-owner", "proxy"];
 const FAULTS: [&str; 2] = ["kill", "stop"];
 
 /// What the matrix found: one line per scenario, and how many missed their phase.
-pub struct Outcome {
+pub(crate) struct Outcome {
     pub lines: Vec<String>,
     pub missed: u64,
 }
 
 /// Runs every scenario whose label contains `filter` (all when empty).
-pub async fn run_matrix(
+pub(crate) async fn run_matrix(
     cluster: &mut CheckCluster,
     proxy: &str,
     shared: &Shared,

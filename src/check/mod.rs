@@ -15,7 +15,10 @@
 
 mod client;
 mod cluster;
+mod coll_model;
+mod collections;
 mod faults;
+mod report;
 mod workload;
 
 use std::io::Write;
@@ -26,7 +29,7 @@ use std::time::{Duration, Instant};
 use crate::procs::NodeKind;
 use client::{Client, Reply};
 use cluster::{CheckCluster, ClusterOptions};
-use workload::{Amnesty, Shared, Worker};
+use workload::{Amnesty, Mix, Shared, Worker};
 
 /// Options of `shardis check`.
 #[derive(Clone, Debug, clap::Args)]
@@ -77,6 +80,10 @@ pub struct CheckArgs {
     /// How long a stopped party stays stopped (longer than the timeouts), in ms.
     #[arg(long, default_value_t = 1200)]
     pub stop_ms: u64,
+    /// Which workloads run: `all`, `strings` or `collections` (hashes,
+    /// lists, sets, sorted sets).
+    #[arg(long, default_value = "all")]
+    pub workload: String,
     /// Proxy runtime threads (1: the current-thread runtime; 0: one per core).
     #[arg(long, default_value_t = 0)]
     pub threads: usize,
@@ -106,19 +113,29 @@ pub fn run(args: &CheckArgs) -> Result<bool, String> {
             ))
         }
     };
+    let mix = match args.workload.as_str() {
+        "all" => Mix::All,
+        "strings" => Mix::Strings,
+        "collections" => Mix::Collections,
+        other => {
+            return Err(format!(
+                "--workload: expected all, strings or collections, got {other:?}"
+            ))
+        }
+    };
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .map_err(|e| e.to_string())?;
     let deadline = Instant::now() + Duration::from_secs(args.max_secs);
     rt.block_on(async move {
-        tokio::time::timeout_at(deadline.into(), scenario(args, backend))
+        tokio::time::timeout_at(deadline.into(), scenario(args, backend, mix))
             .await
             .map_err(|_| "the check exceeded --max-secs".to_string())?
     })
 }
 
-async fn scenario(args: CheckArgs, backend: NodeKind) -> Result<bool, String> {
+async fn scenario(args: CheckArgs, backend: NodeKind, mix: Mix) -> Result<bool, String> {
     let t0 = Instant::now();
     let opts = ClusterOptions {
         nodes: args.nodes,
@@ -149,7 +166,7 @@ async fn scenario(args: CheckArgs, backend: NodeKind) -> Result<bool, String> {
         // Under faults, paced: the point is coverage of every phase, and
         // flat-out clients would starve the processes under test of CPU.
         let pace = Duration::from_millis(if args.faults { 1 } else { 0 });
-        let worker = Worker::new(w, &proxy_addr, shared.clone(), stop.clone(), pace);
+        let worker = Worker::new(w, &proxy_addr, shared.clone(), stop.clone(), pace, mix);
         handles.push(tokio::spawn(worker.run()));
     }
     let reporter = tokio::spawn(report_every_second(
@@ -250,6 +267,10 @@ async fn scenario(args: CheckArgs, backend: NodeKind) -> Result<bool, String> {
     report.lost += shared.lost.load(Ordering::Relaxed);
     report.stale += shared.stale.load(Ordering::Relaxed);
     report.resurrected += shared.resurrected.load(Ordering::Relaxed);
+    report.wrong_counters += shared.wrong_counters.load(Ordering::Relaxed);
+    for (t, n) in shared.by_type.iter().enumerate() {
+        report.by_type[t] += n.load(Ordering::Relaxed);
+    }
     let amnesties = shared.amnesties();
     report.lost_untouched =
         verify_preload(&proxy_addr, args.preload, args.value_size, &amnesties).await?;
@@ -284,7 +305,7 @@ pub(crate) async fn admin(proxy: &str, args: &[&str]) -> Result<(), String> {
 }
 
 /// CLUSTER RINGINFO as key/value pairs.
-pub async fn cluster_info(proxy: &str) -> Result<Vec<(String, String)>, String> {
+pub(crate) async fn cluster_info(proxy: &str) -> Result<Vec<(String, String)>, String> {
     let mut c = Client::new(proxy, Duration::from_secs(5));
     let r = c.call(&[b"CLUSTER", b"RINGINFO"]).await?;
     Ok(r.text()

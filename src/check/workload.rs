@@ -9,6 +9,8 @@
 //! - `c` keys: INCR counters; the final value must lie between the number of
 //!   acknowledged INCRs and that plus the ambiguous ones.
 //! - `t` keys: written with a one-hour TTL; the TTL must survive every move.
+//! - hashes, lists, sets and sorted sets: see `collections.rs`; under the
+//!   default mix half the operations go there.
 //!
 //! A node killed with SIGKILL takes its keys with it (a cache node has no
 //! persistence): the checker then declares an [`Amnesty`] for the keys the
@@ -22,16 +24,18 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use super::client::{Client, Reply};
+use super::collections::{self, Coll};
+use super::report::Report;
 use crate::ring::Ring;
 
 /// Keys lost with a killed node: those it owned under any of `rings`.
-pub struct Amnesty {
+pub(crate) struct Amnesty {
     pub node: String,
     pub rings: Vec<Ring>,
 }
 
 impl Amnesty {
-    pub fn covers(&self, key: &[u8]) -> bool {
+    pub(crate) fn covers(&self, key: &[u8]) -> bool {
         self.rings
             .iter()
             .any(|r| r.node(r.locate(key)).name == self.node)
@@ -49,12 +53,16 @@ const VERIFY_DELETED: usize = 2_000;
 
 /// Counters shared by all workers and the per-second reporter.
 #[derive(Default)]
-pub struct Shared {
+pub(crate) struct Shared {
     pub ops: AtomicU64,
     pub errors: AtomicU64,
     pub lost: AtomicU64,
     pub stale: AtomicU64,
     pub resurrected: AtomicU64,
+    pub wrong_counters: AtomicU64,
+    /// Violations found by the collection workloads, by type (hash, list,
+    /// set, sorted set); also counted in the kinds above.
+    pub by_type: [AtomicU64; 4],
     pub max_error_window_ms: AtomicU64,
     /// Longest single request (success or error), over the run and in the
     /// current scenario (reset by [`Shared::set_phase`]).
@@ -66,32 +74,33 @@ pub struct Shared {
 }
 
 impl Shared {
-    pub fn set_phase(&self, p: &str) {
+    pub(crate) fn set_phase(&self, p: &str) {
         *self.phase.lock().expect("phase lock") = p.to_string();
         self.phase_stall_ms.store(0, Ordering::Relaxed);
         self.phase_error_window_ms.store(0, Ordering::Relaxed);
     }
 
     /// Declares keys lost with a killed node (call after the kill).
-    pub fn add_amnesty(&self, a: Amnesty) {
+    pub(crate) fn add_amnesty(&self, a: Amnesty) {
         self.amnesties
             .lock()
             .expect("amnesty lock")
             .push(Arc::new(a));
     }
 
-    pub fn amnesties(&self) -> Vec<Arc<Amnesty>> {
+    pub(crate) fn amnesties(&self) -> Vec<Arc<Amnesty>> {
         self.amnesties.lock().expect("amnesty lock").clone()
     }
 
-    pub fn phase(&self) -> String {
+    pub(crate) fn phase(&self) -> String {
         self.phase.lock().expect("phase lock").clone()
     }
 }
 
 /// What one worker knows when it stops.
-pub struct WorkerState {
-    id: usize,
+#[derive(Clone)]
+pub(crate) struct WorkerState {
+    pub(super) id: usize,
     acked: Vec<u64>,
     /// Values written by requests that failed ambiguously since the last ack.
     pending: Vec<Vec<u64>>,
@@ -101,6 +110,7 @@ pub struct WorkerState {
     ttl_keys: Vec<u64>,
     /// Amnesties already applied.
     excused: usize,
+    pub(super) coll: Coll,
 }
 
 impl WorkerState {
@@ -124,15 +134,24 @@ impl WorkerState {
                 }
             }
             self.ttl_keys.retain(|&n| !a.covers(&key(w, "t", n)));
+            self.coll.excuse(w, a);
         }
         self.excused = all.len();
     }
 }
 
-pub struct Worker {
-    st: WorkerState,
+/// Which workloads a worker runs.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum Mix {
+    All,
+    Strings,
+    Collections,
+}
+
+pub(crate) struct Worker {
+    pub(super) st: WorkerState,
     client: Client,
-    shared: Arc<Shared>,
+    pub(super) shared: Arc<Shared>,
     stop: Arc<AtomicBool>,
     rng: u64,
     next_d: u64,
@@ -140,19 +159,21 @@ pub struct Worker {
     error_since: Option<Instant>,
     /// Pause after each request (zero: flat out).
     pace: Duration,
+    mix: Mix,
 }
 
-fn key(w: usize, kind: &str, i: u64) -> Vec<u8> {
+pub(super) fn key(w: usize, kind: &str, i: u64) -> Vec<u8> {
     format!("chk:{w}:{kind}:{i}").into_bytes()
 }
 
 impl Worker {
-    pub fn new(
+    pub(crate) fn new(
         id: usize,
         proxy: &str,
         shared: Arc<Shared>,
         stop: Arc<AtomicBool>,
         pace: Duration,
+        mix: Mix,
     ) -> Worker {
         Worker {
             st: WorkerState {
@@ -164,6 +185,7 @@ impl Worker {
                 deleted: Vec::new(),
                 ttl_keys: Vec::new(),
                 excused: 0,
+                coll: Coll::default(),
             },
             client: Client::new(proxy, Duration::from_secs(5)),
             shared,
@@ -173,10 +195,11 @@ impl Worker {
             next_t: 0,
             error_since: None,
             pace,
+            mix,
         }
     }
 
-    fn rand(&mut self, n: u64) -> u64 {
+    pub(super) fn rand(&mut self, n: u64) -> u64 {
         self.rng ^= self.rng << 13;
         self.rng ^= self.rng >> 7;
         self.rng ^= self.rng << 17;
@@ -184,7 +207,7 @@ impl Worker {
     }
 
     /// One request; records errors and the error window.
-    async fn call(&mut self, args: &[&[u8]]) -> Option<Reply> {
+    pub(super) async fn call(&mut self, args: &[&[u8]]) -> Option<Reply> {
         self.shared.ops.fetch_add(1, Ordering::Relaxed);
         let t0 = Instant::now();
         let r = self.client.call(args).await;
@@ -216,13 +239,23 @@ impl Worker {
         }
     }
 
-    pub async fn run(mut self) -> WorkerState {
+    pub(crate) async fn run(mut self) -> WorkerState {
         let w = self.st.id;
         let deadline = Instant::now() + Duration::from_secs(900);
         while !self.stop.load(Ordering::Relaxed) && Instant::now() < deadline {
             self.st.apply_amnesties(&self.shared);
             if !self.pace.is_zero() {
                 tokio::time::sleep(self.pace).await;
+            }
+            // Under `All`, half the operations go to the collection types.
+            let coll = match self.mix {
+                Mix::All => self.rand(2) == 0,
+                Mix::Strings => false,
+                Mix::Collections => true,
+            };
+            if coll {
+                self.coll_step().await;
+                continue;
             }
             match self.rand(10) {
                 0..=3 => {
@@ -320,119 +353,17 @@ fn check_s(st: &mut WorkerState, i: usize, r: &Reply, shared: &Shared) -> Option
     }
 }
 
-/// The final verdict.
-#[derive(Default)]
-pub struct Report {
-    pub lost: u64,
-    pub stale: u64,
-    pub resurrected: u64,
-    pub wrong_counters: u64,
-    pub lost_ttls: u64,
-    pub lost_untouched: u64,
-    pub orphans: u64,
-    pub ops: u64,
-    pub errors: u64,
-    pub max_error_window_ms: u64,
-    pub max_stall_ms: u64,
-    pub seconds: f64,
-    pub phases: Vec<(&'static str, Vec<(String, String)>)>,
-    /// One line per fault scenario (see `faults.rs`).
-    pub faults: Vec<String>,
-    /// Fault scenarios whose phase passed before the fault could be injected.
-    pub faults_missed: u64,
-}
-
-impl Report {
-    pub fn violations(&self) -> u64 {
-        self.lost
-            + self.stale
-            + self.resurrected
-            + self.wrong_counters
-            + self.lost_ttls
-            + self.lost_untouched
-            + self.orphans
-            + self.faults_missed
-    }
-
-    fn phase_line(&self, name: &str, info: &[(String, String)]) -> String {
-        let f = |k: &str| {
-            info.iter()
-                .find(|(key, _)| key == k)
-                .map(|(_, v)| v.as_str())
-                .unwrap_or("-")
-        };
-        format!(
-            "  {name:<14} state={:<8} epoch={:<3} copied={:<7} resynced={:<5} swept={:<7} pause_ms={:<4} persist_us={:<6} rebuild_us={:<5} {}\n",
-            f("state"),
-            f("epoch"),
-            f("migration_keys_copied"),
-            f("migration_keys_resynced"),
-            f("migration_keys_swept"),
-            f("migration_cutover_pause_ms"),
-            f("migration_cutover_persist_us"),
-            f("ring_rebuild_us"),
-            f("last_error"),
-        )
-    }
-
-    pub fn text(&self, backend: &str) -> String {
-        let mut s = format!(
-            "consistency check over {backend} nodes: {:.1} s, {} operations, {} errors\n",
-            self.seconds, self.ops, self.errors
-        );
-        s.push_str("phases:\n");
-        for (name, info) in &self.phases {
-            s.push_str(&self.phase_line(name, info));
-        }
-        if !self.faults.is_empty() {
-            s.push_str("faults (party fault phase -> outcome, longest request from the fault until 300 ms after the party is back, longest request since, error window):\n");
-            for f in &self.faults {
-                s.push_str(&format!("  {f}\n"));
-            }
-            s.push_str(&format!(
-                "fault scenarios that missed their phase: {}\n",
-                self.faults_missed
-            ));
-        }
-        s.push_str(&format!(
-            "lost acknowledged writes: {}\nstale reads: {}\nresurrected deletes: {}\nwrong counters: {}\nlost TTLs: {}\nlost or changed untouched keys: {}\norphaned copies: {}\nlongest client-visible error window: {} ms\nlongest client-visible stall (one request): {} ms\n",
-            self.lost, self.stale, self.resurrected, self.wrong_counters, self.lost_ttls, self.lost_untouched, self.orphans, self.max_error_window_ms, self.max_stall_ms
-        ));
-        s.push_str(&format!(
-            "verdict: {}\n",
-            if self.violations() == 0 {
-                "PASS (0 violations)"
-            } else {
-                "FAIL"
-            }
-        ));
-        s
-    }
-
-    pub fn json(&self, backend: &str) -> String {
-        format!(
-            "{{\"backend\":\"{backend}\",\"seconds\":{:.1},\"ops\":{},\"errors\":{},\"lost\":{},\"stale\":{},\"resurrected\":{},\"wrong_counters\":{},\"lost_ttls\":{},\"lost_untouched\":{},\"orphans\":{},\"max_error_window_ms\":{},\"max_stall_ms\":{},\"faults_missed\":{},\"violations\":{}}}",
-            self.seconds, self.ops, self.errors, self.lost, self.stale, self.resurrected, self.wrong_counters, self.lost_ttls, self.lost_untouched, self.orphans, self.max_error_window_ms, self.max_stall_ms, self.faults_missed, self.violations()
-        )
-    }
-}
-
 /// Final reads through the proxy against what each worker knows.
-pub async fn verify(proxy: &str, workers: &[WorkerState], all: &Shared) -> Result<Report, String> {
+pub(crate) async fn verify(
+    proxy: &str,
+    workers: &[WorkerState],
+    all: &Shared,
+) -> Result<Report, String> {
     let shared = Shared::default();
     let mut c = Client::new(proxy, Duration::from_secs(10));
     let mut report = Report::default();
     for st in workers {
-        let mut st = WorkerState {
-            id: st.id,
-            acked: st.acked.clone(),
-            pending: st.pending.clone(),
-            incr_acked: st.incr_acked.clone(),
-            incr_unknown: st.incr_unknown.clone(),
-            deleted: st.deleted.clone(),
-            ttl_keys: st.ttl_keys.clone(),
-            excused: st.excused,
-        };
+        let mut st = st.clone();
         st.apply_amnesties(all);
         let w = st.id;
         for i in 0..S_KEYS {
@@ -458,8 +389,17 @@ pub async fn verify(proxy: &str, workers: &[WorkerState], all: &Shared) -> Resul
                 _ => report.lost_ttls += 1,
             }
         }
+        let v = collections::verify(&mut c, w, &mut st.coll, &shared).await?;
+        report.lost_ttls += v.lost_ttls;
+        report.coll_keys += v.keys;
+        report.coll_ttls += v.ttls;
     }
     report.lost = shared.lost.load(Ordering::Relaxed);
     report.stale = shared.stale.load(Ordering::Relaxed);
+    report.resurrected += shared.resurrected.load(Ordering::Relaxed);
+    report.wrong_counters += shared.wrong_counters.load(Ordering::Relaxed);
+    for (t, n) in shared.by_type.iter().enumerate() {
+        report.by_type[t] = n.load(Ordering::Relaxed);
+    }
     Ok(report)
 }

@@ -1,116 +1,32 @@
-//! A small pipelined RESP client for the demo: queue any number of commands,
-//! write them in one go, read the same number of raw replies back. Every
-//! network wait is under a timeout so no step of the demo can hang.
-//!
-//! Replies stay raw bytes; the helpers below read the few shapes the demo
-//! needs (integers, bulk text, arrays of bulks) with the `resp` framing code.
+//! The demo's connections: the crate's pipelined [`Conn`] with the demo's
+//! timeout, so no step of the demo can hang, and helpers that read the few
+//! reply shapes the demo needs (integers, bulk text, arrays of bulks) with
+//! the `resp` framing code. Replies stay raw bytes.
 
 use std::time::Duration;
 
-use bytes::{Bytes, BytesMut};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
+use bytes::Bytes;
 
-use crate::resp::reply::{elements, integer, is_error, reply_len};
-use crate::resp::{encode, parse_i64};
+pub(crate) use crate::client::Conn;
+use crate::resp::parse_i64;
+use crate::resp::reply::{elements, integer, is_error};
 
 /// How long any single read or write may take before the step fails.
-pub const IO_TIMEOUT_MS: u64 = 30_000;
+pub(crate) const IO_TIMEOUT_MS: u64 = 30_000;
 
-/// One connection, used by one task.
-pub struct Conn {
-    sock: TcpStream,
-    inbuf: BytesMut,
-    out: BytesMut,
-    queued: usize,
-    timeout: Duration,
-}
-
-impl Conn {
-    /// Connects to `addr` (bounded by the I/O timeout).
-    pub async fn connect(addr: &str) -> Result<Conn, String> {
-        let timeout = Duration::from_millis(IO_TIMEOUT_MS);
-        let sock = tokio::time::timeout(timeout, TcpStream::connect(addr))
-            .await
-            .map_err(|_| format!("connect to {addr}: timed out"))?
-            .map_err(|e| format!("connect to {addr}: {e}"))?;
-        let _ = sock.set_nodelay(true);
-        Ok(Conn {
-            sock,
-            inbuf: BytesMut::with_capacity(64 * 1024),
-            out: BytesMut::with_capacity(64 * 1024),
-            queued: 0,
-            timeout,
-        })
-    }
-
-    /// Adds one command to the outgoing batch.
-    pub fn queue(&mut self, args: &[&[u8]]) {
-        encode::command(&mut self.out, args);
-        self.queued += 1;
-    }
-
-    /// Adds an already encoded command to the outgoing batch.
-    pub fn queue_raw(&mut self, raw: &[u8]) {
-        self.out.extend_from_slice(raw);
-        self.queued += 1;
-    }
-
-    /// Writes the queued commands without waiting for their replies; returns how many.
-    pub async fn flush(&mut self) -> Result<usize, String> {
-        let n = self.queued;
-        let out = self.out.split();
-        self.queued = 0;
-        tokio::time::timeout(self.timeout, self.sock.write_all(&out))
-            .await
-            .map_err(|_| "write timed out".to_string())?
-            .map_err(|e| format!("write: {e}"))?;
-        Ok(n)
-    }
-
-    /// Reads one complete reply.
-    pub async fn read_reply(&mut self) -> Result<Bytes, String> {
-        loop {
-            if let Some(n) = reply_len(&self.inbuf).map_err(|e| e.to_string())? {
-                return Ok(self.inbuf.split_to(n).freeze());
-            }
-            let read = tokio::time::timeout(self.timeout, self.sock.read_buf(&mut self.inbuf))
-                .await
-                .map_err(|_| "read timed out".to_string())?
-                .map_err(|e| format!("read: {e}"))?;
-            if read == 0 {
-                return Err("connection closed by the server".into());
-            }
-        }
-    }
-
-    /// Writes the queued commands and reads exactly that many replies.
-    pub async fn round_trip(&mut self) -> Result<Vec<Bytes>, String> {
-        let n = self.flush().await?;
-        let mut replies = Vec::with_capacity(n);
-        for _ in 0..n {
-            replies.push(self.read_reply().await?);
-        }
-        Ok(replies)
-    }
-
-    /// One command, one reply.
-    pub async fn call(&mut self, args: &[&str]) -> Result<Bytes, String> {
-        let args: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
-        self.queue(&args);
-        let mut r = self.round_trip().await?;
-        Ok(r.pop().expect("one reply"))
-    }
+/// Connects to `addr`, every network wait bounded by [`IO_TIMEOUT_MS`].
+pub(crate) async fn connect(addr: &str) -> Result<Conn, String> {
+    Ok(Conn::connect(addr, Duration::from_millis(IO_TIMEOUT_MS)).await?)
 }
 
 /// Connects, sends one command, returns its reply.
-pub async fn call(addr: &str, args: &[&str]) -> Result<Bytes, String> {
-    Conn::connect(addr).await?.call(args).await
+pub(crate) async fn call(addr: &str, args: &[&str]) -> Result<Bytes, String> {
+    Ok(connect(addr).await?.call_str(args).await?)
 }
 
 /// The payload of a bulk (or verbatim) reply as text, or the text of a
 /// simple / error reply.
-pub fn text(reply: &[u8]) -> String {
+pub(crate) fn text(reply: &[u8]) -> String {
     match reply.first() {
         Some(b'$') | Some(b'=') => match bulk(reply) {
             Some(b) => {
@@ -130,19 +46,19 @@ pub fn text(reply: &[u8]) -> String {
 }
 
 /// The payload of one `$n\r\n…\r\n` element; `None` for a nil or a non-bulk.
-pub fn bulk(el: &[u8]) -> Option<&[u8]> {
+pub(crate) fn bulk(el: &[u8]) -> Option<&[u8]> {
     let nl = el.iter().position(|&b| b == b'\n')?;
     let n = parse_i64(el.get(1..nl.checked_sub(1)?)?)?;
     el.get(nl + 1..nl + 1 + usize::try_from(n).ok()?)
 }
 
 /// An integer reply's value.
-pub fn int(reply: &[u8]) -> Result<i64, String> {
+pub(crate) fn int(reply: &[u8]) -> Result<i64, String> {
     integer(reply).ok_or_else(|| format!("expected an integer, got {:?}", text(reply)))
 }
 
 /// Fails with the reply's text when it is an error.
-pub fn ok(reply: &[u8]) -> Result<(), String> {
+pub(crate) fn ok(reply: &[u8]) -> Result<(), String> {
     if is_error(reply) {
         Err(text(reply))
     } else {
@@ -151,7 +67,7 @@ pub fn ok(reply: &[u8]) -> Result<(), String> {
 }
 
 /// The elements of an array reply, each as raw bytes.
-pub fn array(reply: &[u8]) -> Result<Vec<&[u8]>, String> {
+pub(crate) fn array(reply: &[u8]) -> Result<Vec<&[u8]>, String> {
     if is_error(reply) {
         return Err(text(reply));
     }
@@ -160,7 +76,7 @@ pub fn array(reply: &[u8]) -> Result<Vec<&[u8]>, String> {
 }
 
 /// One field of `key:value` lines (CLUSTER RINGINFO, INFO).
-pub fn field<'a>(info: &'a str, key: &str) -> Option<&'a str> {
+pub(crate) fn field<'a>(info: &'a str, key: &str) -> Option<&'a str> {
     info.lines().find_map(|l| {
         l.trim_end()
             .strip_prefix(key)

@@ -13,25 +13,25 @@ use std::time::Instant;
 use bytes::Bytes;
 use serde::Serialize;
 
-use super::conn::{self, Conn};
+use super::conn;
 use super::progress::Progress;
 
 /// Keys per MSET / MGET command.
-pub const BATCH_KEYS: u64 = 100;
+pub(crate) const BATCH_KEYS: u64 = 100;
 /// Commands in flight per connection.
-pub const PIPELINE_DEPTH: usize = 8;
+pub(crate) const PIPELINE_DEPTH: usize = 8;
 /// Keys per MGET in the verify step (bigger batches: fewer replies to merge).
 const VERIFY_BATCH_KEYS: u64 = 500;
 
 /// `user:<id>`.
-pub fn key(id: u64) -> Vec<u8> {
+pub(crate) fn key(id: u64) -> Vec<u8> {
     format!("user:{id}").into_bytes()
 }
 
 /// The value stored under `user:<id>`: the id, then letters that depend on it,
 /// `size` bytes in all. Distinct per key, so a value served for the wrong key
 /// is caught.
-pub fn value(id: u64, size: usize, out: &mut Vec<u8>) {
+pub(crate) fn value(id: u64, size: usize, out: &mut Vec<u8>) {
     out.clear();
     out.extend_from_slice(format!("{id}:").as_bytes());
     let mut i = id as usize;
@@ -50,7 +50,7 @@ fn push_bulk(out: &mut Vec<u8>, b: &[u8]) {
 }
 
 /// One encoded `MSET user:a va user:a+1 va+1 …` for ids `ids`.
-pub fn mset(ids: std::ops::Range<u64>, size: usize) -> Vec<u8> {
+pub(crate) fn mset(ids: std::ops::Range<u64>, size: usize) -> Vec<u8> {
     let mut out = Vec::with_capacity((ids.end - ids.start) as usize * (size + 40));
     out.extend_from_slice(
         format!("*{}\r\n$4\r\nMSET\r\n", 1 + 2 * (ids.end - ids.start)).as_bytes(),
@@ -65,7 +65,7 @@ pub fn mset(ids: std::ops::Range<u64>, size: usize) -> Vec<u8> {
 }
 
 /// One encoded `MGET user:a user:a+1 …`.
-pub fn mget(ids: std::ops::Range<u64>) -> Vec<u8> {
+pub(crate) fn mget(ids: std::ops::Range<u64>) -> Vec<u8> {
     let mut out = Vec::with_capacity((ids.end - ids.start) as usize * 24);
     out.extend_from_slice(format!("*{}\r\n$4\r\nMGET\r\n", 1 + ids.end - ids.start).as_bytes());
     for id in ids {
@@ -81,7 +81,7 @@ fn batches(n: u64, batch: u64) -> impl Iterator<Item = std::ops::Range<u64>> {
 
 /// What a write step did.
 #[derive(Clone, Debug, Default, Serialize)]
-pub struct WriteStats {
+pub(crate) struct WriteStats {
     pub keys: u64,
     pub value_size: usize,
     pub connections: usize,
@@ -91,7 +91,7 @@ pub struct WriteStats {
 
 /// Writes `user:1..=n` through `addr` with MSETs of [`BATCH_KEYS`], pipelined
 /// [`PIPELINE_DEPTH`] deep on `conns` connections in parallel.
-pub async fn write_all(
+pub(crate) async fn write_all(
     addr: &str,
     n: u64,
     size: usize,
@@ -136,7 +136,7 @@ where
         let addr = addr.to_string();
         let progress = progress.clone();
         tasks.push(tokio::spawn(async move {
-            let mut c = Conn::connect(&addr).await?;
+            let mut c = conn::connect(&addr).await?;
             let mut st = S::default();
             let mine: Vec<_> = batches(n, batch)
                 .enumerate()
@@ -172,7 +172,7 @@ async fn join_all<T>(
 
 /// What a read-back step found.
 #[derive(Clone, Debug, Default, Serialize)]
-pub struct ReadStats {
+pub(crate) struct ReadStats {
     /// Keys asked for.
     pub keys: u64,
     /// Keys with exactly the expected value.
@@ -220,7 +220,7 @@ fn check_mget(reply: &Bytes, ids: std::ops::Range<u64>, size: usize, st: &mut Re
 }
 
 /// Reads every key `user:1..=n` back through `addr` and checks each value.
-pub async fn verify_all(
+pub(crate) async fn verify_all(
     addr: &str,
     n: u64,
     size: usize,
@@ -243,7 +243,7 @@ pub async fn verify_all(
 
 /// Reads keys in order (MGETs of [`BATCH_KEYS`], wrapping around) until `stop`
 /// is set or `max_keys` were read; what a client sees during a topology change.
-pub async fn read_until(
+pub(crate) async fn read_until(
     addr: String,
     n: u64,
     size: usize,
@@ -252,7 +252,7 @@ pub async fn read_until(
     max_keys: u64,
 ) -> Result<ReadStats, String> {
     let t0 = Instant::now();
-    let mut c = Conn::connect(&addr).await?;
+    let mut c = conn::connect(&addr).await?;
     let mut st = ReadStats::default();
     let mut next = first % n;
     while !stop.load(Ordering::Relaxed) && st.keys < max_keys {
@@ -265,7 +265,7 @@ pub async fn read_until(
                 // A transport failure: count it and carry on, on a new connection.
                 st.errors += 1;
                 st.keys += end - start;
-                c = Conn::connect(&addr).await?;
+                c = conn::connect(&addr).await?;
             }
         }
         next = (end - 1) % n;

@@ -19,7 +19,7 @@ use bytes::BytesMut;
 use hdrhistogram::Histogram;
 use serde::Serialize;
 
-use super::conn::Conn;
+use super::conn;
 use super::keys;
 use crate::resp::reply::{is_error, reply_len};
 
@@ -33,7 +33,7 @@ const MAX_LATENCY_US: u64 = 60_000_000;
 
 /// The command a run sends.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-pub enum Op {
+pub(crate) enum Op {
     #[serde(rename = "GET")]
     Get,
     #[serde(rename = "SET")]
@@ -42,7 +42,7 @@ pub enum Op {
 
 impl Op {
     /// `GET` / `SET`.
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Op::Get => "GET",
             Op::Set => "SET",
@@ -52,7 +52,7 @@ impl Op {
 
 /// One latency run's figures.
 #[derive(Clone, Debug, Serialize)]
-pub struct LatencyRun {
+pub(crate) struct LatencyRun {
     pub op: Op,
     /// `open` (fixed rate) or `closed` (as fast as replies come).
     pub mode: &'static str,
@@ -72,7 +72,7 @@ pub struct LatencyRun {
 
 impl LatencyRun {
     /// `GET at 1000 rps` / `SET max c8 P16`.
-    pub fn label(&self) -> String {
+    pub(crate) fn label(&self) -> String {
         match self.target_rps {
             Some(r) => format!("{} at {r:.0} rps", self.op.name()),
             None => format!(
@@ -87,7 +87,7 @@ impl LatencyRun {
 
 /// What a run needs to build requests.
 #[derive(Clone, Copy, Debug)]
-pub struct Workload {
+pub(crate) struct Workload {
     pub op: Op,
     /// Keys `user:1..=keys` exist.
     pub keys: u64,
@@ -155,7 +155,7 @@ fn summarize(w: Workload, shape: Shape, h: &Histogram<u64>, errors: u64, secs: f
 
 /// Open loop: `rate` requests/s in total over `conns` connections for `secs`.
 /// Blocking (plain threads); call it from `spawn_blocking`.
-pub fn open_loop(
+pub(crate) fn open_loop(
     addr: &str,
     w: Workload,
     rate: f64,
@@ -309,7 +309,7 @@ fn open_conn(
 
 /// Closed loop for `secs` (and at most `max_requests`) on `conns` connections,
 /// `pipeline` requests per batch; latency of each request from its batch's send.
-pub async fn closed_loop(
+pub(crate) async fn closed_loop(
     addr: &str,
     w: Workload,
     secs: f64,
@@ -324,7 +324,7 @@ pub async fn closed_loop(
     for c in 0..conns {
         let addr = addr.to_string();
         tasks.push(tokio::spawn(async move {
-            let mut conn = Conn::connect(&addr).await?;
+            let mut conn = conn::connect(&addr).await?;
             let mut rng = 0xD1B5_4A32_D192_ED03u64 ^ (c as u64 + 1).wrapping_mul(0x9E37_79B9);
             let mut h = histogram();
             let mut errors = 0u64;

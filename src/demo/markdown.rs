@@ -49,7 +49,7 @@ fn change_row(out: &mut String, c: &Change) {
 }
 
 /// The demo's figures as Markdown.
-pub fn demo(r: &DemoReport) -> String {
+pub(crate) fn demo(r: &DemoReport) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,

@@ -24,17 +24,17 @@ use super::DemoArgs;
 use crate::procs::NodeKind;
 
 /// Abort a write when the machine has less than this available.
-pub const MIN_FREE_BYTES: u64 = 1 << 30;
+pub(crate) const MIN_FREE_BYTES: u64 = 1 << 30;
 /// Generous per-key estimate on top of the value, for the start-up check.
 const EST_OVERHEAD_BYTES: u64 = 250;
 /// Projection: 10^9 keys …
-pub const PROJECT_KEYS: u64 = 1_000_000_000;
+pub(crate) const PROJECT_KEYS: u64 = 1_000_000_000;
 /// … on nodes of 100 GB (10^11 bytes, as `shardis sim` counts).
-pub const NODE_CAPACITY_BYTES: u64 = 100_000_000_000;
+pub(crate) const NODE_CAPACITY_BYTES: u64 = 100_000_000_000;
 
 /// One node before and after the write.
 #[derive(Clone, Debug, Serialize)]
-pub struct NodeMemory {
+pub(crate) struct NodeMemory {
     pub name: String,
     pub keys: u64,
     pub used_memory_before: u64,
@@ -45,7 +45,7 @@ pub struct NodeMemory {
 
 /// One backend's figures.
 #[derive(Clone, Debug, Serialize)]
-pub struct BackendMemory {
+pub(crate) struct BackendMemory {
     pub backend: String,
     pub keys: u64,
     pub value_size: usize,
@@ -70,7 +70,7 @@ pub struct BackendMemory {
 
 /// Everything `--memory` measured.
 #[derive(Clone, Debug, Serialize)]
-pub struct MemoryReport {
+pub(crate) struct MemoryReport {
     pub nodes: usize,
     pub keys: u64,
     pub value_size: usize,
@@ -94,7 +94,7 @@ fn gb(b: f64) -> String {
 }
 
 /// Runs both backends one after the other.
-pub async fn run(args: &DemoArgs) -> Result<MemoryReport, String> {
+pub(crate) async fn run(args: &DemoArgs) -> Result<MemoryReport, String> {
     let (n, size) = (args.keys(), args.value_size());
     let need = n * (size as u64 + EST_OVERHEAD_BYTES) + MIN_FREE_BYTES;
     let avail = meminfo("MemAvailable").unwrap_or(0);
@@ -263,7 +263,7 @@ async fn measure(
 }
 
 /// The per-node table of one backend.
-pub fn backend_text(b: &BackendMemory) -> String {
+pub(crate) fn backend_text(b: &BackendMemory) -> String {
     use std::fmt::Write as _;
     let mut out = String::new();
     let _ = writeln!(
@@ -301,7 +301,7 @@ pub fn backend_text(b: &BackendMemory) -> String {
 }
 
 /// The memory figures as Markdown.
-pub fn markdown(r: &MemoryReport) -> String {
+pub(crate) fn markdown(r: &MemoryReport) -> String {
     use std::fmt::Write as _;
     let mut out = String::new();
     let _ = writeln!(

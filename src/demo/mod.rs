@@ -31,22 +31,20 @@ mod svg;
 use std::path::PathBuf;
 use std::time::Duration;
 
-pub use crate::procs::NodeKind;
-pub use memory::MemoryReport;
-pub use report::DemoReport;
+pub(crate) use report::DemoReport;
 
 /// Keys written by default.
-pub const DEFAULT_KEYS: u64 = 1_000_000;
+pub(crate) const DEFAULT_KEYS: u64 = 1_000_000;
 /// Value size by default, bytes.
-pub const DEFAULT_VALUE_SIZE: usize = 100;
+pub(crate) const DEFAULT_VALUE_SIZE: usize = 100;
 /// Keys written by `--memory` (`--quick`: [`QUICK_MEMORY_KEYS`]).
-pub const DEFAULT_MEMORY_KEYS: u64 = 10_000_000;
-pub const QUICK_MEMORY_KEYS: u64 = 1_000_000;
+pub(crate) const DEFAULT_MEMORY_KEYS: u64 = 10_000_000;
+pub(crate) const QUICK_MEMORY_KEYS: u64 = 1_000_000;
 /// Value size of `--memory`, bytes.
-pub const DEFAULT_MEMORY_VALUE_SIZE: usize = 1024;
+pub(crate) const DEFAULT_MEMORY_VALUE_SIZE: usize = 1024;
 /// Seconds per latency run (`--quick`: [`QUICK_LATENCY_SECS`]).
-pub const DEFAULT_LATENCY_SECS: f64 = 3.0;
-pub const QUICK_LATENCY_SECS: f64 = 0.5;
+pub(crate) const DEFAULT_LATENCY_SECS: f64 = 3.0;
+pub(crate) const QUICK_LATENCY_SECS: f64 = 0.5;
 
 /// Options of `shardis demo`.
 #[derive(Clone, Debug, clap::Args)]
@@ -135,7 +133,7 @@ impl DemoArgs {
     }
 
     /// `--keys`, or the default of the mode.
-    pub fn keys(&self) -> u64 {
+    pub(crate) fn keys(&self) -> u64 {
         self.keys.unwrap_or(match (self.memory, self.quick) {
             (false, _) => DEFAULT_KEYS,
             (true, false) => DEFAULT_MEMORY_KEYS,
@@ -144,7 +142,7 @@ impl DemoArgs {
     }
 
     /// `--value-size`, or the default of the mode.
-    pub fn value_size(&self) -> usize {
+    pub(crate) fn value_size(&self) -> usize {
         self.value_size.unwrap_or(if self.memory {
             DEFAULT_MEMORY_VALUE_SIZE
         } else {

@@ -14,14 +14,14 @@ const REDRAW_MS: u64 = 100;
 
 /// A counter that work tasks bump and a drawing task shows.
 #[derive(Clone)]
-pub struct Progress {
+pub(crate) struct Progress {
     done: Arc<AtomicU64>,
     total: Arc<AtomicU64>,
 }
 
 impl Progress {
     /// A bar for `total` units of work.
-    pub fn new(total: u64) -> Progress {
+    pub(crate) fn new(total: u64) -> Progress {
         Progress {
             done: Arc::new(AtomicU64::new(0)),
             total: Arc::new(AtomicU64::new(total)),
@@ -29,23 +29,27 @@ impl Progress {
     }
 
     /// Sets both counters (for work whose total is learnt on the way).
-    pub fn set(&self, done: u64, total: u64) {
+    pub(crate) fn set(&self, done: u64, total: u64) {
         self.done.store(done, Ordering::Relaxed);
         self.total.store(total, Ordering::Relaxed);
     }
 
     /// Records `n` more units done.
-    pub fn add(&self, n: u64) {
+    pub(crate) fn add(&self, n: u64) {
         self.done.fetch_add(n, Ordering::Relaxed);
     }
 
     /// Units done so far.
-    pub fn done(&self) -> u64 {
+    pub(crate) fn done(&self) -> u64 {
         self.done.load(Ordering::Relaxed)
     }
 
     /// Redraws the bar until `work` finishes, then clears the line.
-    pub async fn show<T>(&self, label: &str, work: impl std::future::Future<Output = T>) -> T {
+    pub(crate) async fn show<T>(
+        &self,
+        label: &str,
+        work: impl std::future::Future<Output = T>,
+    ) -> T {
         let draw = std::io::stderr().is_terminal();
         tokio::pin!(work);
         let t0 = Instant::now();
@@ -73,7 +77,7 @@ impl Progress {
 }
 
 /// `label [██████░░░░]  52%  520k/1.0M  310k/s  ETA 2s`
-pub fn bar_line(label: &str, done: u64, total: u64, elapsed: Duration) -> String {
+pub(crate) fn bar_line(label: &str, done: u64, total: u64, elapsed: Duration) -> String {
     let frac = if total == 0 {
         1.0
     } else {
@@ -98,7 +102,7 @@ pub fn bar_line(label: &str, done: u64, total: u64, elapsed: Duration) -> String
 }
 
 /// 1234567 → `1.2M`, 52000 → `52.0k`.
-pub fn short(n: f64) -> String {
+pub(crate) fn short(n: f64) -> String {
     if n >= 1e9 {
         format!("{:.1}G", n / 1e9)
     } else if n >= 1e6 {

@@ -16,7 +16,7 @@ const BAR_CELLS: usize = 40;
 
 /// Keys on one node, counted with DBSIZE on the node itself.
 #[derive(Clone, Debug, Serialize)]
-pub struct NodeKeys {
+pub(crate) struct NodeKeys {
     pub name: String,
     pub addr: String,
     pub keys: u64,
@@ -26,7 +26,7 @@ pub struct NodeKeys {
 
 /// Keys per node across the ring.
 #[derive(Clone, Debug, Serialize)]
-pub struct Distribution {
+pub(crate) struct Distribution {
     pub nodes: Vec<NodeKeys>,
     pub total: u64,
     pub max_over_avg: f64,
@@ -37,7 +37,7 @@ pub struct Distribution {
 
 impl Distribution {
     /// Builds shares and imbalance from `(name, addr, keys)`.
-    pub fn new(counts: Vec<(String, String, u64)>) -> Distribution {
+    pub(crate) fn new(counts: Vec<(String, String, u64)>) -> Distribution {
         let total: u64 = counts.iter().map(|c| c.2).sum();
         let n = counts.len().max(1) as f64;
         let avg = total as f64 / n;
@@ -71,7 +71,7 @@ impl Distribution {
     }
 
     /// Keys of the node called `name` (0 when absent).
-    pub fn keys_of(&self, name: &str) -> u64 {
+    pub(crate) fn keys_of(&self, name: &str) -> u64 {
         self.nodes
             .iter()
             .find(|n| n.name == name)
@@ -81,7 +81,7 @@ impl Distribution {
 
 /// A topology change and what clients saw during and after it.
 #[derive(Clone, Debug, Serialize)]
-pub struct Change {
+pub(crate) struct Change {
     /// `add node11` / `remove node3`.
     pub change: String,
     pub node: String,
@@ -111,7 +111,7 @@ pub struct Change {
 
 /// Everything `shardis demo` measured.
 #[derive(Clone, Debug, Serialize)]
-pub struct DemoReport {
+pub(crate) struct DemoReport {
     pub nodes: usize,
     pub node_kind: String,
     pub keys: u64,
@@ -127,7 +127,7 @@ pub struct DemoReport {
 }
 
 /// 1234567 → `1 234 567`.
-pub fn group(n: u64) -> String {
+pub(crate) fn group(n: u64) -> String {
     let s = n.to_string();
     let mut out = String::new();
     for (i, c) in s.chars().enumerate() {
@@ -140,7 +140,7 @@ pub fn group(n: u64) -> String {
 }
 
 /// A horizontal bar of `frac` × [`BAR_CELLS`] cells, in eighths of a cell.
-pub fn bar(frac: f64) -> String {
+pub(crate) fn bar(frac: f64) -> String {
     const EIGHTHS: [char; 8] = [' ', '▏', '▎', '▍', '▌', '▋', '▊', '▉'];
     let eighths = (frac.clamp(0.0, 1.0) * (BAR_CELLS * 8) as f64).round() as usize;
     let mut s = "█".repeat(eighths / 8);
@@ -151,7 +151,7 @@ pub fn bar(frac: f64) -> String {
 }
 
 /// The keys-per-node table with one bar per node, scaled to the fullest node.
-pub fn distribution_table(d: &Distribution) -> String {
+pub(crate) fn distribution_table(d: &Distribution) -> String {
     let mut out = String::new();
     let max = d.nodes.iter().map(|n| n.keys).max().unwrap_or(0).max(1);
     let avg = d.total as f64 / d.nodes.len().max(1) as f64;
@@ -192,7 +192,7 @@ pub fn distribution_table(d: &Distribution) -> String {
 }
 
 /// `N keys read, M found, 0 missing, 0 wrong, 0 errors`.
-pub fn read_line(r: &ReadStats) -> String {
+pub(crate) fn read_line(r: &ReadStats) -> String {
     format!(
         "{} keys read, {} found, {} missing, {} wrong, {} errors",
         group(r.keys),
@@ -204,7 +204,7 @@ pub fn read_line(r: &ReadStats) -> String {
 }
 
 /// The figures of one join or leave.
-pub fn change_text(c: &Change) -> String {
+pub(crate) fn change_text(c: &Change) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
@@ -251,7 +251,7 @@ fn ms(us: u64) -> String {
 }
 
 /// A latency run's row: label, ops/s, p50, p99, p99.9 and max in ms, errors.
-pub fn latency_cells(r: &LatencyRun) -> [String; 7] {
+pub(crate) fn latency_cells(r: &LatencyRun) -> [String; 7] {
     [
         r.label(),
         group(r.ops_per_sec.round() as u64),
@@ -264,7 +264,7 @@ pub fn latency_cells(r: &LatencyRun) -> [String; 7] {
 }
 
 /// The latency table: one row per run.
-pub fn latency_table(runs: &[LatencyRun]) -> String {
+pub(crate) fn latency_table(runs: &[LatencyRun]) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
@@ -282,7 +282,7 @@ pub fn latency_table(runs: &[LatencyRun]) -> String {
 }
 
 /// The closing summary: one line per figure, labels in one column.
-pub fn summary(r: &DemoReport) -> String {
+pub(crate) fn summary(r: &DemoReport) -> String {
     let mut rows: Vec<(String, String)> = vec![
         (
             "data".into(),

@@ -35,7 +35,7 @@ fn heading(title: &str) {
 
 /// Runs every step; the report is complete even when a check failed, so
 /// [`verdict`] decides the exit status after `--json` is written.
-pub async fn run(args: &DemoArgs) -> Result<DemoReport, String> {
+pub(crate) async fn run(args: &DemoArgs) -> Result<DemoReport, String> {
     let t0 = Instant::now();
     heading("cluster");
     let mut cluster = DemoCluster::start_nodes(NodeKind::Builtin, args.nodes)?;
@@ -232,9 +232,9 @@ async fn change(
     // Let the readers get going before the change starts.
     tokio::time::sleep(Duration::from_millis(100)).await;
 
-    let mut admin = Conn::connect(&proxy).await?;
+    let mut admin = conn::connect(&proxy).await?;
     let t = Instant::now();
-    let reply = admin.call(command).await?;
+    let reply = admin.call_str(command).await?;
     let command_ms = t.elapsed().as_secs_f64() * 1000.0;
     conn::ok(&reply).map_err(|e| format!("{}: {e}", command.join(" ")))?;
 
@@ -298,7 +298,7 @@ async fn wait_ok(admin: &mut Conn, bar: &Progress) -> Result<(String, Vec<String
     let deadline = Instant::now() + Duration::from_secs(CHANGE_TIMEOUT_S);
     let mut seen: Vec<String> = Vec::new();
     loop {
-        let info = conn::text(&admin.call(&["CLUSTER", "RINGINFO"]).await?);
+        let info = conn::text(&admin.call_str(&["CLUSTER", "RINGINFO"]).await?);
         let state = conn::field(&info, "state").unwrap_or("?").to_string();
         let num = |k: &str| conn::field(&info, k).and_then(|v| v.parse::<u64>().ok());
         if let (Some(done), Some(total)) =
@@ -369,7 +369,7 @@ async fn latency_runs(args: &DemoArgs, proxy: &str) -> Result<Vec<LatencyRun>, S
 
 /// The exit status: every key read back, during and after every change, and
 /// the removed node emptied.
-pub fn verdict(r: &DemoReport) -> Result<(), String> {
+pub(crate) fn verdict(r: &DemoReport) -> Result<(), String> {
     let mut problems = Vec::new();
     let mut reads: Vec<(&str, &ReadStats)> = vec![("initial verify", &r.verify_initial)];
     for c in [&r.join, &r.leave].into_iter().flatten() {

@@ -74,7 +74,7 @@ fn nice_step(max: f64) -> f64 {
 
 /// Grouped vertical bars of keys per node, one colour per snapshot, with a
 /// dashed line at the average of the first snapshot.
-pub fn keys_per_node(r: &DemoReport) -> String {
+pub(crate) fn keys_per_node(r: &DemoReport) -> String {
     let mut snaps: Vec<(String, &Distribution)> =
         vec![(format!("{} nodes", r.nodes), &r.distribution)];
     if let Some(j) = &r.join {
@@ -173,7 +173,7 @@ pub fn keys_per_node(r: &DemoReport) -> String {
 }
 
 /// Grouped bars of p50 / p99 / p99.9 per latency run, on a log scale in ms.
-pub fn latency(r: &DemoReport) -> String {
+pub(crate) fn latency(r: &DemoReport) -> String {
     let mut out = String::new();
     open(
         &mut out,

@@ -78,7 +78,7 @@ impl StderrCapture {
     }
 
     /// The `panicked at` lines seen so far.
-    pub fn panics(&self) -> Vec<String> {
+    pub(crate) fn panics(&self) -> Vec<String> {
         self.lock().panics.clone()
     }
 
@@ -111,7 +111,7 @@ impl StderrCapture {
 
     /// Prints the panic report of `what`, if any, and keeps it for
     /// [`child_panics`].
-    pub fn record_panics(&self, what: &str) {
+    pub(crate) fn record_panics(&self, what: &str) {
         if let Some(report) = self.panic_report(what) {
             eprintln!("{report}");
             CHILD_PANICS

@@ -17,17 +17,16 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
 
 use super::migration::{self, Change};
 use super::session::{ClientState, Pending};
 use super::Proxy;
-use crate::resp::reply::{integer, reply_len};
+use crate::client::probe;
+use crate::resp::reply::integer;
 use crate::resp::{encode, eq_ignore_case, parse_i64, Request};
 use crate::ring::NodeSpec;
 
-pub async fn handle(proxy: &Arc<Proxy>, s: &ClientState, req: Request) -> Pending {
+pub(crate) async fn handle(proxy: &Arc<Proxy>, s: &ClientState, req: Request) -> Pending {
     let args = req.args;
     let sub = String::from_utf8_lossy(&args[1]).to_ascii_lowercase();
     let proto = s.proto;
@@ -95,7 +94,7 @@ pub async fn handle(proxy: &Arc<Proxy>, s: &ClientState, req: Request) -> Pendin
         }
         _ => {
             Pending::error(&format!(
-                "ERR unknown subcommand '{}'. Try CLUSTER ADDNODE, SPAWNNODE, REMOVENODE, RING, RINGINFO, KEYNODE, SLOTS, SHARDS, NODES, INFO, PLAN or HOTKEYS.",
+                "ERR unknown subcommand '{}'. Try CLUSTER ADDNODE, SPAWNNODE, REMOVENODE, RING, RINGINFO, KEYNODE, PLAN, HOTKEYS, SLOTS, SHARDS, NODES or INFO.",
                 String::from_utf8_lossy(&args[1])
             ))
         }
@@ -109,28 +108,6 @@ fn ok_or_err(r: Result<(), String>) -> Bytes {
         Err(e) => encode::error(&mut out, &format!("ERR {e}")),
     }
     out.freeze()
-}
-
-/// Sends one command on a fresh connection and reads one reply (admin checks).
-pub async fn probe(addr: &str, args: &[&[u8]], timeout: Duration) -> Result<Bytes, String> {
-    let fut = async {
-        let mut sock = TcpStream::connect(addr).await.map_err(|e| e.to_string())?;
-        let mut raw = BytesMut::new();
-        encode::command(&mut raw, args);
-        sock.write_all(&raw).await.map_err(|e| e.to_string())?;
-        let mut buf = BytesMut::new();
-        loop {
-            if let Some(n) = reply_len(&buf).map_err(|e| e.to_string())? {
-                return Ok(buf.split_to(n).freeze());
-            }
-            if sock.read_buf(&mut buf).await.map_err(|e| e.to_string())? == 0 {
-                return Err("connection closed".to_string());
-            }
-        }
-    };
-    tokio::time::timeout(timeout, fut)
-        .await
-        .map_err(|_| "timed out".to_string())?
 }
 
 async fn add_node(proxy: &std::sync::Arc<super::Proxy>, args: &[Bytes]) -> Result<(), String> {
@@ -182,9 +159,12 @@ async fn add_node(proxy: &std::sync::Arc<super::Proxy>, args: &[Bytes]) -> Resul
             .map_err(|e| format!("{e}: it holds copies from an earlier change that could not be deleted; the ring is unchanged"))?;
     }
     let timeout = Duration::from_millis(proxy.config.connect_timeout_ms.max(1000));
-    let size = probe(&addr, &[b"DBSIZE"], timeout)
-        .await
-        .map_err(|e| format!("cannot reach node {addr}: {e}; the ring is unchanged"))?;
+    let size = probe(&addr, &[b"DBSIZE"], timeout).await.map_err(|e| {
+        format!(
+            "cannot reach node {addr}: {}; the ring is unchanged",
+            e.terse()
+        )
+    })?;
     match integer(&size) {
         Some(0) => {}
         Some(n) => return Err(format!("node {addr} is not empty ({n} keys); add an empty node so no stale key can shadow a live one")),

@@ -18,15 +18,15 @@
 //! is a node cursor that does not fit — never a silently shortened walk.
 
 /// Bits for the topology tag.
-pub const TAG_BITS: u32 = 8;
+pub(crate) const TAG_BITS: u32 = 8;
 /// Bits for the node index: up to 1024 nodes.
-pub const NODE_BITS: u32 = 10;
+pub(crate) const NODE_BITS: u32 = 10;
 /// Bits for the node's own cursor.
-pub const NODE_CURSOR_BITS: u32 = 35;
+pub(crate) const NODE_CURSOR_BITS: u32 = 35;
 /// Nodes a walk can visit.
-pub const MAX_NODES: usize = 1 << NODE_BITS;
+pub(crate) const MAX_NODES: usize = 1 << NODE_BITS;
 /// Every cursor this proxy issues is below this (2^53).
-pub const LIMIT: u64 = 1 << (TAG_BITS + NODE_BITS + NODE_CURSOR_BITS);
+pub(crate) const LIMIT: u64 = 1 << (TAG_BITS + NODE_BITS + NODE_CURSOR_BITS);
 
 const TAG_MASK: u64 = (1 << TAG_BITS) - 1;
 const NODE_MASK: u64 = (1 << NODE_BITS) - 1;
@@ -34,7 +34,7 @@ const NODE_MASK: u64 = (1 << NODE_BITS) - 1;
 /// Where a walk stands: the ring's tag, the node, and that node's cursor
 /// (0 = the node's walk has not started).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Position {
+pub(crate) struct Position {
     pub tag: u64,
     pub node: usize,
     pub node_cursor: u64,
@@ -42,7 +42,7 @@ pub struct Position {
 
 /// What a client's cursor asks for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Cursor {
+pub(crate) enum Cursor {
     /// `0`: a new walk.
     Start,
     /// A cursor this proxy issued.
@@ -51,7 +51,7 @@ pub enum Cursor {
 
 /// Why a cursor cannot be used; [`CursorError::message`] gives the reply text.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum CursorError {
+pub(crate) enum CursorError {
     /// Not a number (Redis's own refusal).
     Invalid,
     /// A number, but not a cursor this proxy issued (Redis would scan from
@@ -66,7 +66,7 @@ pub enum CursorError {
 
 impl CursorError {
     /// The error reply, without the leading `-`.
-    pub fn message(&self) -> String {
+    pub(crate) fn message(&self) -> String {
         match self {
             CursorError::Invalid => "ERR invalid cursor".into(),
             CursorError::NotIssued => "ERR invalid cursor: SCAN through shardis continues only cursors it returned (start a walk at 0)".into(),
@@ -81,12 +81,12 @@ impl CursorError {
 }
 
 /// The tag of the ring at `epoch`: 1..=255, so never 0.
-pub fn tag_of(epoch: u64) -> u64 {
+pub(crate) fn tag_of(epoch: u64) -> u64 {
     epoch % TAG_MASK + 1
 }
 
 /// Packs a position; fails when the node cursor or index does not fit.
-pub fn encode(p: Position, node_label: &str) -> Result<u64, CursorError> {
+pub(crate) fn encode(p: Position, node_label: &str) -> Result<u64, CursorError> {
     if p.node >= MAX_NODES {
         return Err(CursorError::TooManyNodes(p.node + 1));
     }
@@ -101,7 +101,7 @@ pub fn encode(p: Position, node_label: &str) -> Result<u64, CursorError> {
 }
 
 /// Reads a client's cursor argument (decimal digits only).
-pub fn decode(arg: &[u8]) -> Result<Cursor, CursorError> {
+pub(crate) fn decode(arg: &[u8]) -> Result<Cursor, CursorError> {
     // Redis's reading (`strtoul`): "" is 0, a leading '-' wraps.
     let n = crate::resp::parse_cursor(arg).ok_or(CursorError::Invalid)?;
     if n == 0 {
@@ -124,7 +124,7 @@ pub fn decode(arg: &[u8]) -> Result<Cursor, CursorError> {
 /// A cursor issued under another ring starts over at the first node of this
 /// one. That is what keeps the walk complete across a topology change; the
 /// argument is on [`crate::proxy::scan`].
-pub fn resume(cursor: Cursor, tag: u64, nodes: usize) -> Result<(usize, u64), CursorError> {
+pub(crate) fn resume(cursor: Cursor, tag: u64, nodes: usize) -> Result<(usize, u64), CursorError> {
     if nodes > MAX_NODES {
         return Err(CursorError::TooManyNodes(nodes));
     }
@@ -141,7 +141,7 @@ pub fn resume(cursor: Cursor, tag: u64, nodes: usize) -> Result<(usize, u64), Cu
 /// the request was out: the next call must then start over on the new ring,
 /// so the walk is never declared done with a reply a cutover may have cut
 /// short.
-pub fn next(
+pub(crate) fn next(
     tag: u64,
     node: usize,
     nodes: usize,

@@ -13,7 +13,7 @@ use crate::resp::{encode, ProtocolError};
 
 /// What went wrong with a client's request before any node saw it.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum ProxyError {
+pub(crate) enum ProxyError {
     /// Malformed or oversized request: answered, then the client is closed.
     Protocol(ProtocolError),
     /// The handler panicked; the session goes on.
@@ -40,7 +40,7 @@ impl fmt::Display for ProxyError {
 
 impl ProxyError {
     /// The error as the reply a client reads.
-    pub fn reply(&self) -> Bytes {
+    pub(crate) fn reply(&self) -> Bytes {
         let mut b = BytesMut::new();
         encode::error(&mut b, &self.to_string());
         b.freeze()

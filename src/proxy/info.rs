@@ -98,7 +98,7 @@ async fn collect(waits: Vec<oneshot::Receiver<Bytes>>) -> NodeSums {
 }
 
 /// INFO [section ...]
-pub async fn info(proxy: &Arc<Proxy>, s: &ClientState, args: &[Bytes]) -> Pending {
+pub(crate) async fn info(proxy: &Arc<Proxy>, s: &ClientState, args: &[Bytes]) -> Pending {
     let want = Selection::parse(&args[1..]);
     let proto = s.proto;
     let proxy = proxy.clone();
@@ -324,7 +324,7 @@ const MEMORY_HELP: &[&str] = &[
 ];
 
 /// MEMORY DOCTOR | STATS | USAGE key [SAMPLES n] | HELP
-pub async fn memory(proxy: &Arc<Proxy>, s: &ClientState, req: Request) -> Pending {
+pub(crate) async fn memory(proxy: &Arc<Proxy>, s: &ClientState, req: Request) -> Pending {
     let sub = req.args[1].clone();
     let argc = req.args.len();
     if eq_ignore_case(&sub, b"usage") {

@@ -17,9 +17,9 @@ use crate::resp::command::TABLE;
 use crate::resp::{encode, eq_ignore_case, lookup, parse_i64, CommandSpec, KeySpec, Kind, Request};
 
 /// The Redis version the proxy reports; clients gate features on it.
-pub const REDIS_COMPAT_VERSION: &str = "7.0.0";
+pub(crate) const REDIS_COMPAT_VERSION: &str = "7.0.0";
 
-pub async fn handle(
+pub(crate) async fn handle(
     proxy: &Arc<Proxy>,
     s: &mut ClientState,
     spec: &'static CommandSpec,

@@ -98,7 +98,7 @@ pub fn aggregate(agg: Aggregate, replies: &[Bytes]) -> Bytes {
 }
 
 /// Keeps, in an array of keys returned by node `idx`, only the keys it owns.
-pub fn owned_only(r: &Bytes, routing: &Routing, idx: usize) -> Bytes {
+pub(crate) fn owned_only(r: &Bytes, routing: &Routing, idx: usize) -> Bytes {
     let Some(els) = elements(r) else {
         return r.clone();
     };
@@ -119,14 +119,14 @@ pub fn owned_only(r: &Bytes, routing: &Routing, idx: usize) -> Bytes {
 }
 
 /// The payload of one `$n\r\n…\r\n` element.
-pub fn bulk_payload(el: &[u8]) -> Option<&[u8]> {
+pub(crate) fn bulk_payload(el: &[u8]) -> Option<&[u8]> {
     let nl = el.iter().position(|&b| b == b'\n')?;
     let n = parse_i64(el.get(1..nl.checked_sub(1)?)?)?;
     el.get(nl + 1..nl + 1 + usize::try_from(n).ok()?)
 }
 
 /// The `-ERR` a client gets when a node's fragment reply has the wrong shape.
-pub fn bad_fragment(r: &Bytes) -> Bytes {
+pub(crate) fn bad_fragment(r: &Bytes) -> Bytes {
     let mut out = BytesMut::new();
     encode::error(
         &mut out,
@@ -139,7 +139,7 @@ pub fn bad_fragment(r: &Bytes) -> Bytes {
 }
 
 /// The `-ERR` a client gets when its reply's channel closed without a reply.
-pub fn lost() -> Bytes {
+pub(crate) fn lost() -> Bytes {
     Bytes::from_static(b"-ERR upstream connection lost before the reply arrived\r\n")
 }
 

@@ -65,7 +65,11 @@ impl Pinned {
     /// Opens (lazily: on its first request) a dedicated connection to `node`
     /// speaking `proto`, or says why not: the node has `max_pinned_per_node`
     /// open already.
-    pub fn open(node: &Arc<Node>, proto: u8, opts: &UpstreamOptions) -> Result<Pinned, String> {
+    pub(crate) fn open(
+        node: &Arc<Node>,
+        proto: u8,
+        opts: &UpstreamOptions,
+    ) -> Result<Pinned, String> {
         let pins = &node.pins;
         let taken = pins
             .open

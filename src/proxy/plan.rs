@@ -105,7 +105,7 @@ pub async fn plan(proxy: &Arc<Proxy>, args: &[Bytes]) -> Result<String, String> 
     let routing = proxy.routing.load_full();
     if routing.migration.is_some() || routing.filter_keys {
         return Err(
-            "a topology change is in progress; plan the next one when CLUSTER INFO shows state:ok"
+            "a topology change is in progress; plan the next one when CLUSTER RINGINFO shows state:ok"
                 .into(),
         );
     }

@@ -57,7 +57,7 @@ use crate::resp::reply::{elements, is_error};
 const RANDOMKEY_TRIES_PER_NODE: usize = 3;
 
 /// SCAN cursor [MATCH p] [COUNT n] [TYPE t]: one step on one node.
-pub async fn scan(proxy: &Arc<Proxy>, proto: u8, client: u64, args: &[Bytes]) -> Pending {
+pub(crate) async fn scan(proxy: &Arc<Proxy>, proto: u8, client: u64, args: &[Bytes]) -> Pending {
     let routing = topology::enter(&proxy.routing, std::iter::empty).await;
     let nodes = all_nodes(&routing);
     let tag = cursor::tag_of(routing.ring.epoch());
@@ -145,7 +145,7 @@ fn ready_error(e: &CursorError) -> Pending {
 /// hash. Biased where they do not: hash-tagged or unevenly written keys make
 /// a node hold more or fewer keys than its share, and its keys come up
 /// correspondingly less or more often than with Redis's uniform choice.
-pub async fn random_key(proxy: &Arc<Proxy>, proto: u8, client: u64, raw: Bytes) -> Pending {
+pub(crate) async fn random_key(proxy: &Arc<Proxy>, proto: u8, client: u64, raw: Bytes) -> Pending {
     let routing = topology::enter(&proxy.routing, std::iter::empty).await;
     let nodes = all_nodes(&routing);
     let shares: Vec<f64> = (0..nodes.len()).map(|i| routing.ring.share_of(i)).collect();

@@ -57,7 +57,7 @@ pub struct Saved {
     pub pending_sweep: Vec<NodeSpec>,
 }
 
-pub fn to_saved(nodes: &[NodeSpec]) -> Vec<SavedNode> {
+pub(crate) fn to_saved(nodes: &[NodeSpec]) -> Vec<SavedNode> {
     nodes
         .iter()
         .map(|n| SavedNode {
@@ -100,7 +100,7 @@ pub fn load(path: &str) -> Result<Option<Saved>, String> {
 
 /// Writes the state file atomically. Blocking (fsync): call it off the
 /// runtime's worker threads. The error names the file and the OS error.
-pub fn save(path: &str, state: &Saved) -> Result<(), String> {
+pub(crate) fn save(path: &str, state: &Saved) -> Result<(), String> {
     let f = File {
         epoch: state.epoch,
         nodes: to_saved(&state.nodes),

@@ -33,7 +33,7 @@ pub struct Node {
 
 impl Node {
     /// Creates the node's connection actors (they connect on first use).
-    pub fn new(
+    pub(crate) fn new(
         spec: NodeSpec,
         conns: usize,
         connect_timeout: Duration,
@@ -67,7 +67,7 @@ impl Node {
 
     /// The connection for a client: pinned by client id, so one client's
     /// requests to one node keep their order.
-    pub fn upstream(&self, proto: u8, client: u64) -> &Upstream {
+    pub(crate) fn upstream(&self, proto: u8, client: u64) -> &Upstream {
         let pool = if proto >= 3 {
             self.resp3.get_or_init(|| {
                 let opts = UpstreamOptions {
@@ -91,13 +91,13 @@ impl Node {
     }
 
     /// `name (addr)`, as in error replies.
-    pub fn label(&self) -> &str {
+    pub(crate) fn label(&self) -> &str {
         &self.opts.label
     }
 
     /// Waits until everything queued on this node's connections before now has
     /// been answered (a PING through each connection, which is FIFO).
-    pub async fn barrier(&self) {
+    pub(crate) async fn barrier(&self) {
         let ping = Bytes::from_static(b"*1\r\n$4\r\nPING\r\n");
         let mut waits = Vec::new();
         for u in self
@@ -145,7 +145,7 @@ pub struct Routing {
 }
 
 impl Routing {
-    pub fn new(
+    pub(crate) fn new(
         ring: Arc<Ring>,
         nodes: Vec<Arc<Node>>,
         migration: Option<Arc<MigrationRoute>>,
@@ -162,14 +162,14 @@ impl Routing {
     }
 
     /// The node owning `key` in the current ring.
-    pub fn owner(&self, key: &[u8]) -> &Arc<Node> {
+    pub(crate) fn owner(&self, key: &[u8]) -> &Arc<Node> {
         &self.nodes[self.ring.locate(key)]
     }
 
     /// Waits until no dispatch holds this snapshot. Called after the snapshot
     /// was swapped out: with [`enter`]'s re-check, no new dispatch can then
     /// start on it, so once this returns nothing routed by it is unsent.
-    pub async fn drained(&self) {
+    pub(crate) async fn drained(&self) {
         loop {
             let woken = self.drained.notified();
             tokio::pin!(woken);
@@ -185,7 +185,7 @@ impl Routing {
     }
 
     /// True when `key`'s owner in the next ring differs from its owner now.
-    pub fn is_moving(&self, key: &[u8]) -> bool {
+    pub(crate) fn is_moving(&self, key: &[u8]) -> bool {
         match &self.migration {
             Some(m) => !Arc::ptr_eq(&m.next_nodes[m.next.locate(key)], self.owner(key)),
             None => false,
@@ -196,7 +196,7 @@ impl Routing {
 /// A routing snapshot entered for one dispatch: while it lives, a topology
 /// change that swapped this snapshot out waits (`Routing::drained`) before
 /// it treats the snapshot's requests as sent. Derefs to the snapshot.
-pub struct Gate(Arc<Routing>);
+pub(crate) struct Gate(Arc<Routing>);
 
 impl std::ops::Deref for Gate {
     type Target = Arc<Routing>;
@@ -220,7 +220,7 @@ impl Drop for Gate {
 /// The re-check closes the race where a request loads snapshot S, a cutover
 /// swaps S out and finds S drained, and only then the request enters S and is
 /// sent to a key's old owner after the final re-sync (a lost write).
-pub async fn enter<'k, I>(current: &ArcSwap<Routing>, keys: impl Fn() -> I) -> Gate
+pub(crate) async fn enter<'k, I>(current: &ArcSwap<Routing>, keys: impl Fn() -> I) -> Gate
 where
     I: Iterator<Item = &'k Bytes>,
 {

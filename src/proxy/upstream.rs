@@ -46,13 +46,13 @@ const MIN_BACKOFF_MS: u64 = 50;
 const MAX_BACKOFF_MS: u64 = 2_000;
 
 /// One request for a node, and where its reply goes.
-pub struct UpRequest {
+pub(crate) struct UpRequest {
     pub raw: Bytes,
     pub reply: Waiter,
 }
 
 /// Where one reply goes, and the client budget it is charged to.
-pub struct Waiter {
+pub(crate) struct Waiter {
     tx: oneshot::Sender<Bytes>,
     budget: Option<Arc<ReplyBudget>>,
 }
@@ -114,7 +114,7 @@ impl Health {
 
 /// Settings of an upstream connection.
 #[derive(Clone, Debug)]
-pub struct UpstreamOptions {
+pub(crate) struct UpstreamOptions {
     /// `name (addr)`, used in every error a client sees.
     pub label: String,
     pub addr: String,
@@ -134,14 +134,14 @@ pub struct UpstreamOptions {
 
 /// Handle to one pipelined connection actor. Cloning shares the connection.
 #[derive(Clone)]
-pub struct Upstream {
+pub(crate) struct Upstream {
     tx: mpsc::Sender<UpRequest>,
     label: Arc<str>,
 }
 
 impl Upstream {
     /// Starts the actor; it connects on the first request.
-    pub fn spawn(opts: UpstreamOptions, health: Arc<Health>) -> Upstream {
+    pub(crate) fn spawn(opts: UpstreamOptions, health: Arc<Health>) -> Upstream {
         let (tx, rx) = mpsc::channel(QUEUE_DEPTH);
         let label: Arc<str> = opts.label.clone().into();
         tokio::spawn(run(opts, rx, health));
@@ -150,12 +150,12 @@ impl Upstream {
 
     /// Queues `raw` and returns where its reply will arrive. The reply is
     /// always a complete RESP value: the node's own, or an `-ERR` of ours.
-    pub async fn send(&self, raw: Bytes) -> oneshot::Receiver<Bytes> {
+    pub(crate) async fn send(&self, raw: Bytes) -> oneshot::Receiver<Bytes> {
         self.send_for(raw, None).await
     }
 
     /// [`Upstream::send`], the reply charged to a client's budget on arrival.
-    pub async fn send_for(
+    pub(crate) async fn send_for(
         &self,
         raw: Bytes,
         budget: Option<Arc<ReplyBudget>>,
@@ -181,7 +181,7 @@ impl Upstream {
     }
 
     /// Sends and waits for the reply.
-    pub async fn call(&self, raw: Bytes) -> Bytes {
+    pub(crate) async fn call(&self, raw: Bytes) -> Bytes {
         let rx = self.send(raw).await;
         rx.await
             .unwrap_or_else(|_| error_reply(&self.label, &UpstreamError::RequestDropped))
@@ -190,7 +190,7 @@ impl Upstream {
 
 /// Why a node could not answer a request.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum UpstreamError {
+pub(crate) enum UpstreamError {
     Connect(String),
     ConnectTimeout(Duration),
     HelloRefused(String),
@@ -230,7 +230,7 @@ impl fmt::Display for UpstreamError {
 
 /// The `-ERR` a client gets when its node failed: the one place that
 /// renders an [`UpstreamError`].
-pub fn error_reply(label: &str, why: &UpstreamError) -> Bytes {
+pub(crate) fn error_reply(label: &str, why: &UpstreamError) -> Bytes {
     let mut out = BytesMut::new();
     crate::resp::encode::error(&mut out, &format!("ERR node {label} is unavailable: {why}"));
     out.freeze()

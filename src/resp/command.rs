@@ -99,7 +99,7 @@ pub struct CommandSpec {
 
 impl CommandSpec {
     /// True when `argc` (name included) fits the arity.
-    pub fn is_arity_ok(&self, argc: usize) -> bool {
+    pub(crate) fn is_arity_ok(&self, argc: usize) -> bool {
         let argc = argc as i32;
         if self.arity >= 0 {
             argc == self.arity
@@ -504,14 +504,14 @@ type Name = [u64; MAX_NAME / 8];
 /// power-of-two size at least four times the table's length, linear probing.
 /// A lookup hashes three words and usually compares one slot. The proxy's
 /// command table and the built-in node's both use it.
-pub struct NameIndex<T: 'static> {
+pub(crate) struct NameIndex<T: 'static> {
     slots: Vec<Option<(Name, &'static T)>>,
     mask: usize,
 }
 
 impl<T> NameIndex<T> {
     /// Indexes `items` by `name(item)`; names must be at most 24 bytes and unique.
-    pub fn new(items: &'static [T], name: impl Fn(&T) -> &str) -> NameIndex<T> {
+    pub(crate) fn new(items: &'static [T], name: impl Fn(&T) -> &str) -> NameIndex<T> {
         let size = (items.len() * 4).next_power_of_two();
         let mut index = NameIndex {
             slots: (0..size).map(|_| None).collect(),
@@ -535,7 +535,7 @@ impl<T> NameIndex<T> {
     }
 
     /// The item named `name` in any case, without allocating.
-    pub fn get(&self, name: &[u8]) -> Option<&'static T> {
+    pub(crate) fn get(&self, name: &[u8]) -> Option<&'static T> {
         let name = fold(name)?;
         let mut i = self.slot(&name);
         loop {
@@ -575,7 +575,7 @@ pub fn lookup(name: &[u8]) -> Option<&'static CommandSpec> {
 }
 
 /// Redis 7's reply text for an unknown command (without the leading '-').
-pub fn unknown_command_error(args: &[Bytes]) -> String {
+pub(crate) fn unknown_command_error(args: &[Bytes]) -> String {
     let name = String::from_utf8_lossy(&args[0]);
     let name: String = name.chars().take(128).collect();
     let mut rest = String::new();
@@ -656,7 +656,7 @@ pub fn markdown_table() -> String {
 }
 
 /// Redis's arity error text for `spec`.
-pub fn arity_error(spec: &CommandSpec) -> String {
+pub(crate) fn arity_error(spec: &CommandSpec) -> String {
     format!("ERR wrong number of arguments for '{}' command", spec.name)
 }
 

@@ -18,7 +18,7 @@ fn itoa_buf() -> [u8; 20] {
 }
 
 /// Formats `n` into `buf` without allocating; returns the digits.
-pub fn fmt_i64(buf: &mut [u8; 20], n: i64) -> &[u8] {
+pub(crate) fn fmt_i64(buf: &mut [u8; 20], n: i64) -> &[u8] {
     let mut i = buf.len();
     let neg = n < 0;
     let mut v = n.unsigned_abs();
@@ -38,7 +38,7 @@ pub fn fmt_i64(buf: &mut [u8; 20], n: i64) -> &[u8] {
 }
 
 /// `+s\r\n`
-pub fn simple(out: &mut BytesMut, s: &str) {
+pub(crate) fn simple(out: &mut BytesMut, s: &str) {
     out.reserve(s.len() + 3);
     out.put_u8(b'+');
     out.put_slice(s.as_bytes());
@@ -47,7 +47,7 @@ pub fn simple(out: &mut BytesMut, s: &str) {
 
 /// `-s\r\n`; `s` carries its own prefix (`ERR …`, `WRONGTYPE …`). CR/LF in `s`
 /// become spaces so an error can never break the framing.
-pub fn error(out: &mut BytesMut, s: &str) {
+pub(crate) fn error(out: &mut BytesMut, s: &str) {
     out.reserve(s.len() + 3);
     out.put_u8(b'-');
     for &b in s.as_bytes() {
@@ -57,7 +57,7 @@ pub fn error(out: &mut BytesMut, s: &str) {
 }
 
 /// `:n\r\n`
-pub fn integer(out: &mut BytesMut, n: i64) {
+pub(crate) fn integer(out: &mut BytesMut, n: i64) {
     put_len(out, b':', n);
 }
 
@@ -70,12 +70,12 @@ pub fn bulk(out: &mut BytesMut, b: &[u8]) {
 }
 
 /// The null bulk string: `$-1` in RESP2, `_` in RESP3.
-pub fn null(out: &mut BytesMut, proto: u8) {
+pub(crate) fn null(out: &mut BytesMut, proto: u8) {
     out.put_slice(if proto >= 3 { b"_\r\n" } else { b"$-1\r\n" });
 }
 
 /// The null array: `*-1` in RESP2, `_` in RESP3.
-pub fn null_array(out: &mut BytesMut, proto: u8) {
+pub(crate) fn null_array(out: &mut BytesMut, proto: u8) {
     out.put_slice(if proto >= 3 { b"_\r\n" } else { b"*-1\r\n" });
 }
 
@@ -85,7 +85,7 @@ pub fn array_len(out: &mut BytesMut, n: usize) {
 }
 
 /// A map header: `%n` in RESP3, an array of `2n` flat elements in RESP2.
-pub fn map_len(out: &mut BytesMut, n: usize, proto: u8) {
+pub(crate) fn map_len(out: &mut BytesMut, n: usize, proto: u8) {
     if proto >= 3 {
         put_len(out, b'%', n as i64);
     } else {
@@ -94,12 +94,12 @@ pub fn map_len(out: &mut BytesMut, n: usize, proto: u8) {
 }
 
 /// A set header: `~n` in RESP3, `*n` in RESP2.
-pub fn set_len(out: &mut BytesMut, n: usize, proto: u8) {
+pub(crate) fn set_len(out: &mut BytesMut, n: usize, proto: u8) {
     put_len(out, if proto >= 3 { b'~' } else { b'*' }, n as i64);
 }
 
 /// Text for a human (INFO): a verbatim string `=len\r\ntxt:…` in RESP3, bulk in RESP2.
-pub fn verbatim(out: &mut BytesMut, text: &[u8], proto: u8) {
+pub(crate) fn verbatim(out: &mut BytesMut, text: &[u8], proto: u8) {
     if proto >= 3 {
         put_len(out, b'=', text.len() as i64 + 4);
         out.put_slice(b"txt:");

@@ -11,7 +11,7 @@
 use std::fmt::Write as _;
 
 /// Every section, in Redis's order: (request name, title).
-pub const SECTIONS: &[(&str, &str)] = &[
+pub(crate) const SECTIONS: &[(&str, &str)] = &[
     ("server", "Server"),
     ("clients", "Clients"),
     ("memory", "Memory"),
@@ -32,13 +32,13 @@ const NOT_DEFAULT: &[&str] = &["commandstats", "latencystats"];
 
 /// The sections one INFO request asked for.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Selection(u16);
+pub(crate) struct Selection(u16);
 
 impl Selection {
     /// Reads INFO's arguments (after the command name). No argument means
     /// `default`; names are case-insensitive; unknown names select nothing,
     /// so `INFO nosuch` is an empty reply, as in Redis.
-    pub fn parse<A: AsRef<[u8]>>(args: &[A]) -> Selection {
+    pub(crate) fn parse<A: AsRef<[u8]>>(args: &[A]) -> Selection {
         let mut bits = 0u16;
         let default = || {
             SECTIONS
@@ -67,7 +67,7 @@ impl Selection {
     }
 
     /// Whether section `name` (a request name such as `"memory"`) is selected.
-    pub fn has(&self, name: &str) -> bool {
+    pub(crate) fn has(&self, name: &str) -> bool {
         SECTIONS
             .iter()
             .position(|(n, _)| *n == name)
@@ -75,21 +75,21 @@ impl Selection {
     }
 
     /// Whether any of `names` is selected.
-    pub fn has_any(&self, names: &[&str]) -> bool {
+    pub(crate) fn has_any(&self, names: &[&str]) -> bool {
         names.iter().any(|n| self.has(n))
     }
 }
 
 /// Builds an INFO text section by section.
 #[derive(Debug, Default)]
-pub struct InfoText {
+pub(crate) struct InfoText {
     text: String,
 }
 
 impl InfoText {
     /// Appends a section: `# Title`, then one `field:value` line per pair.
     /// Sections must be appended in [`SECTIONS`] order.
-    pub fn section<V: std::fmt::Display>(&mut self, name: &str, fields: &[(&str, V)]) {
+    pub(crate) fn section<V: std::fmt::Display>(&mut self, name: &str, fields: &[(&str, V)]) {
         let title = SECTIONS
             .iter()
             .find(|(n, _)| *n == name)
@@ -104,13 +104,13 @@ impl InfoText {
     }
 
     /// The finished text (empty when no section was selected).
-    pub fn finish(self) -> String {
+    pub(crate) fn finish(self) -> String {
         self.text
     }
 }
 
 /// The value of `field` in an INFO text, if present.
-pub fn field<'a>(text: &'a str, name: &str) -> Option<&'a str> {
+pub(crate) fn field<'a>(text: &'a str, name: &str) -> Option<&'a str> {
     text.split("\r\n").find_map(|line| {
         line.strip_prefix(name)?
             .strip_prefix(':')
@@ -119,12 +119,12 @@ pub fn field<'a>(text: &'a str, name: &str) -> Option<&'a str> {
 }
 
 /// An integer field, 0 when absent or not a number.
-pub fn field_u64(text: &str, name: &str) -> u64 {
+pub(crate) fn field_u64(text: &str, name: &str) -> u64 {
     field(text, name).and_then(|v| v.parse().ok()).unwrap_or(0)
 }
 
 /// `db0:keys=N,expires=M` of an INFO keyspace section: (keys, expires).
-pub fn keyspace(text: &str) -> (u64, u64) {
+pub(crate) fn keyspace(text: &str) -> (u64, u64) {
     let Some(line) = field(text, "db0") else {
         return (0, 0);
     };
@@ -137,7 +137,7 @@ pub fn keyspace(text: &str) -> (u64, u64) {
 }
 
 /// Redis's `bytesToHuman`: `1023B`, `1.72M`, `100.00M`.
-pub fn human(n: u64) -> String {
+pub(crate) fn human(n: u64) -> String {
     let f = n as f64;
     match n {
         n if n < 1024 => format!("{n}B"),
@@ -151,7 +151,7 @@ pub fn human(n: u64) -> String {
 /// This process's resident memory and CPU time, for INFO's Memory and CPU
 /// sections; zeros where `/proc` is unavailable.
 #[derive(Clone, Copy, Debug, Default)]
-pub struct Usage {
+pub(crate) struct Usage {
     pub rss_bytes: u64,
     pub cpu_user_secs: f64,
     pub cpu_sys_secs: f64,
@@ -159,7 +159,7 @@ pub struct Usage {
 
 impl Usage {
     /// Reads `/proc/self/statm` and `/proc/self/stat`.
-    pub fn now() -> Usage {
+    pub(crate) fn now() -> Usage {
         let rss_bytes = std::fs::read_to_string("/proc/self/statm")
             .ok()
             .and_then(|s| s.split_whitespace().nth(1)?.parse::<u64>().ok())
@@ -206,10 +206,10 @@ impl Default for OpsMeter {
 
 impl OpsMeter {
     /// Shorter windows keep the previous rate: too few commands to measure.
-    pub const MIN_WINDOW_MS: u128 = 100;
+    pub(crate) const MIN_WINDOW_MS: u128 = 100;
 
     /// The rate given the command counter's value now.
-    pub fn rate(&self, commands: u64) -> u64 {
+    pub(crate) fn rate(&self, commands: u64) -> u64 {
         let mut last = self.last.lock().unwrap_or_else(|e| e.into_inner());
         let elapsed = last.0.elapsed();
         if elapsed.as_millis() >= Self::MIN_WINDOW_MS {

@@ -53,7 +53,7 @@ fn hex_val(c: u8) -> Option<u8> {
 /// arguments; "double quotes" take `\n \r \t \b \a \\ \" \xHH` escapes;
 /// 'single quotes' take `\'`; a closing quote must be followed by a space or the
 /// end. `None` means unbalanced quotes.
-pub fn split_args(line: &[u8]) -> Option<Vec<Vec<u8>>> {
+pub(crate) fn split_args(line: &[u8]) -> Option<Vec<Vec<u8>>> {
     let mut args = Vec::new();
     let mut p = 0;
     let at = |i: usize| -> u8 { line.get(i).copied().unwrap_or(0) };

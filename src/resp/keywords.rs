@@ -51,7 +51,7 @@ pub fn is_blocking_stream_read(args: &[Bytes]) -> bool {
 
 impl Keywords {
     /// Positions of the keys of `name` (the command) in `args`.
-    pub fn positions(self, name: &str, args: &[Bytes]) -> Result<Vec<usize>, String> {
+    pub(crate) fn positions(self, name: &str, args: &[Bytes]) -> Result<Vec<usize>, String> {
         match self {
             Keywords::Sort => sort(args),
             Keywords::GeoRadius { options_at } => {

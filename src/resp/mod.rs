@@ -8,27 +8,26 @@
 
 pub mod command;
 pub mod encode;
-pub mod info;
+pub(crate) mod info;
 mod inline;
-pub mod keywords;
+pub(crate) mod keywords;
 pub mod reply;
-pub mod request;
+pub(crate) mod request;
 
-pub use command::{lookup, CommandSpec, KeySpec, Kind};
-pub use inline::split_args;
-pub use reply::{reply_len, ReplyError};
-pub use request::{
-    decode_request, next_frame, Frame, ProtocolError, Request, RequestDecoder, Spans,
-};
+pub(crate) use command::KeySpec;
+pub use command::{lookup, CommandSpec, Kind};
+pub use reply::reply_len;
+pub(crate) use request::ProtocolError;
+pub use request::{decode_request, next_frame, Frame, Request, RequestDecoder, Spans};
 
 /// Redis's `proto-max-bulk-len` default: 512 MB.
-pub const DEFAULT_MAX_BULK_LEN: usize = 512 * 1024 * 1024;
+pub(crate) const DEFAULT_MAX_BULK_LEN: usize = 512 * 1024 * 1024;
 /// Arguments accepted in one request (Redis allows up to INT_MAX; we bound it).
-pub const DEFAULT_MAX_ARGS: usize = 1024 * 1024;
+pub(crate) const DEFAULT_MAX_ARGS: usize = 1024 * 1024;
 /// Redis's `PROTO_INLINE_MAX_SIZE`: longest inline request or count line.
-pub const DEFAULT_MAX_INLINE_LEN: usize = 64 * 1024;
+pub(crate) const DEFAULT_MAX_INLINE_LEN: usize = 64 * 1024;
 /// Redis's `client-query-buffer-limit` default: 1 GB.
-pub const DEFAULT_MAX_QUERY_BUFFER: usize = 1024 * 1024 * 1024;
+pub(crate) const DEFAULT_MAX_QUERY_BUFFER: usize = 1024 * 1024 * 1024;
 
 /// Bounds on what a peer may make us buffer or allocate, checked before allocating.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -55,7 +54,7 @@ impl Default for Limits {
 }
 
 /// ASCII case-insensitive comparison, without allocating.
-pub fn eq_ignore_case(a: &[u8], b: &[u8]) -> bool {
+pub(crate) fn eq_ignore_case(a: &[u8], b: &[u8]) -> bool {
     a.eq_ignore_ascii_case(b)
 }
 
@@ -91,7 +90,7 @@ pub fn parse_i64(s: &[u8]) -> Option<i64> {
 /// it consumed everything): an optional sign — a leading `-` wraps — then
 /// digits; no leading space, no overflow. The empty string has no digits
 /// and nothing left over, so it is cursor 0, as in Redis.
-pub fn parse_cursor(s: &[u8]) -> Option<u64> {
+pub(crate) fn parse_cursor(s: &[u8]) -> Option<u64> {
     let (neg, digits) = match s.split_first() {
         Some((b'-', rest)) => (true, rest),
         Some((b'+', rest)) => (false, rest),

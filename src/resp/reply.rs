@@ -150,7 +150,7 @@ fn line_end(buf: &[u8], from: usize) -> Option<usize> {
 
 /// Splits a complete array (or set/push) reply into its elements' byte ranges.
 /// `None` if `reply` is not an aggregate of that kind (e.g. an error or null).
-pub fn elements(reply: &[u8]) -> Option<Vec<std::ops::Range<usize>>> {
+pub(crate) fn elements(reply: &[u8]) -> Option<Vec<std::ops::Range<usize>>> {
     if !matches!(reply.first(), Some(b'*' | b'~' | b'>')) {
         return None;
     }
@@ -170,7 +170,7 @@ pub fn elements(reply: &[u8]) -> Option<Vec<std::ops::Range<usize>>> {
 }
 
 /// The integer of a `:n` reply.
-pub fn integer(reply: &[u8]) -> Option<i64> {
+pub(crate) fn integer(reply: &[u8]) -> Option<i64> {
     if reply.first() != Some(&b':') || reply.len() < 4 {
         return None;
     }
@@ -178,7 +178,7 @@ pub fn integer(reply: &[u8]) -> Option<i64> {
 }
 
 /// True for an error reply (`-…` or RESP3 `!…`).
-pub fn is_error(reply: &[u8]) -> bool {
+pub(crate) fn is_error(reply: &[u8]) -> bool {
     matches!(reply.first(), Some(b'-' | b'!'))
 }
 

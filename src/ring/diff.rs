@@ -8,14 +8,14 @@ use super::Ring;
 
 impl Ring {
     /// The sorted point positions (hashes) of this ring.
-    pub fn points(&self) -> &[u64] {
+    pub(crate) fn points(&self) -> &[u64] {
         &self.points
     }
 }
 
 /// For each node of `prev` (by index): true if some key it owns in `prev` is
 /// owned by a node of another name in `next`.
-pub fn losing_nodes(prev: &Ring, next: &Ring) -> Vec<bool> {
+pub(crate) fn losing_nodes(prev: &Ring, next: &Ring) -> Vec<bool> {
     let mut loses = vec![false; prev.nodes().len()];
     for &h in prev.points().iter().chain(next.points()) {
         let old = prev.locate_hash(h);

@@ -14,7 +14,7 @@ use md5::{Digest, Md5};
 ///
 /// `{user1000}.following` → `user1000`; `foo{}{bar}` → the whole key (the first
 /// pair is empty); `foo{{bar}}` → `{bar`; `foo{bar}{zap}` → `bar`.
-pub fn hash_tag(key: &[u8]) -> &[u8] {
+pub(crate) fn hash_tag(key: &[u8]) -> &[u8] {
     let Some(open) = memchr::memchr(b'{', key) else {
         return key;
     };
@@ -27,13 +27,15 @@ pub fn hash_tag(key: &[u8]) -> &[u8] {
 
 /// The MD5 digest of `data`.
 #[inline]
-pub fn md5(data: &[u8]) -> [u8; 16] {
+pub(crate) fn md5(data: &[u8]) -> [u8; 16] {
     Md5::digest(data).into()
 }
 
 /// The four-byte group `alignment` (0..4) of MD5(`label`) as a little-endian
-/// u32: twemproxy's `ketama_hash`, one ketama point.
-pub fn ketama_hash(label: &[u8], alignment: usize) -> u32 {
+/// u32: twemproxy's `ketama_hash`, one ketama point (the golden values of
+/// twemproxy's own tests are checked against it).
+#[cfg(test)]
+fn ketama_hash(label: &[u8], alignment: usize) -> u32 {
     let d = md5(label);
     le_u32(&d, alignment)
 }
@@ -41,14 +43,14 @@ pub fn ketama_hash(label: &[u8], alignment: usize) -> u32 {
 /// First four bytes of MD5(`data`) as a little-endian u32: twemproxy's
 /// `hash_md5`, the ketama key hash.
 #[inline]
-pub fn md5_u32(data: &[u8]) -> u32 {
+pub(crate) fn md5_u32(data: &[u8]) -> u32 {
     le_u32(&md5(data), 0)
 }
 
 /// First eight bytes of MD5(`data`) as a little-endian u64: the vnode scheme's
 /// key and point hash.
 #[inline]
-pub fn md5_u64(data: &[u8]) -> u64 {
+pub(crate) fn md5_u64(data: &[u8]) -> u64 {
     let d = md5(data);
     u64::from_le_bytes([d[0], d[1], d[2], d[3], d[4], d[5], d[6], d[7]])
 }

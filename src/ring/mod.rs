@@ -22,8 +22,8 @@ mod points;
 #[cfg(test)]
 mod tests;
 
-pub use diff::losing_nodes;
-pub use hash::{hash_tag, ketama_hash, md5_u32, md5_u64};
+pub(crate) use diff::losing_nodes;
+pub(crate) use hash::{hash_tag, md5_u32, md5_u64};
 
 use std::fmt;
 use std::str::FromStr;
@@ -33,7 +33,7 @@ pub const DEFAULT_VNODES: u32 = 160;
 
 /// Upper bound on the points of one ring: 10 million points is 120 MB of
 /// arrays and seconds of MD5; anything larger is a configuration mistake.
-pub const MAX_POINTS: u64 = 10_000_000;
+pub(crate) const MAX_POINTS: u64 = 10_000_000;
 
 /// How node points are placed and keys hashed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -264,17 +264,17 @@ impl Ring {
     }
 
     /// The nodes, in the order given to [`Ring::new`].
-    pub fn nodes(&self) -> &[NodeSpec] {
+    pub(crate) fn nodes(&self) -> &[NodeSpec] {
         &self.nodes
     }
 
     /// Node `idx`; panics if out of range.
-    pub fn node(&self, idx: usize) -> &NodeSpec {
+    pub(crate) fn node(&self, idx: usize) -> &NodeSpec {
         &self.nodes[idx]
     }
 
     /// Index of the node with this name, else of the node with this address.
-    pub fn index_of(&self, name_or_addr: &str) -> Option<usize> {
+    pub(crate) fn index_of(&self, name_or_addr: &str) -> Option<usize> {
         self.nodes
             .iter()
             .position(|n| n.name == name_or_addr)
@@ -282,38 +282,38 @@ impl Ring {
     }
 
     /// Topology epoch this ring was built for.
-    pub fn epoch(&self) -> u64 {
+    pub(crate) fn epoch(&self) -> u64 {
         self.epoch
     }
 
     /// Scheme and vnodes.
-    pub fn config(&self) -> RingConfig {
+    pub(crate) fn config(&self) -> RingConfig {
         self.config
     }
 
     /// Number of points node `idx` has on the ring.
-    pub fn points_of(&self, idx: usize) -> usize {
+    pub(crate) fn points_of(&self, idx: usize) -> usize {
         self.point_counts[idx]
     }
 
     /// Total points on the ring.
-    pub fn total_points(&self) -> usize {
+    pub(crate) fn total_points(&self) -> usize {
         self.points.len()
     }
 
     /// Fraction (0..=1) of the hash space node `idx` owns: its expected share
     /// of uniformly hashed keys.
-    pub fn share_of(&self, idx: usize) -> f64 {
+    pub(crate) fn share_of(&self, idx: usize) -> f64 {
         self.shares[idx]
     }
 
     /// Bytes of point tables (what a lookup walks plus the owner array).
-    pub fn metadata_bytes(&self) -> usize {
+    pub(crate) fn metadata_bytes(&self) -> usize {
         self.points.len() * (std::mem::size_of::<u64>() + std::mem::size_of::<u32>())
     }
 
     /// A ring over `nodes` with the same config at the next epoch.
-    pub fn with_nodes(&self, nodes: Vec<NodeSpec>) -> Result<Ring, RingError> {
+    pub(crate) fn with_nodes(&self, nodes: Vec<NodeSpec>) -> Result<Ring, RingError> {
         Ring::new(nodes, self.config, self.epoch + 1)
     }
 }
@@ -324,7 +324,7 @@ impl Ring {
 /// `server_pool_hash` returns 0 for `keylen == 0`, so the empty key goes to the
 /// owner of the first point there too.
 #[inline]
-pub fn scheme_key_hash(scheme: PointScheme, key: &[u8]) -> u64 {
+pub(crate) fn scheme_key_hash(scheme: PointScheme, key: &[u8]) -> u64 {
     let tagged = hash_tag(key);
     match scheme {
         PointScheme::Ketama if tagged.is_empty() => 0,

@@ -14,7 +14,7 @@ use std::io::Write;
 
 /// Avalanche statistics of one hash function.
 #[derive(Debug, Clone, Serialize)]
-pub struct Avalanche {
+pub(crate) struct Avalanche {
     /// Hash function and where shardis uses it.
     pub hash: String,
     /// Output width in bits.
@@ -55,7 +55,7 @@ fn fnv1a32(data: &[u8]) -> u32 {
 }
 
 /// Flips every bit of `keys` keys `user:0…` and measures every hash.
-pub fn measure(keys: u64) -> Vec<Avalanche> {
+pub(crate) fn measure(keys: u64) -> Vec<Avalanche> {
     let gen = KeyGen::new(KeyKind::User, 0);
     let mut buf = [0u8; MAX_KEY_LEN];
     hashes()
@@ -112,7 +112,7 @@ pub fn measure(keys: u64) -> Vec<Avalanche> {
 }
 
 /// Writes the avalanche table.
-pub fn write(rows: &[Avalanche], keys: u64, out: &mut dyn Write) -> std::io::Result<()> {
+pub(crate) fn write(rows: &[Avalanche], keys: u64, out: &mut dyn Write) -> std::io::Result<()> {
     writeln!(out, "Hash avalanche ({keys} keys user:0…, every input bit flipped once; ideal: 50% of output bits flip, bias 0)")?;
     let mut t = Table::new(&[
         "hash",

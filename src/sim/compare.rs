@@ -20,7 +20,7 @@ const TIMING_KEYS: usize = 10_000;
 
 /// The comparison.
 #[derive(Debug, Clone, Serialize)]
-pub struct Report {
+pub(crate) struct Report {
     pub keys: u64,
     pub nodes: usize,
     pub vnodes: u32,
@@ -36,7 +36,7 @@ pub struct Report {
 
 /// One strategy's figures.
 #[derive(Debug, Clone, Serialize)]
-pub struct Row {
+pub(crate) struct Row {
     pub strategy: String,
     pub moved_join: f64,
     pub moved_leave: f64,
@@ -49,12 +49,12 @@ pub struct Row {
 }
 
 /// Runs the comparison with the standard avalanche sample.
-pub fn run(args: &SimArgs) -> Result<Report, String> {
+pub(crate) fn run(args: &SimArgs) -> Result<Report, String> {
     run_with(args, AVALANCHE_KEYS)
 }
 
 /// Runs the comparison, hashing `avalanche_keys` keys for the avalanche check.
-pub fn run_with(args: &SimArgs, avalanche_keys: u64) -> Result<Report, String> {
+pub(crate) fn run_with(args: &SimArgs, avalanche_keys: u64) -> Result<Report, String> {
     let n = args.nodes;
     if n < 2 {
         return Err("--compare needs at least 2 nodes (it removes one)".into());
@@ -181,7 +181,7 @@ fn md5_ns(gen: &KeyGen) -> f64 {
 }
 
 /// Writes the comparison table and the avalanche table.
-pub fn write(r: &Report, out: &mut dyn Write) -> std::io::Result<()> {
+pub(crate) fn write(r: &Report, out: &mut dyn Write) -> std::io::Result<()> {
     writeln!(
         out,
         "Strategy comparison: {} keys, {} nodes (ring: {} vnodes); join adds node {}, leave removes node {}",

@@ -17,7 +17,7 @@ use std::time::Instant;
 
 /// Everything the distribution pass measured.
 #[derive(Debug, Clone, Serialize)]
-pub struct Report {
+pub(crate) struct Report {
     pub keys: u64,
     pub scheme: String,
     pub vnodes: u32,
@@ -40,7 +40,7 @@ pub struct Report {
 
 /// One node's load.
 #[derive(Debug, Clone, Serialize)]
-pub struct NodeRow {
+pub(crate) struct NodeRow {
     pub name: String,
     pub weight: u32,
     pub points: usize,
@@ -59,7 +59,7 @@ pub struct NodeRow {
 
 /// The capacity projection and its assumptions.
 #[derive(Debug, Clone, Serialize)]
-pub struct Capacity {
+pub(crate) struct Capacity {
     pub projected_keys: u64,
     pub value_size: u64,
     pub avg_key_len: f64,
@@ -76,7 +76,7 @@ pub struct Capacity {
 
 /// Keys that change owner when nodes join or leave.
 #[derive(Debug, Clone, Serialize)]
-pub struct Movement {
+pub(crate) struct Movement {
     pub nodes_before: usize,
     pub nodes_after: usize,
     pub moved: u64,
@@ -91,7 +91,7 @@ pub struct Movement {
 
 /// Speed of the pass and of a lookup.
 #[derive(Debug, Clone, Serialize)]
-pub struct Perf {
+pub(crate) struct Perf {
     pub wall_secs: f64,
     /// Keys per second over all threads (format + hash + every locate).
     pub keys_per_sec: f64,
@@ -114,7 +114,7 @@ struct Acc {
 }
 
 /// Runs the pass.
-pub fn run(args: &SimArgs) -> Result<Report, String> {
+pub(crate) fn run(args: &SimArgs) -> Result<Report, String> {
     let n = args.nodes;
     let config = RingConfig {
         scheme: args.points,
@@ -293,7 +293,7 @@ fn add_into(total: &mut [u64], part: &[u64]) {
 }
 
 /// Nanoseconds per `locate_hash` over 2^14 precomputed pseudo-random hashes (best of 30 runs).
-pub fn lookup_ns(ring: &Ring) -> f64 {
+pub(crate) fn lookup_ns(ring: &Ring) -> f64 {
     let mask = match ring.config().scheme {
         crate::ring::PointScheme::Ketama => u64::from(u32::MAX),
         crate::ring::PointScheme::Vnode => u64::MAX,
@@ -324,7 +324,7 @@ fn key_hash_ns(ring: &Ring, gen: &KeyGen) -> f64 {
 }
 
 /// Writes the report as tables.
-pub fn write(r: &Report, out: &mut dyn Write) -> std::io::Result<()> {
+pub(crate) fn write(r: &Report, out: &mut dyn Write) -> std::io::Result<()> {
     writeln!(
         out,
         "Distribution: {} {} keys over {} nodes, ring {} ({} vnodes), {} threads",

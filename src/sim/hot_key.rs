@@ -13,7 +13,7 @@ use std::io::Write;
 
 /// Load when one key takes a fixed share of all requests.
 #[derive(Debug, Clone, Serialize)]
-pub struct HotKey {
+pub(crate) struct HotKey {
     pub share: f64,
     pub key: String,
     /// Per vnodes setting: (vnodes, hot node, hot node's load, max/avg load).
@@ -22,7 +22,7 @@ pub struct HotKey {
 
 /// Hot-key load under one vnodes setting (from hash-space shares).
 #[derive(Debug, Clone, Serialize)]
-pub struct HotRow {
+pub(crate) struct HotRow {
     pub vnodes: u32,
     pub node: String,
     pub node_load: f64,
@@ -33,7 +33,7 @@ pub struct HotRow {
 /// Hot-key load for the given vnodes and two larger settings, from hash-space
 /// shares (no extra pass): more points even out the cold keys but cannot split
 /// one key.
-pub fn measure(base: &Ring, gen: &KeyGen, share: f64) -> Result<HotKey, String> {
+pub(crate) fn measure(base: &Ring, gen: &KeyGen, share: f64) -> Result<HotKey, String> {
     let mut buf = [0u8; MAX_KEY_LEN];
     let key = gen.key(0, &mut buf).to_vec();
     let c = base.config();
@@ -77,7 +77,7 @@ pub fn measure(base: &Ring, gen: &KeyGen, share: f64) -> Result<HotKey, String> 
 }
 
 /// Writes the hot-key table.
-pub fn write(h: &HotKey, out: &mut dyn Write) -> std::io::Result<()> {
+pub(crate) fn write(h: &HotKey, out: &mut dyn Write) -> std::io::Result<()> {
     writeln!(
         out,
         "\nHot key '{}' takes {} of requests (loads from hash-space shares):",

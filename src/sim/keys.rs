@@ -12,10 +12,10 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 /// Longest key any kind produces (`user:` + 20 digits).
-pub const MAX_KEY_LEN: usize = 32;
+pub(crate) const MAX_KEY_LEN: usize = 32;
 
 /// Length of a `random` key in bytes.
-pub const RANDOM_KEY_LEN: usize = 16;
+pub(crate) const RANDOM_KEY_LEN: usize = 16;
 
 /// Keys per work unit: big enough that the shared counter is touched rarely,
 /// small enough for an even finish and a smooth progress bar.
@@ -34,20 +34,20 @@ pub enum KeyKind {
 
 /// Produces key `i` of a stream.
 #[derive(Clone, Copy, Debug)]
-pub struct KeyGen {
+pub(crate) struct KeyGen {
     kind: KeyKind,
     seed: u64,
 }
 
 impl KeyGen {
     /// A generator for `kind` keys under `seed`.
-    pub fn new(kind: KeyKind, seed: u64) -> KeyGen {
+    pub(crate) fn new(kind: KeyKind, seed: u64) -> KeyGen {
         KeyGen { kind, seed }
     }
 
     /// Writes key `i` into `buf` and returns it; no allocation.
     #[inline]
-    pub fn key<'b>(&self, i: u64, buf: &'b mut [u8; MAX_KEY_LEN]) -> &'b [u8] {
+    pub(crate) fn key<'b>(&self, i: u64, buf: &'b mut [u8; MAX_KEY_LEN]) -> &'b [u8] {
         match self.kind {
             KeyKind::User => {
                 buf[..5].copy_from_slice(b"user:");
@@ -68,7 +68,7 @@ impl KeyGen {
 
 /// Writes `v` in decimal at the start of `out` (≥ 20 bytes); returns the length.
 #[inline]
-pub fn write_decimal(mut v: u64, out: &mut [u8]) -> usize {
+pub(crate) fn write_decimal(mut v: u64, out: &mut [u8]) -> usize {
     let mut tmp = [0u8; 20];
     let mut p = tmp.len();
     loop {
@@ -86,7 +86,7 @@ pub fn write_decimal(mut v: u64, out: &mut [u8]) -> usize {
 
 /// The splitmix64 output function: a fast, well-mixed 64→64 bijection.
 #[inline]
-pub fn splitmix64(mut z: u64) -> u64 {
+pub(crate) fn splitmix64(mut z: u64) -> u64 {
     z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
     z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
@@ -96,7 +96,7 @@ pub fn splitmix64(mut z: u64) -> u64 {
 /// Nanoseconds per operation of `run` (which performs `ops` operations): the
 /// best of 30 short runs, so runs preempted on busy shared cores do not
 /// inflate it (keep one run around a millisecond, under a scheduler slice).
-pub fn best_ns_per_op(ops: usize, mut run: impl FnMut()) -> f64 {
+pub(crate) fn best_ns_per_op(ops: usize, mut run: impl FnMut()) -> f64 {
     (0..30)
         .map(|_| {
             let t = Instant::now();
@@ -107,7 +107,7 @@ pub fn best_ns_per_op(ops: usize, mut run: impl FnMut()) -> f64 {
 }
 
 /// Number of worker threads for `requested` (0 = every core).
-pub fn thread_count(requested: usize) -> usize {
+pub(crate) fn thread_count(requested: usize) -> usize {
     if requested > 0 {
         return requested;
     }
@@ -115,14 +115,14 @@ pub fn thread_count(requested: usize) -> usize {
 }
 
 /// Whether to draw a progress bar: forced, or stderr is a terminal.
-pub fn want_progress(forced: bool) -> bool {
+pub(crate) fn want_progress(forced: bool) -> bool {
     forced || std::io::stderr().is_terminal()
 }
 
 /// Runs `work` over `0..total` in chunks on `threads` scoped threads, each with
 /// its own state from `init`; returns the states for the caller to merge.
 /// With `progress`, draws `label`, a bar, rate and ETA on stderr.
-pub fn par_chunks<S, I, W>(
+pub(crate) fn par_chunks<S, I, W>(
     total: u64,
     threads: usize,
     progress: Option<&str>,

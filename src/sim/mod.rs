@@ -9,27 +9,27 @@
 //!
 //! Sections: [`distribution`] (default), [`compare`], [`sweep`], [`avalanche`].
 
-pub mod avalanche;
-pub mod compare;
-pub mod distribution;
-pub mod hot_key;
-pub mod keys;
-pub mod strategies;
-pub mod sweep;
-pub mod table;
+pub(crate) mod avalanche;
+pub(crate) mod compare;
+pub(crate) mod distribution;
+pub(crate) mod hot_key;
+pub(crate) mod keys;
+pub(crate) mod strategies;
+pub(crate) mod sweep;
+pub(crate) mod table;
 
-pub use keys::KeyKind;
+pub(crate) use keys::KeyKind;
 
 use crate::ring::{PointScheme, DEFAULT_VNODES};
 use std::io::Write;
 use std::path::PathBuf;
 
 /// Keys hashed by the avalanche check (each has ~60-120 bits to flip).
-pub const AVALANCHE_KEYS: u64 = 20_000;
+pub(crate) const AVALANCHE_KEYS: u64 = 20_000;
 
 /// Assumed per-entry memory overhead (hash-table slot, key/value headers,
 /// allocator rounding) added to key and value bytes when projecting node sizes.
-pub const DEFAULT_ENTRY_OVERHEAD: u64 = 64;
+pub(crate) const DEFAULT_ENTRY_OVERHEAD: u64 = 64;
 
 /// Arguments of `shardis sim` (usable without clap: see [`Default`]).
 #[derive(Clone, Debug, PartialEq, clap::Args)]
@@ -222,7 +222,7 @@ fn validate(args: &SimArgs) -> Result<(), String> {
 }
 
 /// Parses a count: `1000000`, `1_000_000`, `1e9`, `10^9`.
-pub fn parse_count(s: &str) -> Result<u64, String> {
+pub(crate) fn parse_count(s: &str) -> Result<u64, String> {
     let t = s.trim().replace('_', "");
     let bad = || format!("'{s}' is not a count (try 1000000, 1e9 or 10^9)");
     if let Some((m, e)) = t.split_once(['e', 'E']) {
@@ -242,7 +242,7 @@ pub fn parse_count(s: &str) -> Result<u64, String> {
 }
 
 /// Parses a byte size: `1024`, `1KB` (10^3), `1KiB` (2^10), up to TB/TiB.
-pub fn parse_size(s: &str) -> Result<u64, String> {
+pub(crate) fn parse_size(s: &str) -> Result<u64, String> {
     let t = s.trim();
     let split = t
         .find(|c: char| !c.is_ascii_digit() && c != '.')

@@ -13,7 +13,7 @@ use crate::ring::{md5_u64, NodeSpec, PointScheme, Ring, RingConfig};
 /// A key as every strategy sees it: the hash-tagged bytes plus their MD5 (the
 /// first 8 bytes little-endian), computed once per key and shared.
 #[derive(Clone, Copy, Debug)]
-pub struct KeyHash<'a> {
+pub(crate) struct KeyHash<'a> {
     /// The part of the key that decides placement.
     pub tagged: &'a [u8],
     /// First 8 bytes of MD5(`tagged`), little-endian; its low 32 bits are the
@@ -24,7 +24,7 @@ pub struct KeyHash<'a> {
 impl<'a> KeyHash<'a> {
     /// Hashes `key`'s tagged part.
     #[inline]
-    pub fn new(key: &'a [u8]) -> KeyHash<'a> {
+    pub(crate) fn new(key: &'a [u8]) -> KeyHash<'a> {
         let tagged = crate::ring::hash_tag(key);
         KeyHash {
             tagged,
@@ -34,7 +34,7 @@ impl<'a> KeyHash<'a> {
 }
 
 /// One placement over nodes 0..n.
-pub trait Placement: Send + Sync {
+pub(crate) trait Placement: Send + Sync {
     /// Strategy label for reports.
     fn name(&self) -> String;
     /// Node index owning `key`.
@@ -50,7 +50,7 @@ pub trait Placement: Send + Sync {
 }
 
 /// Every strategy over `n` nodes, in report order.
-pub fn all(n: usize, vnodes: u32) -> Vec<Box<dyn Placement>> {
+pub(crate) fn all(n: usize, vnodes: u32) -> Vec<Box<dyn Placement>> {
     vec![
         Box::new(ModN { n }),
         Box::new(RingPlacement::new(n, PointScheme::Ketama, vnodes)),
@@ -63,7 +63,7 @@ pub fn all(n: usize, vnodes: u32) -> Vec<Box<dyn Placement>> {
 }
 
 /// Sim node names: `node1..=nodeN`.
-pub fn node_specs(n: usize, weights: &[u32]) -> Vec<NodeSpec> {
+pub(crate) fn node_specs(n: usize, weights: &[u32]) -> Vec<NodeSpec> {
     (0..n)
         .map(|i| NodeSpec {
             name: format!("node{}", i + 1),
@@ -195,7 +195,7 @@ struct Jump {
 }
 
 /// The jump consistent hash of `key` over `buckets` buckets.
-pub fn jump_hash(mut key: u64, buckets: u32) -> u32 {
+pub(crate) fn jump_hash(mut key: u64, buckets: u32) -> u32 {
     let (mut b, mut j) = (-1i64, 0i64);
     while j < i64::from(buckets) {
         b = j;
@@ -228,7 +228,7 @@ impl Placement for Jump {
 
 /// How a slot table maps a key to a slot.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum SlotHash {
+pub(crate) enum SlotHash {
     /// Redis Cluster: CRC16-XMODEM of the tagged key, mod 16384.
     Crc16,
     /// MD5 mod 64: a small table an operator can read.
@@ -344,7 +344,7 @@ impl Slots {
 }
 
 /// CRC16-CCITT (XMODEM: poly 0x1021, init 0), the Redis Cluster key-slot CRC.
-pub fn crc16(data: &[u8]) -> u16 {
+pub(crate) fn crc16(data: &[u8]) -> u16 {
     static TABLE: std::sync::OnceLock<[u16; 256]> = std::sync::OnceLock::new();
     let table = TABLE.get_or_init(|| {
         let mut t = [0u16; 256];

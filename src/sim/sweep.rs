@@ -15,7 +15,7 @@ use std::io::Write;
 
 /// The sweep.
 #[derive(Debug, Clone, Serialize)]
-pub struct Report {
+pub(crate) struct Report {
     pub keys: u64,
     pub nodes: usize,
     pub rows: Vec<Row>,
@@ -24,7 +24,7 @@ pub struct Report {
 /// Imbalance at one vnodes setting; `None` where the scheme cannot build it
 /// (ketama needs ≥ 4 points per node).
 #[derive(Debug, Clone, Serialize)]
-pub struct Row {
+pub(crate) struct Row {
     pub vnodes: u32,
     pub ketama: Option<Imbalance>,
     pub vnode: Option<Imbalance>,
@@ -32,14 +32,14 @@ pub struct Row {
 
 /// Keys per node relative to the average.
 #[derive(Debug, Clone, Copy, Serialize)]
-pub struct Imbalance {
+pub(crate) struct Imbalance {
     pub max_over_avg: f64,
     pub min_over_avg: f64,
     pub stddev_over_avg: f64,
 }
 
 /// Runs the sweep over `args.vnodes_sweep`.
-pub fn run(args: &SimArgs) -> Result<Report, String> {
+pub(crate) fn run(args: &SimArgs) -> Result<Report, String> {
     let n = args.nodes;
     let build =
         |scheme, vnodes| Ring::new(node_specs(n, &[]), RingConfig { scheme, vnodes }, 0).ok();
@@ -113,7 +113,7 @@ fn imbalance(per_node: &[u64], keys: u64) -> Imbalance {
 }
 
 /// Writes the sweep table.
-pub fn write(r: &Report, out: &mut dyn Write) -> std::io::Result<()> {
+pub(crate) fn write(r: &Report, out: &mut dyn Write) -> std::io::Result<()> {
     writeln!(
         out,
         "Vnodes sweep: {} keys over {} nodes (keys per node / average)",
@@ -148,7 +148,7 @@ pub fn write(r: &Report, out: &mut dyn Write) -> std::io::Result<()> {
 }
 
 /// A line chart of max/avg and min/avg against vnodes (log scale), both schemes.
-pub fn svg(r: &Report) -> String {
+pub(crate) fn svg(r: &Report) -> String {
     const W: f64 = 760.0;
     const H: f64 = 440.0;
     const L: f64 = 70.0;

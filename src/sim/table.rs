@@ -7,14 +7,14 @@ use std::io::Write;
 
 /// A table with a header row; the first column is left-aligned, the rest
 /// right-aligned (they hold numbers).
-pub struct Table {
+pub(crate) struct Table {
     header: Vec<String>,
     rows: Vec<Vec<String>>,
 }
 
 impl Table {
     /// A table with these column titles.
-    pub fn new(header: &[&str]) -> Table {
+    pub(crate) fn new(header: &[&str]) -> Table {
         Table {
             header: header.iter().map(|s| s.to_string()).collect(),
             rows: Vec::new(),
@@ -22,12 +22,12 @@ impl Table {
     }
 
     /// Appends a row (missing cells print empty).
-    pub fn row(&mut self, cells: Vec<String>) {
+    pub(crate) fn row(&mut self, cells: Vec<String>) {
         self.rows.push(cells);
     }
 
     /// Writes the table indented by two spaces.
-    pub fn write(&self, out: &mut dyn Write) -> std::io::Result<()> {
+    pub(crate) fn write(&self, out: &mut dyn Write) -> std::io::Result<()> {
         let cols = self.header.len();
         let mut width: Vec<usize> = self.header.iter().map(|h| h.chars().count()).collect();
         for row in &self.rows {
@@ -64,7 +64,7 @@ impl Table {
 }
 
 /// `1234567` → `1.23M`; plain below 1000.
-pub fn si(v: f64) -> String {
+pub(crate) fn si(v: f64) -> String {
     if !v.is_finite() {
         return "-".into();
     }
@@ -78,7 +78,7 @@ pub fn si(v: f64) -> String {
 }
 
 /// Decimal bytes: `102400000000` → `102.40 GB`.
-pub fn bytes(v: f64) -> String {
+pub(crate) fn bytes(v: f64) -> String {
     let units = [(1e12, "TB"), (1e9, "GB"), (1e6, "MB"), (1e3, "KB")];
     for (scale, unit) in units {
         if v.abs() >= scale {
@@ -89,7 +89,7 @@ pub fn bytes(v: f64) -> String {
 }
 
 /// Seconds as `2m55s`, `1h02m`, `4.2s`; `-` when unknown.
-pub fn duration(secs: f64) -> String {
+pub(crate) fn duration(secs: f64) -> String {
     if !secs.is_finite() || secs < 0.0 {
         return "-".into();
     }
@@ -105,12 +105,12 @@ pub fn duration(secs: f64) -> String {
 }
 
 /// A fraction as a percentage with three decimals.
-pub fn pct(frac: f64) -> String {
+pub(crate) fn pct(frac: f64) -> String {
     format!("{:.3}%", frac * 100.0)
 }
 
 /// Counts with thousands separators: `1000000` → `1,000,000`.
-pub fn count(v: u64) -> String {
+pub(crate) fn count(v: u64) -> String {
     let s = v.to_string();
     let mut out = String::with_capacity(s.len() + s.len() / 3);
     for (i, ch) in s.chars().enumerate() {

@@ -12,6 +12,7 @@ use std::net::{TcpListener, TcpStream};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use shardis::client::blocking::answers_ping;
 use shardis::procs::StderrCapture;
 
 pub mod http;
@@ -20,11 +21,7 @@ pub const BIN: &str = env!("CARGO_BIN_EXE_shardis");
 
 /// A port nobody listens on right now.
 pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    shardis::procs::free_port().unwrap()
 }
 
 /// A block of `n` consecutive free ports.
@@ -76,6 +73,9 @@ pub struct Proc {
     pub child: Child,
     pub port: u16,
     stderr: StderrCapture,
+    /// What it is (`node`, `proxy`, …), for messages.
+    name: String,
+    /// `name (port N)`, for failure reports.
     what: String,
     /// Set by a test that makes this process panic on purpose.
     panics_expected: bool,
@@ -104,6 +104,7 @@ impl Proc {
             child,
             port,
             stderr,
+            name: what.to_string(),
             what: format!("{what} (port {port})"),
             panics_expected: false,
         }
@@ -132,28 +133,12 @@ impl Proc {
     /// Waits until it answers PING; fails with the tail of its stderr if it
     /// exits first or stays silent for 15 s.
     pub fn wait_ready(&mut self) {
-        let deadline = Instant::now() + Duration::from_secs(15);
-        loop {
-            if let Ok(r) = try_raw(self.port, b"*1\r\n$4\r\nPING\r\n", 7) {
-                if r == b"+PONG\r\n" {
-                    return;
-                }
-            }
-            let exited = matches!(self.child.try_wait(), Ok(Some(_)));
-            if exited || Instant::now() > deadline {
-                self.kill();
-                panic!(
-                    "{} {} answering PING\n--- last lines of its stderr ---\n{}",
-                    self.what,
-                    if exited {
-                        "exited before"
-                    } else {
-                        "never started"
-                    },
-                    self.stderr.tail(40)
-                );
-            }
-            std::thread::sleep(Duration::from_millis(20));
+        if let Err(e) = shardis::procs::wait_ping(self.port, &mut self.child, &self.name) {
+            self.kill();
+            panic!(
+                "{e}\n--- last lines of its stderr ---\n{}",
+                self.stderr.tail(40)
+            );
         }
     }
 
@@ -192,10 +177,8 @@ impl Drop for Proc {
 pub fn wait_ping(port: u16) {
     let deadline = Instant::now() + Duration::from_secs(15);
     loop {
-        if let Ok(r) = try_raw(port, b"*1\r\n$4\r\nPING\r\n", 7) {
-            if r == b"+PONG\r\n" {
-                return;
-            }
+        if answers_ping(port, Duration::from_secs(5)) {
+            return;
         }
         assert!(
             Instant::now() < deadline,
@@ -416,7 +399,7 @@ pub struct Raw {
 
 impl Raw {
     pub fn connect(port: u16) -> Raw {
-        let conn = RespConn::open(port, Duration::from_secs(10))
+        let conn = RespConn::connect_loopback(port, Duration::from_secs(10))
             .unwrap_or_else(|e| panic!("connect to {port}: {e}"));
         Raw { conn }
     }
@@ -463,85 +446,22 @@ impl Raw {
     }
 }
 
-/// A plain RESP connection reading whole replies (framed with the crate's own
-/// `reply_len`), every read under a timeout; for pipelining, `send` several
-/// requests and then `read_reply` as many times.
-pub struct RespConn {
-    pub sock: TcpStream,
-    buf: Vec<u8>,
-    timeout: Duration,
+/// The crate's blocking RESP client: whole replies (framed with the crate's
+/// own `ReplyFramer`), every read under a timeout; for pipelining, `queue`
+/// several requests, `flush`, then `read_reply` as many times.
+pub use shardis::client::blocking::Conn as RespConn;
+
+/// The tests' shorthand on [`RespConn`].
+pub trait RespCmd {
+    /// One request with text arguments, one reply; panics on a transport error.
+    fn cmd(&mut self, args: &[&str]) -> Vec<u8>;
 }
 
-impl RespConn {
-    pub fn open(port: u16, timeout: Duration) -> std::io::Result<RespConn> {
-        let sock = TcpStream::connect(("127.0.0.1", port))?;
-        sock.set_nodelay(true)?;
-        sock.set_write_timeout(Some(timeout))?;
-        Ok(RespConn {
-            sock,
-            buf: Vec::new(),
-            timeout,
-        })
+impl RespCmd for RespConn {
+    fn cmd(&mut self, args: &[&str]) -> Vec<u8> {
+        self.call_str(args)
+            .unwrap_or_else(|e| panic!("{args:?}: {e}"))
     }
-
-    /// Writes one request, RESP-encoded.
-    pub fn send(&mut self, args: &[&[u8]]) -> std::io::Result<()> {
-        self.sock.write_all(&encode_request(args))
-    }
-
-    /// Reads one whole reply: `TimedOut` if none came within the timeout,
-    /// `UnexpectedEof` if the peer closed first.
-    pub fn read_reply(&mut self) -> std::io::Result<Vec<u8>> {
-        use std::io::{Error, ErrorKind};
-        let deadline = Instant::now() + self.timeout;
-        loop {
-            match shardis::resp::reply_len(&self.buf) {
-                Ok(Some(n)) => return Ok(self.buf.drain(..n).collect()),
-                Ok(None) => {}
-                Err(e) => return Err(Error::new(ErrorKind::InvalidData, format!("{e:?}"))),
-            }
-            let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                return Err(Error::new(ErrorKind::TimedOut, "no reply in time"));
-            }
-            self.sock.set_read_timeout(Some(left))?;
-            let mut chunk = [0u8; 16 * 1024];
-            match self.sock.read(&mut chunk) {
-                Ok(0) => return Err(Error::new(ErrorKind::UnexpectedEof, "connection closed")),
-                Ok(n) => self.buf.extend_from_slice(&chunk[..n]),
-                // A stop and continue of this process can interrupt a read
-                // that has a timeout, even without a signal handler.
-                Err(e) if e.kind() == ErrorKind::Interrupted => {}
-                Err(e) if e.kind() == ErrorKind::WouldBlock || e.kind() == ErrorKind::TimedOut => {
-                    return Err(Error::new(ErrorKind::TimedOut, "no reply in time"))
-                }
-                Err(e) => return Err(e),
-            }
-        }
-    }
-
-    /// One request, one reply.
-    pub fn call(&mut self, args: &[&[u8]]) -> std::io::Result<Vec<u8>> {
-        self.send(args)?;
-        self.read_reply()
-    }
-
-    /// `call` with string arguments, panicking on a transport error.
-    pub fn cmd(&mut self, args: &[&str]) -> Vec<u8> {
-        let a: Vec<&[u8]> = args.iter().map(|s| s.as_bytes()).collect();
-        self.call(&a).unwrap_or_else(|e| panic!("{args:?}: {e}"))
-    }
-}
-
-/// A request as RESP multibulk.
-pub fn encode_request(args: &[&[u8]]) -> Vec<u8> {
-    let mut out = format!("*{}\r\n", args.len()).into_bytes();
-    for a in args {
-        out.extend_from_slice(format!("${}\r\n", a.len()).as_bytes());
-        out.extend_from_slice(a);
-        out.extend_from_slice(b"\r\n");
-    }
-    out
 }
 
 /// `shardis up` on free ports, run in an empty directory (so no

@@ -1,42 +1,28 @@
-//! The comparison harness of `node_vs_redis.rs`: a raw RESP connection
+//! The comparison harness of `node_vs_redis.rs`: a RESP connection (the
+//! crate's client)
 //! and the normalizations applied to both servers' replies.
 
-use bytes::BytesMut;
 use std::time::Duration;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
 
 const READ_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// A RESP connection that reads whole replies.
-pub struct Conn {
-    sock: TcpStream,
-    buf: BytesMut,
-}
+/// A RESP connection that reads whole replies (the crate's client).
+pub struct Conn(shardis::client::Conn);
 
 impl Conn {
     pub async fn open(port: u16) -> Conn {
-        Conn {
-            sock: TcpStream::connect(("127.0.0.1", port)).await.unwrap(),
-            buf: BytesMut::new(),
-        }
+        let addr = format!("127.0.0.1:{port}");
+        Conn(
+            shardis::client::Conn::connect(&addr, READ_TIMEOUT)
+                .await
+                .unwrap(),
+        )
     }
 
     pub async fn call(&mut self, args: &[&str]) -> Vec<u8> {
-        let mut req = format!("*{}\r\n", args.len());
-        for a in args {
-            req.push_str(&format!("${}\r\n{a}\r\n", a.len()));
-        }
-        self.sock.write_all(req.as_bytes()).await.unwrap();
-        loop {
-            if let Some(n) = shardis::resp::reply_len(&self.buf).unwrap() {
-                return self.buf.split_to(n).to_vec();
-            }
-            let n = tokio::time::timeout(READ_TIMEOUT, self.sock.read_buf(&mut self.buf))
-                .await
-                .unwrap_or_else(|_| panic!("no reply to {args:?}"))
-                .unwrap();
-            assert!(n > 0, "connection closed on {args:?}");
+        match self.0.call_str(args).await {
+            Ok(r) => r.to_vec(),
+            Err(e) => panic!("no reply to {args:?}: {e}"),
         }
     }
 }

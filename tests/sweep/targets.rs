@@ -2,9 +2,7 @@
 //! pipelined, re-opened when a request killed or stalled it, and what each
 //! request got (a reply, a hang or a close).
 
-use std::io::ErrorKind;
-
-use super::common::{encode_request, RespConn};
+use super::common::{RespCmd, RespConn};
 use super::READ_TIMEOUT;
 
 /// A request: the command name and its arguments.
@@ -80,7 +78,7 @@ impl Target {
     }
 
     fn open(name: &str, port: u16, proto: u8) -> RespConn {
-        let mut c = RespConn::open(port, READ_TIMEOUT)
+        let mut c = RespConn::connect_loopback(port, READ_TIMEOUT)
             .unwrap_or_else(|e| panic!("{name} no longer accepts connections: {e}"));
         if proto == 3 {
             let r = c.cmd(&["HELLO", "3"]);
@@ -100,21 +98,21 @@ impl Target {
         let mut out = Vec::with_capacity(reqs.len());
         while out.len() < reqs.len() {
             let rest = &reqs[out.len()..];
-            let mut wire = Vec::new();
             for r in rest {
                 let a: Vec<&[u8]> = r.iter().map(|x| &x[..]).collect();
-                wire.extend_from_slice(&encode_request(&a));
+                self.conn.queue(&a);
             }
-            let sent = std::io::Write::write_all(&mut self.conn.sock, &wire);
+            let sent = self.conn.flush();
             for _ in rest {
                 let got = match &sent {
-                    Err(_) => Err(ErrorKind::BrokenPipe.into()),
-                    Ok(()) => self.conn.read_reply(),
+                    Err(_) => Err(None),
+                    Ok(_) => self.conn.read_reply().map_err(Some),
                 };
                 match got {
                     Ok(r) => out.push(Outcome::Reply(r)),
                     Err(e) => {
-                        out.push(if e.kind() == ErrorKind::TimedOut {
+                        // A failed write means the connection broke.
+                        out.push(if e.is_some_and(|e| e.is_read_timeout()) {
                             Outcome::Hang
                         } else {
                             Outcome::Closed

@@ -25,7 +25,7 @@ fn fault_skip_resync() -> bool {
 /// Re-syncs dirty keys: delete at the next owner, copy again from the current
 /// one. In a catch-up round (`live`), a key is forgotten only if no write to it
 /// was answered meanwhile; at cutover everything is synced and forgotten.
-pub async fn resync(
+pub(crate) async fn resync(
     proxy: &Proxy,
     routing: &Routing,
     m: &MigrationRoute,
@@ -65,7 +65,7 @@ pub async fn resync(
 /// Pauses requests on moving keys, syncs what is left, persists the new ring
 /// (off the runtime threads) and swaps it in. On failure the live copy
 /// routing is restored, so the caller can abort with nothing lost.
-pub async fn cutover(
+pub(crate) async fn cutover(
     proxy: &Proxy,
     routing: &Arc<Routing>,
     m: &Arc<MigrationRoute>,

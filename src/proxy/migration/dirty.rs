@@ -24,7 +24,7 @@ pub struct Dirty {
 }
 
 impl Dirty {
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.keys.len()
     }
 
@@ -54,7 +54,7 @@ impl Dirty {
 /// Wraps the reply of a write on moving `keys`: once the reply arrives (the
 /// write has executed at the old owner) the keys are marked dirty. Runs in its
 /// own task so a slow client cannot delay the mark.
-pub fn track_write(
+pub(crate) fn track_write(
     dirty: &Arc<Dirty>,
     keys: Vec<Bytes>,
     rx: oneshot::Receiver<Bytes>,

@@ -37,9 +37,8 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
-pub use dirty::{track_write, Dirty};
-pub use mover::probe;
-pub use status::{Tracker, TrackerText};
+pub(crate) use dirty::{track_write, Dirty};
+pub(crate) use status::Tracker;
 
 use super::state::{self, Saved, SavedMigration};
 use super::topology::{MigrationRoute, Routing};
@@ -52,7 +51,7 @@ const CUTOVER_DIRTY_KEYS: usize = 2_000;
 const MAX_CATCH_UP_ROUNDS: usize = 8;
 
 /// What kind of change is starting.
-pub enum Change {
+pub(crate) enum Change {
     Add(NodeSpec),
     Remove(String),
 }
@@ -103,7 +102,7 @@ async fn persist(
 /// Returns the ring rebuild time in microseconds. The caller holds
 /// `admin_lock` and has validated the change. If the state file cannot be
 /// written the change does not start, and the error names the file.
-pub async fn begin(proxy: &Arc<Proxy>, change: Change) -> Result<u64, String> {
+pub(crate) async fn begin(proxy: &Arc<Proxy>, change: Change) -> Result<u64, String> {
     let cur = proxy.routing.load_full();
     if cur.migration.is_some() || proxy.migration.is_changing() {
         return Err(
@@ -184,7 +183,7 @@ fn new_route(proxy: &Proxy, next: Arc<Ring>) -> Arc<MigrationRoute> {
 
 /// Restores what the state file says is unfinished after a restart: a change
 /// (resumed from its copy or its sweep) and the pending sweeps.
-pub fn resume(proxy: &Arc<Proxy>, saved: Saved) -> Result<(), String> {
+pub(crate) fn resume(proxy: &Arc<Proxy>, saved: Saved) -> Result<(), String> {
     for n in &saved.pending_sweep {
         proxy.migration.add_pending(n);
     }
@@ -341,7 +340,7 @@ async fn drive(proxy: Arc<Proxy>, restarted: bool) {
 }
 
 /// Waits (at most `max`) until no change runs; false on timeout.
-pub async fn wait_idle(proxy: &Proxy, max: Duration) -> bool {
+pub(crate) async fn wait_idle(proxy: &Proxy, max: Duration) -> bool {
     let deadline = tokio::time::Instant::now() + max;
     loop {
         let woken = proxy.migration.ended.notified();
@@ -359,7 +358,7 @@ pub async fn wait_idle(proxy: &Proxy, max: Duration) -> bool {
 /// Deletes the strays of a pending node now (before it is re-added); the
 /// caller holds `admin_lock` and no change runs. Ok when nothing is pending
 /// for `name_or_addr`.
-pub async fn sweep_before_readd(proxy: &Proxy, name_or_addr: &str) -> Result<(), String> {
+pub(crate) async fn sweep_before_readd(proxy: &Proxy, name_or_addr: &str) -> Result<(), String> {
     match sweep::sweep_pending(proxy, Some(name_or_addr))
         .await
         .first()
@@ -371,7 +370,7 @@ pub async fn sweep_before_readd(proxy: &Proxy, name_or_addr: &str) -> Result<(),
 
 /// Forgets the pending sweep of a node that is not in the ring; true if it
 /// was pending (`CLUSTER REMOVENODE` of such a node).
-pub async fn forget_pending(proxy: &Proxy, name_or_addr: &str) -> Result<bool, String> {
+pub(crate) async fn forget_pending(proxy: &Proxy, name_or_addr: &str) -> Result<bool, String> {
     if !proxy.migration.drop_pending(name_or_addr) {
         return Ok(false);
     }
@@ -384,7 +383,7 @@ pub async fn forget_pending(proxy: &Proxy, name_or_addr: &str) -> Result<bool, S
 /// once and its keys are served, empty, by their new owners. The node is
 /// recorded as holding strays, so if it comes back its stale keys are
 /// deleted. The caller holds `admin_lock`, and no change runs.
-pub async fn remove_unreachable(proxy: &Arc<Proxy>, spec: &NodeSpec) -> Result<u64, String> {
+pub(crate) async fn remove_unreachable(proxy: &Arc<Proxy>, spec: &NodeSpec) -> Result<u64, String> {
     let cur = proxy.routing.load_full();
     if cur.migration.is_some() || proxy.migration.is_changing() {
         return Err(

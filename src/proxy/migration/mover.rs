@@ -8,13 +8,12 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::{Bytes, BytesMut};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
+use bytes::Bytes;
 
 use super::super::topology::{MigrationRoute, Node, Routing};
-use crate::resp::reply::{elements, integer, reply_len};
-use crate::resp::{encode, parse_i64};
+use crate::client::{ClientError, Conn};
+use crate::resp::parse_i64;
+use crate::resp::reply::{elements, integer};
 use crate::ring::NodeSpec;
 
 /// Keys per SCAN call: larger than a MIGRATE batch, since only ~1/N of the
@@ -25,75 +24,36 @@ const SCAN_COUNT: usize = 1_000;
 /// synchronously: while the target does not answer, every client of the
 /// source waits, for up to this timeout. The target is pinged first (see
 /// [`copy_keys`]), so only a target that stops in between costs this much.
-pub const MIGRATE_TIMEOUT_MS: u64 = 500;
+pub(crate) const MIGRATE_TIMEOUT_MS: u64 = 500;
 
 /// How long the target's PING before each batch may take.
-pub const TARGET_CHECK_MS: u64 = 500;
+pub(crate) const TARGET_CHECK_MS: u64 = 500;
 
 fn host_port(addr: &str) -> (&str, &str) {
     addr.rsplit_once(':').unwrap_or((addr, "6379"))
 }
 
-/// A dedicated connection for the mover: one request at a time.
-struct Conn {
-    sock: TcpStream,
-    buf: BytesMut,
-}
-
-impl Conn {
-    async fn open(addr: &str, timeout: Duration) -> Result<Conn, String> {
-        let sock = tokio::time::timeout(timeout, TcpStream::connect(addr))
-            .await
-            .map_err(|_| format!("connect to {addr} timed out"))?
-            .map_err(|e| format!("{addr}: {e}"))?;
-        let _ = sock.set_nodelay(true);
-        Ok(Conn {
-            sock,
-            buf: BytesMut::with_capacity(64 * 1024),
-        })
+/// The mover's wording for a failure on one of its connections.
+fn why(e: ClientError, timeout: Duration) -> String {
+    match e {
+        ClientError::ConnectTimeout { addr } => format!("connect to {addr} timed out"),
+        ClientError::Connect { addr, err } => format!("{addr}: {err}"),
+        ClientError::ReadTimeout | ClientError::WriteTimeout => {
+            format!("no reply within {} ms", timeout.as_millis())
+        }
+        other => other.terse(),
     }
-
-    async fn call(&mut self, args: &[&[u8]], timeout: Duration) -> Result<Bytes, String> {
-        let mut raw = BytesMut::new();
-        encode::command(&mut raw, args);
-        let fut = async {
-            self.sock.write_all(&raw).await.map_err(|e| e.to_string())?;
-            loop {
-                if let Some(n) = reply_len(&self.buf).map_err(|e| e.to_string())? {
-                    return Ok(self.buf.split_to(n).freeze());
-                }
-                if self
-                    .sock
-                    .read_buf(&mut self.buf)
-                    .await
-                    .map_err(|e| e.to_string())?
-                    == 0
-                {
-                    return Err("connection closed".to_string());
-                }
-            }
-        };
-        tokio::time::timeout(timeout, fut)
-            .await
-            .map_err(|_| format!("no reply within {} ms", timeout.as_millis()))?
-    }
-}
-
-/// Sends one command on a fresh connection and reads one reply (admin checks).
-pub async fn probe(addr: &str, args: &[&[u8]], timeout: Duration) -> Result<Bytes, String> {
-    let mut c = Conn::open(addr, timeout).await?;
-    c.call(args, timeout).await
 }
 
 /// Connections by node name, opened on first use.
-pub struct Conns {
+pub(crate) struct Conns {
     by_name: HashMap<String, Conn>,
     pub timeout: Duration,
 }
 
 /// A failure attributed to one node.
 #[derive(Debug)]
-pub struct NodeError {
+pub(crate) struct NodeError {
     pub node: String,
     pub why: String,
 }
@@ -105,14 +65,18 @@ impl std::fmt::Display for NodeError {
 }
 
 impl Conns {
-    pub fn new(timeout: Duration) -> Conns {
+    pub(crate) fn new(timeout: Duration) -> Conns {
         Conns {
             by_name: HashMap::new(),
             timeout,
         }
     }
 
-    pub async fn call(&mut self, node: &NodeSpec, args: &[&[u8]]) -> Result<Bytes, NodeError> {
+    pub(crate) async fn call(
+        &mut self,
+        node: &NodeSpec,
+        args: &[&[u8]],
+    ) -> Result<Bytes, NodeError> {
         self.call_within(node, args, self.timeout).await
     }
 
@@ -127,17 +91,21 @@ impl Conns {
             why,
         };
         if !self.by_name.contains_key(&node.name) {
-            let c = Conn::open(&node.addr, timeout).await.map_err(err)?;
+            let c = Conn::connect(&node.addr, timeout)
+                .await
+                .map_err(|e| err(why(e, timeout)))?;
             self.by_name.insert(node.name.clone(), c);
         }
         let conn = self.by_name.get_mut(&node.name).expect("just inserted");
-        match conn.call(args, timeout).await {
-            Ok(r) => Ok(r),
-            Err(e) => {
-                self.by_name.remove(&node.name);
-                Err(err(e))
-            }
-        }
+        // One bound for the whole call, write and reply together.
+        conn.set_timeout(timeout);
+        let r = tokio::time::timeout(timeout, conn.call(args))
+            .await
+            .unwrap_or(Err(ClientError::ReadTimeout));
+        r.map_err(|e| {
+            self.by_name.remove(&node.name);
+            err(why(e, timeout))
+        })
     }
 
     /// PINGs `node` within [`TARGET_CHECK_MS`].
@@ -161,7 +129,7 @@ fn bulk_value(el: &[u8]) -> Option<&[u8]> {
 }
 
 /// A step run on each SCAN batch (a trait so the step can borrow `conns`).
-pub trait AsyncBatch {
+pub(crate) trait AsyncBatch {
     async fn batch(&mut self, conns: &mut Conns, keys: Vec<Bytes>) -> Result<(), NodeError>;
 
     /// Runs once after the last batch.
@@ -171,7 +139,7 @@ pub trait AsyncBatch {
 }
 
 /// Walks `node` with SCAN, calling `f` with each batch of keys.
-pub async fn scan_node<F: AsyncBatch>(
+pub(crate) async fn scan_node<F: AsyncBatch>(
     conns: &mut Conns,
     node: &NodeSpec,
     batch: usize,
@@ -207,7 +175,7 @@ pub async fn scan_node<F: AsyncBatch>(
 /// them). The target is pinged first: a stopped target then fails the batch
 /// here instead of blocking the source inside MIGRATE. A failure names the
 /// node that did not answer: on a MIGRATE error both are probed, target first.
-pub async fn copy_keys(
+pub(crate) async fn copy_keys(
     conns: &mut Conns,
     source: &NodeSpec,
     target: &NodeSpec,
@@ -258,7 +226,7 @@ async fn blame(conns: &mut Conns, source: &NodeSpec, target: &NodeSpec, e: NodeE
 }
 
 /// Deletes `keys` on `node`.
-pub async fn delete_keys(
+pub(crate) async fn delete_keys(
     conns: &mut Conns,
     node: &NodeSpec,
     keys: &[Bytes],
@@ -273,7 +241,7 @@ pub async fn delete_keys(
 }
 
 /// Groups keys by (current owner, next owner) for those that move.
-pub fn group_moves(
+pub(crate) fn group_moves(
     routing: &Routing,
     m: &MigrationRoute,
     keys: impl IntoIterator<Item = Bytes>,

@@ -45,7 +45,7 @@ pub struct Tracker {
 
 /// The text parts of [`Tracker`].
 #[derive(Default, Clone)]
-pub struct TrackerText {
+pub(crate) struct TrackerText {
     /// `ok`, `copying`, `catch-up`, `cutover`, `sweeping` or `aborted`.
     pub state: String,
     pub change: String,
@@ -85,7 +85,7 @@ impl Tracker {
         }
     }
 
-    pub fn text(&self) -> TrackerText {
+    pub(crate) fn text(&self) -> TrackerText {
         let t = self.info.lock().expect("tracker lock").clone();
         TrackerText {
             state: if t.state.is_empty() {
@@ -98,7 +98,7 @@ impl Tracker {
     }
 
     /// True while a change runs (from its start to the end of its first sweep pass).
-    pub fn is_changing(&self) -> bool {
+    pub(crate) fn is_changing(&self) -> bool {
         matches!(
             self.text().state.as_str(),
             "copying" | "catch-up" | "cutover" | "sweeping"
@@ -106,12 +106,12 @@ impl Tracker {
     }
 
     /// True while the running change can still be aborted (before the swap).
-    pub fn is_copying(&self) -> bool {
+    pub(crate) fn is_copying(&self) -> bool {
         matches!(self.text().state.as_str(), "copying" | "catch-up")
     }
 
     /// Asks the running change to abort (it does so between two batches).
-    pub fn request_abort(&self, node: &str, why: &str) {
+    pub(crate) fn request_abort(&self, node: &str, why: &str) {
         *self.abort_reason.lock().expect("abort lock") = Some((node.into(), why.into()));
         self.abort.notify_one();
     }
@@ -121,7 +121,7 @@ impl Tracker {
     }
 
     /// The nodes whose stray copies are still to be deleted.
-    pub fn pending(&self) -> Vec<NodeSpec> {
+    pub(crate) fn pending(&self) -> Vec<NodeSpec> {
         self.pending.lock().expect("pending lock").clone()
     }
 

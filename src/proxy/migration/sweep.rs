@@ -47,7 +47,7 @@ impl AsyncBatch for Sweep<'_> {
 
 /// Deletes, on each of `nodes` (all at once, each over its own connection),
 /// the keys it holds but does not own in `ring`; returns the nodes that failed.
-pub async fn sweep_nodes(proxy: &Proxy, ring: &Ring, nodes: &[NodeSpec]) -> Vec<NodeError> {
+pub(crate) async fn sweep_nodes(proxy: &Proxy, ring: &Ring, nodes: &[NodeSpec]) -> Vec<NodeError> {
     let timeout = Duration::from_millis(proxy.config.migration.timeout_ms);
     let sweeps = nodes.iter().map(|node| async move {
         let step = Sweep { proxy, ring, node };
@@ -86,7 +86,11 @@ fn pending_note(proxy: &Proxy) -> String {
 /// copies in one pass, then end the change. A node that does not answer is
 /// recorded as pending and retried in the background: the change ends anyway,
 /// so a dead node never blocks the next one.
-pub async fn sweep_and_finish(proxy: &Arc<Proxy>, losing: Vec<NodeSpec>, leaving: Vec<String>) {
+pub(crate) async fn sweep_and_finish(
+    proxy: &Arc<Proxy>,
+    losing: Vec<NodeSpec>,
+    leaving: Vec<String>,
+) {
     proxy.migration.state("sweeping");
     fault_phase_delay().await;
     let routing = proxy.routing.load_full();
@@ -139,7 +143,12 @@ pub async fn sweep_and_finish(proxy: &Arc<Proxy>, losing: Vec<NodeSpec>, leaving
 /// The copy failed: keep the current ring (it never stopped routing), delete
 /// partial copies on every target — the joining node included — and record
 /// the targets that do not answer, so their copies are deleted later.
-pub async fn abort(proxy: &Arc<Proxy>, routing: &Arc<Routing>, m: &MigrationRoute, why: &str) {
+pub(crate) async fn abort(
+    proxy: &Arc<Proxy>,
+    routing: &Arc<Routing>,
+    m: &MigrationRoute,
+    why: &str,
+) {
     tracing::warn!(reason = %why, "topology change aborted");
     let plain = Arc::new(Routing::new(
         routing.ring.clone(),
@@ -190,7 +199,7 @@ pub async fn abort(proxy: &Arc<Proxy>, routing: &Arc<Routing>, m: &MigrationRout
 
 /// Sweeps pending nodes now, against the current ring. The caller holds
 /// `admin_lock` and no change runs. Returns the nodes still pending.
-pub async fn sweep_pending(proxy: &Proxy, only: Option<&str>) -> Vec<NodeError> {
+pub(crate) async fn sweep_pending(proxy: &Proxy, only: Option<&str>) -> Vec<NodeError> {
     let routing = proxy.routing.load_full();
     let nodes: Vec<NodeSpec> = proxy
         .migration
@@ -230,7 +239,7 @@ pub async fn sweep_pending(proxy: &Proxy, only: Option<&str>) -> Vec<NodeError> 
 }
 
 /// Starts the background retry of pending sweeps, unless it runs already.
-pub fn spawn_retry(proxy: &Arc<Proxy>) {
+pub(crate) fn spawn_retry(proxy: &Arc<Proxy>) {
     if proxy.migration.pending().is_empty() || proxy.migration.retrying.swap(true, Ordering::AcqRel)
     {
         return;
