@@ -241,3 +241,63 @@ fn many_big_hot_values_stay_within_cache_max_bytes() {
     assert!(metric(&admin, "shardis_hot_cache_hits_total") > 0.0);
     c.proxy.assert_no_panic();
 }
+
+#[test]
+fn a_topology_change_clears_the_cache() {
+    let (c, admin) = cluster("cache_ttl_ms = 60000");
+    let mut con = c.client();
+    let keys: Vec<String> = (0..20).map(|i| format!("moving:{i}")).collect();
+    for k in &keys {
+        let _: () = con.set(k, "before").unwrap();
+        make_hot(&mut con, k);
+    }
+    let hits = metric(&admin, "shardis_hot_cache_hits_total");
+    for k in &keys {
+        let v: String = con.get(k).unwrap();
+        assert_eq!(v, "before");
+    }
+    assert!(metric(&admin, "shardis_hot_cache_hits_total") > hits);
+    let extra = start_node(free_port());
+    let _: () = redis::cmd("CLUSTER")
+        .arg("ADDNODE")
+        .arg(extra.addr())
+        .arg("NAME")
+        .arg("node2")
+        .query(&mut con)
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let info: String = redis::cmd("CLUSTER")
+            .arg("RINGINFO")
+            .query(&mut con)
+            .unwrap();
+        if info.contains("state:ok\r\n") && info.contains("nodes:2\r\n") {
+            break;
+        }
+        assert!(Instant::now() < deadline, "ADDNODE did not finish: {info}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // Behind the proxy's back, at each key's owner now: with the cache
+    // cleared at the new epoch, every next GET sees it.
+    let mut moved = 0;
+    for k in &keys {
+        let owner: String = redis::cmd("CLUSTER")
+            .arg("KEYNODE")
+            .arg(k)
+            .query(&mut con)
+            .unwrap();
+        let port = match owner.as_str() {
+            "node1" => c.nodes[0].port,
+            "node2" => {
+                moved += 1;
+                extra.port
+            }
+            other => panic!("unknown owner {other}"),
+        };
+        let _: () = connect(port).set(k, "after").unwrap();
+        let v: String = con.get(k).unwrap();
+        assert_eq!(v, "after", "{k} on {owner}");
+    }
+    assert!(moved > 0, "no key moved to the new node");
+    c.proxy.assert_no_panic();
+}
