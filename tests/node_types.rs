@@ -338,9 +338,9 @@ fn redis_benchmark_default_suite_runs_without_errors() {
     assert!(!errors.to_lowercase().contains("error"), "{errors}");
 }
 
-/// One CLUSTER INFO field, as the proxy reports it.
+/// One CLUSTER RINGINFO field, as the proxy reports it.
 fn cluster_field(c: &mut Raw, key: &str) -> String {
-    let info = c.call(&["CLUSTER", "INFO"]);
+    let info = c.call(&["CLUSTER", "RINGINFO"]);
     info.lines()
         .find_map(|l| l.strip_prefix(&format!("{key}:")))
         .unwrap_or("")
