@@ -85,6 +85,7 @@ pub async fn blocked(
         Ok(p) => p,
         Err(e) => return Pending::error(&e),
     };
+    invalidate(proxy, &keys, write);
     let rx = pin.send_for(raw, &client.budget).await;
     drop(routing);
     let guard = BlockedGuard::new(&client.blocked);
@@ -95,6 +96,8 @@ pub async fn blocked(
         if write {
             mark_moving(&proxy, &keys);
         }
+        // A pop may write long after it was sent: forget again once it did.
+        invalidate(&proxy, &keys, write);
         reply
     }))
 }
@@ -127,6 +130,15 @@ async fn wait_reply(
 
 /// A pop or move on keys being migrated changed them at their old owner:
 /// mark them for the migration's re-sync, as `route` does for writes.
+/// Forgets cached GETs of the keys a blocking write changes.
+fn invalidate(proxy: &Proxy, keys: &[Bytes], write: bool) {
+    if let (Some(cache), true) = (&proxy.ops.hot_cache, write) {
+        for k in keys {
+            cache.invalidate(k);
+        }
+    }
+}
+
 fn mark_moving(proxy: &Proxy, keys: &[Bytes]) {
     let routing = proxy.routing.load();
     if let Some(m) = &routing.migration {

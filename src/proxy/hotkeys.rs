@@ -31,6 +31,9 @@ use super::Proxy;
 pub const SAMPLE_EVERY: u32 = 16;
 /// Sampled keys are cut to this length (keys sharing these bytes share a slot).
 pub const KEY_SAMPLE_BYTES: usize = 64;
+/// Sampled requests (about this many × [`SAMPLE_EVERY`] real ones in the
+/// last seconds) that make a key hot for the GET cache.
+pub const HOT_MIN_SAMPLES: u64 = 2;
 /// Keys the sketch tracks unless configured.
 pub const DEFAULT_CAPACITY: usize = 128;
 pub const DEFAULT_SHARD_ALARM_RATIO: f64 = 3.0;
@@ -147,6 +150,19 @@ impl HotKeys {
         if let Ok(mut s) = self.sketch.lock() {
             s.offer(key);
         }
+    }
+
+    /// Whether `key` is among the tracked keys with at least
+    /// [`HOT_MIN_SAMPLES`] sampled requests beyond the sketch's possible
+    /// overcount (a key that merely took the least counted slot is not hot).
+    pub fn is_hot(&self, key: &[u8]) -> bool {
+        let key = &key[..key.len().min(KEY_SAMPLE_BYTES)];
+        let Ok(s) = self.sketch.lock() else {
+            return false;
+        };
+        s.index
+            .get(key)
+            .is_some_and(|&i| s.slots[i].count - s.slots[i].error >= HOT_MIN_SAMPLES)
     }
 
     pub fn decay(&self) {
@@ -367,6 +383,18 @@ mod tests {
         assert_eq!(&top[1].0[..], b"hot:b");
         assert!(top[0].1 >= 2_500 * SAMPLE_EVERY as u64);
         assert!(hk.sketch.lock().unwrap().slots.len() <= 32);
+    }
+
+    #[test]
+    fn a_key_is_hot_after_enough_sampled_requests_and_cools_down() {
+        let hk = HotKeys::new(4);
+        hk.offer(b"k");
+        assert!(!hk.is_hot(b"k"));
+        hk.offer(b"k");
+        assert!(hk.is_hot(b"k"));
+        assert!(!hk.is_hot(b"other"));
+        hk.decay();
+        assert!(!hk.is_hot(b"k"));
     }
 
     #[test]

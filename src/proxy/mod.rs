@@ -19,6 +19,7 @@ pub mod config;
 pub mod config_cmd;
 pub mod cursor;
 pub mod error;
+pub mod hot_cache;
 pub mod hotkeys;
 pub mod http;
 pub mod info;

@@ -11,6 +11,7 @@ use std::time::Instant;
 use bytes::{Bytes, BytesMut};
 use serde::Deserialize;
 
+use super::hot_cache::{self, HotCache};
 use super::hotkeys::{self, HotKeys, Tripwire};
 use super::metrics::{Metrics, Timing};
 use super::session::{ClientState, Pending};
@@ -40,6 +41,10 @@ pub struct AdminSection {
 pub struct HotKeysSection {
     pub shard_alarm_ratio: f64,
     pub capacity: usize,
+    /// How long a cached hot GET is served; 0: no cache.
+    pub cache_ttl_ms: u64,
+    /// The cache's bound, keys and payloads included.
+    pub cache_max_bytes: u64,
 }
 
 impl Default for HotKeysSection {
@@ -47,6 +52,8 @@ impl Default for HotKeysSection {
         HotKeysSection {
             shard_alarm_ratio: hotkeys::DEFAULT_SHARD_ALARM_RATIO,
             capacity: hotkeys::DEFAULT_CAPACITY,
+            cache_ttl_ms: 0,
+            cache_max_bytes: hot_cache::DEFAULT_MAX_BYTES,
         }
     }
 }
@@ -78,6 +85,8 @@ pub struct OpsConfig {
     pub admin_default_on: bool,
     pub shard_alarm_ratio: f64,
     pub hot_keys_capacity: usize,
+    pub hot_cache_ttl_ms: u64,
+    pub hot_cache_max_bytes: u64,
     pub slowlog_slower_than_us: i64,
     pub slowlog_max_len: usize,
 }
@@ -122,6 +131,15 @@ impl OpsConfig {
                 hot.capacity
             ));
         }
+        if hot.cache_ttl_ms > MAX_CACHE_TTL_MS {
+            return Err(format!(
+                "hot_keys.cache_ttl_ms: expected 0..={MAX_CACHE_TTL_MS}, got {}",
+                hot.cache_ttl_ms
+            ));
+        }
+        if hot.cache_max_bytes == 0 {
+            return Err("hot_keys.cache_max_bytes: must be at least 1".to_string());
+        }
         if slow.max_len > 1_000_000 {
             return Err(format!(
                 "slowlog.max_len: at most 1000000, got {}",
@@ -133,6 +151,8 @@ impl OpsConfig {
             admin_default_on: false,
             shard_alarm_ratio: hot.shard_alarm_ratio,
             hot_keys_capacity: hot.capacity,
+            hot_cache_ttl_ms: hot.cache_ttl_ms,
+            hot_cache_max_bytes: hot.cache_max_bytes,
             slowlog_slower_than_us: slow.log_slower_than_us,
             slowlog_max_len: slow.max_len,
         })
@@ -190,6 +210,9 @@ pub fn cluster_command(proxy: &Arc<Proxy>, s: &ClientState, args: Vec<Bytes>) ->
     }))
 }
 
+/// A cached reply may be at most this stale (one hour).
+const MAX_CACHE_TTL_MS: u64 = 3_600_000;
+
 /// Keys `CLUSTER HOTKEYS` lists without a count.
 const DEFAULT_HOTKEYS: usize = 10;
 
@@ -197,6 +220,9 @@ const DEFAULT_HOTKEYS: usize = 10;
 pub struct Ops {
     pub metrics: Metrics,
     pub hot_keys: HotKeys,
+    /// The local cache of hot GETs; `None` when `cache_ttl_ms` is 0, so the
+    /// request path pays one branch for it.
+    pub hot_cache: Option<HotCache>,
     pub tripwire: Tripwire,
     pub slowlog: SlowLog,
     /// The admin listener's bound address, once it listens.
@@ -208,6 +234,12 @@ impl Ops {
         Ops {
             metrics: Metrics::default(),
             hot_keys: HotKeys::new(c.hot_keys_capacity),
+            hot_cache: (c.hot_cache_ttl_ms > 0).then(|| {
+                HotCache::new(
+                    std::time::Duration::from_millis(c.hot_cache_ttl_ms),
+                    c.hot_cache_max_bytes,
+                )
+            }),
             tripwire: Tripwire::new(c.shard_alarm_ratio),
             slowlog: SlowLog::new(c.slowlog_slower_than_us, c.slowlog_max_len),
             admin_addr: OnceLock::new(),
@@ -309,6 +341,8 @@ mod tests {
                 "hot_keys.shard_alarm_ratio",
             ),
             ("", "capacity = 0", "", "hot_keys.capacity"),
+            ("", "cache_ttl_ms = 3600001", "", "hot_keys.cache_ttl_ms"),
+            ("", "cache_max_bytes = 0", "", "hot_keys.cache_max_bytes"),
             ("", "", "max_len = 2000000", "slowlog.max_len"),
         ] {
             let err = parse(a, h, s).unwrap_err();

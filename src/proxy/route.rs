@@ -7,11 +7,13 @@
 //! (see `migration::ensure_moved`) before the request is forwarded there.
 
 use std::sync::Arc;
+use std::time::Instant;
 
 use bytes::{Bytes, BytesMut};
 use tokio::sync::oneshot;
 
 use super::budget::ReplyBudget;
+use super::hot_cache::{self, Lookup};
 use super::merge::{aggregate, lost, merge_fragments, owned_only};
 use super::metrics::Served;
 use super::migration;
@@ -47,7 +49,13 @@ pub async fn dispatch(proxy: &Arc<Proxy>, client: &mut ClientState, req: Request
         }
         Kind::Keyed => keyed(proxy, client, spec, req).await,
         Kind::Split(merge) => split(proxy, client, spec, req, merge).await,
-        Kind::FanOut(agg) => fan_out(proxy, client, req, agg).await,
+        Kind::FanOut(agg) => {
+            // FLUSHALL / FLUSHDB: every cached GET may be gone.
+            if let (Some(cache), true) = (&proxy.ops.hot_cache, spec.write) {
+                cache.clear();
+            }
+            fan_out(proxy, client, req, agg).await
+        }
         Kind::Local => super::local::handle(proxy, client, spec, req).await,
         Kind::Admin => super::admin::handle(proxy, client, req).await,
         Kind::Pinned(Pinned::Transaction) => {
@@ -156,6 +164,7 @@ pub(super) async fn keyed(
             return Pending::error("CROSSSLOT Keys in request don't hash to the same node (keep them together with a {hash tag})");
         }
     }
+    invalidate_written(proxy, spec, &req.args, &positions);
     let track = moving_writes(
         &routing,
         spec,
@@ -175,13 +184,90 @@ async fn single_key(
     let Request { raw, args } = req;
     let key = &args[1];
     let routing = topology::enter(&proxy.routing, || std::iter::once(key)).await;
+    proxy.ops.hot_keys.sample(key);
+    // One branch when the cache is off.
+    let mut fill = None;
+    if let Some(cache) = &proxy.ops.hot_cache {
+        if spec.write {
+            cache.invalidate(key);
+        } else if spec.name == "get" && args.len() == 2 && proxy.ops.hot_keys.is_hot(key) {
+            let epoch = routing.ring.epoch();
+            match cache.lookup(key, epoch, Instant::now()) {
+                Lookup::Hit(payload) => {
+                    return Pending::Ready(hot_cache::reply(&payload, client.proto))
+                }
+                Lookup::Miss(token) => fill = Some((token, epoch)),
+            }
+        }
+    }
     let idx = routing.ring.locate(key);
     let node = &routing.nodes[idx];
     client.served.on(idx);
-    proxy.ops.hot_keys.sample(key);
     let track = moving_writes(&routing, spec, std::iter::once(key.clone()));
     let rx = send_tracked(client, &routing, node, raw, track).await;
-    Pending::Charged(rx)
+    match fill {
+        Some((token, epoch)) => fill_on_reply(proxy, client, key.clone(), token, epoch, rx),
+        None if spec.write && proxy.ops.hot_cache.is_some() => {
+            forget_on_reply(proxy, client, key.clone(), rx)
+        }
+        None => Pending::Charged(rx),
+    }
+}
+
+/// A forwarded write whose key is forgotten again once the node answered: a
+/// GET from another client, sent on another connection after the first
+/// invalidation, may have read the old value just before the write landed.
+fn forget_on_reply(
+    proxy: &Arc<Proxy>,
+    client: &ClientState,
+    key: Bytes,
+    rx: oneshot::Receiver<Bytes>,
+) -> Pending {
+    let proxy = proxy.clone();
+    let budget = client.budget.clone();
+    Pending::Later(Box::pin(async move {
+        let Ok(reply) = rx.await else {
+            return lost();
+        };
+        budget.release(reply.len());
+        if let Some(cache) = &proxy.ops.hot_cache {
+            cache.invalidate(&key);
+        }
+        reply
+    }))
+}
+
+/// A forwarded hot GET whose reply also fills the cache (bulk and nil only).
+fn fill_on_reply(
+    proxy: &Arc<Proxy>,
+    client: &ClientState,
+    key: Bytes,
+    token: u64,
+    epoch: u64,
+    rx: oneshot::Receiver<Bytes>,
+) -> Pending {
+    let proxy = proxy.clone();
+    let budget = client.budget.clone();
+    Pending::Later(Box::pin(async move {
+        let Ok(reply) = rx.await else {
+            return lost();
+        };
+        // Charged on arrival; the session charges it again when it takes it.
+        budget.release(reply.len());
+        if let (Some(cache), Some(payload)) = (&proxy.ops.hot_cache, hot_cache::cacheable(&reply)) {
+            cache.fill(&key, token, epoch, payload, Instant::now());
+        }
+        reply
+    }))
+}
+
+/// Forgets cached GETs of the keys a write is about to change.
+fn invalidate_written(proxy: &Proxy, spec: &CommandSpec, args: &[Bytes], positions: &[usize]) {
+    if let (Some(cache), true) = (&proxy.ops.hot_cache, spec.write) {
+        for &p in positions {
+            cache.invalidate(&args[p]);
+        }
+    }
 }
 
 async fn split(
@@ -199,6 +285,7 @@ async fn split(
         return Pending::error(&arity_error(spec));
     }
     let routing = topology::enter(&proxy.routing, || positions.iter().map(|&p| &req.args[p])).await;
+    invalidate_written(proxy, spec, &req.args, &positions);
     // Group keys by owner node (not by ring point), keeping each key's position.
     let mut groups: Vec<(Arc<Node>, Vec<usize>)> = Vec::new();
     for &p in &positions {

@@ -313,6 +313,13 @@ async fn exec(proxy: &Arc<Proxy>, client: &mut ClientState) -> Pending {
             ))
         }
     }
+    // The queued writes are about to run: no cached GET of their keys may
+    // be served from here on.
+    if let (Some(cache), true) = (&proxy.ops.hot_cache, multi.writes) {
+        for k in &keys {
+            cache.invalidate(k);
+        }
+    }
     let mut replies = Vec::with_capacity(multi.queued.len());
     for raw in multi.queued {
         replies.push(pin.send(raw).await);

@@ -77,6 +77,8 @@ pub struct Scrape {
     alarm_ratio: f64,
     pub epoch: u64,
     slowlog_len: usize,
+    /// The hot GET cache's hits, misses and bytes (zeros when it is off).
+    hot_cache: [u64; 3],
     uptime_s: f64,
 }
 
@@ -160,6 +162,13 @@ impl Scrape {
             alarm_ratio: proxy.ops.tripwire.ratio(),
             epoch: routing.ring.epoch(),
             slowlog_len: proxy.ops.slowlog.len(),
+            hot_cache: proxy.ops.hot_cache.as_ref().map_or([0; 3], |c| {
+                [
+                    c.hits.load(Ordering::Relaxed),
+                    c.misses.load(Ordering::Relaxed),
+                    c.bytes.load(Ordering::Relaxed),
+                ]
+            }),
             uptime_s: proxy.started.elapsed().as_secs_f64(),
         }
     }
@@ -389,6 +398,25 @@ impl Collector for Scrape {
             "Epoch of the ring that routes now.",
             None,
             self.epoch as f64,
+        )?;
+        counter1(
+            &mut e,
+            "shardis_hot_cache_hits",
+            "Hot GETs answered from the proxy's cache ([hot_keys] cache_ttl_ms).",
+            self.hot_cache[0],
+        )?;
+        counter1(
+            &mut e,
+            "shardis_hot_cache_misses",
+            "Hot GETs the cache did not hold fresh: forwarded, and their reply kept.",
+            self.hot_cache[1],
+        )?;
+        gauge1(
+            &mut e,
+            "shardis_hot_cache_bytes",
+            "Bytes the hot GET cache holds, keys and per-entry overhead included (at most cache_max_bytes).",
+            None,
+            self.hot_cache[2] as f64,
         )?;
         gauge1(
             &mut e,
