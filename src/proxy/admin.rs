@@ -24,7 +24,7 @@ use super::session::{ClientState, Pending};
 use super::Proxy;
 use crate::client::probe;
 use crate::resp::reply::integer;
-use crate::resp::{encode, eq_ignore_case, parse_i64, Request};
+use crate::resp::{encode, eq_ignore_case, Request};
 use crate::ring::NodeSpec;
 
 pub(crate) async fn handle(proxy: &Arc<Proxy>, s: &ClientState, req: Request) -> Pending {
@@ -114,33 +114,8 @@ fn ok_or_err(r: Result<(), AdminError>) -> Bytes {
 }
 
 async fn add_node(proxy: &std::sync::Arc<super::Proxy>, args: &[Bytes]) -> Result<(), AdminError> {
-    let addr = String::from_utf8_lossy(&args[0]).to_string();
-    if addr.parse::<std::net::SocketAddr>().is_err() {
-        return Err(AdminError::BadAddress(addr));
-    }
-    let mut weight = 1u32;
-    let mut name = addr.clone();
-    let mut i = 1;
-    while i < args.len() {
-        if i + 1 >= args.len() {
-            return Err(AdminError::MissingValue);
-        }
-        if eq_ignore_case(&args[i], b"WEIGHT") {
-            weight = parse_i64(&args[i + 1])
-                .filter(|w| (1..=1_000).contains(w))
-                .ok_or(AdminError::BadWeight)? as u32;
-        } else if eq_ignore_case(&args[i], b"NAME") {
-            name = String::from_utf8_lossy(&args[i + 1]).to_string();
-            if name.is_empty() || name.contains(char::is_whitespace) {
-                return Err(AdminError::BadName);
-            }
-        } else {
-            return Err(AdminError::SyntaxNear(
-                String::from_utf8_lossy(&args[i]).to_string(),
-            ));
-        }
-        i += 2;
-    }
+    // The same parsing, and so the same errors, as CLUSTER PLAN ADDNODE.
+    let NodeSpec { name, addr, weight } = super::plan::parse_add(args)?;
     let (_lock, routing) = start_change(proxy).await?;
     for n in routing.ring.nodes() {
         if n.addr == addr {

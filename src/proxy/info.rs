@@ -258,23 +258,7 @@ fn info_text(p: &Proxy, want: Selection, n: &NodeSums) -> String {
             ],
         );
     }
-    if want.has("cpu") {
-        t.section(
-            "cpu",
-            &[
-                ("used_cpu_sys", format!("{:.6}", usage.cpu_sys_secs)),
-                ("used_cpu_user", format!("{:.6}", usage.cpu_user_secs)),
-                ("used_cpu_sys_children", "0.000000".into()),
-                ("used_cpu_user_children", "0.000000".into()),
-            ],
-        );
-    }
-    // No modules; per-command and per-error statistics are not kept.
-    for empty in ["modules", "commandstats", "errorstats", "latencystats"] {
-        if want.has(empty) {
-            t.section::<u8>(empty, &[]);
-        }
-    }
+    t.cpu_and_empty(&want, &usage);
     if want.has("cluster") {
         let routing = p.routing.load_full();
         t.section(

@@ -103,6 +103,28 @@ impl InfoText {
         }
     }
 
+    /// The CPU section from this process's `usage`, then the sections that
+    /// are always empty here (no modules; per-command, per-error and latency
+    /// statistics are not kept) — the same for the proxy and the node.
+    pub(crate) fn cpu_and_empty(&mut self, want: &Selection, usage: &Usage) {
+        if want.has("cpu") {
+            self.section(
+                "cpu",
+                &[
+                    ("used_cpu_sys", format!("{:.6}", usage.cpu_sys_secs)),
+                    ("used_cpu_user", format!("{:.6}", usage.cpu_user_secs)),
+                    ("used_cpu_sys_children", "0.000000".into()),
+                    ("used_cpu_user_children", "0.000000".into()),
+                ],
+            );
+        }
+        for empty in ["modules", "commandstats", "errorstats", "latencystats"] {
+            if want.has(empty) {
+                self.section::<u8>(empty, &[]);
+            }
+        }
+    }
+
     /// The finished text (empty when no section was selected).
     pub(crate) fn finish(self) -> String {
         self.text

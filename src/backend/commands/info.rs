@@ -147,23 +147,7 @@ pub fn info_text(ctx: &Ctx, sections: &[&[u8]]) -> String {
             ],
         );
     }
-    if want.has("cpu") {
-        t.section(
-            "cpu",
-            &[
-                ("used_cpu_sys", format!("{:.6}", usage.cpu_sys_secs)),
-                ("used_cpu_user", format!("{:.6}", usage.cpu_user_secs)),
-                ("used_cpu_sys_children", "0.000000".into()),
-                ("used_cpu_user_children", "0.000000".into()),
-            ],
-        );
-    }
-    // No modules; per-command and per-error statistics are not kept.
-    for empty in ["modules", "commandstats", "errorstats", "latencystats"] {
-        if want.has(empty) {
-            t.section::<u8>(empty, &[]);
-        }
-    }
+    t.cpu_and_empty(&want, &usage);
     if want.has("cluster") {
         t.section("cluster", &[("cluster_enabled", 0)]);
     }
