@@ -97,10 +97,17 @@ impl Monitors {
     /// monitor. One relaxed load when none is attached.
     #[inline]
     pub fn feed(&self, proxy: &Proxy, raw: &Bytes, served: Served, s: &ClientState) {
-        if self.count.load(Relaxed) == 0 {
+        if !self.is_attached() {
             return;
         }
         self.feed_all(proxy, raw, served, &s.peer);
+    }
+
+    /// True while at least one monitor is attached: all the request path
+    /// asks when none is.
+    #[inline]
+    pub fn is_attached(&self) -> bool {
+        self.count.load(Relaxed) > 0
     }
 
     #[cold]
