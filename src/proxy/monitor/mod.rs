@@ -336,13 +336,18 @@ async fn request(proxy: &Arc<Proxy>, s: &mut ClientState, req: Request, tap: &Ta
         tap.push(b"-ERR Replica can't interact with the keyspace\r\n");
         return None;
     }
-    let quit = eq_ignore_case(req.name(), b"quit");
+    let mut quit = eq_ignore_case(req.name(), b"quit");
     let reset = eq_ignore_case(req.name(), b"reset");
     let p = AssertUnwindSafe(super::route::dispatch(proxy, s, req))
         .catch_unwind()
         .await;
     let reply = match p {
-        Ok(Pending::Ready(b)) | Ok(Pending::Close(b)) => b,
+        Ok(Pending::Ready(b)) => b,
+        // A reply that ends the connection (CLIENT KILL … SKIPME no).
+        Ok(Pending::Close(b)) => {
+            quit = true;
+            b
+        }
         Ok(Pending::One(rx)) => rx.await.unwrap_or_else(|_| lost()),
         Ok(Pending::Charged(rx)) => match rx.await {
             Ok(b) => {
