@@ -171,6 +171,99 @@ const SCRIPTS: &[&[Step]] = &[
         (0, "", &["SPUBLISH", "q", "after quit"]),
         (0, "", &["PUBSUB", "SHARDNUMSUB", "q"]),
     ],
+    // The subscriber output limit, as CONFIG shows and changes it.
+    &[
+        (0, "", &["CONFIG", "GET", "client-output-buffer-limit"]),
+        (
+            0,
+            "",
+            &["CONFIG", "SET", "client-output-buffer-limit", "pubsub 1 2"],
+        ),
+        (
+            0,
+            "",
+            &[
+                "CONFIG",
+                "SET",
+                "client-output-buffer-limit",
+                "master 1 2 3",
+            ],
+        ),
+        (
+            0,
+            "",
+            &[
+                "CONFIG",
+                "SET",
+                "client-output-buffer-limit",
+                "pubsub 1 2 x",
+            ],
+        ),
+        (
+            0,
+            "",
+            &[
+                "CONFIG",
+                "SET",
+                "client-output-buffer-limit",
+                "pubsub -1 2 3",
+            ],
+        ),
+        (
+            0,
+            "",
+            &[
+                "CONFIG",
+                "SET",
+                "client-output-buffer-limit",
+                "pubsub 1 2 1kb",
+            ],
+        ),
+        (
+            0,
+            "",
+            &[
+                "CONFIG",
+                "SET",
+                "client-output-buffer-limit",
+                "pubsub  1 2 3",
+            ],
+        ),
+        (
+            0,
+            "",
+            &[
+                "CONFIG",
+                "SET",
+                "client-output-buffer-limit",
+                "pubsub 1kb 2mb 3",
+            ],
+        ),
+        (0, "", &["CONFIG", "GET", "client-output-buffer-limit"]),
+        (
+            0,
+            "",
+            &[
+                "CONFIG",
+                "SET",
+                "client-output-buffer-limit",
+                "REPLICA 1 2 3 normal 5 6 7",
+            ],
+        ),
+        (0, "", &["CONFIG", "SET", "client-output-buffer-limit", ""]),
+        (0, "", &["CONFIG", "GET", "client-output*"]),
+        (
+            0,
+            "",
+            &[
+                "CONFIG",
+                "SET",
+                "client-output-buffer-limit",
+                "normal 0 0 0 slave 256mb 64mb 60 pubsub 32mb 8mb 60",
+            ],
+        ),
+        (0, "", &["CONFIG", "GET", "client-output-buffer-limit"]),
+    ],
     // A connection publishing to itself; HELLO while subscribed changes how
     // later messages are encoded.
     &[
