@@ -146,6 +146,8 @@ const SCRIPTS: &[&[Step]] = &[
         (0, "", &["PUBSUB", "CHANNELS", "a", "b"]),
         (0, "", &["PUBSUB", "FOO"]),
         (0, "", &["PUBLISH", "a", "self"]),
+        (0, "!3", &["HELLO", "3"]),
+        (0, "", &["RESET", "x"]),
         (0, "", &["DBSIZE"]),
         (0, "", &["SELECT", "0"]),
         (0, "", &["PSUBSCRIBE", "*"]),
