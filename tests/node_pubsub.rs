@@ -188,6 +188,93 @@ fn a_disconnected_subscriber_leaves_every_channel_and_pattern() {
     assert_eq!(admin.info_field("stats", "pubsub_channels"), 0);
 }
 
+/// A subscriber that keeps sending commands while large messages flood in
+/// gets every reply whole and in order, and every message whole: messages
+/// go between replies, never inside one (RESP2 with PING, RESP3 with ECHO).
+#[test]
+fn messages_interleave_with_replies_without_splitting_either() {
+    const MESSAGES: usize = 600;
+    const COMMANDS: usize = 400;
+    let node = start_node(free_port());
+    // The publisher may run far ahead of this (debug-built) reader: no
+    // limit here, so only interleaving is under test.
+    Raw::connect(node.port).check(
+        &[
+            "CONFIG",
+            "SET",
+            "client-output-buffer-limit",
+            "pubsub 0 0 0",
+        ],
+        "+OK\r\n",
+    );
+    for proto in [2, 3] {
+        let mut sub = RespConn::connect_loopback(node.port, Duration::from_secs(10)).unwrap();
+        if proto == 3 {
+            sub.call_str(&["HELLO", "3"]).unwrap();
+        }
+        sub.call_str(&["SUBSCRIBE", "flood"]).unwrap();
+        let port = node.port;
+        let publisher = std::thread::spawn(move || {
+            let mut p = Raw::connect(port);
+            for k in 0..MESSAGES {
+                // Sizes up to ~200 KB, so the node writes some messages in parts.
+                let payload = format!("{k}:{}", "x".repeat(k * 331 % 200_000));
+                assert_eq!(p.int(&["PUBLISH", "flood", &payload]), 1);
+            }
+        });
+        let (mut messages, mut replies) = (0usize, 0usize);
+        let deadline = Instant::now() + Duration::from_secs(120);
+        let check = |frame: Vec<u8>, messages: &mut usize, replies: &mut usize| {
+            let text = String::from_utf8_lossy(&frame).into_owned();
+            let head = if proto == 3 { ">3\r\n" } else { "*3\r\n" };
+            if let Some(rest) =
+                text.strip_prefix(&format!("{head}$7\r\nmessage\r\n$5\r\nflood\r\n"))
+            {
+                let body = rest.split("\r\n").nth(1).unwrap();
+                let (k, xs) = body.split_once(':').unwrap();
+                let k: usize = k.parse().unwrap();
+                assert_eq!(k, *messages, "messages out of order");
+                assert_eq!(xs.len(), k * 331 % 200_000);
+                *messages += 1;
+            } else {
+                let want = match proto {
+                    3 => format!("${}\r\n{}\r\n", replies.to_string().len(), replies),
+                    _ => format!(
+                        "*2\r\n$4\r\npong\r\n${}\r\n{}\r\n",
+                        replies.to_string().len(),
+                        replies
+                    ),
+                };
+                assert_eq!(
+                    text, want,
+                    "RESP{proto}: reply {replies} broken or out of order"
+                );
+                *replies += 1;
+            }
+        };
+        for batch in 0..COMMANDS / 10 {
+            for i in batch * 10..batch * 10 + 10 {
+                let arg = i.to_string();
+                let cmd: &[u8] = if proto == 3 { b"ECHO" } else { b"PING" };
+                sub.send(&[cmd, arg.as_bytes()]).unwrap();
+            }
+            while replies < batch * 10 + 10 {
+                assert!(Instant::now() < deadline);
+                check(sub.read_reply().unwrap(), &mut messages, &mut replies);
+            }
+        }
+        while messages < MESSAGES {
+            assert!(
+                Instant::now() < deadline,
+                "only {messages} messages arrived"
+            );
+            check(sub.read_reply().unwrap(), &mut messages, &mut replies);
+        }
+        publisher.join().unwrap();
+        assert_eq!((messages, replies), (MESSAGES, COMMANDS));
+    }
+}
+
 /// 200 subscribers on 20 channels, some also on patterns; 1 000 messages.
 #[tokio::test]
 async fn a_storm_delivers_every_message_exactly_once_to_each_matching_subscriber() {

@@ -340,6 +340,8 @@ async fn execute_batch(
             Ok(Some(frame)) => frame,
             Ok(None) => break,
             Err(e) => {
+                // A message part already written is completed first.
+                commands::pubsub::take_pushes(client, out);
                 CmdError::err(e).write(out);
                 return Ok(false);
             }
