@@ -215,11 +215,18 @@ fn messages_interleave_with_replies_without_splitting_either() {
         sub.call_str(&["SUBSCRIBE", "flood"]).unwrap();
         let port = node.port;
         let publisher = std::thread::spawn(move || {
-            let mut p = Raw::connect(port);
-            for k in 0..MESSAGES {
-                // Sizes up to ~200 KB, so the node writes some messages in parts.
-                let payload = format!("{k}:{}", "x".repeat(k * 331 % 200_000));
-                assert_eq!(p.int(&["PUBLISH", "flood", &payload]), 1);
+            let mut p = RespConn::connect_loopback(port, Duration::from_secs(10)).unwrap();
+            // Pipelined, so messages pile up in the node and it writes them
+            // in parts; sizes up to ~200 KB.
+            for batch in (0..MESSAGES).collect::<Vec<_>>().chunks(20) {
+                for k in batch {
+                    let payload = format!("{k}:{}", "x".repeat(k * 331 % 200_000));
+                    p.queue(&[b"PUBLISH", b"flood", payload.as_bytes()]);
+                }
+                p.flush().unwrap();
+                for _ in batch {
+                    assert_eq!(p.read_reply().unwrap(), b":1\r\n");
+                }
             }
         });
         let (mut messages, mut replies) = (0usize, 0usize);
