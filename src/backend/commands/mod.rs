@@ -81,6 +81,12 @@ impl Client {
             pubsub: None,
         }
     }
+
+    /// Whether the connection is in subscribe mode: subscribed to at least
+    /// one channel, pattern or shard channel.
+    pub fn is_subscribed(&self) -> bool {
+        self.pubsub.as_ref().is_some_and(|s| s.is_active())
+    }
 }
 
 /// What a handler works with.
@@ -93,14 +99,6 @@ pub struct Ctx<'a> {
     pub out: &'a mut BytesMut,
     /// The time the command runs at, ms since the epoch.
     pub now: u64,
-}
-
-impl Client {
-    /// Whether the connection is in subscribe mode: subscribed to at least
-    /// one channel, pattern or shard channel.
-    pub fn is_subscribed(&self) -> bool {
-        self.pubsub.as_ref().is_some_and(|s| s.is_active())
-    }
 }
 
 impl Ctx<'_> {
