@@ -124,9 +124,17 @@ impl Mailbox {
             if inbox.closed {
                 return;
             }
-            encode_message(&mut inbox.bytes, proto, kind, pattern, channel, payload);
+            let len = message_len(kind, pattern, channel, payload);
+            if limits.hard > 0 && (inbox.bytes.len() + len) as u64 >= limits.hard {
+                // Over the hard limit with this message: close without
+                // copying it (a huge payload is never copied per subscriber).
+                inbox.closed = true;
+                inbox.bytes = BytesMut::new();
+            } else {
+                encode_message(&mut inbox.bytes, proto, kind, pattern, channel, payload);
+            }
             inbox.soft = limits.soft;
-            if inbox.is_over(limits, now_ms) {
+            if !inbox.closed && inbox.is_over(limits, now_ms) {
                 inbox.closed = true;
                 inbox.bytes = BytesMut::new();
             }
@@ -231,6 +239,20 @@ pub fn encode_message(
     encode::bulk(out, payload);
 }
 
+/// The bytes [`encode_message`] writes (the same in RESP2 and RESP3).
+pub fn message_len(kind: PushKind, pattern: &[u8], channel: &[u8], payload: &[u8]) -> usize {
+    fn bulk(n: usize) -> usize {
+        let digits = std::iter::successors(Some(n), |&v| (v >= 10).then_some(v / 10)).count();
+        1 + digits + 2 + n + 2
+    }
+    let (name, pattern) = match kind {
+        PushKind::Message => (7, 0),
+        PushKind::PMessage => (8, bulk(pattern.len())),
+        PushKind::SMessage => (8, 0),
+    };
+    4 + bulk(name) + pattern + bulk(channel.len()) + bulk(payload.len())
+}
+
 /// `*n` in RESP2, `>n` (a push) in RESP3.
 pub fn push_header(out: &mut BytesMut, proto: u8, n: usize) {
     out.put_u8(if proto >= 3 { b'>' } else { b'*' });
@@ -266,6 +288,38 @@ mod tests {
                >4\r\n$8\r\npmessage\r\n$2\r\nc*\r\n$2\r\nch\r\n$0\r\n\r\n\
                >3\r\n$8\r\nsmessage\r\n$1\r\ns\r\n$1\r\nx\r\n"[..]
         );
+    }
+
+    #[test]
+    fn message_len_is_the_encoded_length() {
+        let big = vec![b'x'; 12_345];
+        for kind in [PushKind::Message, PushKind::PMessage, PushKind::SMessage] {
+            for (pat, ch, payload) in [
+                (&b""[..], &b""[..], &b""[..]),
+                (b"p*", b"chan", b"hello"),
+                (b"0123456789", b"c", &big[..]),
+            ] {
+                let mut out = BytesMut::new();
+                encode_message(&mut out, 3, kind, pat, ch, payload);
+                assert_eq!(message_len(kind, pat, ch, payload), out.len(), "{kind:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_message_over_the_hard_limit_is_never_copied() {
+        let m = Mailbox::new(1, 2);
+        let huge = vec![b'x'; 1 << 20];
+        m.deliver(
+            PushKind::Message,
+            b"",
+            b"c",
+            &huge,
+            limits(1 << 20, 0, 0),
+            0,
+        );
+        assert!(m.is_closed());
+        assert_eq!(m.lock().bytes.capacity(), 0);
     }
 
     #[test]
