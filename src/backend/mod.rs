@@ -5,7 +5,8 @@
 //! Layout: `store` (sharded keyspace, lazy expiry, memory accounting),
 //! `value` and `zset` (the collection types and their encodings),
 //! `evict` (eviction by `maxmemory-policy`, LFU counters, active expiry),
-//! `config` (CONFIG parameters), `scan` (cursors, KEYS),
+//! `config` (CONFIG parameters), `scan` (cursors, KEYS), `pubsub`
+//! (subscriptions, delivery, subscriber output limits),
 //! `commands/*` (one file per command family, the table
 //! and dispatcher), `server` (accept loop and pipelined client loop),
 //! `error` (the one place errors become `-ERR` lines). RESP framing comes
@@ -20,6 +21,7 @@ mod dump;
 mod entry;
 mod error;
 mod evict;
+mod pubsub;
 mod scan;
 mod server;
 mod store;

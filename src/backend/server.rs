@@ -9,11 +9,16 @@
 //! ```
 //!
 //! The task that owns a client's socket is the only one that touches it.
+//! A subscribed connection also waits on its pub/sub mailbox: messages are
+//! written between replies, never inside one, and one that arrived before a
+//! command was read is written before that command's reply.
 
 use super::commands::{self, migrate::MigrateState, Client, Next};
 use super::config::Settings;
 use super::error::CmdError;
 use super::evict::EXPIRE_TICK_MS;
+use super::pubsub::mailbox::{Mailbox, Taken};
+use super::pubsub::Hub;
 use super::store::{now_ms, Store};
 use super::value::Thresholds;
 use super::NodeConfig;
@@ -38,6 +43,9 @@ const BUFFER_BYTES: usize = 16 * 1024;
 /// Replies are flushed mid-batch once this many bytes are pending, which
 /// bounds a client's output buffer however long its pipeline.
 const MAX_PENDING_REPLY_BYTES: usize = 8 * 1024 * 1024;
+/// Most pub/sub message bytes a subscriber's loop writes per wakeup before
+/// it reads its own commands again.
+const PUSH_WRITE_BYTES: usize = 256 * 1024;
 /// How long shutdown waits for clients to finish what they have read.
 const SHUTDOWN_GRACE_MS: u64 = 1000;
 
@@ -77,6 +85,9 @@ pub struct Node {
     /// INFO `used_memory_peak`: raised by INFO and by the expiry tick, as
     /// Redis raises it in its cron.
     pub memory_peak: AtomicU64,
+    /// Pub/sub subscriptions; shared with each subscriber, which leaves
+    /// them when dropped.
+    pub pubsub: Arc<Hub>,
     next_client_id: AtomicU64,
 }
 
@@ -123,6 +134,7 @@ impl Node {
             run_id,
             ops: Default::default(),
             memory_peak: AtomicU64::new(0),
+            pubsub: Arc::default(),
             next_client_id: AtomicU64::new(1),
         }
     }
@@ -205,18 +217,25 @@ async fn serve(node: Arc<Node>, mut sock: TcpStream, mut stop: watch::Receiver<b
             if input.capacity() - input.len() < BUFFER_BYTES / 4 {
                 input.reserve(BUFFER_BYTES);
             }
+            // `None`: messages wait in the mailbox (only for a subscriber).
             let n = tokio::select! {
-                r = sock.read_buf(&mut input) => r?,
-                _ = stop.changed() => 0,
+                r = sock.read_buf(&mut input) => Some(r?),
+                _ = stop.changed() => Some(0),
+                _ = wait_pushes(&client), if client.pubsub.is_some() => None,
+            };
+            let Some(n) = n else {
+                if !write_pushes(&client, &mut out, &mut sock).await? {
+                    return Ok(());
+                }
+                continue;
             };
             if n == 0 {
                 return Ok(());
             }
-            let keep_going =
+            let mut keep_going =
                 execute_batch(&node, &mut client, &mut input, &mut out, &mut sock).await?;
             if !out.is_empty() {
-                sock.write_all(&out).await?;
-                out.clear();
+                keep_going &= write_out(&mut sock, &mut out, mailbox(&client)).await?;
             }
             if !keep_going {
                 return Ok(());
@@ -225,7 +244,77 @@ async fn serve(node: Arc<Node>, mut sock: TcpStream, mut stop: watch::Receiver<b
     }
     .await;
     let _: std::io::Result<()> = result;
+    // Dropping the client (and its subscriptions) leaves every channel.
+    drop(client);
     node.stats.connected_clients.fetch_sub(1, Relaxed);
+}
+
+fn mailbox(client: &Client) -> Option<&Mailbox> {
+    client.pubsub.as_ref().map(|s| &*s.mailbox)
+}
+
+async fn wait_pushes(client: &Client) {
+    match mailbox(client) {
+        Some(m) => m.wait().await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Writes part of a subscriber's waiting messages (`out` is empty here).
+/// False when its mailbox was closed over the output buffer limit.
+async fn write_pushes(
+    client: &Client,
+    out: &mut BytesMut,
+    sock: &mut TcpStream,
+) -> std::io::Result<bool> {
+    let Some(m) = mailbox(client) else {
+        return Ok(true);
+    };
+    match m.take(out, PUSH_WRITE_BYTES) {
+        Taken::Closed => return Ok(false),
+        // The rest on a later turn, after the commands already read.
+        Taken::More => m.rewake(),
+        Taken::Empty => {}
+    }
+    write_out(sock, out, Some(m)).await
+}
+
+/// Writes `out` and clears it. For a subscriber, a mailbox closed over its
+/// limit ends a write the client is not reading (returns false): PUBLISH
+/// never waits on it, and the connection closes.
+async fn write_out(
+    sock: &mut TcpStream,
+    out: &mut BytesMut,
+    mailbox: Option<&Mailbox>,
+) -> std::io::Result<bool> {
+    let Some(m) = mailbox else {
+        sock.write_all(out).await?;
+        out.clear();
+        return Ok(true);
+    };
+    let write = sock.write_all(out);
+    tokio::pin!(write);
+    let mut woken = false;
+    loop {
+        tokio::select! {
+            r = &mut write => {
+                r?;
+                break;
+            }
+            _ = m.wait() => {
+                if m.is_closed() {
+                    return Ok(false);
+                }
+                woken = true;
+            }
+        }
+    }
+    if woken {
+        // Messages arrived during the write: the loop must still see them.
+        m.rewake();
+    }
+    out.clear();
+    Ok(true)
 }
 
 /// Executes every complete request in `input`. Returns false when the
@@ -251,6 +340,8 @@ async fn execute_batch(
             Ok(Some(frame)) => frame,
             Ok(None) => break,
             Err(e) => {
+                // A message part already written is completed first.
+                commands::pubsub::take_pushes(client, out);
                 CmdError::err(e).write(out);
                 return Ok(false);
             }
@@ -264,6 +355,9 @@ async fn execute_batch(
             Some(owned) => owned.iter().map(|a| a.as_slice()).collect(),
         };
         if !args.is_empty() {
+            if !commands::pubsub::take_pushes(client, out) {
+                return Ok(false);
+            }
             match commands::dispatch(node, client, out, &args, now) {
                 Next::Done => {}
                 Next::Migrate => match commands::migrate::migrate(node, &args).await {
@@ -277,9 +371,8 @@ async fn execute_batch(
         if client.quit {
             return Ok(false);
         }
-        if out.len() >= MAX_PENDING_REPLY_BYTES {
-            sock.write_all(out).await?;
-            out.clear();
+        if out.len() >= MAX_PENDING_REPLY_BYTES && !write_out(sock, out, mailbox(client)).await? {
+            return Ok(false);
         }
     }
     if input.len() > node.limits.max_query_buffer {
