@@ -86,6 +86,7 @@ pub(crate) async fn handle(
         "readonly" | "readwrite" | "asking" => encode::simple(&mut out, "OK"),
         "reset" => {
             s.tx.clear();
+            s.pubsub.reset();
             s.proto = 2;
             s.name = None;
             encode::simple(&mut out, "RESET");

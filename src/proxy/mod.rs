@@ -30,6 +30,7 @@ pub mod migration;
 pub mod operator;
 pub mod pinned;
 pub mod plan;
+pub mod pubsub;
 pub mod route;
 pub mod scan;
 pub mod session;
