@@ -475,10 +475,14 @@ impl Actor {
         });
         if let FrameKind::Confirm(family, on, Some(channel)) = kind {
             let set = &mut self.subs[family.index()];
+            let pattern = family == Family::Pattern;
             if on {
+                if pattern && !set.contains(&channel) {
+                    self.proxy.patterns.add(&channel);
+                }
                 set.insert(channel);
-            } else {
-                set.remove(&channel);
+            } else if set.remove(&channel) && pattern {
+                self.proxy.patterns.remove(&channel);
             }
         }
         front.got.extend_from_slice(&frame);
@@ -573,6 +577,15 @@ impl Actor {
         drop(q);
         self.shared.settled.notify_waiters();
         false
+    }
+}
+
+impl Drop for Actor {
+    /// However the actor ends, its patterns no longer count.
+    fn drop(&mut self) {
+        for p in &self.subs[Family::Pattern.index()] {
+            self.proxy.patterns.remove(p);
+        }
     }
 }
 

@@ -36,6 +36,43 @@ use super::Proxy;
 use crate::resp::command::PubSub;
 use crate::resp::{CommandSpec, Request};
 
+/// Every pattern the proxy's subscribers hold, with how many hold it:
+/// PUBSUB NUMPAT counts distinct patterns (as Redis 7 does), which a sum of
+/// the nodes' counts would not (two subscribers of one pattern on two nodes
+/// count twice there). A std Mutex: held for one map update, never across
+/// `.await`.
+#[derive(Default)]
+pub struct Patterns(std::sync::Mutex<std::collections::HashMap<Bytes, usize>>);
+
+impl Patterns {
+    fn lock(&self) -> std::sync::MutexGuard<'_, std::collections::HashMap<Bytes, usize>> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub(crate) fn add(&self, p: &Bytes) {
+        *self.lock().entry(p.clone()).or_default() += 1;
+    }
+
+    pub(crate) fn remove(&self, p: &Bytes) {
+        let mut m = self.lock();
+        if let Some(n) = m.get_mut(p) {
+            *n -= 1;
+            if *n == 0 {
+                m.remove(p);
+            }
+        }
+    }
+
+    /// Distinct patterns held now.
+    pub fn len(&self) -> usize {
+        self.lock().len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
 /// One client's pub/sub state: its subscriber connection, if any, and the
 /// channel its messages reach the session on (made on first use).
 #[derive(Default)]

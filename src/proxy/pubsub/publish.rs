@@ -2,7 +2,7 @@
 //! the routing (through the shared upstream connections) and answer the sum
 //! of the nodes' receiver counts; PUBSUB CHANNELS / SHARDCHANNELS answer the
 //! union of the nodes' lists, NUMSUB / SHARDNUMSUB per-channel sums, NUMPAT
-//! the sum — the same results one Redis gives for the same subscribers,
+//! the distinct patterns the proxy's subscribers hold — the same results one Redis gives for the same subscribers,
 //! since each subscriber is on exactly one node. Called by `pubsub::handle`.
 //!
 //! Entered through the epoch gate like every fan-out: a PUBLISH routed by a
@@ -49,13 +49,26 @@ async fn gather(waits: Vec<oneshot::Receiver<Bytes>>) -> Result<Vec<Bytes>, Byte
     Ok(replies)
 }
 
-/// PUBLISH / SPUBLISH: the sum of the nodes' counts.
+/// PUBLISH / SPUBLISH: the sum of the nodes' counts. A node that fails
+/// (down, or dying) counts 0 as long as one node answered, as a Redis
+/// Cluster PUBLISH is not failed by a node it cannot reach: the message did
+/// reach every subscriber of the nodes that answered.
 pub(super) async fn publish(proxy: &Arc<Proxy>, client: &ClientState, req: Request) -> Pending {
     let waits = broadcast(proxy, client, req.raw).await;
     Pending::Later(Box::pin(async move {
-        match gather(waits).await {
-            Ok(replies) => sum(&replies),
-            Err(e) => e,
+        let mut answered = Vec::with_capacity(waits.len());
+        let mut failed = None;
+        for w in waits {
+            let r = w.await.unwrap_or_else(|_| lost());
+            if is_error(&r) {
+                failed.get_or_insert(r);
+            } else {
+                answered.push(r);
+            }
+        }
+        match failed {
+            Some(e) if answered.is_empty() => e,
+            _ => sum(&answered),
         }
     }))
 }
@@ -68,8 +81,10 @@ pub(super) async fn pubsub(proxy: &Arc<Proxy>, client: &ClientState, req: Reques
             union
         } else if eq_ignore_case(sub, b"numsub") || eq_ignore_case(sub, b"shardnumsub") {
             sum_pairs
-        } else if eq_ignore_case(sub, b"numpat") {
-            sum
+        } else if eq_ignore_case(sub, b"numpat") && req.args.len() == 2 {
+            let mut out = BytesMut::new();
+            encode::integer(&mut out, proxy.patterns.len() as i64);
+            return Pending::ready(out);
         } else {
             // HELP, a bad subcommand or arity: every node says the same.
             first
