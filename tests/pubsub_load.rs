@@ -180,7 +180,9 @@ fn publish_storm_reaches_every_matching_subscriber_exactly_once() {
             let mut readers = Vec::new();
             for h in conns {
                 let mut conn = h.await.unwrap();
-                readers.push(tokio::spawn(async move { count_until_end(&mut conn).await }));
+                readers.push(tokio::spawn(
+                    async move { count_until_end(&mut conn).await },
+                ));
             }
             let started = Instant::now();
             let total = publish_all(port, &msgs).await;
@@ -257,15 +259,24 @@ fn a_subscriber_that_does_not_read_is_closed_while_others_keep_receiving() {
         }
         p.queue_raw(&command(&["PUBLISH", "big", END]));
         p.flush().await.unwrap();
-        assert_eq!(&p.read_reply().await.unwrap()[..], b":1\r\n", "the slow one is gone");
-        assert_eq!(reader.await.unwrap(), MSGS, "the reading subscriber got everything");
+        assert_eq!(
+            &p.read_reply().await.unwrap()[..],
+            b":1\r\n",
+            "the slow one is gone"
+        );
+        assert_eq!(
+            reader.await.unwrap(),
+            MSGS,
+            "the reading subscriber got everything"
+        );
         // The slow one finds its connection closed after what was written.
         let deadline = Instant::now() + TIMEOUT;
         loop {
-            match slow.fill_until(tokio::time::Instant::from_std(deadline)).await {
-                Ok(()) => {
-                    while slow.try_reply().unwrap().is_some() {}
-                }
+            match slow
+                .fill_until(tokio::time::Instant::from_std(deadline))
+                .await
+            {
+                Ok(()) => while slow.try_reply().unwrap().is_some() {},
                 Err(shardis::client::ClientError::Closed) => break,
                 Err(e) => panic!("slow subscriber: {e}"),
             }
@@ -273,5 +284,220 @@ fn a_subscriber_that_does_not_read_is_closed_while_others_keep_receiving() {
     });
     let mut q = Raw::connect(port);
     assert!(q.info_field("stats", "client_output_buffer_limit_disconnections") >= 1);
+    c.proxy.assert_no_panic();
+}
+
+/// A connection for one request at a time.
+async fn conn(port: u16) -> Conn {
+    Conn::connect(&format!("127.0.0.1:{port}"), TIMEOUT)
+        .await
+        .unwrap()
+}
+
+async fn call(c: &mut Conn, args: &[&str]) -> String {
+    String::from_utf8_lossy(&c.call_str(args).await.unwrap()).into_owned()
+}
+
+/// The subscriber ids (`id:<i>` channels) a node holds.
+async fn held_by(node: u16) -> Vec<usize> {
+    let r = call(&mut conn(node).await, &["PUBSUB", "CHANNELS", "id:*"]).await;
+    r.split("\r\n")
+        .filter_map(|l| l.strip_prefix("id:"))
+        .map(|i| i.parse().unwrap())
+        .collect()
+}
+
+async fn wait_until(what: &str, mut ok: impl AsyncFnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while !ok().await {
+        assert!(Instant::now() < deadline, "{what} never happened");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+async fn ring_ok(port: u16) -> bool {
+    call(&mut conn(port).await, &["CLUSTER", "RINGINFO"])
+        .await
+        .contains("state:ok")
+}
+
+/// Messages of `range` each subscriber in `who` got not exactly once:
+/// (lost, duplicated).
+fn misses(
+    got: &[HashMap<String, u32>],
+    who: impl Iterator<Item = usize>,
+    range: std::ops::Range<u64>,
+) -> (usize, usize) {
+    let (mut lost, mut dup) = (0, 0);
+    for i in who {
+        for seq in range.clone() {
+            match got[i].get(&format!("{seq:06}")).copied().unwrap_or(0) {
+                0 => lost += 1,
+                1 => {}
+                _ => dup += 1,
+            }
+        }
+    }
+    (lost, dup)
+}
+
+#[test]
+fn subscriptions_survive_removenode_addnode_and_a_dead_node() {
+    if !have_tool("redis-server") {
+        return;
+    }
+    const SUBS: usize = 30;
+    let nodes: Vec<Proc> = (0..3).map(|_| start_redis(free_port())).collect();
+    let spare = start_redis(free_port());
+    let mut c = Cluster::over(nodes, "[migration]\nmax_keys_per_sec = 2000\nbatch = 100\n");
+    let port = c.proxy.port;
+    let node_ports: Vec<u16> = c.nodes.iter().map(|n| n.port).collect();
+    set_keys(port, "fill:", 3000);
+    let rt = runtime();
+    let mut node1 = c.nodes.remove(0);
+    rt.block_on(async {
+        let subs: Vec<Sub> = (0..SUBS)
+            .map(|i| Sub {
+                channels: if i % 3 == 0 {
+                    vec![format!("id:{i}")]
+                } else {
+                    vec!["t".into(), format!("id:{i}")]
+                },
+                patterns: if i % 3 == 0 {
+                    vec!["t*".into()]
+                } else {
+                    vec![]
+                },
+                resp3: i % 2 == 0,
+            })
+            .collect();
+        let mut readers = Vec::new();
+        for s in &subs {
+            let mut conn = subscribe(port, s).await;
+            readers.push(tokio::spawn(
+                async move { count_until_end(&mut conn).await },
+            ));
+        }
+        // The publisher: one PUBLISH at a time, each answered before the next.
+        let seq = Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let (s2, stop2) = (seq.clone(), stop.clone());
+        let publisher = tokio::spawn(async move {
+            let mut p = conn(port).await;
+            let mut counts = Vec::new();
+            while !stop2.load(std::sync::atomic::Ordering::SeqCst) {
+                let n = s2.load(std::sync::atomic::Ordering::SeqCst);
+                counts.push(call(&mut p, &["PUBLISH", "t", &format!("{n:06}")]).await);
+                s2.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                tokio::time::sleep(Duration::from_millis(2)).await;
+            }
+            counts
+        });
+        let now = || seq.load(std::sync::atomic::Ordering::SeqCst);
+        let mut admin = conn(port).await;
+        tokio::time::sleep(Duration::from_millis(200)).await;
+
+        // REMOVENODE the third node: its subscribers move before the cutover.
+        let on_removed = held_by(node_ports[2]).await;
+        assert!(!on_removed.is_empty());
+        let removal = now();
+        assert_eq!(
+            call(&mut admin, &["CLUSTER", "REMOVENODE", "node3"]).await,
+            "+OK\r\n"
+        );
+        wait_until("REMOVENODE", || ring_ok(port)).await;
+        wait_until("old subscriber connections closed", async || {
+            held_by(node_ports[2]).await.is_empty()
+        })
+        .await;
+        let removed = now() + 1;
+        tokio::time::sleep(Duration::from_millis(200)).await;
+
+        // ADDNODE: subscribers stay; PUBLISH reaches the new node from the cutover on.
+        let r = call(
+            &mut admin,
+            &["CLUSTER", "ADDNODE", &spare.addr(), "NAME", "n4"],
+        )
+        .await;
+        assert_eq!(r, "+OK\r\n");
+        wait_until("ADDNODE", || ring_ok(port)).await;
+        let mut late = subscribe(
+            port,
+            &Sub {
+                channels: vec!["t".into()],
+                patterns: vec![],
+                resp3: false,
+            },
+        )
+        .await;
+        tokio::time::sleep(Duration::from_millis(200)).await;
+
+        // Node 1 dies while in the routing: its subscribers move to others.
+        let on_dead = held_by(node_ports[0]).await;
+        let killed = now();
+        node1.kill();
+        wait_until("subscribers moved off the dead node", async || {
+            let r = call(&mut conn(port).await, &["PUBSUB", "NUMSUB", "t"]).await;
+            r.ends_with(&format!(":{}\r\n", SUBS * 2 / 3 + 1))
+        })
+        .await;
+        let moved = now() + 1;
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        stop.store(true, std::sync::atomic::Ordering::SeqCst);
+        let counts = publisher.await.unwrap();
+        let end = now();
+        // Every subscriber, and `late`, gets the end marker.
+        let r = call(&mut admin, &["PUBLISH", "ctl", END]).await;
+        assert_eq!(r, format!(":{}\r\n", SUBS + 1));
+        let mut got = Vec::new();
+        for r in readers {
+            got.push(r.await.unwrap());
+        }
+        let all = || 0..SUBS;
+        let stay = |away: &[usize]| (0..SUBS).filter(|i| !away.contains(i)).collect::<Vec<_>>();
+        assert_eq!(misses(&got, all(), 0..removal), (0, 0), "before REMOVENODE");
+        assert_eq!(
+            misses(&got, stay(&on_removed).into_iter(), removal..removed),
+            (0, 0)
+        );
+        let window = misses(&got, on_removed.iter().copied(), removal..removed);
+        assert_eq!(
+            window.0, 0,
+            "lost by subscribers moved off the removed node"
+        );
+        assert_eq!(
+            misses(&got, all(), removed..killed),
+            (0, 0),
+            "between the changes"
+        );
+        assert_eq!(
+            misses(&got, stay(&on_dead).into_iter(), killed..moved),
+            (0, 0)
+        );
+        let dead = misses(&got, on_dead.iter().copied(), killed..moved);
+        assert_eq!(
+            misses(&got, all(), moved..end),
+            (0, 0),
+            "after the node died"
+        );
+        // Every PUBLISH after the move counted every subscriber (and `late`).
+        for c in &counts[moved as usize..end as usize] {
+            assert_eq!(c, &format!(":{}\r\n", SUBS + 1));
+        }
+        let late_got = count_until_end(&mut late).await;
+        assert_eq!(misses(&[late_got], [0].into_iter(), moved..end), (0, 0));
+        println!(
+            "REMOVENODE: {} subscribers moved, {} messages in the change, lost {}, duplicated {}; \
+             dead node: {} subscribers moved, {} messages until all moved, lost {}, duplicated {}",
+            on_removed.len(),
+            removed - removal,
+            window.0,
+            window.1,
+            on_dead.len(),
+            moved - killed,
+            dead.0,
+            dead.1
+        );
+    });
     c.proxy.assert_no_panic();
 }

@@ -37,38 +37,34 @@ async fn broadcast(
     waits
 }
 
+/// The replies of the nodes that answered; a node that failed (down, or
+/// dying) is left out as long as one answered, as a Redis Cluster PUBLISH or
+/// PUBSUB is not failed by a node it cannot reach. When none answered, the
+/// first error.
 async fn gather(waits: Vec<oneshot::Receiver<Bytes>>) -> Result<Vec<Bytes>, Bytes> {
-    let mut replies = Vec::with_capacity(waits.len());
+    let mut answered = Vec::with_capacity(waits.len());
+    let mut failed = None;
     for w in waits {
         let r = w.await.unwrap_or_else(|_| lost());
         if is_error(&r) {
-            return Err(r);
+            failed.get_or_insert(r);
+        } else {
+            answered.push(r);
         }
-        replies.push(r);
     }
-    Ok(replies)
+    match failed {
+        Some(e) if answered.is_empty() => Err(e),
+        _ => Ok(answered),
+    }
 }
 
-/// PUBLISH / SPUBLISH: the sum of the nodes' counts. A node that fails
-/// (down, or dying) counts 0 as long as one node answered, as a Redis
-/// Cluster PUBLISH is not failed by a node it cannot reach: the message did
-/// reach every subscriber of the nodes that answered.
+/// PUBLISH / SPUBLISH: the sum of the counts of the nodes that answered.
 pub(super) async fn publish(proxy: &Arc<Proxy>, client: &ClientState, req: Request) -> Pending {
     let waits = broadcast(proxy, client, req.raw).await;
     Pending::Later(Box::pin(async move {
-        let mut answered = Vec::with_capacity(waits.len());
-        let mut failed = None;
-        for w in waits {
-            let r = w.await.unwrap_or_else(|_| lost());
-            if is_error(&r) {
-                failed.get_or_insert(r);
-            } else {
-                answered.push(r);
-            }
-        }
-        match failed {
-            Some(e) if answered.is_empty() => e,
-            _ => sum(&answered),
+        match gather(waits).await {
+            Ok(replies) => sum(&replies),
+            Err(e) => e,
         }
     }))
 }
