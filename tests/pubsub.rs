@@ -347,3 +347,48 @@ fn pinned_limit_refuses_a_subscriber_and_gives_the_place_back() {
     }
     c.proxy.assert_no_panic();
 }
+
+/// redis-py 5 (RESP2) and 8 (RESP3 and RESP2) `PubSub` with get_message and
+/// listen(), and node-redis 6 subscribe in both protocols, unchanged.
+#[test]
+fn unmodified_clients_subscribe_through_the_proxy() {
+    if !have_tool("redis-server") {
+        return;
+    }
+    let c = Cluster::redis(3);
+    let port = c.proxy.port.to_string();
+    let script = manifest().join("tests/clients/pubsub_py.py");
+    for (v, protos) in [("5", &["2"][..]), ("8", &["3", "2"][..])] {
+        let lib = manifest().join(format!("target/clients/py{v}"));
+        let install = format!(
+            "python3 -m pip install --target target/clients/py{v} 'redis>={v},<{}'",
+            v.parse::<u32>().unwrap() + 1
+        );
+        if !have(&lib, &install) {
+            continue;
+        }
+        let out = run_ok(
+            Command::new("timeout")
+                .args(["120", "python3"])
+                .arg(&script)
+                .arg(&port)
+                .args(protos)
+                .env("PYTHONPATH", &lib),
+        );
+        assert!(out.contains(&format!("redis-py {v}.")), "{out}");
+    }
+    let dir = manifest().join("tests/clients/node");
+    if have(
+        &dir.join("node_modules"),
+        "npm ci --prefix tests/clients/node",
+    ) {
+        let out = run_ok(
+            Command::new("timeout")
+                .args(["120", "node"])
+                .arg(dir.join("pubsub.js"))
+                .arg(&port),
+        );
+        assert!(out.contains("redis6 6."), "{out}");
+    }
+    c.proxy.assert_no_panic();
+}
