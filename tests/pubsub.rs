@@ -224,6 +224,12 @@ fn pubsub_introspection_equals_one_redis_server() {
             text(&q.cmd(&["PUBLISH", "zz", "x"])),
             text(&q.cmd(&["SPUBLISH", "s0", "x"])),
             text(&q.cmd(&["PUBLISH", "nobody", "x"])),
+            Raw::connect(port)
+                .info_field("stats", "pubsub_channels")
+                .to_string(),
+            Raw::connect(port)
+                .info_field("stats", "pubsub_patterns")
+                .to_string(),
         ]);
     }
     assert_eq!(answers[1], answers[0]);

@@ -127,8 +127,9 @@ pub struct Proxy {
     pub spawner: Option<Arc<dyn Spawner>>,
     /// Metrics, hot keys, hot-shard tripwire, slow log (the operator plane).
     pub ops: operator::Ops,
-    /// The patterns the proxy's subscribers hold, for PUBSUB NUMPAT.
-    pub patterns: pubsub::Patterns,
+    /// The channels and patterns the proxy's subscribers hold (PUBSUB
+    /// NUMPAT, INFO).
+    pub subscriptions: pubsub::Held,
 }
 
 /// Starts a node process and returns its address once it answers PING.
@@ -212,7 +213,7 @@ impl Proxy {
             sessions: Mutex::new(HashMap::new()),
             spawner,
             ops: operator::Ops::new(&config.ops),
-            patterns: Default::default(),
+            subscriptions: Default::default(),
             config,
         });
         if let Some(s) = saved {

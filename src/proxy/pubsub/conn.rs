@@ -474,15 +474,19 @@ impl Actor {
             Expect::One => 1,
         });
         if let FrameKind::Confirm(family, on, Some(channel)) = kind {
+            let held = match family {
+                Family::Channel => Some(&self.proxy.subscriptions.channels),
+                Family::Pattern => Some(&self.proxy.subscriptions.patterns),
+                Family::Shard => None,
+            };
             let set = &mut self.subs[family.index()];
-            let pattern = family == Family::Pattern;
             if on {
-                if pattern && !set.contains(&channel) {
-                    self.proxy.patterns.add(&channel);
+                if let (Some(h), false) = (held, set.contains(&channel)) {
+                    h.add(&channel);
                 }
                 set.insert(channel);
-            } else if set.remove(&channel) && pattern {
-                self.proxy.patterns.remove(&channel);
+            } else if let (true, Some(h)) = (set.remove(&channel), held) {
+                h.remove(&channel);
             }
         }
         front.got.extend_from_slice(&frame);
@@ -581,10 +585,14 @@ impl Actor {
 }
 
 impl Drop for Actor {
-    /// However the actor ends, its patterns no longer count.
+    /// However the actor ends, its channels and patterns no longer count.
     fn drop(&mut self) {
+        let held = &self.proxy.subscriptions;
+        for c in &self.subs[Family::Channel.index()] {
+            held.channels.remove(c);
+        }
         for p in &self.subs[Family::Pattern.index()] {
-            self.proxy.patterns.remove(p);
+            held.patterns.remove(p);
         }
     }
 }

@@ -36,15 +36,23 @@ use super::Proxy;
 use crate::resp::command::PubSub;
 use crate::resp::{CommandSpec, Request};
 
-/// Every pattern the proxy's subscribers hold, with how many hold it:
-/// PUBSUB NUMPAT counts distinct patterns (as Redis 7 does), which a sum of
-/// the nodes' counts would not (two subscribers of one pattern on two nodes
-/// count twice there). A std Mutex: held for one map update, never across
-/// `.await`.
+/// Every channel and pattern the proxy's subscribers hold, with how many
+/// hold each: PUBSUB NUMPAT and INFO's `pubsub_channels` / `pubsub_patterns`
+/// count distinct names (as Redis 7 does), which a sum of the nodes' counts
+/// would not (two subscribers of one pattern on two nodes count twice
+/// there). Shard channels are not counted (Redis counts them apart too).
 #[derive(Default)]
-pub struct Patterns(std::sync::Mutex<std::collections::HashMap<Bytes, usize>>);
+pub struct Held {
+    pub channels: Counted,
+    pub patterns: Counted,
+}
 
-impl Patterns {
+/// Names with a holder count. A std Mutex: held for one map update, never
+/// across `.await`.
+#[derive(Default)]
+pub struct Counted(std::sync::Mutex<std::collections::HashMap<Bytes, usize>>);
+
+impl Counted {
     fn lock(&self) -> std::sync::MutexGuard<'_, std::collections::HashMap<Bytes, usize>> {
         self.0.lock().unwrap_or_else(|e| e.into_inner())
     }
@@ -63,7 +71,7 @@ impl Patterns {
         }
     }
 
-    /// Distinct patterns held now.
+    /// Distinct names held now.
     pub fn len(&self) -> usize {
         self.lock().len()
     }
@@ -212,7 +220,7 @@ pub async fn in_subscribe_mode(
     if !client.pubsub.is_active() {
         return None;
     }
-    if spec.name == "ping" && req.args.len() <= 2 {
+    if spec.name == "ping" {
         return Some(send(proxy, client, req.raw.clone(), Expect::One));
     }
     Some(Pending::error(&format!(

@@ -79,7 +79,7 @@ pub(super) async fn pubsub(proxy: &Arc<Proxy>, client: &ClientState, req: Reques
             sum_pairs
         } else if eq_ignore_case(sub, b"numpat") && req.args.len() == 2 {
             let mut out = BytesMut::new();
-            encode::integer(&mut out, proxy.patterns.len() as i64);
+            encode::integer(&mut out, proxy.subscriptions.patterns.len() as i64);
             return Pending::ready(out);
         } else {
             // HELP, a bad subcommand or arity: every node says the same.
