@@ -660,7 +660,7 @@ pub fn markdown_table() -> String {
         ),
         (
             PubSub::Introspect,
-            "pub/sub introspection: sent to every node, lists merged, counts summed",
+            "pub/sub introspection: sent to every node, channel lists merged, subscriber counts summed",
         ),
     ] {
         let list = names(&|s| s.kind == Kind::PubSub(kind));
