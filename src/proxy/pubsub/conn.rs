@@ -384,10 +384,17 @@ impl Actor {
                 }
                 Wake::Read(Err(e)) => self.lost(e),
                 Wake::OldRead(Ok(frames)) => {
+                    let mut drained = false;
                     for f in frames {
-                        if classify(&f) == FrameKind::Message && !self.relay(f) {
+                        if classify(&f) != FrameKind::Message {
+                            // The PING of `retire_old`: nothing more is due.
+                            drained = true;
+                        } else if !self.relay(f) {
                             return;
                         }
+                    }
+                    if drained {
+                        self.old = None;
                     }
                 }
                 Wake::OldRead(Err(_)) => self.old = None,
@@ -456,8 +463,7 @@ impl Actor {
         if self.swallow > 0 && matches!(kind, FrameKind::Confirm(..)) {
             self.swallow -= 1;
             if self.swallow == 0 {
-                // The new node has every subscription: the old one goes.
-                self.old = None;
+                self.retire_old();
             }
             return true;
         }
@@ -498,6 +504,23 @@ impl Actor {
             self.shared.lock().in_flight -= 1;
         }
         true
+    }
+
+    /// The new node confirmed every subscription: the old connection goes
+    /// once it delivered what its node sent before now. A PING marks that
+    /// point (nothing else is in flight on it), so a message the old node
+    /// sent just before the new subscription took effect — which the new
+    /// node therefore did not send — is still relayed, not lost in the
+    /// socket's buffer.
+    fn retire_old(&mut self) {
+        let ping = b"*1\r\n$4\r\nPING\r\n";
+        let sent = self
+            .old
+            .as_ref()
+            .is_some_and(|o| matches!(o.writer.wr.try_write(ping), Ok(n) if n == ping.len()));
+        if !sent {
+            self.old = None;
+        }
     }
 
     /// Hands a message to the session, charged to the client's budget;
