@@ -346,13 +346,16 @@ impl ClientSession {
                 }
                 Event::Budget => {}
                 Event::Woken => woken.set(budget.woken()),
-                Event::Push(Some(super::pubsub::Push::Message(m))) => session.pushed(&m),
-                Event::Push(Some(super::pubsub::Push::Close(why))) => {
-                    tracing::info!(client = session.state.id, why, "closing subscriber");
-                    session.exceeded(Exceeded::OutputHard);
-                    return;
+                Event::Push(p) => {
+                    // Take every message already waiting in one pass.
+                    let mut next = p;
+                    while let Some(p) = next {
+                        if !session.pushed(p) {
+                            return;
+                        }
+                        next = session.state.pubsub.try_next();
+                    }
                 }
-                Event::Push(None) => {}
             }
         }
         // The last replies (after QUIT or a protocol error), bounded in time:
@@ -436,13 +439,29 @@ impl ClientSession {
 
     /// Queues a pub/sub message behind every reply owed now (never inside
     /// one); consecutive messages share one slot.
-    fn pushed(&mut self, m: &[u8]) {
+    /// False when the subscriber must be closed.
+    fn pushed(&mut self, p: super::pubsub::Push) -> bool {
+        let m = match p {
+            super::pubsub::Push::Message(m) => m,
+            super::pubsub::Push::OverLimit => {
+                self.exceeded(Exceeded::OutputHard);
+                return false;
+            }
+            super::pubsub::Push::Lost => {
+                tracing::warn!(
+                    client = self.state.id,
+                    "closing a subscriber whose subscriptions no node could take"
+                );
+                return false;
+            }
+        };
         if let Some(Pending::Pushed(b)) = self.owed.back_mut() {
-            b.extend_from_slice(m);
-            return;
+            b.extend_from_slice(&m);
+            return true;
         }
-        self.owed.push_back(Pending::Pushed(BytesMut::from(m)));
+        self.owed.push_back(Pending::Pushed(BytesMut::from(&m[..])));
         self.timings.push_back(None);
+        true
     }
 
     /// Queues a reply slot. Never waits: the session reads no further

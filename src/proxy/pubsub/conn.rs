@@ -48,11 +48,13 @@ pub(crate) const PUBSUB_HARD_BYTES: usize = 32 << 20;
 
 /// What the actor hands the client's session besides replies.
 pub enum Push {
-    /// A message frame, already charged to the client's budget.
+    /// Message frames (one or more, whole), already charged to the client's
+    /// budget.
     Message(Bytes),
-    /// The client must be closed: it holds more than its limit, or its
-    /// subscriptions could not be kept on any node.
-    Close(&'static str),
+    /// The client must be closed: it holds more than the pub/sub limit.
+    OverLimit,
+    /// The client must be closed: no node could take its subscriptions.
+    Lost,
 }
 
 /// How many frames answer a request.
@@ -376,22 +378,39 @@ impl Actor {
             match wake {
                 Wake::Gone => return,
                 Wake::Read(Ok(frames)) => {
+                    // Consecutive messages go to the session as one push.
+                    let mut batch = BytesMut::new();
                     for f in frames {
-                        if !self.on_frame(f) {
+                        let kind = classify(&f);
+                        if kind == FrameKind::Message {
+                            batch.extend_from_slice(&f);
+                            continue;
+                        }
+                        if !batch.is_empty() && !self.relay(batch.split().freeze()) {
                             return;
                         }
+                        if !self.on_frame(f, kind) {
+                            return;
+                        }
+                    }
+                    if !batch.is_empty() && !self.relay(batch.freeze()) {
+                        return;
                     }
                 }
                 Wake::Read(Err(e)) => self.lost(e),
                 Wake::OldRead(Ok(frames)) => {
                     let mut drained = false;
+                    let mut batch = BytesMut::new();
                     for f in frames {
-                        if classify(&f) != FrameKind::Message {
+                        if classify(&f) == FrameKind::Message {
+                            batch.extend_from_slice(&f);
+                        } else {
                             // The PING of `retire_old`: nothing more is due.
                             drained = true;
-                        } else if !self.relay(f) {
-                            return;
                         }
+                    }
+                    if !batch.is_empty() && !self.relay(batch.freeze()) {
+                        return;
                     }
                     if drained {
                         self.old = None;
@@ -454,12 +473,9 @@ impl Actor {
         closed
     }
 
-    /// Handles one frame of the current connection; false ends the actor.
-    fn on_frame(&mut self, frame: Bytes) -> bool {
-        let kind = classify(&frame);
-        if kind == FrameKind::Message {
-            return self.relay(frame);
-        }
+    /// Handles one frame (not a message) of the current connection; false
+    /// ends the actor.
+    fn on_frame(&mut self, frame: Bytes, kind: FrameKind) -> bool {
         if self.swallow > 0 && matches!(kind, FrameKind::Confirm(..)) {
             self.swallow -= 1;
             if self.swallow == 0 {
@@ -528,7 +544,7 @@ impl Actor {
     fn relay(&mut self, frame: Bytes) -> bool {
         let n = frame.len();
         if self.budget.limits().hard_bytes == 0 && self.budget.owed() + n > PUBSUB_HARD_BYTES {
-            let _ = self.push.send(Push::Close("pubsub output limit"));
+            let _ = self.push.send(Push::OverLimit);
             return false;
         }
         self.budget.charge(n);
@@ -594,7 +610,7 @@ impl Actor {
 
     /// Ends the subscriber: queued requests fail and the client is closed.
     fn give_up(&mut self) -> bool {
-        let _ = self.push.send(Push::Close("subscriptions lost"));
+        let _ = self.push.send(Push::Lost);
         let mut q = self.shared.lock();
         q.closed = true;
         let reply = Bytes::from_static(b"-ERR subscriptions lost: no node can take them\r\n");

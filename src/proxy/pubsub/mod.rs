@@ -110,6 +110,11 @@ impl Subscriber {
         }
     }
 
+    /// A message already waiting, without waiting.
+    pub fn try_next(&mut self) -> Option<Push> {
+        self.rx.as_mut()?.try_recv().ok()
+    }
+
     /// RESET: every subscription is dropped with its connection.
     pub fn reset(&mut self) {
         self.conn = None;
