@@ -6,9 +6,9 @@
 //! repetition, in an order rotated every time, each target gets the same
 //! work: S subscribers spread over C channels; P publishers send M messages
 //! of D bytes round-robin over the channels, pipelined; the run ends when
-//! every subscriber counted every message of its channel. Then a PUBLISH
-//! round trip on one connection (no subscribers): what broadcasting to N
-//! nodes costs. Prints medians as a table. Every run is bounded in count
+//! every subscriber counted every message of its channel. Then PUBLISH
+//! round trips on one connection (no subscribers): what broadcasting to N
+//! nodes costs, next to a GET's round trip (one node). Prints medians as a table. Every run is bounded in count
 //! and in time (`--timeout`); the sum of PUBLISH counts must equal the
 //! deliveries counted, or the run fails.
 
@@ -190,16 +190,19 @@ fn integer(r: &[u8]) -> Result<i64, String> {
         .ok_or_else(|| format!("expected an integer, got {:?}", String::from_utf8_lossy(r)))
 }
 
-/// PUBLISH round trips on one connection to a channel nobody listens to:
-/// (p50, p99) in µs.
-async fn round_trip(port: u16, n: usize) -> Result<(f64, f64), String> {
+/// Round trips of `req` on one connection: (p50, p99) in µs.
+async fn round_trip(port: u16, n: usize, req: &[&[u8]]) -> Result<(f64, f64), String> {
     let mut c = connect(port).await;
     let mut lat = Vec::with_capacity(n);
+    let raw = command(req);
     for _ in 0..n {
         let t = Instant::now();
-        c.queue_raw(&command(&[b"PUBLISH", b"bench:nobody", b"x"]));
+        c.queue_raw(&raw);
         c.flush().await.map_err(|e| e.to_string())?;
-        integer(&c.read_reply().await.map_err(|e| e.to_string())?)?;
+        let r = c.read_reply().await.map_err(|e| e.to_string())?;
+        if r.starts_with(b"-") {
+            return Err(String::from_utf8_lossy(&r).into_owned());
+        }
         lat.push(t.elapsed().as_secs_f64() * 1e6);
     }
     lat.sort_by(f64::total_cmp);
@@ -274,8 +277,8 @@ fn run(a: &Args) -> Result<(), String> {
         .build()
         .map_err(|e| e.to_string())?;
     let targets = [("redis-server", direct_port), ("shardis", proxy_port)];
-    // [target] -> (msgs/s, deliveries/s, p50, p99) per repetition.
-    let mut res: Vec<[Vec<f64>; 4]> = vec![Default::default(), Default::default()];
+    // [target] -> (msgs/s, deliveries/s, PUBLISH p50, p99, GET p50) per repetition.
+    let mut res: Vec<[Vec<f64>; 5]> = vec![Default::default(), Default::default()];
     let bound = Duration::from_secs(a.timeout);
     for rep in 0..a.reps {
         for k in 0..2 {
@@ -284,15 +287,20 @@ fn run(a: &Args) -> Result<(), String> {
             let (m, d) = rt
                 .block_on(async { tokio::time::timeout(bound, fanout(port, a)).await })
                 .map_err(|_| format!("{name}: fan-out run exceeded {}s", a.timeout))??;
-            let (p50, p99) = rt
-                .block_on(async {
-                    tokio::time::timeout(bound, round_trip(port, a.round_trips)).await
-                })
+            let publish: &[&[u8]] = &[b"PUBLISH", b"bench:nobody", b"x"];
+            let get: &[&[u8]] = &[b"GET", b"bench:key"];
+            let trips = async {
+                let p = round_trip(port, a.round_trips, publish).await?;
+                let g = round_trip(port, a.round_trips, get).await?;
+                Ok::<_, String>((p, g))
+            };
+            let ((p50, p99), (g50, _)) = rt
+                .block_on(async { tokio::time::timeout(bound, trips).await })
                 .map_err(|_| format!("{name}: round trips exceeded {}s", a.timeout))??;
             eprintln!(
                 "rep {rep} {name}: {m:.0} msg/s, {d:.0} deliveries/s, PUBLISH p50 {p50:.0} µs"
             );
-            for (v, x) in res[t].iter_mut().zip([m, d, p50, p99]) {
+            for (v, x) in res[t].iter_mut().zip([m, d, p50, p99, g50]) {
                 v.push(x);
             }
         }
@@ -312,6 +320,7 @@ fn run(a: &Args) -> Result<(), String> {
         "messages delivered /s",
         "PUBLISH round trip p50 (µs)",
         "PUBLISH round trip p99 (µs)",
+        "GET round trip p50 (µs), one node",
     ];
     for (i, row) in rows.iter().enumerate() {
         let d = median(&mut res[0][i]);
