@@ -12,13 +12,14 @@
 //! This module holds the client's side (`Subscriber`, in its
 //! `ClientState`): routing of the subscribe family, the RESP2 subscribe-mode
 //! rule, and the channel on which messages reach the session. `conn` is the
-//! connection actor, `publish` the fan-outs (PUBLISH, PUBSUB …), `frame`
-//! the frame reading. Called by `route::dispatch`, `local` (RESET) and the
+//! connection actor, `link` its node and socket, `publish` the fan-outs
+//! (PUBLISH, PUBSUB …), `frame` the frame reading. Called by `route::dispatch`, `local` (RESET) and the
 //! session (messages). Must never let a message into the middle of a reply:
 //! the session appends them behind every reply owed when they arrive.
 
 mod conn;
 mod frame;
+mod link;
 mod publish;
 
 use std::sync::Arc;
