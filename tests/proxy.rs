@@ -344,7 +344,7 @@ fn unknown_and_refused_commands_get_errors_and_the_connection_stays_open() {
         (b"*1\r\n$3\r\nGET\r\n", b"-ERR wrong number of arguments for 'get' command\r\n"),
         (b"*3\r\n$6\r\nCLIENT\r\n$19\r\nMAINT_NOTIFICATIONS\r\n$2\r\non\r\n", b"-ERR unknown subcommand 'MAINT_NOTIFICATIONS'. Try CLIENT HELP.\r\n"),
         (b"*1\r\n$4\r\nEXEC\r\n", b"-ERR EXEC without MULTI\r\n"),
-        (b"*2\r\n$9\r\nSUBSCRIBE\r\n$1\r\nc\r\n", b"-ERR 'subscribe' is not supported by shardis: pub/sub is not supported by the proxy; connect to a node directly\r\n"),
+        (b"*3\r\n$4\r\nMOVE\r\n$1\r\nk\r\n$1\r\n1\r\n", b"-ERR 'move' is not supported by shardis: MOVE is not supported: the proxy serves database 0 only\r\n"),
         (b"*1\r\n$5\r\nWATCH\r\n", b"-ERR wrong number of arguments for 'watch' command\r\n"),
         (b"*2\r\n$6\r\nSELECT\r\n$1\r\n1\r\n", b"-ERR DB index is out of range (shardis serves database 0 only)\r\n"),
         (b"*2\r\n$6\r\nSELECT\r\n$1\r\n0\r\n", b"+OK\r\n"),

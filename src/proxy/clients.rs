@@ -235,6 +235,11 @@ fn silence(p: Pending, budget: &Arc<ReplyBudget>) -> Pending {
                 Bytes::new()
             }))
         }
+        // Messages are charged on arrival (and never come from dispatch).
+        Pending::Pushed(b) => {
+            budget.release(b.len());
+            Pending::Ready(Bytes::new())
+        }
         Pending::Later(f) => Pending::Later(Box::pin(async move {
             let _ = f.await;
             Bytes::new()

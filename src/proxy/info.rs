@@ -226,9 +226,9 @@ fn info_text(p: &Proxy, want: Selection, n: &NodeSums) -> String {
                 ("evicted_keys", n.evicted),
                 ("keyspace_hits", n.hits),
                 ("keyspace_misses", n.misses),
-                // The proxy refuses pub/sub.
-                ("pubsub_channels", 0),
-                ("pubsub_patterns", 0),
+                // Distinct names the proxy's subscribers hold.
+                ("pubsub_channels", p.subscriptions.channels.len() as u64),
+                ("pubsub_patterns", p.subscriptions.patterns.len() as u64),
                 (
                     "client_query_buffer_limit_disconnections",
                     p.stats.query_limit_closes.load(Ordering::Relaxed),

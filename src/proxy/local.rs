@@ -90,6 +90,7 @@ pub(crate) async fn handle(
         "readonly" | "readwrite" | "asking" => encode::simple(&mut out, "OK"),
         "reset" => {
             s.tx.clear();
+            s.pubsub.reset();
             s.proto = 2;
             s.name = None;
             s.reply = super::clients::ReplyMode::On;

@@ -32,6 +32,7 @@ pub mod monitor;
 pub mod operator;
 pub mod pinned;
 pub mod plan;
+pub mod pubsub;
 pub mod route;
 pub mod scan;
 pub mod session;
@@ -131,6 +132,9 @@ pub struct Proxy {
     pub spawner: Option<Arc<dyn Spawner>>,
     /// Metrics, hot keys, hot-shard tripwire, slow log (the operator plane).
     pub ops: operator::Ops,
+    /// The channels and patterns the proxy's subscribers hold (PUBSUB
+    /// NUMPAT, INFO).
+    pub subscriptions: pubsub::Held,
 }
 
 /// Starts a node process and returns its address once it answers PING.
@@ -215,6 +219,7 @@ impl Proxy {
             monitors: monitor::Monitors::default(),
             spawner,
             ops: operator::Ops::new(&config.ops),
+            subscriptions: Default::default(),
             config,
         });
         if let Some(s) = saved {

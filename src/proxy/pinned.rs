@@ -8,8 +8,9 @@
 //! leaving, its session ending by a panic) closes the connection at once and
 //! gives its place back under `max_pinned_per_node`. Closing is what makes a
 //! node forget a WATCH or a blocked pop of a client that is gone. Taken by
-//! `transaction.rs`, `blocking.rs` and `pubsub.rs`; never shared between
-//! clients, never reconnected behind its owner's back (see
+//! `transaction.rs`, `blocking.rs` and `pubsub/` (which holds a bare [`Slot`]
+//! for a connection of its own: messages the node sends unasked would break
+//! an upstream's FIFO matching); never shared between clients, never reconnected behind its owner's back (see
 //! `upstream::fail_rest`).
 
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -44,7 +45,28 @@ impl PinCount {
 }
 
 /// A place under `max_pinned_per_node`, given back when dropped.
-struct Slot(Arc<Node>);
+pub(crate) struct Slot(Arc<Node>);
+
+impl Slot {
+    /// Takes a place on `node`, or says why not: it has
+    /// `max_pinned_per_node` open already.
+    pub(crate) fn take(node: &Arc<Node>) -> Result<Slot, String> {
+        let pins = &node.pins;
+        let taken = pins
+            .open
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
+                (n < pins.max).then_some(n + 1)
+            });
+        if taken.is_err() {
+            return Err(format!(
+                "ERR max number of pinned connections reached for node {} ({} = proxy.max_pinned_per_node; used by MULTI, blocking commands and pub/sub)",
+                node.label(),
+                pins.max
+            ));
+        }
+        Ok(Slot(node.clone()))
+    }
+}
 
 impl Drop for Slot {
     fn drop(&mut self) {
@@ -70,20 +92,7 @@ impl Pinned {
         proto: u8,
         opts: &UpstreamOptions,
     ) -> Result<Pinned, String> {
-        let pins = &node.pins;
-        let taken = pins
-            .open
-            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
-                (n < pins.max).then_some(n + 1)
-            });
-        if taken.is_err() {
-            return Err(format!(
-                "ERR max number of pinned connections reached for node {} ({} = proxy.max_pinned_per_node; used by MULTI, blocking commands and pub/sub)",
-                node.label(),
-                pins.max
-            ));
-        }
-        let slot = Slot(node.clone());
+        let slot = Slot::take(node)?;
         let opts = UpstreamOptions {
             proto,
             pinned: true,

@@ -40,6 +40,9 @@ pub async fn dispatch(proxy: &Arc<Proxy>, client: &mut ClientState, req: Request
     if !spec.is_arity_ok(req.args.len()) && spec.kind != Kind::Pinned(Pinned::Transaction) {
         return Pending::error(&arity_error(spec));
     }
+    if let Some(p) = super::pubsub::in_subscribe_mode(proxy, client, spec, &req).await {
+        return p;
+    }
     match spec.kind {
         Kind::Keyed
             if matches!(spec.name, "xread" | "xreadgroup")
@@ -62,6 +65,7 @@ pub async fn dispatch(proxy: &Arc<Proxy>, client: &mut ClientState, req: Request
             super::transaction::handle(proxy, client, Some(spec), req).await
         }
         Kind::Pinned(Pinned::Blocking) => super::blocking::handle(proxy, client, spec, req).await,
+        Kind::PubSub(kind) => super::pubsub::handle(proxy, client, spec, req, kind).await,
         Kind::Refused(why) => Pending::error(&format!(
             "ERR '{}' is not supported by shardis: {why}",
             spec.name

@@ -64,6 +64,9 @@ pub enum Pending {
     /// Write this last reply and what is owed before it, then close (QUIT,
     /// protocol errors).
     Close(Bytes),
+    /// Pub/sub messages that arrived while this was the last slot, charged
+    /// to the client's budget on arrival (see `pubsub`).
+    Pushed(BytesMut),
 }
 
 impl Pending {
@@ -94,6 +97,8 @@ pub struct ClientState {
     pub local: String,
     /// MULTI / WATCH state and the connection it pins.
     pub tx: super::transaction::TxState,
+    /// Its subscriber connection and the messages it receives.
+    pub pubsub: super::pubsub::Subscriber,
     /// Blocking commands of this client waiting on a node right now.
     pub blocked: Arc<std::sync::atomic::AtomicUsize>,
     /// Reply bytes held for this client; replies forwarded with it are
@@ -168,6 +173,8 @@ enum Event {
     Budget,
     /// A byte limit may have been crossed, or the proxy began to drain.
     Woken,
+    /// A pub/sub message (or the end of the subscriber).
+    Push(Option<super::pubsub::Push>),
 }
 
 impl ClientSession {
@@ -205,6 +212,7 @@ impl ClientSession {
                 peer,
                 local,
                 tx: Default::default(),
+                pubsub: Default::default(),
                 blocked: entry.blocked.clone(),
                 budget: budget.clone(),
                 served: ServedCell::default(),
@@ -325,6 +333,8 @@ impl ClientSession {
             let want_read = need_bytes && !eof && !session.closing && session.owed.len() < depth;
             let want_reply = !session.owed.is_empty() && out.len() < MAX_OUT_BYTES;
             let owed = &mut session.owed;
+            let pubsub = &mut session.state.pubsub;
+            let listening = pubsub.is_listening();
             let event = tokio::select! {
                 biased;
                 // A limit crossed, or a drain began: re-checked at the top.
@@ -332,6 +342,7 @@ impl ClientSession {
                 _ = sleep_until_some(soft_deadline), if soft_deadline.is_some() => Event::Budget,
                 r = wr.write(&out), if !out.is_empty() => Event::Wrote(r),
                 (r, charged) = front_reply(owed), if want_reply => Event::Reply(r, charged),
+                p = pubsub.next(), if listening => Event::Push(p),
                 r = rd.read_buf(&mut buf), if want_read => Event::Read(r),
                 // Not reached: with nothing owed and nothing to write, the
                 // session either reads or has ended above. Ending beats a panic.
@@ -375,6 +386,16 @@ impl ClientSession {
                 }
                 Event::Budget => {}
                 Event::Woken => woken.set(budget.woken()),
+                Event::Push(p) => {
+                    // Take every message already waiting in one pass.
+                    let mut next = p;
+                    while let Some(p) = next {
+                        if !session.pushed(p) {
+                            return;
+                        }
+                        next = session.state.pubsub.try_next();
+                    }
+                }
             }
         }
         // The last replies (after QUIT or a protocol error), bounded in time:
@@ -427,6 +448,7 @@ impl ClientSession {
                     Err(oneshot::error::TryRecvError::Empty) => return false,
                 },
                 Some(Pending::Later(_)) => return false,
+                Some(Pending::Pushed(b)) => (std::mem::take(b).freeze(), true),
                 Some(Pending::Close(b)) => {
                     budget.charge(b.len());
                     out.extend_from_slice(b);
@@ -453,6 +475,33 @@ impl ClientSession {
                 .ops
                 .answered(&self.proxy, t, now, reply, &self.state);
         }
+    }
+
+    /// Queues a pub/sub message behind every reply owed now (never inside
+    /// one); consecutive messages share one slot.
+    /// False when the subscriber must be closed.
+    fn pushed(&mut self, p: super::pubsub::Push) -> bool {
+        let m = match p {
+            super::pubsub::Push::Message(m) => m,
+            super::pubsub::Push::OverLimit => {
+                self.exceeded(Exceeded::OutputHard);
+                return false;
+            }
+            super::pubsub::Push::Lost => {
+                tracing::warn!(
+                    client = self.state.id,
+                    "closing a subscriber whose subscriptions no node could take"
+                );
+                return false;
+            }
+        };
+        if let Some(Pending::Pushed(b)) = self.owed.back_mut() {
+            b.extend_from_slice(&m);
+            return true;
+        }
+        self.owed.push_back(Pending::Pushed(BytesMut::from(&m[..])));
+        self.timings.push_back(None);
+        true
     }
 
     /// Queues a reply slot. Never waits: the session reads no further
@@ -535,6 +584,7 @@ fn front_reply(owed: &mut VecDeque<Pending>) -> impl Future<Output = (Bytes, boo
         }),
         Some(Pending::Later(f)) => f.as_mut().poll(cx).map(|b| (b, false)),
         Some(Pending::Ready(b)) => Poll::Ready((b.clone(), false)),
+        Some(Pending::Pushed(b)) => Poll::Ready((std::mem::take(b).freeze(), true)),
         _ => Poll::Pending,
     })
 }

@@ -90,6 +90,11 @@ impl Node {
         super::pinned::Pinned::open(self, proto, &self.opts)
     }
 
+    /// The settings its connections use (pub/sub opens its own).
+    pub(crate) fn options(&self) -> &UpstreamOptions {
+        &self.opts
+    }
+
     /// `name (addr)`, as in error replies.
     pub(crate) fn label(&self) -> &str {
         &self.opts.label

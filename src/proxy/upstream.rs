@@ -301,7 +301,9 @@ async fn fail_rest(opts: &UpstreamOptions, mut rx: mpsc::Receiver<UpRequest>, e:
     }
 }
 
-async fn connect(opts: &UpstreamOptions) -> Result<TcpStream, UpstreamError> {
+/// Opens one connection to the node (and says `HELLO 3` for RESP3); also
+/// used by the pub/sub subscriber connections.
+pub(crate) async fn connect(opts: &UpstreamOptions) -> Result<TcpStream, UpstreamError> {
     let mut sock = match timeout(opts.connect_timeout, TcpStream::connect(&opts.addr)).await {
         Ok(Ok(s)) => s,
         Ok(Err(e)) => return Err(UpstreamError::Connect(e.to_string())),

@@ -29,6 +29,8 @@ pub enum Kind {
     /// Needs a dedicated upstream connection for a while (see
     /// `proxy::pinned`): transactions, blocking commands.
     Pinned(Pinned),
+    /// Pub/sub (see `proxy::pubsub`).
+    PubSub(PubSub),
     /// Known, but refused; the reason is part of the error.
     Refused(&'static str),
 }
@@ -40,6 +42,18 @@ pub enum Pinned {
     Transaction,
     /// BLPOP and the like: the connection is held while the command blocks.
     Blocking,
+}
+
+/// The pub/sub commands' three routes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PubSub {
+    /// (P|S)SUBSCRIBE, (P|S)UNSUBSCRIBE: on the client's subscriber
+    /// connection to one node.
+    Subscribe,
+    /// PUBLISH, SPUBLISH: to every node, counts summed.
+    Publish,
+    /// PUBSUB …: to every node, lists and counts merged.
+    Introspect,
 }
 
 /// How the fragments of a split command are merged.
@@ -218,8 +232,8 @@ const NONE: KeySpec = KeySpec::None;
 const KEYED: Kind = Kind::Keyed;
 const LOCAL: Kind = Kind::Local;
 const TX: Kind = Kind::Pinned(Pinned::Transaction);
-const PUBSUB: Kind =
-    Kind::Refused("pub/sub is not supported by the proxy; connect to a node directly");
+const SUBSCRIBE: Kind = Kind::PubSub(PubSub::Subscribe);
+const PUBLISH: Kind = Kind::PubSub(PubSub::Publish);
 const BLOCKING: Kind = Kind::Pinned(Pinned::Blocking);
 const SERVER: Kind = Kind::Refused(
     "server administration is not available through the proxy; connect to a node directly",
@@ -442,21 +456,22 @@ pub const TABLE: &[CommandSpec] = &[
     row("memory", -2, LOCAL, NONE, false),
     // administration
     row("cluster", -2, Kind::Admin, NONE, false),
-    // refused
+    // transactions
     row("multi", 1, TX, NONE, false),
     row("exec", 1, TX, NONE, false),
     row("discard", 1, TX, NONE, false),
     row("watch", -2, TX, KALL, false),
     row("unwatch", 1, TX, NONE, false),
-    row("subscribe", -2, PUBSUB, NONE, false),
-    row("unsubscribe", -1, PUBSUB, NONE, false),
-    row("psubscribe", -2, PUBSUB, NONE, false),
-    row("punsubscribe", -1, PUBSUB, NONE, false),
-    row("ssubscribe", -2, PUBSUB, NONE, false),
-    row("sunsubscribe", -1, PUBSUB, NONE, false),
-    row("publish", 3, PUBSUB, NONE, false),
-    row("spublish", 3, PUBSUB, NONE, false),
-    row("pubsub", -2, PUBSUB, NONE, false),
+    // pub/sub
+    row("subscribe", -2, SUBSCRIBE, NONE, false),
+    row("unsubscribe", -1, SUBSCRIBE, NONE, false),
+    row("psubscribe", -2, SUBSCRIBE, NONE, false),
+    row("punsubscribe", -1, SUBSCRIBE, NONE, false),
+    row("ssubscribe", -2, SUBSCRIBE, NONE, false),
+    row("sunsubscribe", -1, SUBSCRIBE, NONE, false),
+    row("publish", 3, PUBLISH, NONE, false),
+    row("spublish", 3, PUBLISH, NONE, false),
+    row("pubsub", -2, Kind::PubSub(PubSub::Introspect), NONE, false),
     row("blpop", -3, BLOCKING, KeySpec::Range { first: 1, last: -2, step: 1 }, true),
     row("brpop", -3, BLOCKING, KeySpec::Range { first: 1, last: -2, step: 1 }, true),
     row("brpoplpush", 4, BLOCKING, K12, true),
@@ -632,6 +647,23 @@ pub fn markdown_table() -> String {
         ),
     ] {
         let list = names(&|s| s.kind == Kind::Pinned(pin));
+        out.push_str(&format!("| {what} | {list} |\n"));
+    }
+    for (kind, what) in [
+        (
+            PubSub::Subscribe,
+            "pub/sub subscriptions: each subscriber holds one pinned connection to one node (see below)",
+        ),
+        (
+            PubSub::Publish,
+            "pub/sub publishing: sent to every node, receiver counts summed",
+        ),
+        (
+            PubSub::Introspect,
+            "pub/sub introspection: sent to every node, channel lists merged, subscriber counts summed",
+        ),
+    ] {
+        let list = names(&|s| s.kind == Kind::PubSub(kind));
         out.push_str(&format!("| {what} | {list} |\n"));
     }
     out.push_str(&format!(

@@ -357,6 +357,12 @@ async fn request(proxy: &Arc<Proxy>, s: &mut ClientState, req: Request, tap: &Ta
             }
             Err(_) => lost(),
         },
+        // Messages are queued by the session, never returned by dispatch;
+        // handled as charged bytes all the same.
+        Ok(Pending::Pushed(b)) => {
+            s.budget.release(b.len());
+            b.freeze()
+        }
         Ok(Pending::Later(f)) => AssertUnwindSafe(f)
             .catch_unwind()
             .await
