@@ -140,8 +140,9 @@ pub fn hello(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     Ok(())
 }
 
-/// RESET: back to a fresh RESP2 connection.
+/// RESET: back to a fresh RESP2 connection, out of MULTI, watching nothing.
 pub fn reset(ctx: &mut Ctx, _args: &[&[u8]]) -> CmdResult {
+    ctx.client.tx.clear(ctx.node);
     ctx.client.proto = 2;
     ctx.client.name = None;
     encode::simple(ctx.out, "RESET");
