@@ -211,13 +211,19 @@ pub fn exec(node: &Node, client: &mut super::Client, out: &mut BytesMut, now: u6
         CmdError::err("EXEC without MULTI").write(out);
         return;
     };
-    let _exclusive = node.exclusive();
+    let fault = fault();
+    // The fault switch for tests: the gate held shared, so a transaction
+    // can interleave with other clients on a multi-threaded node.
+    let (_exclusive, _shared) = match fault {
+        Fault::NoGate => (None, Some(node.shared())),
+        _ => (Some(node.exclusive()), None),
+    };
     if multi.denyoom && node.make_room(now).is_err() {
         client.tx.watch.unwatch_all(&node.store);
         abort_exec(out, &CmdError::OutOfMemory);
         return;
     }
-    let dirty = client.tx.watch.is_dirty(&node.store, now);
+    let dirty = client.tx.watch.is_dirty(&node.store, now) && fault != Fault::IgnoreWatch;
     // Redis unwatches before running: the transaction's own writes must
     // not count against it.
     client.tx.watch.unwatch_all(&node.store);
@@ -234,6 +240,25 @@ pub fn exec(node: &Node, client: &mut super::Client, out: &mut BytesMut, now: u6
         node.stats.total_commands.fetch_add(1, Relaxed);
         super::run(node, client, out, q.cmd, &q.args(), now);
     }
+}
+
+/// Fault injection for tests and `shardis check`'s self-test:
+/// `SHARDIS_FAULT_TX=no-gate` runs EXEC without excluding other clients,
+/// `ignore-watch` runs it even when a watched key changed. Read once.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Fault {
+    None,
+    NoGate,
+    IgnoreWatch,
+}
+
+fn fault() -> Fault {
+    static FAULT: std::sync::OnceLock<Fault> = std::sync::OnceLock::new();
+    *FAULT.get_or_init(|| match std::env::var("SHARDIS_FAULT_TX").as_deref() {
+        Ok("no-gate") => Fault::NoGate,
+        Ok("ignore-watch") => Fault::IgnoreWatch,
+        _ => Fault::None,
+    })
 }
 
 /// Writes `-EXECABORT Transaction discarded because of: <why>` (a refused
