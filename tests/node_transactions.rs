@@ -301,6 +301,20 @@ fn a_transaction_over_the_byte_cap_is_refused_and_discarded() {
     assert_eq!(c.cmd(&["EXISTS", "a", "b", "c", "d"]), b":0\r\n");
 }
 
+/// The values of an MGET reply (`None` for nil).
+fn mget_values(reply: &str) -> Vec<Option<&str>> {
+    let mut lines = reply.split("\r\n").skip(1);
+    let mut vals = Vec::new();
+    while let Some(head) = lines.next() {
+        match head {
+            "$-1" => vals.push(None),
+            h if h.starts_with('$') => vals.push(lines.next()),
+            _ => {}
+        }
+    }
+    vals
+}
+
 /// Two writers run `MULTI; INCR {x}a; INCR {x}c ×50; INCR {x}b; EXEC` while
 /// a reader MGETs a and b; returns how many reads saw a != b.
 fn torn_reads(port: u16, budget: Duration, stop_at_first: bool) -> (u64, u64) {
@@ -335,11 +349,9 @@ fn torn_reads(port: u16, budget: Duration, stop_at_first: bool) -> (u64, u64) {
     while Instant::now() < deadline && writers.iter().any(|w| !w.is_finished()) {
         let reply = text(&r.cmd(&["MGET", "{x}a", "{x}b"]));
         reads.fetch_add(1, Ordering::Relaxed);
-        let vals: Vec<&str> = reply
-            .split("\r\n")
-            .filter(|l| !l.starts_with(['*', '$']))
-            .collect();
-        if vals.first() != vals.get(1) {
+        let vals = mget_values(&reply);
+        assert_eq!(vals.len(), 2, "{reply:?}");
+        if vals[0] != vals[1] {
             torn.fetch_add(1, Ordering::Relaxed);
             if stop_at_first {
                 break;

@@ -184,19 +184,11 @@ impl Store {
             s.counters.used_memory.fetch_sub(freed, Relaxed);
             if !s.shard.watched.is_empty() {
                 let seed = self.seed;
-                let gone: Vec<_> = s
-                    .shard
-                    .watched
-                    .keys()
-                    .filter(|k| {
-                        let h = table_hash(hash_bytes(seed, k));
-                        table.table.get(h, same_key(k)).is_some()
-                    })
-                    .cloned()
-                    .collect();
-                for k in gone {
-                    s.shard.watched.touch(&k, false);
-                }
+                let had = |k: &[u8]| {
+                    let h = table_hash(hash_bytes(seed, k));
+                    table.table.get(h, same_key(k)).is_some()
+                };
+                s.shard.watched.touch_flushed(had);
             }
             table.watched = Watched::default();
             old.push(table);

@@ -19,6 +19,7 @@ use std::sync::Arc;
 
 use smallvec::SmallVec;
 
+use super::commands::Command;
 use super::error::CmdError;
 use super::store::Store;
 
@@ -64,9 +65,12 @@ impl Watched {
         }
     }
 
-    /// The watched keys, for FLUSHALL.
-    pub fn keys(&self) -> impl Iterator<Item = &Arc<[u8]>> {
-        self.0.keys()
+    /// FLUSHALL emptied the shard: touches the watched keys it held.
+    pub fn touch_flushed(&mut self, had: impl Fn(&[u8]) -> bool) {
+        let gone: Vec<Arc<[u8]>> = self.0.keys().filter(|k| had(k)).cloned().collect();
+        for k in gone {
+            self.touch(&k, false);
+        }
     }
 }
 
@@ -152,5 +156,38 @@ impl ClientWatch {
         self.bytes = 0;
         // No record is left, so no writer can raise the flag again.
         self.flag.store(false, Relaxed);
+    }
+}
+
+/// Touches, for WATCH, every key a write command names (after it ran, so
+/// a watch taken before the change cannot miss it). Conservative: a write
+/// command that left its key unchanged (SADD of a present member, an error)
+/// touches it too. Removals and creations are also touched by the store.
+pub fn touch_written(store: &Store, cmd: &Command, args: &[&[u8]], now: u64) {
+    if store.counters.watching.load(Relaxed) == 0 {
+        return;
+    }
+    if matches!(cmd.name, "lmpop" | "zmpop") {
+        // numkeys key [key ...] …
+        let n = args
+            .get(1)
+            .and_then(|a| crate::resp::parse_i64(a))
+            .unwrap_or(0)
+            .clamp(0, args.len() as i64) as usize;
+        for key in args.iter().skip(2).take(n) {
+            store.touch(key, now);
+        }
+        return;
+    }
+    let (first, last, step) = cmd.keys;
+    if first <= 0 || step <= 0 {
+        return;
+    }
+    let n = args.len() as i32;
+    let last = if last < 0 { n + last } else { last.min(n - 1) };
+    let mut i = first;
+    while i <= last && i < n {
+        store.touch(args[i as usize], now);
+        i += step;
     }
 }

@@ -483,41 +483,7 @@ fn run(
         e.write(ctx.out);
     }
     if cmd.flags & WRITE != 0 {
-        touch_written(node, cmd, args, now);
-    }
-}
-
-/// Touches, for WATCH, every key a write command names (after it ran, so
-/// a watch taken before the change cannot miss it). Conservative: a write
-/// command that left its key unchanged (SADD of a present member, an error)
-/// touches it too. Removals and creations are also touched by the store.
-fn touch_written(node: &Node, cmd: &Command, args: &[&[u8]], now: u64) {
-    let store = &node.store;
-    if store.counters.watching.load(Relaxed) == 0 {
-        return;
-    }
-    if matches!(cmd.name, "lmpop" | "zmpop") {
-        // numkeys key [key ...] …
-        let n = args
-            .get(1)
-            .and_then(|a| crate::resp::parse_i64(a))
-            .unwrap_or(0)
-            .clamp(0, args.len() as i64) as usize;
-        for key in args.iter().skip(2).take(n) {
-            store.touch(key, now);
-        }
-        return;
-    }
-    let (first, last, step) = cmd.keys;
-    if first <= 0 || step <= 0 {
-        return;
-    }
-    let n = args.len() as i32;
-    let last = if last < 0 { n + last } else { last.min(n - 1) };
-    let mut i = first;
-    while i <= last && i < n {
-        store.touch(args[i as usize], now);
-        i += step;
+        crate::backend::watch::touch_written(&node.store, cmd, args, now);
     }
 }
 
