@@ -358,3 +358,26 @@ fn built_in_nodes_run_transactions_through_the_proxy() {
     assert_eq!(s.cmd(&["EXEC"]), b"*1\r\n+OK\r\n");
     assert_eq!(other.cmd(&["GET", "b"]), b"$1\r\nx\r\n");
 }
+
+#[test]
+fn redis_py_8_transactions_and_watch_work_over_built_in_nodes() {
+    let lib = manifest().join("target/clients/py8");
+    if !have(
+        &lib,
+        "python3 -m pip install --target target/clients/py8 'redis>=8,<9'",
+    ) {
+        return;
+    }
+    let c = Cluster::builtin(3);
+    let out = run_ok(
+        std::process::Command::new("timeout")
+            .args(["120", "python3"])
+            .arg(manifest().join("tests/clients/redis_py_tx.py"))
+            .arg(c.proxy.port.to_string())
+            .env("PYTHONPATH", &lib),
+    );
+    assert!(
+        out.contains("redis-py 8.") && out.contains("transactions ok"),
+        "{out}"
+    );
+}
