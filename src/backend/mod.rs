@@ -14,6 +14,8 @@
 //!
 //! Uses only `resp` and `glob` of our modules; never talks to the proxy or the ring.
 
+#[doc(hidden)]
+pub mod bench;
 mod chunked;
 mod commands;
 mod config;
