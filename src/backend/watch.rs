@@ -191,3 +191,66 @@ pub fn touch_written(store: &Store, cmd: &Command, args: &[&[u8]], now: u64) {
         i += step;
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn put(store: &Store, key: &[u8], expire_at: u64, now: u64) {
+        let h = store.hash(key);
+        store.lock(h, now).put(h, key, b"v", expire_at);
+    }
+
+    #[test]
+    fn removal_insertion_and_flush_raise_the_flag_and_unwatch_forgets() {
+        let store = Store::new();
+        let mut w = ClientWatch::default();
+        put(&store, b"k", 0, 1000);
+        w.watch(&store, b"k", 1000).unwrap();
+        w.watch(&store, b"k", 1000).unwrap();
+        assert_eq!(store.counters.watching.load(Relaxed), 1, "watched once");
+        assert!(!w.is_dirty(&store, 1000));
+        put(&store, b"other", 0, 1000);
+        assert!(!w.is_dirty(&store, 1000), "another key");
+        let h = store.hash(b"k");
+        store.lock(h, 1000).remove(h, b"k");
+        assert!(w.is_dirty(&store, 1000), "removed");
+        w.unwatch_all(&store);
+        assert_eq!(store.counters.watching.load(Relaxed), 0);
+        assert!(!w.is_dirty(&store, 1000));
+        w.watch(&store, b"k", 1000).unwrap();
+        put(&store, b"k", 0, 1000);
+        assert!(w.is_dirty(&store, 1000), "created");
+        w.unwatch_all(&store);
+        w.watch(&store, b"k", 1000).unwrap();
+        drop(store.flush());
+        assert!(w.is_dirty(&store, 1000), "flushed");
+        w.unwatch_all(&store);
+        w.watch(&store, b"absent", 1000).unwrap();
+        drop(store.flush());
+        assert!(
+            !w.is_dirty(&store, 1000),
+            "FLUSHALL of a missing key is no change"
+        );
+    }
+
+    #[test]
+    fn expiry_follows_redis_7_rules() {
+        let store = Store::new();
+        let mut w = ClientWatch::default();
+        // Alive at WATCH, expired since: dirty even before it is reclaimed.
+        put(&store, b"k", 2000, 1000);
+        w.watch(&store, b"k", 1000).unwrap();
+        assert!(!w.is_dirty(&store, 1500));
+        assert!(w.is_dirty(&store, 2500));
+        w.unwatch_all(&store);
+        // Already expired at WATCH: its lazy removal is no change.
+        w.watch(&store, b"k", 3000).unwrap();
+        let h = store.hash(b"k");
+        assert!(store.lock(h, 3000).get(h, b"k").is_none(), "reclaimed");
+        assert!(!w.is_dirty(&store, 3000));
+        // …but a new value afterwards is.
+        put(&store, b"k", 0, 3000);
+        assert!(w.is_dirty(&store, 3000));
+    }
+}
