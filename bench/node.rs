@@ -4,7 +4,8 @@
 //! `dispatch` runs GET, SET (100 B) and INCR through the node's real
 //! dispatcher, without sockets (table lookup, the gate held shared, the
 //! handler, WATCH's touch check). `gate` is taking and releasing the gate
-//! alone: what every command pays so that EXEC can be atomic.
+//! alone: what every command pays so that EXEC can be atomic; `two atomic
+//! adds` is the floor any lock costs, to calibrate a busy machine.
 
 use std::hint::black_box;
 
@@ -37,6 +38,14 @@ fn node(c: &mut Criterion) {
         })
     });
     g.bench_function("gate taken shared", |bench| bench.iter(|| b.gate()));
+    // Calibration: the floor for any lock, one atomic add and one subtract.
+    let n = std::sync::atomic::AtomicU64::new(0);
+    g.bench_function("two atomic adds", |bench| {
+        bench.iter(|| {
+            n.fetch_add(1, std::sync::atomic::Ordering::Acquire);
+            n.fetch_sub(1, std::sync::atomic::Ordering::Release);
+        })
+    });
     g.finish();
 }
 
