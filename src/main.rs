@@ -114,6 +114,11 @@ struct NodeArgs {
     /// least-recently-used keys are evicted. 0 = unlimited.
     #[arg(long, default_value_t = 0)]
     maxmemory: u64,
+    /// Runtime worker threads. 1 (the default) is a current-thread runtime:
+    /// `up` runs ten nodes on two cores. More threads serve clients in
+    /// parallel; transactions stay atomic either way.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=256))]
+    threads: u16,
     /// Exit when the parent process exits (used by `shardis up`, so nodes never outlive it).
     #[arg(long, hide = true)]
     exit_with_parent: bool,
@@ -273,13 +278,9 @@ fn node(a: NodeArgs) -> Result<(), String> {
     if a.exit_with_parent {
         exit_with_parent();
     }
-    // One thread per node: `up` runs ten of them on two cores, and a
-    // current-thread runtime avoids cross-thread wakeups on every request.
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| e.to_string())?;
-    rt.block_on(async move {
+    // One thread per node by default: `up` runs ten of them on two cores,
+    // and a current-thread runtime avoids cross-thread wakeups on every request.
+    runtime(a.threads as usize)?.block_on(async move {
         let addr = format!("{}:{}", a.bind, a.port);
         let listener = TcpListener::bind(&addr)
             .await

@@ -260,6 +260,24 @@ fn numbers(report: &str, label: &str) -> Vec<u64> {
         .collect()
 }
 
+/// The transaction workload ran (transfers and WATCH check-and-sets
+/// committed) and found nothing.
+fn assert_transactions_clean(report: &str) {
+    let ran = numbers(
+        report,
+        "transactions committed (transfers, check-and-sets, check-and-sets aborted by WATCH):",
+    );
+    assert!(ran.len() == 3 && ran[0] > 0 && ran[1] > 0, "{report}");
+    assert_eq!(
+        numbers(
+            report,
+            "transaction violations (broken sums, lost check-and-sets):"
+        ),
+        [0, 0],
+        "{report}"
+    );
+}
+
 /// The collection workloads ran, were verified, and found nothing.
 fn assert_collections_clean(report: &str) {
     let covered = numbers(report, "collection keys verified:");
@@ -287,6 +305,7 @@ fn consistency_checker_passes_over_builtin_nodes() {
         assert!(report.contains(line), "{line} in {report}");
     }
     assert_collections_clean(&report);
+    assert_transactions_clean(&report);
 }
 
 #[test]
@@ -297,6 +316,7 @@ fn consistency_checker_passes_over_redis_server_nodes() {
     let (ok, report) = run_check(&["--short", "--backend", "redis"], &[]);
     assert!(ok && report.contains("PASS (0 violations)"), "{report}");
     assert_collections_clean(&report);
+    assert_transactions_clean(&report);
 }
 
 #[test]
@@ -387,4 +407,54 @@ fn fault_matrix_passes_on_the_current_thread_runtime() {
 #[test]
 fn fault_matrix_passes_on_four_runtime_threads() {
     fault_matrix_passes("4");
+}
+
+fn tx_violations(report: &str) -> u64 {
+    numbers(
+        report,
+        "transaction violations (broken sums, lost check-and-sets):",
+    )
+    .iter()
+    .sum()
+}
+
+/// Built-in nodes whose EXEC ignores WATCH: the check-and-set counters
+/// lose increments, and the checker must say so.
+#[test]
+fn consistency_checker_catches_an_exec_that_ignores_watch() {
+    let (ok, report) = run_check(
+        &[
+            "--short",
+            "--backend",
+            "builtin",
+            "--workers",
+            "8",
+            "--workload",
+            "transactions",
+        ],
+        &[("SHARDIS_FAULT_TX", "ignore-watch")],
+    );
+    assert!(!ok && report.contains("verdict: FAIL"), "{report}");
+    assert!(tx_violations(&report) > 0, "{report}");
+}
+
+/// A proxy that never re-syncs writes made during a copy: an account
+/// copied before a transfer and moved after it breaks the sum.
+#[test]
+fn consistency_checker_catches_transactions_broken_by_a_migration() {
+    let (ok, report) = run_check(
+        &[
+            "--short",
+            "--backend",
+            "builtin",
+            "--workers",
+            "8",
+            "--workload",
+            "transactions",
+            "--inject-skip-resync",
+        ],
+        &[],
+    );
+    assert!(!ok && report.contains("verdict: FAIL"), "{report}");
+    assert!(tx_violations(&report) > 0, "{report}");
 }

@@ -1,7 +1,7 @@
 //! MULTI / EXEC / DISCARD / WATCH / UNWATCH through the proxy, over
-//! redis-server nodes: the same bytes as one redis-server where behaviour
-//! should match, CROSSSLOT for a key on another node, WATCH seeing another
-//! client's write, the bound on pinned connections, and a topology change
+//! redis-server and built-in nodes, and on a built-in node directly: the
+//! same bytes as one redis-server where behaviour should match, CROSSSLOT
+//! for a key on another node, WATCH seeing another client's write, the bound on pinned connections, and a topology change
 //! in the middle of a transaction.
 
 mod common;
@@ -45,83 +45,121 @@ fn keys_on_two_nodes(port: u16) -> (String, String) {
     panic!("every key on one node");
 }
 
+/// Every transaction reply Redis gives, errors included.
+const SCRIPT: &[&[&str]] = &[
+    &["EXEC"],
+    &["DISCARD"],
+    &["MULTI"],
+    &["MULTI"],
+    &["WATCH", "{t}a"],
+    &["SET", "{t}a", "1"],
+    &["GET"],
+    &["NOSUCHCOMMAND", "x"],
+    &["EXEC"],
+    &["GET", "{t}a"],
+    &["MULTI"],
+    &["SET", "{t}a", "1"],
+    &["INCR", "{t}a"],
+    &["LPUSH", "{t}l", "x", "y"],
+    &["GET", "{t}l"],
+    &["PING"],
+    &["ECHO", "hi"],
+    &["MGET", "{t}a", "{t}b"],
+    &["EXEC"],
+    &["MULTI"],
+    &["SET", "{t}a", "2"],
+    &["DISCARD"],
+    &["GET", "{t}a"],
+    &["WATCH", "{t}a", "{t}b"],
+    &["UNWATCH"],
+    &["MULTI"],
+    &["EXEC"],
+    &["MULTI"],
+    &["INCR", "{t}a"],
+    &["RESET"],
+    &["EXEC"],
+    &["EXEC", "x"],
+    &["MULTI"],
+    &["SET", "{t}a", "5"],
+    &["EXEC", "x"],
+    &["EXEC"],
+    &["MULTI"],
+    &["DISCARD", "x"],
+    &["WATCH"],
+    &["MULTI", "x"],
+    &["SET", "{t}a", "6"],
+    &["EXEC"],
+    &["GET", "{t}a"],
+    &["WATCH", "{t}a"],
+    &["WATCH", "{t}a", "{t}a"],
+    &["MULTI"],
+    &["UNWATCH"],
+    &["INCR", "{t}a"],
+    &["EXEC"],
+    &["MULTI"],
+    &["INCR", "{t}l"],
+    &["SET", "{t}a", "x"],
+    &["INCR", "{t}a"],
+    &["EXEC"],
+];
+
+/// RESP3: EXEC's array holds RESP3 replies.
+const RESP3_SCRIPT: &[&[&str]] = &[
+    &["MULTI"],
+    &["HSET", "{t}h", "f", "v"],
+    &["HGETALL", "{t}h"],
+    &["SET", "{t}d", "1.5"],
+    &["INCRBYFLOAT", "{t}d", "1"],
+    &["EXEC"],
+];
+
+/// Runs both scripts on `port` and on one redis-server; every reply must be
+/// byte for byte the same.
+fn answers_like_redis(port: u16, what: &str) {
+    let redis = start_redis(free_port());
+    let want = replies(redis.port, SCRIPT);
+    let got = replies(port, SCRIPT);
+    for ((args, w), g) in SCRIPT.iter().zip(&want).zip(&got) {
+        assert_eq!(g, w, "{what}: {args:?}");
+    }
+    let mut on_redis = conn(redis.port);
+    let mut on_port = conn(port);
+    on_redis.cmd(&["HELLO", "3"]);
+    on_port.cmd(&["HELLO", "3"]);
+    for args in RESP3_SCRIPT {
+        assert_eq!(
+            text(&on_port.cmd(args)),
+            text(&on_redis.cmd(args)),
+            "{what}: {args:?}"
+        );
+    }
+}
+
 #[test]
 fn transactions_answer_like_one_redis_server() {
     if !have_tool("redis-server") {
         return;
     }
     let c = Cluster::redis(3);
-    let redis = start_redis(free_port());
-    let script: &[&[&str]] = &[
-        &["EXEC"],
-        &["DISCARD"],
-        &["MULTI"],
-        &["MULTI"],
-        &["WATCH", "{t}a"],
-        &["SET", "{t}a", "1"],
-        &["GET"],
-        &["NOSUCHCOMMAND", "x"],
-        &["EXEC"],
-        &["GET", "{t}a"],
-        &["MULTI"],
-        &["SET", "{t}a", "1"],
-        &["INCR", "{t}a"],
-        &["LPUSH", "{t}l", "x", "y"],
-        &["GET", "{t}l"],
-        &["PING"],
-        &["ECHO", "hi"],
-        &["MGET", "{t}a", "{t}b"],
-        &["EXEC"],
-        &["MULTI"],
-        &["SET", "{t}a", "2"],
-        &["DISCARD"],
-        &["GET", "{t}a"],
-        &["WATCH", "{t}a", "{t}b"],
-        &["UNWATCH"],
-        &["MULTI"],
-        &["EXEC"],
-        &["MULTI"],
-        &["INCR", "{t}a"],
-        &["RESET"],
-        &["EXEC"],
-        &["EXEC", "x"],
-        &["MULTI"],
-        &["SET", "{t}a", "5"],
-        &["EXEC", "x"],
-        &["EXEC"],
-        &["MULTI"],
-        &["DISCARD", "x"],
-        &["WATCH"],
-        &["MULTI", "x"],
-        &["SET", "{t}a", "6"],
-        &["EXEC"],
-        &["GET", "{t}a"],
-    ];
-    let want = replies(redis.port, script);
-    let got = replies(c.proxy.port, script);
-    for ((args, w), g) in script.iter().zip(&want).zip(&got) {
-        assert_eq!(g, w, "{args:?}");
+    answers_like_redis(c.proxy.port, "proxy over redis-server");
+}
+
+#[test]
+fn the_built_in_node_answers_transactions_like_redis() {
+    if !have_tool("redis-server") {
+        return;
     }
-    // RESP3: EXEC's array comes back as the node sent it.
-    let resp3: &[&[&str]] = &[
-        &["MULTI"],
-        &["HSET", "{t}h", "f", "v"],
-        &["HGETALL", "{t}h"],
-        &["SET", "{t}d", "1.5"],
-        &["INCRBYFLOAT", "{t}d", "1"],
-        &["EXEC"],
-    ];
-    let mut on_redis = conn(redis.port);
-    let mut on_proxy = conn(c.proxy.port);
-    on_redis.cmd(&["HELLO", "3"]);
-    on_proxy.cmd(&["HELLO", "3"]);
-    for args in resp3 {
-        assert_eq!(
-            text(&on_proxy.cmd(args)),
-            text(&on_redis.cmd(args)),
-            "{args:?}"
-        );
+    let node = start_node(free_port());
+    answers_like_redis(node.port, "built-in node");
+}
+
+#[test]
+fn the_proxy_over_built_in_nodes_answers_transactions_like_redis() {
+    if !have_tool("redis-server") {
+        return;
     }
+    let c = Cluster::builtin(3);
+    answers_like_redis(c.proxy.port, "proxy over built-in nodes");
 }
 
 #[test]
@@ -298,15 +336,48 @@ fn a_transaction_across_a_topology_change_runs_whole_on_the_new_owner_or_aborts(
 }
 
 #[test]
-fn built_in_nodes_without_multi_run_nothing_and_say_why() {
+fn built_in_nodes_run_transactions_through_the_proxy() {
     let c = Cluster::builtin(2);
     let mut s = conn(c.proxy.port);
-    s.cmd(&["MULTI"]);
+    let mut other = conn(c.proxy.port);
+    assert_eq!(s.cmd(&["MULTI"]), b"+OK\r\n");
     assert_eq!(s.cmd(&["SET", "b", "1"]), b"+QUEUED\r\n");
-    let r = text(&s.cmd(&["EXEC"]));
-    assert!(
-        r.starts_with("-ERR node ") && r.contains("cannot run transactions"),
-        "{r}"
+    assert_eq!(s.cmd(&["INCR", "b"]), b"+QUEUED\r\n");
+    assert_eq!(s.cmd(&["EXEC"]), b"*2\r\n+OK\r\n:2\r\n");
+    // WATCH through the proxy sees another client's write on the node.
+    assert_eq!(s.cmd(&["WATCH", "b"]), b"+OK\r\n");
+    assert_eq!(other.cmd(&["INCR", "b"]), b":3\r\n");
+    s.cmd(&["MULTI"]);
+    assert_eq!(s.cmd(&["SET", "b", "x"]), b"+QUEUED\r\n");
+    assert_eq!(s.cmd(&["EXEC"]), b"*-1\r\n");
+    assert_eq!(s.cmd(&["GET", "b"]), b"$1\r\n3\r\n");
+    // Unmodified, it runs.
+    s.cmd(&["WATCH", "b"]);
+    s.cmd(&["MULTI"]);
+    s.cmd(&["SET", "b", "x"]);
+    assert_eq!(s.cmd(&["EXEC"]), b"*1\r\n+OK\r\n");
+    assert_eq!(other.cmd(&["GET", "b"]), b"$1\r\nx\r\n");
+}
+
+#[test]
+fn redis_py_8_transactions_and_watch_work_over_built_in_nodes() {
+    let lib = manifest().join("target/clients/py8");
+    if !have(
+        &lib,
+        "python3 -m pip install --target target/clients/py8 'redis>=8,<9'",
+    ) {
+        return;
+    }
+    let c = Cluster::builtin(3);
+    let out = run_ok(
+        std::process::Command::new("timeout")
+            .args(["120", "python3"])
+            .arg(manifest().join("tests/clients/redis_py_tx.py"))
+            .arg(c.proxy.port.to_string())
+            .env("PYTHONPATH", &lib),
     );
-    assert_eq!(s.cmd(&["EXISTS", "b"]), b":0\r\n", "nothing ran one by one");
+    assert!(
+        out.contains("redis-py 8.") && out.contains("transactions ok"),
+        "{out}"
+    );
 }

@@ -9,11 +9,14 @@
 //! (subscriptions, delivery, subscriber output limits),
 //! `commands/*` (one file per command family, the table
 //! and dispatcher), `server` (accept loop and pipelined client loop),
-//! `error` (the one place errors become `-ERR` lines). RESP framing comes
+//! `error` (the one place errors become `-ERR` lines), `watch` (WATCH's
+//! records; MULTI/EXEC are in `commands/multi`). RESP framing comes
 //! from `crate::resp`.
 //!
 //! Uses only `resp` and `glob` of our modules; never talks to the proxy or the ring.
 
+#[doc(hidden)]
+pub mod bench;
 mod chunked;
 mod commands;
 mod config;
@@ -27,6 +30,7 @@ mod server;
 mod store;
 mod typed;
 mod value;
+mod watch;
 mod zset;
 
 pub use crate::resp::Limits;

@@ -28,7 +28,7 @@ use bytes::BytesMut;
 use smallvec::SmallVec;
 use std::future::Future;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
-use std::sync::Arc;
+use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -89,9 +89,30 @@ pub struct Node {
     /// them when dropped.
     pub pubsub: Arc<Hub>,
     next_client_id: AtomicU64,
+    /// Makes EXEC atomic: every command, expiry sweep and MIGRATE step
+    /// holds it shared while it touches the store ([`Node::shared`]); EXEC
+    /// holds it exclusively ([`Node::exclusive`]). A `std` lock, held only
+    /// by synchronous code, never across an `.await`, and never taken
+    /// twice by one thread. Uncontended until a transaction runs: one
+    /// atomic add and subtract per command. Rust's lock lets a waiting
+    /// EXEC in before new readers, so transactions are not starved.
+    gate: RwLock<()>,
 }
 
 impl Node {
+    /// Holds the gate shared: no transaction runs until the guard drops.
+    pub fn shared(&self) -> RwLockReadGuard<'_, ()> {
+        // Poisoned only if an EXEC panicked; the store stays consistent
+        // (every mutation is one table call), so carry on.
+        self.gate.read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Holds the gate exclusively: nothing else touches the store until
+    /// the guard drops.
+    pub fn exclusive(&self) -> RwLockWriteGuard<'_, ()> {
+        self.gate.write().unwrap_or_else(|e| e.into_inner())
+    }
+
     /// The current encoding thresholds, read from the live CONFIG
     /// parameters (`hash-max-listpack-entries` …); a parameter that cannot
     /// be read keeps Redis's default.
@@ -115,7 +136,7 @@ impl Node {
         }
     }
 
-    fn new(config: &NodeConfig, port: u16) -> Node {
+    pub(crate) fn new(config: &NodeConfig, port: u16) -> Node {
         let store = Store::new();
         let run_id = format!(
             "{:016x}{:016x}{:08x}",
@@ -136,6 +157,7 @@ impl Node {
             memory_peak: AtomicU64::new(0),
             pubsub: Arc::default(),
             next_client_id: AtomicU64::new(1),
+            gate: RwLock::new(()),
         }
     }
 }
@@ -191,6 +213,7 @@ async fn expire_loop(node: Arc<Node>, mut stop: watch::Receiver<bool>) {
     loop {
         tokio::select! {
             _ = tick.tick() => {
+                let _shared = node.shared();
                 node.store.expire_tick(now_ms());
                 node.memory_peak.fetch_max(node.store.used_memory() as u64, Relaxed);
             }
@@ -244,6 +267,7 @@ async fn serve(node: Arc<Node>, mut sock: TcpStream, mut stop: watch::Receiver<b
     }
     .await;
     let _: std::io::Result<()> = result;
+    client.close(&node);
     // Dropping the client (and its subscriptions) leaves every channel.
     drop(client);
     node.stats.connected_clients.fetch_sub(1, Relaxed);

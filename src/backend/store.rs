@@ -11,6 +11,7 @@
 pub use super::entry::Entry;
 #[cfg(test)]
 pub use super::entry::ENTRY_OVERHEAD;
+use super::watch::Watched;
 use hashbrown::raw::RawTable;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::sync::{Mutex, MutexGuard};
@@ -53,6 +54,9 @@ pub struct Counters {
     pub keyspace_misses: AtomicU64,
     /// Whether accesses feed LFU counters instead of the LRU clock.
     pub lfu: super::evict::Lfu,
+    /// (key, client) WATCH records over all shards: zero lets a write skip
+    /// looking for watchers. Changed only under the record's shard lock.
+    pub watching: AtomicUsize,
 }
 
 /// One shard's table plus what the background sweeps need.
@@ -63,6 +67,8 @@ pub struct Shard {
     pub(crate) expires: usize,
     /// Next bucket the active-expiry sweep looks at.
     pub(crate) sweep_at: usize,
+    /// Clients watching keys of this shard (WATCH).
+    pub(crate) watched: Watched,
 }
 
 /// The node's keyspace.
@@ -165,16 +171,45 @@ impl Store {
     }
 
     /// Removes every key; returns the old tables so the caller chooses
-    /// where to free them (FLUSHALL ASYNC frees on another thread).
+    /// where to free them (FLUSHALL ASYNC frees on another thread). Watched
+    /// keys that existed are touched; the watch records stay.
     pub fn flush(&self) -> Vec<Shard> {
         let mut old = Vec::with_capacity(SHARDS);
         for i in 0..SHARDS {
             let mut s = self.lock_shard(i, 0);
             let freed: usize = s.iter().map(|e| e.mem()).sum();
-            old.push(std::mem::take(&mut *s.shard));
+            let watched = std::mem::take(&mut s.shard.watched);
+            let mut table = std::mem::take(&mut *s.shard);
+            s.shard.watched = watched;
             s.counters.used_memory.fetch_sub(freed, Relaxed);
+            if !s.shard.watched.is_empty() {
+                let seed = self.seed;
+                let had = |k: &[u8]| {
+                    let h = table_hash(hash_bytes(seed, k));
+                    table.table.get(h, same_key(k)).is_some()
+                };
+                s.shard.watched.touch_flushed(had);
+            }
+            table.watched = Watched::default();
+            old.push(table);
         }
         old
+    }
+
+    /// Touches `key` for WATCH after a write command named it (a change in
+    /// place, which the table does not see). Costs one atomic load while no
+    /// client watches anything: a watch registered before this command's
+    /// change took the same shard lock first, so its count is visible here.
+    pub fn touch(&self, key: &[u8], now: u64) {
+        if self.counters.watching.load(Relaxed) == 0 {
+            return;
+        }
+        let h = self.hash(key);
+        let mut s = self.lock(h, now);
+        if !s.shard.watched.is_empty() {
+            let present = s.shard.table.get(table_hash(h), same_key(key)).is_some();
+            s.shard.watched.touch(key, present);
+        }
     }
 }
 
@@ -221,6 +256,15 @@ impl Locked<'_> {
     pub fn peek(&self, hash: u64, key: &[u8]) -> Option<&Entry> {
         let e = self.shard.table.get(table_hash(hash), same_key(key))?;
         (!e.is_expired(self.now)).then_some(e)
+    }
+
+    /// Whether `key` is in the table but past its TTL (expired, not yet
+    /// reclaimed).
+    pub fn is_expired_in_table(&self, hash: u64, key: &[u8]) -> bool {
+        self.shard
+            .table
+            .get(table_hash(hash), same_key(key))
+            .is_some_and(|e| e.is_expired(self.now))
     }
 
     /// Like [`Locked::get`], and counts a keyspace hit or miss.
@@ -292,9 +336,14 @@ impl Locked<'_> {
             self.shard.expires += 1;
         }
         let seed = self.seed;
-        self.shard.table.insert(table_hash(hash), entry, |e| {
+        let e = self.shard.table.insert(table_hash(hash), entry, |e| {
             table_hash(hash_bytes(seed, e.key()))
         });
+        if !self.shard.watched.is_empty() {
+            // SAFETY: the bucket was just returned by `insert` on this table.
+            let key = unsafe { e.as_ref() }.key();
+            self.shard.watched.touch(key, true);
+        }
     }
 
     /// Stores a copy of `key` and `value` with an absolute expiry (0 = none),
@@ -327,11 +376,15 @@ impl Locked<'_> {
         Some(e)
     }
 
-    /// Accounting for an entry that left the table.
+    /// Accounting for an entry that left the table, and WATCH's touch:
+    /// every removal (DEL, overwrite, expiry, eviction, MIGRATE) comes here.
     pub(crate) fn forget(&mut self, e: &Entry) {
         self.counters.used_memory.fetch_sub(e.mem(), Relaxed);
         if e.expire_at != 0 {
             self.shard.expires -= 1;
+        }
+        if !self.shard.watched.is_empty() {
+            self.shard.watched.touch(e.key(), false);
         }
     }
 

@@ -114,6 +114,12 @@ impl Client {
         }
     }
 
+    /// Closes the connection (the server forgets its MULTI and WATCH); the
+    /// next call opens a new one.
+    pub(crate) fn drop_connection(&mut self) {
+        self.conn = None;
+    }
+
     async fn call_inner(&mut self, args: &[&[u8]]) -> Result<Reply, ClientError> {
         let conn = match &mut self.conn {
             Some(c) => c,

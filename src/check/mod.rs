@@ -19,6 +19,7 @@ mod coll_model;
 mod collections;
 mod faults;
 mod report;
+mod txn;
 mod workload;
 
 use std::io::Write;
@@ -80,8 +81,9 @@ pub struct CheckArgs {
     /// How long a stopped party stays stopped (longer than the timeouts), in ms.
     #[arg(long, default_value_t = 1200)]
     pub stop_ms: u64,
-    /// Which workloads run: `all`, `strings` or `collections` (hashes,
-    /// lists, sets, sorted sets).
+    /// Which workloads run: `all`, `strings`, `collections` (hashes,
+    /// lists, sets, sorted sets) or `transactions` (MULTI/EXEC transfers
+    /// under a sum invariant, WATCH check-and-set).
     #[arg(long, default_value = "all")]
     pub workload: String,
     /// Proxy runtime threads (1: the current-thread runtime; 0: one per core).
@@ -117,9 +119,10 @@ pub fn run(args: &CheckArgs) -> Result<bool, String> {
         "all" => Mix::All,
         "strings" => Mix::Strings,
         "collections" => Mix::Collections,
+        "transactions" => Mix::Transactions,
         other => {
             return Err(format!(
-                "--workload: expected all, strings or collections, got {other:?}"
+                "--workload: expected all, strings, collections or transactions, got {other:?}"
             ))
         }
     };
@@ -268,6 +271,7 @@ async fn scenario(args: CheckArgs, backend: NodeKind, mix: Mix) -> Result<bool, 
     report.stale += shared.stale.load(Ordering::Relaxed);
     report.resurrected += shared.resurrected.load(Ordering::Relaxed);
     report.wrong_counters += shared.wrong_counters.load(Ordering::Relaxed);
+    report.tx_sum += shared.tx_sum.load(Ordering::Relaxed);
     for (t, n) in shared.by_type.iter().enumerate() {
         report.by_type[t] += n.load(Ordering::Relaxed);
     }

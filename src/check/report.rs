@@ -12,6 +12,13 @@ pub struct Report {
     pub lost_ttls: u64,
     pub lost_untouched: u64,
     pub orphans: u64,
+    /// Transactions: account sums found broken, shared counters that lost
+    /// (or gained) check-and-set increments; what ran.
+    pub tx_sum: u64,
+    pub tx_cas: u64,
+    pub tx_transfers: u64,
+    pub tx_cas_committed: u64,
+    pub tx_cas_aborted: u64,
     /// Violations of the collection workloads by type (hash, list, set, zset).
     pub by_type: [u64; 4],
     /// Collection keys and TTL'd collection keys the final reads covered.
@@ -38,6 +45,8 @@ impl Report {
             + self.lost_ttls
             + self.lost_untouched
             + self.orphans
+            + self.tx_sum
+            + self.tx_cas
             + self.faults_missed
     }
 
@@ -90,6 +99,10 @@ impl Report {
             self.coll_keys, self.coll_ttls, self.by_type[0], self.by_type[1], self.by_type[2], self.by_type[3]
         ));
         s.push_str(&format!(
+            "transactions committed (transfers, check-and-sets, check-and-sets aborted by WATCH): {} {} {}\ntransaction violations (broken sums, lost check-and-sets): {} {}\n",
+            self.tx_transfers, self.tx_cas_committed, self.tx_cas_aborted, self.tx_sum, self.tx_cas
+        ));
+        s.push_str(&format!(
             "verdict: {}\n",
             if self.violations() == 0 {
                 "PASS (0 violations)"
@@ -102,8 +115,8 @@ impl Report {
 
     pub fn json(&self, backend: &str) -> String {
         format!(
-            "{{\"backend\":\"{backend}\",\"seconds\":{:.1},\"ops\":{},\"errors\":{},\"lost\":{},\"stale\":{},\"resurrected\":{},\"wrong_counters\":{},\"lost_ttls\":{},\"lost_untouched\":{},\"orphans\":{},\"max_error_window_ms\":{},\"max_stall_ms\":{},\"faults_missed\":{},\"collection_violations\":{:?},\"violations\":{}}}",
-            self.seconds, self.ops, self.errors, self.lost, self.stale, self.resurrected, self.wrong_counters, self.lost_ttls, self.lost_untouched, self.orphans, self.max_error_window_ms, self.max_stall_ms, self.faults_missed, self.by_type, self.violations()
+            "{{\"backend\":\"{backend}\",\"seconds\":{:.1},\"ops\":{},\"errors\":{},\"lost\":{},\"stale\":{},\"resurrected\":{},\"wrong_counters\":{},\"lost_ttls\":{},\"lost_untouched\":{},\"orphans\":{},\"max_error_window_ms\":{},\"max_stall_ms\":{},\"faults_missed\":{},\"collection_violations\":{:?},\"tx_sum\":{},\"tx_cas\":{},\"violations\":{}}}",
+            self.seconds, self.ops, self.errors, self.lost, self.stale, self.resurrected, self.wrong_counters, self.lost_ttls, self.lost_untouched, self.orphans, self.max_error_window_ms, self.max_stall_ms, self.faults_missed, self.by_type, self.tx_sum, self.tx_cas, self.violations()
         )
     }
 }

@@ -11,6 +11,8 @@
 //! - `t` keys: written with a one-hour TTL; the TTL must survive every move.
 //! - hashes, lists, sets and sorted sets: see `collections.rs`; under the
 //!   default mix half the operations go there.
+//! - transactions (MULTI/EXEC transfers under a sum invariant, WATCH
+//!   check-and-set): see `txn.rs`; a tenth of the default mix.
 //!
 //! A node killed with SIGKILL takes its keys with it (a cache node has no
 //! persistence): the checker then declares an [`Amnesty`] for the keys the
@@ -26,6 +28,7 @@ use std::time::{Duration, Instant};
 use super::client::{Client, Reply};
 use super::collections::{self, Coll};
 use super::report::Report;
+use super::txn::{self, Txn};
 use crate::ring::Ring;
 
 /// Keys lost with a killed node: those it owned under any of `rings`.
@@ -60,6 +63,8 @@ pub(crate) struct Shared {
     pub stale: AtomicU64,
     pub resurrected: AtomicU64,
     pub wrong_counters: AtomicU64,
+    /// Account sums seen broken during the run (`txn.rs`).
+    pub tx_sum: AtomicU64,
     /// Violations found by the collection workloads, by type (hash, list,
     /// set, sorted set); also counted in the kinds above.
     pub by_type: [AtomicU64; 4],
@@ -111,13 +116,14 @@ pub(crate) struct WorkerState {
     /// Amnesties already applied.
     excused: usize,
     pub(super) coll: Coll,
+    pub(super) txn: Txn,
 }
 
 impl WorkerState {
     /// Applies amnesties declared since the last call: for a key the killed
     /// node held, nil (or a reset counter) becomes acceptable; the last
     /// acknowledged value stays acceptable too.
-    fn apply_amnesties(&mut self, shared: &Shared) {
+    pub(super) fn apply_amnesties(&mut self, shared: &Shared) {
         let all = shared.amnesties();
         let w = self.id;
         for a in &all[self.excused.min(all.len())..] {
@@ -135,6 +141,7 @@ impl WorkerState {
             }
             self.ttl_keys.retain(|&n| !a.covers(&key(w, "t", n)));
             self.coll.excuse(w, a);
+            self.txn.excuse(w, a);
         }
         self.excused = all.len();
     }
@@ -146,11 +153,12 @@ pub(crate) enum Mix {
     All,
     Strings,
     Collections,
+    Transactions,
 }
 
 pub(crate) struct Worker {
     pub(super) st: WorkerState,
-    client: Client,
+    pub(super) client: Client,
     pub(super) shared: Arc<Shared>,
     stop: Arc<AtomicBool>,
     rng: u64,
@@ -186,6 +194,7 @@ impl Worker {
                 ttl_keys: Vec::new(),
                 excused: 0,
                 coll: Coll::default(),
+                txn: Txn::default(),
             },
             client: Client::new(proxy, Duration::from_secs(5)),
             shared,
@@ -247,14 +256,24 @@ impl Worker {
             if !self.pace.is_zero() {
                 tokio::time::sleep(self.pace).await;
             }
-            // Under `All`, half the operations go to the collection types.
-            let coll = match self.mix {
-                Mix::All => self.rand(2) == 0,
-                Mix::Strings => false,
-                Mix::Collections => true,
+            // Under `All`, half the operations go to the collection types
+            // and a tenth to transactions.
+            let (coll, tx) = match self.mix {
+                Mix::All => match self.rand(10) {
+                    0..=4 => (true, false),
+                    5 => (false, true),
+                    _ => (false, false),
+                },
+                Mix::Strings => (false, false),
+                Mix::Collections => (true, false),
+                Mix::Transactions => (false, true),
             };
             if coll {
                 self.coll_step().await;
+                continue;
+            }
+            if tx {
+                self.txn_step().await;
                 continue;
             }
             match self.rand(10) {
@@ -394,6 +413,20 @@ pub(crate) async fn verify(
         report.coll_keys += v.keys;
         report.coll_ttls += v.ttls;
     }
+    let txns: Vec<(usize, Txn)> = workers
+        .iter()
+        .map(|st| {
+            let mut st = st.clone();
+            st.apply_amnesties(all);
+            (st.id, st.txn)
+        })
+        .collect();
+    let (sums, cas) = txn::verify(&mut c, &txns, &all.amnesties()).await?;
+    report.tx_sum = sums;
+    report.tx_cas = cas;
+    report.tx_transfers = txns.iter().map(|(_, t)| t.transfers).sum();
+    report.tx_cas_committed = txns.iter().flat_map(|(_, t)| t.cas_acked).sum::<i64>() as u64;
+    report.tx_cas_aborted = txns.iter().map(|(_, t)| t.cas_aborted).sum();
     report.lost = shared.lost.load(Ordering::Relaxed);
     report.stale = shared.stale.load(Ordering::Relaxed);
     report.resurrected += shared.resurrected.load(Ordering::Relaxed);

@@ -152,8 +152,10 @@ pub fn hello(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     Ok(())
 }
 
-/// RESET: back to a fresh RESP2 connection, subscribed to nothing.
+/// RESET: back to a fresh RESP2 connection, out of MULTI, watching
+/// nothing, subscribed to nothing.
 pub fn reset(ctx: &mut Ctx, _args: &[&[u8]]) -> CmdResult {
+    ctx.client.tx.clear(ctx.node);
     ctx.client.proto = 2;
     ctx.client.name = None;
     ctx.client.pubsub = None;

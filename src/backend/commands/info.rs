@@ -68,6 +68,12 @@ pub fn info_text(ctx: &Ctx, sections: &[&[u8]]) -> String {
                 ("blocked_clients", 0),
                 ("tracking_clients", 0),
                 ("clients_in_timeout_table", 0),
+                // WATCH records, one per (client, key): shows they are
+                // dropped by UNWATCH, EXEC and disconnect.
+                (
+                    "shardis_watched_keys",
+                    node.store.counters.watching.load(Relaxed) as u64,
+                ),
             ],
         );
     }

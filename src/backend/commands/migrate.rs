@@ -5,7 +5,8 @@
 //! serialized by one async mutex held across the whole operation, and a key
 //! is deleted here only after the target acknowledged its RESTORE, and only
 //! if it did not change meanwhile. Shard locks are taken only to read or
-//! delete, never across an `.await`. Target connections are cached per
+//! delete, never across an `.await`, and each such step holds the node's
+//! gate shared (no transaction runs meanwhile). Target connections are cached per
 //! address, as Redis does.
 //!
 //! The DUMP payload is our own, versioned and checksummed (`dump.rs`);
@@ -274,10 +275,14 @@ pub async fn migrate(node: &Node, args: &[&[u8]]) -> Result<BytesMut, CmdError> 
         while batch.len() < BATCH_KEYS && (bytes < BATCH_BYTES || batch.is_empty()) {
             let Some(key) = keys.next() else { break };
             let h = store.hash(key);
-            let found = store
-                .lock(h, now)
-                .get(h, key)
-                .map(|e| (dump::encode(e), e.expire_at));
+            let found = {
+                // No transaction may run while this step reads the store.
+                let _shared = node.shared();
+                store
+                    .lock(h, now)
+                    .get(h, key)
+                    .map(|e| (dump::encode(e), e.expire_at))
+            };
             if let Some((payload, expire_at)) = found {
                 bytes += payload.len();
                 batch.push(Sent {
@@ -418,6 +423,7 @@ async fn send_batch(
 /// newer source copy is kept and false is returned.
 fn delete_if_unchanged(node: &Node, sent: &Sent) -> bool {
     let store = &node.store;
+    let _shared = node.shared();
     let mut s = store.lock(sent.hash, now_ms());
     let current = s
         .get(sent.hash, &sent.key)

@@ -19,6 +19,7 @@ mod keys;
 mod lcs;
 mod lists;
 pub(crate) mod migrate;
+mod multi;
 mod object;
 pub(crate) mod pubsub;
 mod server;
@@ -63,6 +64,8 @@ pub struct Client {
     /// (P|S)SUBSCRIBE until RESET or disconnect; boxed, as most
     /// connections never subscribe.
     pub pubsub: Option<Box<crate::backend::pubsub::Subscriber>>,
+    /// MULTI's queue and WATCH's keys.
+    pub tx: multi::TxState,
 }
 
 impl Client {
@@ -79,6 +82,7 @@ impl Client {
             quit: false,
             last_cmd: "NULL",
             pubsub: None,
+            tx: multi::TxState::default(),
         }
     }
 
@@ -86,6 +90,12 @@ impl Client {
     /// one channel, pattern or shard channel.
     pub fn is_subscribed(&self) -> bool {
         self.pubsub.as_ref().is_some_and(|s| s.is_active())
+    }
+
+    /// Drops the client's transaction and watches; the server loop calls
+    /// this when the connection closes.
+    pub fn close(&mut self, node: &Node) {
+        self.tx.clear(node);
     }
 }
 
@@ -126,6 +136,8 @@ pub enum Run {
     Sync(fn(&mut Ctx, &[&[u8]]) -> CmdResult),
     /// MIGRATE: talks to another node, so the connection awaits it.
     Migrate,
+    /// EXEC: runs the queued commands with the node's gate held exclusively.
+    Exec,
 }
 
 /// May grow memory: make room under `maxmemory` first (Redis `denyoom`).
@@ -180,6 +192,18 @@ pub static COMMANDS: &[Command] = &[
     cmd!("client", -2, 0, NOKEYS, connection::client),
     cmd!("auth", -2, FAST, NOKEYS, connection::auth),
     cmd!("reset", 1, FAST, NOKEYS, connection::reset),
+    // transactions
+    cmd!("multi", 1, FAST, NOKEYS, multi::multi),
+    Command {
+        name: "exec",
+        arity: 1,
+        flags: 0,
+        keys: NOKEYS,
+        run: Run::Exec,
+    },
+    cmd!("discard", 1, FAST, NOKEYS, multi::discard),
+    cmd!("watch", -2, FAST, ALLKEYS, multi::watch),
+    cmd!("unwatch", 1, FAST, NOKEYS, multi::unwatch),
     // server
     cmd!("command", -1, 0, NOKEYS, server::command),
     cmd!("info", -1, 0, NOKEYS, info::info),
@@ -398,6 +422,12 @@ pub enum Next {
 }
 
 /// Runs one request and appends its reply to `out`.
+///
+/// Inside MULTI a command is checked and queued instead (see `multi.rs`):
+/// an unknown command or a wrong arity then flags the transaction, as in
+/// Redis. Every command runs with the node's gate held shared, EXEC with
+/// it held exclusively, so a transaction never interleaves with another
+/// client's command.
 pub fn dispatch(
     node: &Node,
     client: &mut Client,
@@ -407,6 +437,7 @@ pub fn dispatch(
 ) -> Next {
     node.stats.total_commands.fetch_add(1, Relaxed);
     let Some(cmd) = lookup(args[0]) else {
+        client.tx.flag();
         match not_served(args[0]) {
             Some(name) => CmdError::err(format!(
                 "'{name}' is not served by the built-in nodes; use redis-server nodes (config/redis-servers.toml)"
@@ -418,33 +449,70 @@ pub fn dispatch(
     };
     client.last_cmd = cmd.name;
     if !arity_ok(cmd.arity, args.len()) {
-        CmdError::WrongArity(cmd.name.to_string()).write(out);
+        let e = CmdError::WrongArity(cmd.name.to_string());
+        if matches!(cmd.run, Run::Exec) {
+            // A refused EXEC discards the transaction, in MULTI or not.
+            client.tx.clear(node);
+            multi::abort_exec(out, &e);
+        } else {
+            client.tx.flag();
+            e.write(out);
+        }
         return Next::Done;
     }
-    if cmd.flags & DENYOOM != 0 && node.make_room(now).is_err() {
-        CmdError::OutOfMemory.write(out);
+    if matches!(cmd.run, Run::Exec) {
+        multi::exec(node, client, out, now);
         return Next::Done;
     }
+    // Before queueing, as Redis checks it: MULTI itself is refused there.
     if client.proto == 2 && client.is_subscribed() {
         if let Some(e) = pubsub::refusal(cmd, args) {
             e.write(out);
             return Next::Done;
         }
     }
-    match cmd.run {
-        Run::Sync(f) => {
-            let mut ctx = Ctx {
-                node,
-                client,
-                out,
-                now,
-            };
-            if let Err(e) = f(&mut ctx, args) {
-                e.write(ctx.out);
-            }
-            Next::Done
-        }
-        Run::Migrate => Next::Migrate,
+    let _shared = node.shared();
+    if client.tx.is_queueing() && !multi::runs_immediately(cmd) {
+        multi::queue(node, client, out, cmd, args, now);
+        return Next::Done;
+    }
+    if cmd.flags & DENYOOM != 0 && node.make_room(now).is_err() {
+        CmdError::OutOfMemory.write(out);
+        return Next::Done;
+    }
+    if matches!(cmd.run, Run::Migrate) {
+        return Next::Migrate;
+    }
+    run(node, client, out, cmd, args, now);
+    Next::Done
+}
+
+/// Runs a synchronous command (checked already) and tells WATCH about the
+/// keys a write command names. The caller holds the node's gate.
+fn run(
+    node: &Node,
+    client: &mut Client,
+    out: &mut BytesMut,
+    cmd: &'static Command,
+    args: &[&[u8]],
+    now: u64,
+) {
+    let Run::Sync(f) = cmd.run else {
+        CmdError::err(format!("'{}' cannot run here", cmd.name)).write(out);
+        return;
+    };
+    client.last_cmd = cmd.name;
+    let mut ctx = Ctx {
+        node,
+        client,
+        out,
+        now,
+    };
+    if let Err(e) = f(&mut ctx, args) {
+        e.write(ctx.out);
+    }
+    if cmd.flags & WRITE != 0 {
+        crate::backend::watch::touch_written(&node.store, cmd, args, now);
     }
 }
 

@@ -89,6 +89,7 @@ fn command_docs(out: &mut BytesMut, c: &Command, proto: u8) {
         }
         "pfadd" | "pfcount" | "pfmerge" => "hyperloglog",
         "ping" | "echo" | "quit" | "hello" | "select" | "client" | "auth" | "reset" => "connection",
+        "multi" | "exec" | "discard" | "watch" | "unwatch" => "transactions",
         "command" | "info" | "dbsize" | "flushdb" | "flushall" | "config" | "time" | "lastsave" => {
             "server"
         }
