@@ -5,7 +5,8 @@
 //! Layout: `store` (sharded keyspace, lazy expiry, memory accounting),
 //! `value` and `zset` (the collection types and their encodings),
 //! `evict` (eviction by `maxmemory-policy`, LFU counters, active expiry),
-//! `config` (CONFIG parameters), `scan` (cursors, KEYS),
+//! `config` (CONFIG parameters), `scan` (cursors, KEYS), `blocking`
+//! (clients blocked in BLPOP and friends, and waking them),
 //! `commands/*` (one file per command family, the table
 //! and dispatcher), `server` (accept loop and pipelined client loop),
 //! `error` (the one place errors become `-ERR` lines). RESP framing comes
@@ -13,6 +14,7 @@
 //!
 //! Uses only `resp` and `glob` of our modules; never talks to the proxy or the ring.
 
+mod blocking;
 mod chunked;
 mod commands;
 mod config;

@@ -8,9 +8,14 @@
 //!    └──────────────── write_all ◄──────┴─────────────────────────────┘
 //! ```
 //!
+//! A request that blocks (BLPOP with nothing to pop) suspends its
+//! connection in [`wait_blocked`] until `blocking.rs` sends its reply or
+//! its timeout passes; the requests behind it wait, as in Redis.
+//!
 //! The task that owns a client's socket is the only one that touches it.
 
-use super::commands::{self, migrate::MigrateState, Client, Next};
+use super::blocking::{Blocking, Waiting};
+use super::commands::{self, blocking::Block, migrate::MigrateState, Client, Next};
 use super::config::Settings;
 use super::error::CmdError;
 use super::evict::EXPIRE_TICK_MS;
@@ -18,8 +23,7 @@ use super::store::{now_ms, Store};
 use super::value::Thresholds;
 use super::NodeConfig;
 use crate::resp::{next_frame, Frame, Limits, Spans};
-use bytes::Buf;
-use bytes::BytesMut;
+use bytes::{Buf, Bytes, BytesMut};
 use smallvec::SmallVec;
 use std::future::Future;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
@@ -28,6 +32,7 @@ use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
+use tokio::time::Instant;
 
 /// The version reported by INFO and HELLO: the Redis release whose commands
 /// and replies the node reproduces.
@@ -50,6 +55,8 @@ pub struct Stats {
     pub total_connections: AtomicU64,
     /// Connections open now.
     pub connected_clients: AtomicUsize,
+    /// Connections waiting in a blocking command now.
+    pub blocked_clients: AtomicUsize,
 }
 
 /// State shared by every connection of one node.
@@ -77,6 +84,8 @@ pub struct Node {
     /// INFO `used_memory_peak`: raised by INFO and by the expiry tick, as
     /// Redis raises it in its cron.
     pub memory_peak: AtomicU64,
+    /// Clients blocked in BLPOP and friends.
+    pub blocking: Blocking,
     next_client_id: AtomicU64,
 }
 
@@ -123,6 +132,7 @@ impl Node {
             run_id,
             ops: Default::default(),
             memory_peak: AtomicU64::new(0),
+            blocking: Blocking::default(),
             next_client_id: AtomicU64::new(1),
         }
     }
@@ -187,7 +197,8 @@ async fn expire_loop(node: Arc<Node>, mut stop: watch::Receiver<bool>) {
     }
 }
 
-/// One client: read, execute every complete request, write the replies.
+/// One client: read, execute every complete request, write the replies;
+/// while a request blocks, wait for its reply before the next one.
 async fn serve(node: Arc<Node>, mut sock: TcpStream, mut stop: watch::Receiver<bool>) {
     let _ = sock.set_nodelay(true);
     let addr = sock.peer_addr().map(|a| a.to_string()).unwrap_or_default();
@@ -201,25 +212,38 @@ async fn serve(node: Arc<Node>, mut sock: TcpStream, mut stop: watch::Receiver<b
         BytesMut::with_capacity(BUFFER_BYTES),
     );
     let result = async {
+        // False right after a blocked request answered: the rest of the
+        // input may hold complete requests already.
+        let mut read_first = true;
         loop {
-            if input.capacity() - input.len() < BUFFER_BYTES / 4 {
-                input.reserve(BUFFER_BYTES);
+            if read_first {
+                if input.capacity() - input.len() < BUFFER_BYTES / 4 {
+                    input.reserve(BUFFER_BYTES);
+                }
+                let n = tokio::select! {
+                    r = sock.read_buf(&mut input) => r?,
+                    _ = stop.changed() => 0,
+                };
+                if n == 0 {
+                    return Ok(());
+                }
             }
-            let n = tokio::select! {
-                r = sock.read_buf(&mut input) => r?,
-                _ = stop.changed() => 0,
-            };
-            if n == 0 {
-                return Ok(());
-            }
-            let keep_going =
-                execute_batch(&node, &mut client, &mut input, &mut out, &mut sock).await?;
+            read_first = true;
+            let batch = execute_batch(&node, &mut client, &mut input, &mut out, &mut sock).await?;
             if !out.is_empty() {
                 sock.write_all(&out).await?;
                 out.clear();
             }
-            if !keep_going {
-                return Ok(());
+            match batch {
+                Batch::More => {}
+                Batch::Close => return Ok(()),
+                Batch::Blocked(block) => {
+                    match wait_blocked(&node, block, &mut sock, &mut input, &mut stop).await? {
+                        Some(reply) => out.extend_from_slice(&reply),
+                        None => return Ok(()),
+                    }
+                    read_first = false;
+                }
             }
         }
     }
@@ -228,16 +252,99 @@ async fn serve(node: Arc<Node>, mut sock: TcpStream, mut stop: watch::Receiver<b
     node.stats.connected_clients.fetch_sub(1, Relaxed);
 }
 
-/// Executes every complete request in `input`. Returns false when the
-/// connection must close after the replies are written (QUIT, protocol
-/// error, query buffer over the limit).
+/// How a batch of requests ended.
+enum Batch {
+    /// Every complete request ran: read more.
+    More,
+    /// Close once the replies are written (QUIT, protocol error, query
+    /// buffer over the limit).
+    Close,
+    /// A request blocked: write the replies so far, wait for its reply,
+    /// then go on with the rest of the input (later requests wait behind
+    /// it, as in Redis).
+    Blocked(Block),
+}
+
+/// Waits for a blocked request's reply: served by a push, or its timeout
+/// reply. Meanwhile reads on, to notice the client leaving (Redis keeps
+/// what it sends for later). `None` when the connection must close (the
+/// client left, its query buffer overflowed, the node stops); dropping
+/// the registration on the way out means it pops nothing.
+async fn wait_blocked(
+    node: &Node,
+    block: Block,
+    sock: &mut TcpStream,
+    input: &mut BytesMut,
+    stop: &mut watch::Receiver<bool>,
+) -> std::io::Result<Option<Bytes>> {
+    let _counted = CountedBlocked::new(&node.stats.blocked_clients);
+    let mut waiting = block.ticket.map(|t| Waiting::new(node, t));
+    let deadline = match block.timeout_ms {
+        0 => None,
+        ms => Instant::now().checked_add(Duration::from_millis(ms)),
+    };
+    let timeout = async move {
+        match deadline {
+            Some(d) => tokio::time::sleep_until(d).await,
+            None => std::future::pending().await,
+        }
+    };
+    tokio::pin!(timeout);
+    loop {
+        if input.capacity() - input.len() < BUFFER_BYTES / 4 {
+            input.reserve(BUFFER_BYTES);
+        }
+        tokio::select! {
+            reply = served(&mut waiting) => return Ok(Some(reply)),
+            _ = &mut timeout => {
+                // A push may have served it just now: then that is the reply.
+                let served = waiting.as_mut().and_then(|w| w.cancel());
+                return Ok(Some(served.unwrap_or_else(|| Bytes::from_static(block.on_timeout))));
+            }
+            r = sock.read_buf(input) => {
+                if r? == 0 || input.len() > node.limits.max_query_buffer {
+                    return Ok(None);
+                }
+            }
+            _ = stop.changed() => return Ok(None),
+        }
+    }
+}
+
+/// The reply of a registered waiter; never, for WAIT (no registration).
+async fn served(waiting: &mut Option<Waiting<'_>>) -> Bytes {
+    match waiting {
+        Some(w) => w.served().await,
+        None => std::future::pending().await,
+    }
+}
+
+/// INFO `blocked_clients`, counted for as long as a connection waits.
+struct CountedBlocked<'a>(&'a AtomicUsize);
+
+impl<'a> CountedBlocked<'a> {
+    fn new(n: &'a AtomicUsize) -> Self {
+        n.fetch_add(1, Relaxed);
+        CountedBlocked(n)
+    }
+}
+
+impl Drop for CountedBlocked<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Relaxed);
+    }
+}
+
+/// Executes every complete request in `input`, up to the first that
+/// blocks. Serves clients blocked on keys that a request made ready before
+/// running the next one.
 async fn execute_batch(
     node: &Node,
     client: &mut Client,
     input: &mut BytesMut,
     out: &mut BytesMut,
     sock: &mut TcpStream,
-) -> std::io::Result<bool> {
+) -> std::io::Result<Batch> {
     let now = now_ms();
     let mut spans = Spans::new();
     // CONFIG SET proto-max-bulk-len applies from the next batch on.
@@ -252,7 +359,7 @@ async fn execute_batch(
             Ok(None) => break,
             Err(e) => {
                 CmdError::err(e).write(out);
-                return Ok(false);
+                return Ok(Batch::Close);
             }
         };
         let (len, owned) = match frame {
@@ -263,6 +370,7 @@ async fn execute_batch(
             None => spans.iter().map(|&(s, e)| &input[s..e]).collect(),
             Some(owned) => owned.iter().map(|a| a.as_slice()).collect(),
         };
+        let mut blocked = None;
         if !args.is_empty() {
             match commands::dispatch(node, client, out, &args, now) {
                 Next::Done => {}
@@ -270,12 +378,21 @@ async fn execute_batch(
                     Ok(reply) => out.extend_from_slice(&reply),
                     Err(e) => e.write(out),
                 },
+                Next::Block(b) => blocked = Some(b),
+            }
+            // Redis serves blocked clients after each command (after EXEC
+            // for a transaction), before the next one runs.
+            if node.store.ready.is_pending() {
+                node.blocking.serve_ready(node, now);
             }
         }
         drop(args);
         input.advance(len);
+        if let Some(b) = blocked {
+            return Ok(Batch::Blocked(b));
+        }
         if client.quit {
-            return Ok(false);
+            return Ok(Batch::Close);
         }
         if out.len() >= MAX_PENDING_REPLY_BYTES {
             sock.write_all(out).await?;
@@ -285,7 +402,7 @@ async fn execute_batch(
     if input.len() > node.limits.max_query_buffer {
         // Redis closes such clients without a reply.
         tracing::debug!("closing client {}: query buffer over the limit", client.id);
-        return Ok(false);
+        return Ok(Batch::Close);
     }
-    Ok(true)
+    Ok(Batch::More)
 }

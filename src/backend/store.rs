@@ -8,9 +8,11 @@
 //! Sampling for eviction and active expiry lives in `evict.rs`, cursors in
 //! `scan.rs`.
 
+use super::blocking::ReadyKeys;
 pub use super::entry::Entry;
 #[cfg(test)]
 pub use super::entry::ENTRY_OVERHEAD;
+use super::value::Kind;
 use hashbrown::raw::RawTable;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::sync::{Mutex, MutexGuard};
@@ -75,6 +77,8 @@ pub struct Store {
     seed: u64,
     /// Statistics and memory accounting.
     pub counters: Counters,
+    /// Lists and sorted sets created while clients block (`blocking.rs`).
+    pub ready: ReadyKeys,
 }
 
 impl Default for Store {
@@ -88,6 +92,7 @@ pub struct Locked<'a> {
     pub(crate) shard: MutexGuard<'a, Shard>,
     seed: u64,
     pub(crate) counters: &'a Counters,
+    ready: &'a ReadyKeys,
     /// The command's time, ms since the epoch.
     pub now: u64,
 }
@@ -103,6 +108,7 @@ impl Store {
             shards: (0..SHARDS).map(|_| Mutex::new(Shard::default())).collect(),
             seed: h.finish(),
             counters: Counters::default(),
+            ready: ReadyKeys::default(),
         }
     }
 
@@ -131,6 +137,7 @@ impl Store {
             shard,
             seed: self.seed,
             counters: &self.counters,
+            ready: &self.ready,
             now,
         }
     }
@@ -290,6 +297,11 @@ impl Locked<'_> {
         self.counters.used_memory.fetch_add(entry.mem(), Relaxed);
         if entry.expire_at != 0 {
             self.shard.expires += 1;
+        }
+        // Every new list or sorted set passes here (pushes, STORE variants,
+        // RENAME, COPY, RESTORE): a client blocked on its key may go on.
+        if matches!(entry.kind(), Kind::List | Kind::ZSet) {
+            self.ready.signal(entry.key());
         }
         let seed = self.seed;
         self.shard.table.insert(table_hash(hash), entry, |e| {

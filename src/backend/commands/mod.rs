@@ -8,6 +8,7 @@
 
 mod bitfield;
 mod bits;
+pub(crate) mod blocking;
 mod config;
 mod connection;
 mod counters;
@@ -25,6 +26,7 @@ mod set_options;
 mod sets;
 mod sort;
 mod strings;
+mod timeout;
 mod util;
 mod zrange;
 mod zsets;
@@ -58,6 +60,10 @@ pub struct Client {
     pub quit: bool,
     /// Last command name, for CLIENT INFO.
     pub last_cmd: &'static str,
+    /// Set while queued commands run (EXEC), like Redis's
+    /// CLIENT_DENY_BLOCKING: a blocking command that finds nothing then
+    /// answers as if its timeout passed, instead of blocking.
+    pub never_block: bool,
 }
 
 impl Client {
@@ -73,6 +79,7 @@ impl Client {
             since,
             quit: false,
             last_cmd: "NULL",
+            never_block: false,
         }
     }
 }
@@ -112,6 +119,9 @@ pub type CmdResult = Result<(), CmdError>;
 pub enum Run {
     /// In place, holding no lock across an `.await`.
     Sync(fn(&mut Ctx, &[&[u8]]) -> CmdResult),
+    /// A blocking command: in place, or the connection waits (see
+    /// `blocking.rs`).
+    Block(fn(&mut Ctx, &[&[u8]]) -> blocking::BlockResult),
     /// MIGRATE: talks to another node, so the connection awaits it.
     Migrate,
 }
@@ -124,6 +134,8 @@ pub const WRITE: u8 = 2;
 pub const READONLY: u8 = 4;
 /// O(1) or O(log n).
 pub const FAST: u8 = 8;
+/// May block the connection.
+pub const BLOCKING: u8 = 16;
 
 /// One row of the command table: the single source of truth for names,
 /// arity (Redis convention: negative = at least), flags and key positions.
@@ -148,6 +160,18 @@ macro_rules! cmd {
             flags: $flags,
             keys: $keys,
             run: Run::Sync($f),
+        }
+    };
+}
+
+macro_rules! blocking {
+    ($name:literal, $arity:expr, $flags:expr, $keys:expr, $f:expr) => {
+        Command {
+            name: $name,
+            arity: $arity,
+            flags: $flags | BLOCKING,
+            keys: $keys,
+            run: Run::Block($f),
         }
     };
 }
@@ -177,6 +201,7 @@ pub static COMMANDS: &[Command] = &[
     cmd!("config", -2, 0, NOKEYS, config::config),
     cmd!("time", 1, FAST, NOKEYS, server::time),
     cmd!("lastsave", 1, FAST, NOKEYS, server::lastsave),
+    blocking!("wait", 3, 0, NOKEYS, blocking::wait),
     // strings
     cmd!("get", 2, READONLY | FAST, KEY1, strings::get),
     cmd!("set", -3, RW, KEY1, strings::set),
@@ -253,6 +278,11 @@ pub static COMMANDS: &[Command] = &[
     cmd!("rpoplpush", 3, RW, (1, 2, 1), lists::rpoplpush),
     cmd!("lmove", 5, RW, (1, 2, 1), lists::lmove),
     cmd!("lmpop", -4, WRITE, NOKEYS, lists::lmpop),
+    blocking!("blpop", -3, WRITE, (1, -2, 1), blocking::blpop),
+    blocking!("brpop", -3, WRITE, (1, -2, 1), blocking::brpop),
+    blocking!("brpoplpush", 4, RW, (1, 2, 1), blocking::brpoplpush),
+    blocking!("blmove", 6, RW, (1, 2, 1), blocking::blmove),
+    blocking!("blmpop", -5, WRITE, NOKEYS, blocking::blmpop),
     // sets
     cmd!("sadd", -3, RW | FAST, KEY1, sets::sadd),
     cmd!("srem", -3, WRITE | FAST, KEY1, sets::srem),
@@ -301,6 +331,9 @@ pub static COMMANDS: &[Command] = &[
     cmd!("zpopmin", -2, WRITE | FAST, KEY1, zsets::zpopmin),
     cmd!("zpopmax", -2, WRITE | FAST, KEY1, zsets::zpopmax),
     cmd!("zmpop", -4, WRITE, NOKEYS, zsets::zmpop),
+    blocking!("bzpopmin", -3, WRITE | FAST, (1, -2, 1), blocking::bzpopmin),
+    blocking!("bzpopmax", -3, WRITE | FAST, (1, -2, 1), blocking::bzpopmax),
+    blocking!("bzmpop", -5, WRITE, NOKEYS, blocking::bzmpop),
     cmd!("zrandmember", -2, READONLY, KEY1, zsets::zrandmember),
     cmd!("zscan", -3, READONLY, KEY1, zsets::zscan),
     cmd!("zunion", -3, READONLY, NOKEYS, zstore::zunion),
@@ -373,6 +406,8 @@ pub enum Next {
     Done,
     /// Run MIGRATE (async) with these arguments, then write its reply.
     Migrate,
+    /// Wait for the reply of a blocked command before anything else.
+    Block(blocking::Block),
 }
 
 /// Runs one request and appends its reply to `out`.
@@ -415,6 +450,22 @@ pub fn dispatch(
                 e.write(ctx.out);
             }
             Next::Done
+        }
+        Run::Block(f) => {
+            let mut ctx = Ctx {
+                node,
+                client,
+                out,
+                now,
+            };
+            match f(&mut ctx, args) {
+                Ok(Some(block)) => Next::Block(block),
+                Ok(None) => Next::Done,
+                Err(e) => {
+                    e.write(ctx.out);
+                    Next::Done
+                }
+            }
         }
         Run::Migrate => Next::Migrate,
     }
