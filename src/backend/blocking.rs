@@ -117,7 +117,9 @@ pub enum Attempt {
     Wait(Ticket),
 }
 
-/// A registered client's claim on its reply.
+/// A registered client's claim on its reply: the caller wraps it in a
+/// [`Waiting`] at once (a ticket dropped unwrapped leaves a registration
+/// that only the next push to its keys discards).
 pub struct Ticket {
     id: u64,
     rx: oneshot::Receiver<Bytes>,

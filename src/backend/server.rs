@@ -113,7 +113,7 @@ impl Node {
         }
     }
 
-    fn new(config: &NodeConfig, port: u16) -> Node {
+    pub(crate) fn new(config: &NodeConfig, port: u16) -> Node {
         let store = Store::new();
         let run_id = format!(
             "{:016x}{:016x}{:08x}",

@@ -254,3 +254,59 @@ pub fn wait(ctx: &mut Ctx, args: &[&[u8]]) -> BlockResult {
         on_timeout: b":0\r\n",
     }))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::{dispatch, Client, Next};
+    use crate::backend::server::Node;
+    use crate::backend::store::now_ms;
+    use crate::backend::NodeConfig;
+    use bytes::BytesMut;
+
+    fn run(node: &Node, client: &mut Client, args: &[&str]) -> (String, bool) {
+        let args: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
+        let mut out = BytesMut::new();
+        let blocked = matches!(
+            dispatch(node, client, &mut out, &args, now_ms()),
+            Next::Block(_)
+        );
+        (String::from_utf8_lossy(&out).into_owned(), blocked)
+    }
+
+    #[test]
+    fn a_client_that_may_not_block_gets_the_timeout_reply_at_once() {
+        let node = Node::new(&NodeConfig::default(), 0);
+        let mut c = Client::new(1, String::new(), String::new(), 0);
+        assert_eq!(
+            run(&node, &mut c, &["BLPOP", "q", "0"]),
+            (String::new(), true)
+        );
+        c.never_block = true;
+        let cases: &[(&[&str], &str)] = &[
+            (&["BLPOP", "q", "0"], "*-1\r\n"),
+            (&["BRPOP", "q", "a", "0"], "*-1\r\n"),
+            (&["BLMPOP", "0", "1", "q", "LEFT"], "*-1\r\n"),
+            (&["BZPOPMIN", "z", "0"], "*-1\r\n"),
+            (&["BZMPOP", "0", "1", "z", "MAX"], "*-1\r\n"),
+            (&["BRPOPLPUSH", "q", "d", "0"], "$-1\r\n"),
+            (&["BLMOVE", "q", "d", "LEFT", "LEFT", "0"], "$-1\r\n"),
+            (&["WAIT", "1", "0"], ":0\r\n"),
+            (&["BLPOP", "q", "-1"], "-ERR timeout is negative\r\n"),
+            (&["RPUSH", "q", "x"], ":1\r\n"),
+            (&["BLPOP", "q", "0"], "*2\r\n$1\r\nq\r\n$1\r\nx\r\n"),
+        ];
+        for (args, want) in cases {
+            assert_eq!(
+                run(&node, &mut c, args),
+                (want.to_string(), false),
+                "{args:?}"
+            );
+        }
+        c.proto = 3;
+        assert_eq!(
+            run(&node, &mut c, &["BLMOVE", "q", "d", "LEFT", "LEFT", "0"]).0,
+            "_\r\n"
+        );
+        assert_eq!(run(&node, &mut c, &["BLPOP", "q", "0"]).0, "_\r\n");
+    }
+}
