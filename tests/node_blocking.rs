@@ -326,3 +326,40 @@ fn a_node_stopping_with_blocked_clients_closes_them_and_exits() {
     }
     node.assert_no_panic();
 }
+
+/// Where the node is deliberately not redis-server 7.0: a STORE over a key
+/// of another type (Redis's `dbOverwrite`) does not wake that key's waiters
+/// in 7.0, which then stay blocked on a list that has data. The node wakes
+/// them, as for any write that makes the key a list or sorted set.
+#[test]
+fn a_store_over_a_key_of_another_type_wakes_its_waiters() {
+    let node = start_node(free_port());
+    let mut admin = Raw::connect(node.port);
+    let stores: [(&[&str], &[&str], &str); 2] = [
+        (
+            &["RPUSH", "src", "1"],
+            &["SORT", "src", "STORE", "k"],
+            "*2\r\n$1\r\nk\r\n$1\r\n1\r\n",
+        ),
+        (
+            &["ZADD", "src", "2", "m"],
+            &["ZUNIONSTORE", "k", "1", "src"],
+            "*3\r\n$1\r\nk\r\n$1\r\nm\r\n$1\r\n2\r\n",
+        ),
+    ];
+    for (setup, store, want) in stores {
+        admin.check(&["FLUSHALL"], "+OK\r\n");
+        let mut c = Raw::connect(node.port);
+        let pop: &[&[u8]] = if store[0] == "SORT" {
+            &[b"BLPOP", b"k", b"0"]
+        } else {
+            &[b"BZPOPMIN", b"k", b"0"]
+        };
+        c.send(pop);
+        wait_blocked(&mut admin, 1);
+        admin.check(&["SET", "k", "a string"], "+OK\r\n");
+        admin.check(setup, ":1\r\n");
+        admin.check(store, ":1\r\n");
+        assert_eq!(text(&c.reply()), want, "{store:?}");
+    }
+}
