@@ -438,37 +438,21 @@ pub fn dispatch(
         CmdError::OutOfMemory.write(out);
         return Next::Done;
     }
-    match cmd.run {
-        Run::Sync(f) => {
-            let mut ctx = Ctx {
-                node,
-                client,
-                out,
-                now,
-            };
-            if let Err(e) = f(&mut ctx, args) {
-                e.write(ctx.out);
-            }
-            Next::Done
-        }
-        Run::Block(f) => {
-            let mut ctx = Ctx {
-                node,
-                client,
-                out,
-                now,
-            };
-            match f(&mut ctx, args) {
-                Ok(Some(block)) => Next::Block(block),
-                Ok(None) => Next::Done,
-                Err(e) => {
-                    e.write(ctx.out);
-                    Next::Done
-                }
-            }
-        }
-        Run::Migrate => Next::Migrate,
-    }
+    let mut ctx = Ctx {
+        node,
+        client,
+        out,
+        now,
+    };
+    let result = match cmd.run {
+        Run::Sync(f) => f(&mut ctx, args).map(|()| Next::Done),
+        Run::Block(f) => f(&mut ctx, args).map(|b| b.map_or(Next::Done, Next::Block)),
+        Run::Migrate => Ok(Next::Migrate),
+    };
+    result.unwrap_or_else(|e| {
+        e.write(ctx.out);
+        Next::Done
+    })
 }
 
 /// Whether `n` arguments (name included) satisfy `arity`.
