@@ -169,7 +169,7 @@ macro_rules! blocking {
         Command {
             name: $name,
             arity: $arity,
-            flags: $flags | BLOCKING,
+            flags: $flags,
             keys: $keys,
             run: Run::Block($f),
         }
@@ -201,6 +201,7 @@ pub static COMMANDS: &[Command] = &[
     cmd!("config", -2, 0, NOKEYS, config::config),
     cmd!("time", 1, FAST, NOKEYS, server::time),
     cmd!("lastsave", 1, FAST, NOKEYS, server::lastsave),
+    // Redis does not flag WAIT as blocking (COMMAND INFO), though it waits.
     blocking!("wait", 3, 0, NOKEYS, blocking::wait),
     // strings
     cmd!("get", 2, READONLY | FAST, KEY1, strings::get),
@@ -278,11 +279,17 @@ pub static COMMANDS: &[Command] = &[
     cmd!("rpoplpush", 3, RW, (1, 2, 1), lists::rpoplpush),
     cmd!("lmove", 5, RW, (1, 2, 1), lists::lmove),
     cmd!("lmpop", -4, WRITE, NOKEYS, lists::lmpop),
-    blocking!("blpop", -3, WRITE, (1, -2, 1), blocking::blpop),
-    blocking!("brpop", -3, WRITE, (1, -2, 1), blocking::brpop),
-    blocking!("brpoplpush", 4, RW, (1, 2, 1), blocking::brpoplpush),
-    blocking!("blmove", 6, RW, (1, 2, 1), blocking::blmove),
-    blocking!("blmpop", -5, WRITE, NOKEYS, blocking::blmpop),
+    blocking!("blpop", -3, WRITE | BLOCKING, (1, -2, 1), blocking::blpop),
+    blocking!("brpop", -3, WRITE | BLOCKING, (1, -2, 1), blocking::brpop),
+    blocking!(
+        "brpoplpush",
+        4,
+        RW | BLOCKING,
+        (1, 2, 1),
+        blocking::brpoplpush
+    ),
+    blocking!("blmove", 6, RW | BLOCKING, (1, 2, 1), blocking::blmove),
+    blocking!("blmpop", -5, WRITE | BLOCKING, NOKEYS, blocking::blmpop),
     // sets
     cmd!("sadd", -3, RW | FAST, KEY1, sets::sadd),
     cmd!("srem", -3, WRITE | FAST, KEY1, sets::srem),
@@ -331,9 +338,21 @@ pub static COMMANDS: &[Command] = &[
     cmd!("zpopmin", -2, WRITE | FAST, KEY1, zsets::zpopmin),
     cmd!("zpopmax", -2, WRITE | FAST, KEY1, zsets::zpopmax),
     cmd!("zmpop", -4, WRITE, NOKEYS, zsets::zmpop),
-    blocking!("bzpopmin", -3, WRITE | FAST, (1, -2, 1), blocking::bzpopmin),
-    blocking!("bzpopmax", -3, WRITE | FAST, (1, -2, 1), blocking::bzpopmax),
-    blocking!("bzmpop", -5, WRITE, NOKEYS, blocking::bzmpop),
+    blocking!(
+        "bzpopmin",
+        -3,
+        WRITE | FAST | BLOCKING,
+        (1, -2, 1),
+        blocking::bzpopmin
+    ),
+    blocking!(
+        "bzpopmax",
+        -3,
+        WRITE | FAST | BLOCKING,
+        (1, -2, 1),
+        blocking::bzpopmax
+    ),
+    blocking!("bzmpop", -5, WRITE | BLOCKING, NOKEYS, blocking::bzmpop),
     cmd!("zrandmember", -2, READONLY, KEY1, zsets::zrandmember),
     cmd!("zscan", -3, READONLY, KEY1, zsets::zscan),
     cmd!("zunion", -3, READONLY, NOKEYS, zstore::zunion),
