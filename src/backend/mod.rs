@@ -9,6 +9,7 @@
 //! (clients blocked in BLPOP and friends, and waking them),
 //! `commands/*` (one file per command family, the table
 //! and dispatcher), `server` (accept loop and pipelined client loop),
+//! `wait` (a connection waiting for its blocked request's reply),
 //! `error` (the one place errors become `-ERR` lines). RESP framing comes
 //! from `crate::resp`.
 //!
@@ -27,6 +28,7 @@ mod server;
 mod store;
 mod typed;
 mod value;
+mod wait;
 mod zset;
 
 pub use crate::resp::Limits;

@@ -9,21 +9,22 @@
 //! ```
 //!
 //! A request that blocks (BLPOP with nothing to pop) suspends its
-//! connection in [`wait_blocked`] until `blocking.rs` sends its reply or
+//! connection in [`wait::blocked`] until `blocking.rs` sends its reply or
 //! its timeout passes; the requests behind it wait, as in Redis.
 //!
 //! The task that owns a client's socket is the only one that touches it.
 
-use super::blocking::{Blocking, Waiting};
+use super::blocking::Blocking;
 use super::commands::{self, blocking::Block, migrate::MigrateState, Client, Next};
 use super::config::Settings;
 use super::error::CmdError;
 use super::evict::EXPIRE_TICK_MS;
 use super::store::{now_ms, Store};
 use super::value::Thresholds;
+use super::wait;
 use super::NodeConfig;
 use crate::resp::{next_frame, Frame, Limits, Spans};
-use bytes::{Buf, Bytes, BytesMut};
+use bytes::{Buf, BytesMut};
 use smallvec::SmallVec;
 use std::future::Future;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
@@ -32,14 +33,13 @@ use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
-use tokio::time::Instant;
 
 /// The version reported by INFO and HELLO: the Redis release whose commands
 /// and replies the node reproduces.
 pub const REDIS_VERSION: &str = "7.0.0";
 
 /// Initial size of a client's query and reply buffers.
-const BUFFER_BYTES: usize = 16 * 1024;
+pub(super) const BUFFER_BYTES: usize = 16 * 1024;
 /// Replies are flushed mid-batch once this many bytes are pending, which
 /// bounds a client's output buffer however long its pipeline.
 const MAX_PENDING_REPLY_BYTES: usize = 8 * 1024 * 1024;
@@ -238,7 +238,7 @@ async fn serve(node: Arc<Node>, mut sock: TcpStream, mut stop: watch::Receiver<b
                 Batch::More => {}
                 Batch::Close => return Ok(()),
                 Batch::Blocked(block) => {
-                    match wait_blocked(&node, block, &mut sock, &mut input, &mut stop).await? {
+                    match wait::blocked(&node, block, &mut sock, &mut input, &mut stop).await? {
                         Some(reply) => out.extend_from_slice(&reply),
                         None => return Ok(()),
                     }
@@ -263,76 +263,6 @@ enum Batch {
     /// then go on with the rest of the input (later requests wait behind
     /// it, as in Redis).
     Blocked(Block),
-}
-
-/// Waits for a blocked request's reply: served by a push, or its timeout
-/// reply. Meanwhile reads on, to notice the client leaving (Redis keeps
-/// what it sends for later). `None` when the connection must close (the
-/// client left, its query buffer overflowed, the node stops); dropping
-/// the registration on the way out means it pops nothing.
-async fn wait_blocked(
-    node: &Node,
-    block: Block,
-    sock: &mut TcpStream,
-    input: &mut BytesMut,
-    stop: &mut watch::Receiver<bool>,
-) -> std::io::Result<Option<Bytes>> {
-    let _counted = CountedBlocked::new(&node.stats.blocked_clients);
-    let mut waiting = block.ticket.map(|t| Waiting::new(node, t));
-    let deadline = match block.timeout_ms {
-        0 => None,
-        ms => Instant::now().checked_add(Duration::from_millis(ms)),
-    };
-    let timeout = async move {
-        match deadline {
-            Some(d) => tokio::time::sleep_until(d).await,
-            None => std::future::pending().await,
-        }
-    };
-    tokio::pin!(timeout);
-    loop {
-        if input.capacity() - input.len() < BUFFER_BYTES / 4 {
-            input.reserve(BUFFER_BYTES);
-        }
-        tokio::select! {
-            reply = served(&mut waiting) => return Ok(Some(reply)),
-            _ = &mut timeout => {
-                // A push may have served it just now: then that is the reply.
-                let served = waiting.as_mut().and_then(|w| w.cancel());
-                return Ok(Some(served.unwrap_or_else(|| Bytes::from_static(block.on_timeout))));
-            }
-            r = sock.read_buf(input) => {
-                if r? == 0 || input.len() > node.limits.max_query_buffer {
-                    return Ok(None);
-                }
-            }
-            _ = stop.changed() => return Ok(None),
-        }
-    }
-}
-
-/// The reply of a registered waiter; never, for WAIT (no registration).
-async fn served(waiting: &mut Option<Waiting<'_>>) -> Bytes {
-    match waiting {
-        Some(w) => w.served().await,
-        None => std::future::pending().await,
-    }
-}
-
-/// INFO `blocked_clients`, counted for as long as a connection waits.
-struct CountedBlocked<'a>(&'a AtomicUsize);
-
-impl<'a> CountedBlocked<'a> {
-    fn new(n: &'a AtomicUsize) -> Self {
-        n.fetch_add(1, Relaxed);
-        CountedBlocked(n)
-    }
-}
-
-impl Drop for CountedBlocked<'_> {
-    fn drop(&mut self) {
-        self.0.fetch_sub(1, Relaxed);
-    }
 }
 
 /// Executes every complete request in `input`, up to the first that
