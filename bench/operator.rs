@@ -3,7 +3,8 @@
 //! Every keyed request pays, on the proxy's hot path: one command-series
 //! update (calls, errors, latency bucket), one nodes-engaged bucket, the
 //! hot-key sample check (1 in 16 takes the sketch's mutex), the slow-log
-//! threshold comparison, one node-series update in the upstream actor, and
+//! threshold comparison, the MONITOR check (none attached: one atomic
+//! load), one node-series update in the upstream actor, and
 //! four clock reads (arrival, send, reply read, reply ready) — shared by every
 //! request of a pipelined batch. `per_request` runs all of it for a lone
 //! request, `per_request_pipelined_16` for 16 that travel together (reported
@@ -15,6 +16,7 @@ use std::time::Instant;
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use shardis::proxy::hotkeys::HotKeys;
 use shardis::proxy::metrics::{command_index, Metrics, NodeMetrics};
+use shardis::proxy::monitor::Monitors;
 use shardis::proxy::slowlog::SlowLog;
 use shardis::resp::lookup;
 
@@ -31,6 +33,7 @@ fn parts(c: &mut Criterion) {
     let node = NodeMetrics::default();
     let hot = HotKeys::new(128);
     let slow = SlowLog::new(10_000, 128);
+    let monitors = Monitors::default();
     let get = lookup(b"GET").unwrap();
     let ks = keys();
     let mut g = c.benchmark_group("operator");
@@ -71,6 +74,9 @@ fn parts(c: &mut Criterion) {
     g.bench_function("slowlog_check", |b| {
         b.iter(|| slow.is_slow(black_box(ns / 1000)))
     });
+    g.bench_function("monitor_check_none_attached", |b| {
+        b.iter(|| black_box(&monitors).is_attached())
+    });
     g.bench_function("clock_read", |b| b.iter(Instant::now));
     // One request alone: every clock read is its own (session arrival,
     // upstream send, upstream reply, session reply).
@@ -84,6 +90,7 @@ fn parts(c: &mut Criterion) {
             let took = Instant::now().duration_since(arrived).as_nanos() as u64;
             m.record(idx, took, false);
             m.engaged(get, 1);
+            black_box(monitors.is_attached());
             black_box(slow.is_slow(took / 1000))
         })
     });
@@ -107,6 +114,7 @@ fn parts(c: &mut Criterion) {
                 let took = done.duration_since(arrived).as_nanos() as u64;
                 m.record(idx, took, false);
                 m.engaged(get, 1);
+                black_box(monitors.is_attached());
                 black_box(slow.is_slow(took / 1000));
             }
         })

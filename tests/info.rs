@@ -63,7 +63,7 @@ fn info_has_redis_7_sections_laid_out_as_redis_and_sums_the_nodes() {
         "expired_keys:",
         "role:master\r\n",
         "connected_slaves:0\r\n",
-        "cluster_enabled:0\r\n",
+        "cluster_enabled:1\r\n",
         "used_cpu_sys:",
         "db0:keys=30,",
     ] {

@@ -363,3 +363,37 @@ fn a_store_over_a_key_of_another_type_wakes_its_waiters() {
         assert_eq!(text(&c.reply()), want, "{store:?}");
     }
 }
+
+#[test]
+fn a_resp3_subscriber_gets_its_messages_while_it_blocks() {
+    if !have_tool("redis-server") {
+        return;
+    }
+    let pair = Pair::start();
+    for (name, port) in pair.ports() {
+        let mut admin = Raw::connect(port);
+        let mut c = RespConn::connect_loopback(port, TIMEOUT).unwrap();
+        c.send(&[b"HELLO", b"3"]).unwrap();
+        c.read_reply().unwrap();
+        c.send(&[b"SUBSCRIBE", b"ch"]).unwrap();
+        c.read_reply().unwrap();
+        c.queue(&[b"BLPOP", b"q", b"0"]);
+        c.queue(&[b"PING"]);
+        c.flush().unwrap();
+        wait_blocked(&mut admin, 1);
+        admin.check(&["PUBLISH", "ch", "hello"], ":1\r\n");
+        let message = text(&c.read_reply().unwrap());
+        assert_eq!(
+            message, ">3\r\n$7\r\nmessage\r\n$2\r\nch\r\n$5\r\nhello\r\n",
+            "{name}"
+        );
+        assert_eq!(admin.info_field("clients", "blocked_clients"), 1, "{name}");
+        admin.check(&["RPUSH", "q", "x"], ":1\r\n");
+        let rest: Vec<String> = (0..2).map(|_| text(&c.read_reply().unwrap())).collect();
+        assert_eq!(
+            rest,
+            ["*2\r\n$1\r\nq\r\n$1\r\nx\r\n", "+PONG\r\n"],
+            "{name}"
+        );
+    }
+}

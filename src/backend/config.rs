@@ -3,12 +3,15 @@
 //!
 //! A handful act on the node (`maxmemory`, `maxmemory-policy`,
 //! `maxmemory-samples`, `proto-max-bulk-len`, `hll-sparse-max-bytes`,
-//! `lfu-log-factor`, `lfu-decay-time`) and are mirrored in atomics read on
+//! `lfu-log-factor`, `lfu-decay-time`, the `pubsub` class of
+//! `client-output-buffer-limit`) and are mirrored in atomics read on
 //! the hot path; the rest (encoding thresholds, `timeout`, `save`, …) are
 //! validated and kept so tools that tune them get Redis's answers. Used by
 //! `commands/config.rs` (CONFIG), the dispatcher (`maxmemory`), `evict.rs`
 //! (policy) and the bit, LCS and HLL commands. Never does I/O.
 
+use super::pubsub::limits;
+use super::pubsub::mailbox::Limits;
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering::Relaxed};
 use std::sync::Mutex;
 
@@ -85,6 +88,9 @@ enum Kind {
     Save,
     /// Reported, never changed at run time.
     Immutable,
+    /// `client-output-buffer-limit`: class groups merged into the current
+    /// value (`pubsub/limits.rs`).
+    OutputBufferLimit,
 }
 
 struct Param {
@@ -137,6 +143,11 @@ static PARAMS: &[Param] = &[
     p("hll-sparse-max-bytes", Kind::Memory(0, LONG_MAX), "3000"),
     p("lfu-log-factor", Kind::Int(0, INT_MAX), "10"),
     p("lfu-decay-time", Kind::Int(0, INT_MAX), "1"),
+    p(
+        "client-output-buffer-limit",
+        Kind::OutputBufferLimit,
+        limits::DEFAULT_TEXT,
+    ),
     // Kept, reported, not acted on.
     p("maxmemory-eviction-tenacity", Kind::Int(0, 100), "10"),
     pa(
@@ -200,6 +211,7 @@ const BULK: usize = 3;
 const HLL_SPARSE: usize = 4;
 const LFU_LOG: usize = 5;
 const LFU_DECAY: usize = 6;
+const OUTPUT_BUFFER: usize = 7;
 
 /// The node's parameters.
 pub struct Settings {
@@ -216,6 +228,9 @@ pub struct Settings {
     pub lfu_log_factor: AtomicU64,
     /// Minutes per LFU counter decrement; 0 = never.
     pub lfu_decay_time: AtomicU64,
+    /// The `pubsub` class of `client-output-buffer-limit`: hard bytes, soft
+    /// bytes, soft seconds.
+    pubsub_limits: [AtomicU64; 3],
     /// Every parameter's current text, indexed like `PARAMS`. A std mutex:
     /// held only to read or replace strings, never across an `.await`.
     values: Mutex<Vec<String>>,
@@ -249,6 +264,7 @@ impl Settings {
             hll_sparse_max_bytes: AtomicU64::new(DEFAULT_HLL_SPARSE_MAX_BYTES),
             lfu_log_factor: AtomicU64::new(10),
             lfu_decay_time: AtomicU64::new(1),
+            pubsub_limits: Default::default(),
             values: Mutex::new(Vec::new()),
         };
         for (i, v) in values.iter().enumerate() {
@@ -265,6 +281,16 @@ impl Settings {
     /// The eviction policy.
     pub fn policy(&self) -> Policy {
         Policy::ALL[self.policy.load(Relaxed) as usize]
+    }
+
+    /// What a subscriber may have pending before it is disconnected.
+    pub fn pubsub_limits(&self) -> Limits {
+        let [hard, soft, soft_secs] = &self.pubsub_limits;
+        Limits {
+            hard: hard.load(Relaxed),
+            soft: soft.load(Relaxed),
+            soft_secs: soft_secs.load(Relaxed),
+        }
     }
 
     /// `proto-max-bulk-len` in bytes.
@@ -330,7 +356,8 @@ impl Settings {
         }
         let mut normalised = Vec::with_capacity(pairs.len());
         for (&i, (name, value)) in found.iter().zip(pairs) {
-            let v = normalise(PARAMS[i].kind, value)
+            let current = self.lock()[i].clone();
+            let v = normalise(PARAMS[i].kind, value, &current)
                 .map_err(|why| SetError::FailedOwned(String::from_utf8_lossy(name).into(), why))?;
             normalised.push(v);
         }
@@ -356,6 +383,12 @@ impl Settings {
             HLL_SPARSE => self.hll_sparse_max_bytes.store(n(), Relaxed),
             LFU_LOG => self.lfu_log_factor.store(n(), Relaxed),
             LFU_DECAY => self.lfu_decay_time.store(n(), Relaxed),
+            OUTPUT_BUFFER => {
+                let l = limits::pubsub(v);
+                for (a, v) in self.pubsub_limits.iter().zip([l.hard, l.soft, l.soft_secs]) {
+                    a.store(v, Relaxed);
+                }
+            }
             _ => {}
         }
     }
@@ -370,8 +403,8 @@ fn find(name: &[u8]) -> Option<usize> {
 }
 
 /// Checks a value as Redis's config.c does and returns the text CONFIG GET
-/// will show, or Redis's reason for refusing it.
-fn normalise(kind: Kind, value: &[u8]) -> Result<String, String> {
+/// will show, or Redis's reason for refusing it. `current` is the value now.
+fn normalise(kind: Kind, value: &[u8], current: &str) -> Result<String, String> {
     let text = String::from_utf8_lossy(value);
     match kind {
         Kind::Memory(min, max) => {
@@ -420,6 +453,7 @@ fn normalise(kind: Kind, value: &[u8]) -> Result<String, String> {
             Ok(parts.join(" "))
         }
         Kind::Immutable => Err("can't set immutable config".into()),
+        Kind::OutputBufferLimit => limits::merge(current, value),
     }
 }
 

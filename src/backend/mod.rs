@@ -6,7 +6,8 @@
 //! `value` and `zset` (the collection types and their encodings),
 //! `evict` (eviction by `maxmemory-policy`, LFU counters, active expiry),
 //! `config` (CONFIG parameters), `scan` (cursors, KEYS), `blocking`
-//! (clients blocked in BLPOP and friends, and waking them),
+//! (clients blocked in BLPOP and friends, and waking them), `pubsub`
+//! (subscriptions, delivery, subscriber output limits),
 //! `commands/*` (one file per command family, the table
 //! and dispatcher), `server` (accept loop and pipelined client loop),
 //! `wait` (a connection waiting for its blocked request's reply),
@@ -23,6 +24,7 @@ mod dump;
 mod entry;
 mod error;
 mod evict;
+mod pubsub;
 mod scan;
 mod server;
 mod store;

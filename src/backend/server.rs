@@ -13,12 +13,17 @@
 //! its timeout passes; the requests behind it wait, as in Redis.
 //!
 //! The task that owns a client's socket is the only one that touches it.
+//! A subscribed connection also waits on its pub/sub mailbox: messages are
+//! written between replies, never inside one, and one that arrived before a
+//! command was read is written before that command's reply.
 
 use super::blocking::Blocking;
 use super::commands::{self, blocking::Block, migrate::MigrateState, Client, Next};
 use super::config::Settings;
 use super::error::CmdError;
 use super::evict::EXPIRE_TICK_MS;
+use super::pubsub::mailbox::{Mailbox, Taken};
+use super::pubsub::Hub;
 use super::store::{now_ms, Store};
 use super::value::Thresholds;
 use super::wait;
@@ -43,6 +48,9 @@ pub(super) const BUFFER_BYTES: usize = 16 * 1024;
 /// Replies are flushed mid-batch once this many bytes are pending, which
 /// bounds a client's output buffer however long its pipeline.
 const MAX_PENDING_REPLY_BYTES: usize = 8 * 1024 * 1024;
+/// Most pub/sub message bytes a subscriber's loop writes per wakeup before
+/// it reads its own commands again.
+const PUSH_WRITE_BYTES: usize = 256 * 1024;
 /// How long shutdown waits for clients to finish what they have read.
 const SHUTDOWN_GRACE_MS: u64 = 1000;
 
@@ -86,6 +94,9 @@ pub struct Node {
     pub memory_peak: AtomicU64,
     /// Clients blocked in BLPOP and friends.
     pub blocking: Blocking,
+    /// Pub/sub subscriptions; shared with each subscriber, which leaves
+    /// them when dropped.
+    pub pubsub: Arc<Hub>,
     next_client_id: AtomicU64,
 }
 
@@ -133,6 +144,7 @@ impl Node {
             ops: Default::default(),
             memory_peak: AtomicU64::new(0),
             blocking: Blocking::default(),
+            pubsub: Arc::default(),
             next_client_id: AtomicU64::new(1),
         }
     }
@@ -220,9 +232,17 @@ async fn serve(node: Arc<Node>, mut sock: TcpStream, mut stop: watch::Receiver<b
                 if input.capacity() - input.len() < BUFFER_BYTES / 4 {
                     input.reserve(BUFFER_BYTES);
                 }
+                // `None`: messages wait in the mailbox (only for a subscriber).
                 let n = tokio::select! {
-                    r = sock.read_buf(&mut input) => r?,
-                    _ = stop.changed() => 0,
+                    r = sock.read_buf(&mut input) => Some(r?),
+                    _ = stop.changed() => Some(0),
+                    _ = wait_pushes(&client), if client.pubsub.is_some() => None,
+                };
+                let Some(n) = n else {
+                    if !write_pushes(&client, &mut out, &mut sock).await? {
+                        return Ok(());
+                    }
+                    continue;
                 };
                 if n == 0 {
                     return Ok(());
@@ -230,15 +250,17 @@ async fn serve(node: Arc<Node>, mut sock: TcpStream, mut stop: watch::Receiver<b
             }
             read_first = true;
             let batch = execute_batch(&node, &mut client, &mut input, &mut out, &mut sock).await?;
-            if !out.is_empty() {
-                sock.write_all(&out).await?;
-                out.clear();
+            if !out.is_empty() && !write_out(&mut sock, &mut out, mailbox(&client)).await? {
+                return Ok(());
             }
             match batch {
                 Batch::More => {}
                 Batch::Close => return Ok(()),
                 Batch::Blocked(block) => {
-                    match wait::blocked(&node, block, &mut sock, &mut input, &mut stop).await? {
+                    let waited = wait::blocked(
+                        &node, &client, block, &mut sock, &mut input, &mut out, &mut stop,
+                    );
+                    match waited.await? {
                         Some(reply) => out.extend_from_slice(&reply),
                         None => return Ok(()),
                     }
@@ -249,6 +271,8 @@ async fn serve(node: Arc<Node>, mut sock: TcpStream, mut stop: watch::Receiver<b
     }
     .await;
     let _: std::io::Result<()> = result;
+    // Dropping the client (and its subscriptions) leaves every channel.
+    drop(client);
     node.stats.connected_clients.fetch_sub(1, Relaxed);
 }
 
@@ -268,6 +292,77 @@ enum Batch {
 /// Executes every complete request in `input`, up to the first that
 /// blocks. Serves clients blocked on keys that a request made ready before
 /// running the next one.
+pub(super) fn mailbox(client: &Client) -> Option<&Mailbox> {
+    client.pubsub.as_ref().map(|s| &*s.mailbox)
+}
+
+pub(super) async fn wait_pushes(client: &Client) {
+    match mailbox(client) {
+        Some(m) => m.wait().await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Writes part of a subscriber's waiting messages (`out` is empty here).
+/// False when its mailbox was closed over the output buffer limit.
+pub(super) async fn write_pushes(
+    client: &Client,
+    out: &mut BytesMut,
+    sock: &mut TcpStream,
+) -> std::io::Result<bool> {
+    let Some(m) = mailbox(client) else {
+        return Ok(true);
+    };
+    match m.take(out, PUSH_WRITE_BYTES) {
+        Taken::Closed => return Ok(false),
+        // The rest on a later turn, after the commands already read.
+        Taken::More => m.rewake(),
+        Taken::Empty => {}
+    }
+    write_out(sock, out, Some(m)).await
+}
+
+/// Writes `out` and clears it. For a subscriber, a mailbox closed over its
+/// limit ends a write the client is not reading (returns false): PUBLISH
+/// never waits on it, and the connection closes.
+async fn write_out(
+    sock: &mut TcpStream,
+    out: &mut BytesMut,
+    mailbox: Option<&Mailbox>,
+) -> std::io::Result<bool> {
+    let Some(m) = mailbox else {
+        sock.write_all(out).await?;
+        out.clear();
+        return Ok(true);
+    };
+    let write = sock.write_all(out);
+    tokio::pin!(write);
+    let mut woken = false;
+    loop {
+        tokio::select! {
+            r = &mut write => {
+                r?;
+                break;
+            }
+            _ = m.wait() => {
+                if m.is_closed() {
+                    return Ok(false);
+                }
+                woken = true;
+            }
+        }
+    }
+    if woken {
+        // Messages arrived during the write: the loop must still see them.
+        m.rewake();
+    }
+    out.clear();
+    Ok(true)
+}
+
+/// Executes every complete request in `input`. Returns false when the
+/// connection must close after the replies are written (QUIT, protocol
+/// error, query buffer over the limit).
 async fn execute_batch(
     node: &Node,
     client: &mut Client,
@@ -288,6 +383,8 @@ async fn execute_batch(
             Ok(Some(frame)) => frame,
             Ok(None) => break,
             Err(e) => {
+                // A message part already written is completed first.
+                commands::pubsub::take_pushes(client, out);
                 CmdError::err(e).write(out);
                 return Ok(Batch::Close);
             }
@@ -302,6 +399,9 @@ async fn execute_batch(
         };
         let mut blocked = None;
         if !args.is_empty() {
+            if !commands::pubsub::take_pushes(client, out) {
+                return Ok(Batch::Close);
+            }
             match commands::dispatch(node, client, out, &args, now) {
                 Next::Done => {}
                 Next::Migrate => match commands::migrate::migrate(node, &args).await {
@@ -324,9 +424,8 @@ async fn execute_batch(
         if client.quit {
             return Ok(Batch::Close);
         }
-        if out.len() >= MAX_PENDING_REPLY_BYTES {
-            sock.write_all(out).await?;
-            out.clear();
+        if out.len() >= MAX_PENDING_REPLY_BYTES && !write_out(sock, out, mailbox(client)).await? {
+            return Ok(Batch::Close);
         }
     }
     if input.len() > node.limits.max_query_buffer {

@@ -1,14 +1,16 @@
 //! A connection's wait for the reply of its blocked request (BLPOP with
 //! nothing to pop, WAIT): the reply a push sends through `blocking.rs`, or
 //! the timeout reply; meanwhile the socket is read on, so a client that
-//! leaves is noticed and unregistered at once.
+//! leaves is noticed and unregistered at once, and a subscriber's
+//! messages are written as they arrive.
 //!
 //! Called by the server loop (`server.rs`) between batches; owns nothing
 //! beyond the wait, and never runs a command.
 
 use super::blocking::Waiting;
 use super::commands::blocking::Block;
-use super::server::{Node, BUFFER_BYTES};
+use super::commands::Client;
+use super::server::{wait_pushes, write_pushes, Node, BUFFER_BYTES};
 use bytes::{Bytes, BytesMut};
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 use std::time::Duration;
@@ -22,11 +24,14 @@ use tokio::time::Instant;
 /// what it sends for later). `None` when the connection must close (the
 /// client left, its query buffer overflowed, the node stops); dropping
 /// the registration on the way out means it pops nothing.
+#[allow(clippy::too_many_arguments)]
 pub(super) async fn blocked(
     node: &Node,
+    client: &Client,
     block: Block,
     sock: &mut TcpStream,
     input: &mut BytesMut,
+    out: &mut BytesMut,
     stop: &mut watch::Receiver<bool>,
 ) -> std::io::Result<Option<Bytes>> {
     let _counted = CountedBlocked::new(&node.stats.blocked_clients);
@@ -46,8 +51,11 @@ pub(super) async fn blocked(
         if input.capacity() - input.len() < BUFFER_BYTES / 4 {
             input.reserve(BUFFER_BYTES);
         }
+        // A subscriber (RESP3) gets its messages while it blocks, as in Redis.
+        let mut pushes = false;
         tokio::select! {
             reply = served(&mut waiting) => return Ok(Some(reply)),
+            _ = wait_pushes(client), if client.pubsub.is_some() => pushes = true,
             _ = &mut timeout => {
                 // A push may have served it just now: then that is the reply.
                 let served = waiting.as_mut().and_then(|w| w.cancel());
@@ -59,6 +67,9 @@ pub(super) async fn blocked(
                 }
             }
             _ = stop.changed() => return Ok(None),
+        }
+        if pushes && !write_pushes(client, out, sock).await? {
+            return Ok(None);
         }
     }
 }

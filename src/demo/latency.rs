@@ -232,7 +232,14 @@ fn open_conn(
         count,
         record_from,
     } = pace;
-    let sock = std::net::TcpStream::connect(addr).map_err(|e| format!("connect {addr}: {e}"))?;
+    // Loopback connects at once or not at all; the bound keeps a dead
+    // target from hanging the demo.
+    let sock_addr = std::net::ToSocketAddrs::to_socket_addrs(addr)
+        .map_err(|e| format!("connect {addr}: {e}"))?
+        .next()
+        .ok_or_else(|| format!("connect {addr}: no address"))?;
+    let sock = std::net::TcpStream::connect_timeout(&sock_addr, Duration::from_secs(5))
+        .map_err(|e| format!("connect {addr}: {e}"))?;
     let _ = sock.set_nodelay(true);
     sock.set_read_timeout(Some(Duration::from_millis(100)))
         .map_err(|e| e.to_string())?;

@@ -264,7 +264,9 @@ fn info_text(p: &Proxy, want: Selection, n: &NodeSums) -> String {
         t.section(
             "cluster",
             &[
-                ("cluster_enabled", 0),
+                // Agrees with CLUSTER INFO: cluster-mode clients see the
+                // proxy as a cluster node owning every slot.
+                ("cluster_enabled", 1),
                 ("shardis_epoch", routing.ring.epoch()),
                 ("shardis_nodes", routing.nodes.len() as u64),
                 ("shardis_migrating", routing.migration.is_some() as u64),

@@ -68,7 +68,11 @@ pub(crate) async fn handle(
             }
             None => return Pending::error("ERR value is not an integer or out of range"),
         },
-        "client" => return client(s, args),
+        "client" => return client(proxy, s, args),
+        "monitor" => {
+            s.monitor = true;
+            encode::simple(&mut out, "OK");
+        }
         "command" => return command(s, args),
         "info" => return super::info::info(proxy, s, args).await,
         "config" => return super::config_cmd::config(proxy, s, args).await,
@@ -88,6 +92,9 @@ pub(crate) async fn handle(
             s.tx.clear();
             s.proto = 2;
             s.name = None;
+            s.reply = super::clients::ReplyMode::On;
+            s.monitor = false;
+            super::clients::publish_identity(s);
             encode::simple(&mut out, "RESET");
         }
         other => {
@@ -134,6 +141,7 @@ fn hello(s: &mut ClientState, args: &[Bytes]) -> Pending {
     if name.is_some() {
         s.name = name;
     }
+    super::clients::publish_identity(s);
     let mut out = BytesMut::new();
     encode::map_len(&mut out, 7, proto);
     encode::bulk(&mut out, b"server");
@@ -157,7 +165,7 @@ fn is_valid_client_name(name: &[u8]) -> bool {
     name.iter().all(|&c| (b'!'..=b'~').contains(&c))
 }
 
-fn client(s: &mut ClientState, args: &[Bytes]) -> Pending {
+fn client(proxy: &Proxy, s: &mut ClientState, args: &[Bytes]) -> Pending {
     let sub = String::from_utf8_lossy(&args[1]).to_ascii_lowercase();
     let mut out = BytesMut::new();
     match (sub.as_str(), args.len()) {
@@ -172,6 +180,7 @@ fn client(s: &mut ClientState, args: &[Bytes]) -> Pending {
             } else {
                 Some(args[2].clone())
             };
+            super::clients::publish_identity(s);
             encode::simple(&mut out, "OK");
         }
         ("getname", 2) => match &s.name {
@@ -189,22 +198,10 @@ fn client(s: &mut ClientState, args: &[Bytes]) -> Pending {
             }
             encode::simple(&mut out, "OK");
         }
-        ("list", n) if n > 2 => {
-            if let Some(e) = client_list_filter_error(&args[2..]) {
-                return Pending::error(&e);
-            }
-            // The filters (TYPE normal, ID of this client) can only select
-            // this connection, the one client the proxy lists.
-            let own = b"normal".eq_ignore_ascii_case(&args[3])
-                || args[3..].iter().any(|a| parse_i64(a) == Some(s.id as i64));
-            let line = client_line(s);
-            encode::verbatim(&mut out, if own { line.as_bytes() } else { b"" }, s.proto);
-        }
+        ("list", _) | ("info", 2) => return super::clients::list(proxy, s, args),
+        ("kill", n) if n >= 3 => return super::clients::kill(proxy, s, args),
+        ("reply", 3) => return super::clients::reply(s, &args[2]),
         ("help", 2) => help(&mut out, "CLIENT", CLIENT_HELP),
-        ("info", 2) | ("list", 2) => {
-            let line = client_line(s);
-            encode::verbatim(&mut out, line.as_bytes(), s.proto);
-        }
         ("no-evict" | "no-touch", 3) => {
             if !eq_ignore_case(&args[2], b"on") && !eq_ignore_case(&args[2], b"off") {
                 return Pending::error("ERR syntax error");
@@ -212,7 +209,8 @@ fn client(s: &mut ClientState, args: &[Bytes]) -> Pending {
             encode::simple(&mut out, "OK")
         }
         (
-            "setname" | "getname" | "id" | "setinfo" | "info" | "no-evict" | "no-touch" | "help",
+            "setname" | "getname" | "id" | "setinfo" | "info" | "no-evict" | "no-touch" | "help"
+            | "kill" | "reply",
             _,
         ) => {
             return Pending::error(&format!(
@@ -229,49 +227,17 @@ fn client(s: &mut ClientState, args: &[Bytes]) -> Pending {
     Pending::ready(out)
 }
 
-/// This client's line in CLIENT LIST / CLIENT INFO.
-fn client_line(s: &ClientState) -> String {
-    format!(
-        "id={} addr={} name={} db=0 resp={} lib=shardis-proxy\n",
-        s.id,
-        s.peer,
-        s.name
-            .as_deref()
-            .map(String::from_utf8_lossy)
-            .unwrap_or_default(),
-        s.proto
-    )
-}
-
-/// Redis's error for CLIENT LIST's filters (`TYPE t` or `ID id…`), if any.
-fn client_list_filter_error(filters: &[Bytes]) -> Option<String> {
-    if filters.len() == 2 && eq_ignore_case(&filters[0], b"type") {
-        let t = &filters[1];
-        let known = [&b"normal"[..], b"master", b"replica", b"slave", b"pubsub"];
-        if known.iter().any(|k| eq_ignore_case(t, k)) {
-            return None;
-        }
-        return Some(format!(
-            "ERR Unknown client type '{}'",
-            String::from_utf8_lossy(t)
-        ));
-    }
-    if filters.len() >= 2 && eq_ignore_case(&filters[0], b"id") {
-        if filters[1..].iter().all(|a| parse_i64(a).is_some()) {
-            return None;
-        }
-        return Some("ERR Invalid client ID".into());
-    }
-    Some("ERR syntax error".into())
-}
-
 const CLIENT_HELP: &[&str] = &[
     "GETNAME",
     "ID",
     "INFO",
+    "KILL <ip:port>",
+    "KILL <option> <value> [<option> <value> [...]]",
+    "    Options: ID <id>, ADDR <ip:port>, LADDR <ip:port>, TYPE (NORMAL|PUBSUB), USER <username>, SKIPME (YES|NO), MAXAGE <seconds>",
     "LIST [TYPE <type>] [ID <id> [<id> ...]]",
     "NO-EVICT (ON|OFF)",
     "NO-TOUCH (ON|OFF)",
+    "REPLY (ON|OFF|SKIP)",
     "SETINFO <LIB-NAME|LIB-VER> <value>",
     "SETNAME <name>",
     "HELP",

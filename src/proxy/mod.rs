@@ -14,6 +14,7 @@ pub mod admin;
 mod admin_error;
 pub mod blocking;
 pub mod budget;
+pub mod clients;
 pub mod cluster;
 pub mod config;
 pub mod config_cmd;
@@ -27,6 +28,7 @@ pub mod local;
 pub mod merge;
 pub mod metrics;
 pub mod migration;
+pub mod monitor;
 pub mod operator;
 pub mod pinned;
 pub mod plan;
@@ -117,10 +119,13 @@ pub struct Proxy {
     /// Set when the proxy starts draining: sessions read no more requests,
     /// answer what they owe, and end.
     pub draining: AtomicBool,
-    /// Each live session's budget, through which the drain wakes it. A std
-    /// mutex: taken when a session starts or ends and once by the drain,
-    /// never across `.await`.
-    pub sessions: Mutex<HashMap<u64, Arc<budget::ReplyBudget>>>,
+    /// Each live session's entry: what CLIENT LIST shows, the budget through
+    /// which the drain and CLIENT KILL wake it. A std mutex: taken when a
+    /// session starts or ends, by the drain, and by CLIENT LIST / KILL to
+    /// copy the entries out; never per request, never across `.await`.
+    pub sessions: Mutex<HashMap<u64, Arc<clients::ClientEntry>>>,
+    /// The clients in MONITOR mode.
+    pub monitors: monitor::Monitors,
     /// Starts a new built-in node on request (`CLUSTER SPAWNNODE`); present
     /// only when the proxy runs under `shardis up`, which owns the processes.
     pub spawner: Option<Arc<dyn Spawner>>,
@@ -207,6 +212,7 @@ impl Proxy {
             query_buffers: budget::QueryBuffers::new(config.max_query_buffer_total),
             draining: AtomicBool::new(false),
             sessions: Mutex::new(HashMap::new()),
+            monitors: monitor::Monitors::default(),
             spawner,
             ops: operator::Ops::new(&config.ops),
             config,
@@ -336,13 +342,13 @@ pub async fn serve(listener: TcpListener, proxy: Arc<Proxy>, shutdown: impl Futu
 /// until all have ended or `drain_timeout_ms` passed.
 async fn drain(proxy: &Proxy) {
     proxy.draining.store(true, Ordering::SeqCst);
-    for budget in proxy
+    for client in proxy
         .sessions
         .lock()
         .unwrap_or_else(|e| e.into_inner())
         .values()
     {
-        budget.wake();
+        client.budget.wake();
     }
     let timeout = Duration::from_millis(proxy.config.drain_timeout_ms);
     let deadline = tokio::time::Instant::now() + timeout;

@@ -210,6 +210,21 @@ pub fn cluster_command(proxy: &Arc<Proxy>, s: &ClientState, args: Vec<Bytes>) ->
     }))
 }
 
+/// Who answered a request, as the slow log and MONITOR name it: `proxy`,
+/// the node's name, or `N nodes`.
+pub fn served_by(proxy: &Proxy, served: super::metrics::Served) -> String {
+    match served.nodes {
+        0 => "proxy".to_string(),
+        1 => proxy
+            .routing
+            .load()
+            .nodes
+            .get(served.node as usize)
+            .map_or_else(|| "?".to_string(), |n| n.spec.name.clone()),
+        n => format!("{n} nodes"),
+    }
+}
+
 /// A cached reply may be at most this stale (one hour).
 const MAX_CACHE_TTL_MS: u64 = 3_600_000;
 
@@ -270,16 +285,7 @@ impl Ops {
                 Ok(Some(req)) => req.args,
                 _ => Vec::new(),
             };
-            let node = match t.served.nodes {
-                0 => "proxy".to_string(),
-                1 => proxy
-                    .routing
-                    .load()
-                    .nodes
-                    .get(t.served.node as usize)
-                    .map_or_else(|| "?".to_string(), |n| n.spec.name.clone()),
-                n => format!("{n} nodes"),
-            };
+            let node = served_by(proxy, t.served);
             self.slowlog
                 .record(ns / 1_000, &args, &client.peer, client.name.as_ref(), &node);
         }

@@ -101,6 +101,13 @@ pub struct ClientState {
     pub budget: Arc<ReplyBudget>,
     /// The request being dispatched: its command and the nodes routing sent it to.
     pub served: ServedCell,
+    /// What CLIENT LIST and CLIENT KILL see of this client.
+    pub entry: Arc<super::clients::ClientEntry>,
+    /// CLIENT REPLY.
+    pub reply: super::clients::ReplyMode,
+    /// MONITOR was run: once its `+OK` is written the session serves the
+    /// monitor loop.
+    pub monitor: bool,
 }
 
 /// One client connection: its socket, its state and the replies it is owed.
@@ -127,10 +134,12 @@ struct QueryCharge {
     id: u64,
     budget: Arc<ReplyBudget>,
     bytes: usize,
+    entry: Arc<super::clients::ClientEntry>,
 }
 
 impl QueryCharge {
     fn resize(&mut self, bytes: usize) {
+        self.entry.qbuf.store(bytes, Ordering::Relaxed);
         let q = &self.proxy.query_buffers;
         q.resize(self.id, &self.budget, self.bytes, bytes);
         self.bytes = bytes;
@@ -168,18 +177,26 @@ impl ClientSession {
         let _ = sock.set_nodelay(true);
         let peer = sock.peer_addr().map(|a| a.to_string()).unwrap_or_default();
         let local = sock.local_addr().map(|a| a.to_string()).unwrap_or_default();
+        let fd = std::os::fd::AsRawFd::as_raw_fd(&sock) as i64;
         let (mut rd, mut wr) = sock.split();
         let depth = proxy.config.pipeline_depth.max(1);
         let mut decoder = RequestDecoder::new(proxy.config.limits);
         let id = proxy.next_client_id.fetch_add(1, Ordering::Relaxed);
         let budget = ReplyBudget::new(proxy.config.output_limits);
+        let entry = Arc::new(super::clients::ClientEntry::new(
+            id,
+            peer.clone(),
+            local.clone(),
+            fd,
+            budget.clone(),
+        ));
         // Registered before the first look at `draining`, so a drain that
         // starts after that look wakes this session.
         proxy
             .sessions
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .insert(id, budget.clone());
+            .insert(id, entry.clone());
         let mut session = ClientSession {
             state: ClientState {
                 id,
@@ -188,9 +205,12 @@ impl ClientSession {
                 peer,
                 local,
                 tx: Default::default(),
-                blocked: Default::default(),
+                blocked: entry.blocked.clone(),
                 budget: budget.clone(),
                 served: ServedCell::default(),
+                entry: entry.clone(),
+                reply: Default::default(),
+                monitor: false,
             },
             owed: VecDeque::new(),
             timings: VecDeque::new(),
@@ -200,6 +220,7 @@ impl ClientSession {
                 id,
                 budget: budget.clone(),
                 bytes: 0,
+                entry,
             },
             proxy,
         };
@@ -215,6 +236,10 @@ impl ClientSession {
         // pass would cost two lock round trips per batch of requests.
         let mut woken = std::pin::pin!(budget.woken());
         loop {
+            // CLIENT KILL chose this client: it goes now, with what it pins.
+            if session.state.entry.is_killed() {
+                return;
+            }
             // The proxy drains: read no further request; answer what is owed.
             if session.proxy.draining.load(Ordering::SeqCst) {
                 // A blocked command may never be answered: the client is
@@ -229,15 +254,22 @@ impl ClientSession {
             // Dispatch what is buffered, up to the pipeline depth. One clock
             // read stamps every request that arrived together.
             let mut arrived = None;
-            while !need_bytes && !session.closing && session.owed.len() < depth {
+            while !need_bytes
+                && !session.closing
+                && !session.state.monitor
+                && session.owed.len() < depth
+            {
                 match decoder.decode(&mut buf) {
                     Ok(Some(req)) => {
                         session.proxy.stats.commands.fetch_add(1, Ordering::Relaxed);
                         let started = *arrived.get_or_insert_with(std::time::Instant::now);
                         let raw = req.raw.clone();
                         let p = dispatch(&session.proxy, &mut session.state, req).await;
-                        session.push(p);
                         let served = session.state.served.get();
+                        let (proxy, state) = (&session.proxy, &mut session.state);
+                        let p =
+                            super::clients::after_request(proxy, state, p, &raw, served, started);
+                        session.push(p);
                         session.timings.push_back(Some(Timing {
                             started,
                             raw,
@@ -260,6 +292,14 @@ impl ClientSession {
             let closed = session.collect(&mut out, &budget);
             if closed || (eof && session.owed.is_empty()) {
                 break;
+            }
+            if session.state.monitor && session.owed.is_empty() && out.is_empty() {
+                let (p, s) = (&session.proxy, &mut session.state);
+                match super::monitor::serve(p, s, &mut decoder, &mut buf, &mut rd, &mut wr).await {
+                    Some(rest) => (out, need_bytes) = (rest, false),
+                    None => return,
+                }
+                continue;
             }
             let soft_deadline = match soft.check(&budget, Instant::now) {
                 Ok(d) => d,

@@ -60,6 +60,11 @@ impl TxState {
         self.multi.is_some()
     }
 
+    /// Commands queued since MULTI; `None` outside a transaction.
+    pub fn queued(&self) -> Option<usize> {
+        self.multi.as_ref().map(|m| m.queued.len())
+    }
+
     /// Forgets everything (RESET, HELLO's implied reset is not Redis's).
     pub fn clear(&mut self) {
         self.multi = None;

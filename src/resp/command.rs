@@ -438,6 +438,7 @@ pub const TABLE: &[CommandSpec] = &[
     row("readwrite", 1, LOCAL, NONE, false),
     row("asking", 1, LOCAL, NONE, false),
     row("reset", 1, LOCAL, NONE, false),
+    row("monitor", 1, LOCAL, NONE, false),
     row("memory", -2, LOCAL, NONE, false),
     // administration
     row("cluster", -2, Kind::Admin, NONE, false),
@@ -468,7 +469,6 @@ pub const TABLE: &[CommandSpec] = &[
     row("move", 3, Kind::Refused("MOVE is not supported: the proxy serves database 0 only"), NONE, false),
     row("swapdb", 3, Kind::Refused("SWAPDB is not supported: the proxy serves database 0 only"), NONE, false),
     row("migrate", -6, Kind::Refused("MIGRATE is not available through the proxy; use CLUSTER ADDNODE / REMOVENODE to move keys"), NONE, false),
-    row("monitor", 1, SERVER, NONE, false),
     row("save", 1, SERVER, NONE, false),
     row("bgsave", -1, SERVER, NONE, false),
     row("bgrewriteaof", 1, SERVER, NONE, false),

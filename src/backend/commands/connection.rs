@@ -7,12 +7,21 @@ use crate::backend::server::REDIS_VERSION;
 use crate::resp::{encode, eq_ignore_case};
 use bytes::Bytes;
 
-/// PING [message]
+/// PING [message]; a RESP2 connection in subscribe mode gets
+/// `*2 pong <message or "">`, as from Redis.
 pub fn ping(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
+    if args.len() > 2 {
+        return Err(CmdError::WrongArity("ping".into()));
+    }
+    if ctx.client.proto == 2 && ctx.client.is_subscribed() {
+        encode::array_len(ctx.out, 2);
+        encode::bulk(ctx.out, b"pong");
+        encode::bulk(ctx.out, args.get(1).copied().unwrap_or(b""));
+        return Ok(());
+    }
     match args.len() {
         1 => encode::simple(ctx.out, "PONG"),
-        2 => encode::bulk(ctx.out, args[1]),
-        _ => return Err(CmdError::WrongArity("ping".into())),
+        _ => encode::bulk(ctx.out, args[1]),
     }
     Ok(())
 }
@@ -119,6 +128,9 @@ pub fn hello(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     }
     if let Some(p) = proto {
         ctx.client.proto = p;
+        if let Some(sub) = &ctx.client.pubsub {
+            sub.mailbox.set_proto(p);
+        }
     }
     let proto = ctx.client.proto;
     let out = &mut *ctx.out;
@@ -140,10 +152,11 @@ pub fn hello(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     Ok(())
 }
 
-/// RESET: back to a fresh RESP2 connection.
+/// RESET: back to a fresh RESP2 connection, subscribed to nothing.
 pub fn reset(ctx: &mut Ctx, _args: &[&[u8]]) -> CmdResult {
     ctx.client.proto = 2;
     ctx.client.name = None;
+    ctx.client.pubsub = None;
     encode::simple(ctx.out, "RESET");
     Ok(())
 }
@@ -156,9 +169,12 @@ pub fn client_line(ctx: &Ctx) -> String {
             .map(|b| String::from_utf8_lossy(b).into_owned())
             .unwrap_or_default()
     };
+    let (sub, psub, ssub) = c.pubsub.as_ref().map_or((0, 0, 0), |s| s.counts());
+    let omem = c.pubsub.as_ref().map_or(0, |s| s.mailbox.pending());
+    let flags = if c.is_subscribed() { "P" } else { "N" };
     format!(
-        "id={} addr={} laddr={} fd=0 name={} age={} idle=0 flags=N db=0 sub=0 psub=0 ssub=0 multi=-1 \
-         qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem=0 tot-mem=0 events=r \
+        "id={} addr={} laddr={} fd=0 name={} age={} idle=0 flags={flags} db=0 sub={sub} psub={psub} ssub={ssub} multi=-1 \
+         qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem={omem} tot-mem=0 events=r \
          cmd=client|{} user=default redir=-1 resp={} lib-name={} lib-ver={}\n",
         c.id,
         c.addr,

@@ -6,6 +6,7 @@
 
 use super::connection::verbatim;
 use super::{CmdResult, Ctx};
+use crate::backend::pubsub::Space;
 use crate::backend::server::REDIS_VERSION;
 use crate::resp::info::{human, InfoText, Selection, Usage};
 use std::sync::atomic::Ordering::Relaxed;
@@ -117,6 +118,7 @@ pub fn info_text(ctx: &Ctx, sections: &[&[u8]]) -> String {
     }
     if want.has("stats") {
         let commands = node.stats.total_commands.load(Relaxed);
+        let hub = &node.pubsub;
         t.section(
             "stats",
             &[
@@ -131,8 +133,9 @@ pub fn info_text(ctx: &Ctx, sections: &[&[u8]]) -> String {
                 ("evicted_keys", c.evicted_keys.load(Relaxed)),
                 ("keyspace_hits", c.keyspace_hits.load(Relaxed)),
                 ("keyspace_misses", c.keyspace_misses.load(Relaxed)),
-                ("pubsub_channels", 0),
-                ("pubsub_patterns", 0),
+                ("pubsub_channels", hub.count(Space::Channel) as u64),
+                ("pubsub_patterns", hub.count(Space::Pattern) as u64),
+                ("pubsubshard_channels", hub.count(Space::Shard) as u64),
             ],
         );
     }

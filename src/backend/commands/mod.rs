@@ -21,6 +21,7 @@ mod lcs;
 mod lists;
 pub(crate) mod migrate;
 mod object;
+pub(crate) mod pubsub;
 mod server;
 mod set_options;
 mod sets;
@@ -64,6 +65,10 @@ pub struct Client {
     /// CLIENT_DENY_BLOCKING: a blocking command that finds nothing then
     /// answers as if its timeout passed, instead of blocking.
     pub never_block: bool,
+    /// Subscriptions and the mailbox of messages, from the first
+    /// (P|S)SUBSCRIBE until RESET or disconnect; boxed, as most
+    /// connections never subscribe.
+    pub pubsub: Option<Box<crate::backend::pubsub::Subscriber>>,
 }
 
 impl Client {
@@ -80,7 +85,14 @@ impl Client {
             quit: false,
             last_cmd: "NULL",
             never_block: false,
+            pubsub: None,
         }
+    }
+
+    /// Whether the connection is in subscribe mode: subscribed to at least
+    /// one channel, pattern or shard channel.
+    pub fn is_subscribed(&self) -> bool {
+        self.pubsub.as_ref().is_some_and(|s| s.is_active())
     }
 }
 
@@ -387,6 +399,16 @@ pub static COMMANDS: &[Command] = &[
     cmd!("copy", -3, RW, (1, 2, 1), object::copy),
     cmd!("object", -2, READONLY, (2, 2, 1), object::object),
     cmd!("memory", -2, READONLY, NOKEYS, object::memory),
+    // pub/sub
+    cmd!("subscribe", -2, 0, NOKEYS, pubsub::subscribe),
+    cmd!("unsubscribe", -1, 0, NOKEYS, pubsub::unsubscribe),
+    cmd!("psubscribe", -2, 0, NOKEYS, pubsub::psubscribe),
+    cmd!("punsubscribe", -1, 0, NOKEYS, pubsub::punsubscribe),
+    cmd!("ssubscribe", -2, 0, ALLKEYS, pubsub::ssubscribe),
+    cmd!("sunsubscribe", -1, 0, ALLKEYS, pubsub::sunsubscribe),
+    cmd!("publish", 3, FAST, NOKEYS, pubsub::publish),
+    cmd!("spublish", 3, FAST, KEY1, pubsub::spublish),
+    cmd!("pubsub", -2, 0, NOKEYS, pubsub::pubsub),
     // migration
     cmd!("dump", 2, READONLY, KEY1, migrate::dump),
     cmd!("restore", -4, RW, KEY1, migrate::restore),
@@ -456,6 +478,12 @@ pub fn dispatch(
     if cmd.flags & DENYOOM != 0 && node.make_room(now).is_err() {
         CmdError::OutOfMemory.write(out);
         return Next::Done;
+    }
+    if client.proto == 2 && client.is_subscribed() {
+        if let Some(e) = pubsub::refusal(cmd, args) {
+            e.write(out);
+            return Next::Done;
+        }
     }
     let mut ctx = Ctx {
         node,
