@@ -15,6 +15,7 @@ pub mod check;
 pub mod client;
 pub mod demo;
 pub(crate) mod glob;
+pub mod listen;
 pub mod procs;
 pub mod proxy;
 pub mod resp;

@@ -6,7 +6,6 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
-use tokio::net::TcpListener;
 
 use shardis::proxy::{self, Config};
 use shardis::ring::NodeSpec;
@@ -255,7 +254,7 @@ fn run_proxy(a: ProxyArgs) -> Result<(), String> {
         exit_with_parent();
     }
     runtime(config.threads)?.block_on(async move {
-        let listener = TcpListener::bind(&config.listen)
+        let listener = shardis::listen::listen(&config.listen)
             .await
             .map_err(|e| format!("cannot listen on {}: {e}", config.listen))?;
         proxy::run(listener, config, stop_signal()).await
@@ -282,7 +281,7 @@ fn node(a: NodeArgs) -> Result<(), String> {
     // and a current-thread runtime avoids cross-thread wakeups on every request.
     runtime(a.threads as usize)?.block_on(async move {
         let addr = format!("{}:{}", a.bind, a.port);
-        let listener = TcpListener::bind(&addr)
+        let listener = shardis::listen::listen(&addr)
             .await
             .map_err(|e| format!("cannot listen on {addr}: {e}"))?;
         let config = shardis::backend::NodeConfig {

@@ -15,7 +15,6 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use tokio::net::TcpListener;
 use tokio::process::{Child, Command};
 
 use shardis::proxy::{self, state, state::topology_difference, Config};
@@ -86,7 +85,10 @@ impl NodeSpawner {
             Backend::RedisServer => {
                 let mut c = Command::new(&self.exe);
                 c.args(["supervise", "--", "redis-server", "--port", &port])
-                    .args(["--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]);
+                    .args(["--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
+                    // A burst of pinned connections (clients blocking at
+                    // once) must not overflow the accept queue (src/listen.rs).
+                    .args(["--tcp-backlog", "4096"]);
                 if self.maxmemory > 0 {
                     c.args(["--maxmemory", &self.maxmemory.to_string()])
                         .args(["--maxmemory-policy", "allkeys-lru"]);
@@ -230,7 +232,7 @@ pub async fn run(
     stop_signal: impl std::future::Future<Output = ()>,
 ) -> Result<(), String> {
     // Bind the proxy first: if its port is taken, no node was started for nothing.
-    let listener = TcpListener::bind(&config.listen)
+    let listener = shardis::listen::listen(&config.listen)
         .await
         .map_err(|e| format!("cannot listen on {}: {e}", config.listen))?;
     let nodes = topology(&config)?;

@@ -1,8 +1,9 @@
-//! Blocking commands through the proxy, over redis-server nodes: each
-//! blocked client holds its own pinned connection to its keys' node, so
-//! other clients go on; timeouts are the node's; a client that leaves
-//! releases its connection and the node pops nothing for it; the bound on
-//! pinned connections gives a clear error.
+//! Blocking commands through the proxy, over built-in nodes and over
+//! redis-server nodes alike: each blocked client holds its own pinned
+//! connection to its keys' node, so other clients go on; timeouts are the
+//! node's; a client that leaves releases its connection and the node pops
+//! nothing for it; the bound on pinned connections gives a clear error;
+//! a thousand blocked clients each get exactly one pushed element.
 
 mod common;
 
@@ -11,6 +12,57 @@ use std::time::{Duration, Instant};
 use common::*;
 
 const TIMEOUT: Duration = Duration::from_secs(10);
+
+/// What the proxy's nodes are.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Backend {
+    Builtin,
+    Redis,
+}
+
+impl Backend {
+    fn node(self) -> Proc {
+        match self {
+            Backend::Builtin => start_node(free_port()),
+            Backend::Redis => start_redis(free_port()),
+        }
+    }
+
+    fn nodes(self, n: usize) -> Vec<Proc> {
+        (0..n).map(|_| self.node()).collect()
+    }
+}
+
+/// Built-in nodes always; redis-server nodes when it is installed (a
+/// failure under SHARDIS_REQUIRE_REDIS=1 when it is not).
+fn backends() -> Vec<Backend> {
+    let mut all = vec![Backend::Builtin];
+    if have_tool("redis-server") {
+        all.push(Backend::Redis);
+    }
+    all
+}
+
+/// Clients blocked right now, summed over the nodes (INFO on each).
+fn blocked_on_nodes(nodes: &[Proc]) -> u64 {
+    nodes
+        .iter()
+        .map(|n| Raw::connect(n.port).info_field("clients", "blocked_clients"))
+        .sum()
+}
+
+/// Waits until the nodes count `n` blocked clients.
+fn wait_blocked_on_nodes(nodes: &[Proc], n: u64, within: Duration) {
+    let deadline = Instant::now() + within;
+    loop {
+        let now = blocked_on_nodes(nodes);
+        if now == n {
+            return;
+        }
+        assert!(Instant::now() < deadline, "{now} clients blocked, not {n}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
 
 fn conn(port: u16) -> RespConn {
     RespConn::connect_loopback(port, TIMEOUT).unwrap()
@@ -22,10 +74,13 @@ fn text(r: &[u8]) -> String {
 
 #[test]
 fn a_blocked_pop_wakes_on_a_push_while_other_clients_go_on() {
-    if !have_tool("redis-server") {
-        return;
+    for backend in backends() {
+        a_blocked_pop_wakes_on_a_push(backend);
     }
-    let c = Cluster::redis(3);
+}
+
+fn a_blocked_pop_wakes_on_a_push(backend: Backend) {
+    let c = Cluster::over(backend.nodes(3), "");
     let port = c.proxy.port;
     let mut blocked = conn(port);
     blocked.send(&[b"BLPOP", b"q", b"0"]).unwrap();
@@ -51,8 +106,14 @@ fn blocking_commands_answer_like_one_redis_server_including_timeouts() {
     if !have_tool("redis-server") {
         return;
     }
-    let c = Cluster::redis(3);
     let redis = start_redis(free_port());
+    for backend in backends() {
+        answers_like_one_redis_server(backend, &redis);
+    }
+}
+
+fn answers_like_one_redis_server(backend: Backend, redis: &Proc) {
+    let c = Cluster::over(backend.nodes(3), "");
     let script: &[&[&str]] = &[
         &["BLPOP", "{b}none", "{b}none2", "0.2"],
         &["BRPOP", "{b}none", "0.2"],
@@ -100,6 +161,13 @@ fn blocking_commands_answer_like_one_redis_server_including_timeouts() {
         &["BLPOP", "{b}l", "nan"],
         &["BLPOP", "{b}z", "0.2"],
         &["WAIT", "0", "0"],
+        &["WAIT", "1", "100"],
+        &["RPUSH", "{b}l", "x"],
+        &["BLPOP", "{b}l", "0.01"],
+        &["BLMPOP", "0.01", "1", "{b}l", "RIGHT"],
+        &["BZMPOP", "0.01", "1", "{b}z", "MAX", "COUNT", "2"],
+        &["BLMOVE", "{b}l", "{b}m", "LEFT", "UP", "1"],
+        &["BLPOP", "{b}l", "1e400"],
     ];
     for proto in ["2", "3"] {
         let mut on_redis = conn(redis.port);
@@ -109,10 +177,15 @@ fn blocking_commands_answer_like_one_redis_server_including_timeouts() {
         on_redis.cmd(&["FLUSHALL"]);
         on_proxy.cmd(&["FLUSHALL"]);
         for args in script {
+            // Streams are served by redis-server nodes only.
+            let stream = args[0].starts_with('X');
+            if stream && backend == Backend::Builtin {
+                continue;
+            }
             assert_eq!(
                 text(&on_proxy.cmd(args)),
                 text(&on_redis.cmd(args)),
-                "RESP{proto} {args:?}"
+                "RESP{proto} {args:?} over {backend:?}"
             );
         }
     }
@@ -120,10 +193,13 @@ fn blocking_commands_answer_like_one_redis_server_including_timeouts() {
 
 #[test]
 fn keys_on_two_nodes_are_crossslot() {
-    if !have_tool("redis-server") {
-        return;
+    for backend in backends() {
+        crossslot(backend);
     }
-    let c = Cluster::redis(3);
+}
+
+fn crossslot(backend: Backend) {
+    let c = Cluster::over(backend.nodes(3), "");
     let mut s = conn(c.proxy.port);
     let mut found = None;
     for i in 0..100 {
@@ -142,10 +218,13 @@ fn keys_on_two_nodes_are_crossslot() {
 
 #[test]
 fn a_client_that_leaves_while_blocked_releases_its_connection_and_pops_nothing() {
-    if !have_tool("redis-server") {
-        return;
+    for backend in backends() {
+        leaving_client_pops_nothing(backend);
     }
-    let nodes = vec![start_redis(free_port())];
+}
+
+fn leaving_client_pops_nothing(backend: Backend) {
+    let nodes = backend.nodes(1);
     // `extra` lands inside [proxy].
     let c = Cluster::over(nodes, "max_pinned_per_node = 1\n");
     let port = c.proxy.port;
@@ -189,14 +268,17 @@ fn a_client_that_leaves_while_blocked_releases_its_connection_and_pops_nothing()
 
 #[test]
 fn a_command_blocked_on_keys_that_a_topology_change_moves_is_aborted_with_an_error() {
-    if !have_tool("redis-server") {
-        return;
+    for backend in backends() {
+        aborted_by_topology_change(backend);
     }
-    let nodes = vec![start_redis(free_port()), start_redis(free_port())];
+}
+
+fn aborted_by_topology_change(backend: Backend) {
+    let nodes = backend.nodes(2);
     // `extra` lands inside [proxy]; the copy is slow enough to watch.
     let c = Cluster::over(nodes, "[migration]\nmax_keys_per_sec = 2000\nbatch = 100\n");
     let port = c.proxy.port;
-    let extra = start_redis(free_port());
+    let extra = backend.node();
     set_keys(port, "fill:", 2000);
     let mut admin = conn(port);
     assert_eq!(
@@ -244,10 +326,13 @@ fn wait_ring_ok(port: u16) {
 
 #[test]
 fn a_draining_proxy_closes_blocked_clients_instead_of_waiting_for_them() {
-    if !have_tool("redis-server") {
-        return;
+    for backend in backends() {
+        draining_proxy_closes_blocked_clients(backend);
     }
-    let nodes = vec![start_redis(free_port())];
+}
+
+fn draining_proxy_closes_blocked_clients(backend: Backend) {
+    let nodes = backend.nodes(1);
     // `extra` lands inside [proxy]: a drain far longer than the test waits.
     let mut c = Cluster::over(nodes, "drain_timeout_ms = 600000\n");
     let mut blocked = RespConn::connect_loopback(c.proxy.port, Duration::from_secs(60)).unwrap();
@@ -266,4 +351,130 @@ fn a_draining_proxy_closes_blocked_clients_instead_of_waiting_for_them() {
         "closed, not answered and not left waiting for the drain: {r:?}"
     );
     c.proxy.kill();
+}
+
+/// Clients blocked at once in the thousand-client test.
+const MANY: usize = 1000;
+
+#[test]
+fn a_thousand_clients_blocked_through_the_proxy_each_get_one_pushed_element() {
+    for backend in backends() {
+        thousand_blocked_clients(backend);
+    }
+}
+
+fn thousand_blocked_clients(backend: Backend) {
+    // Room for every blocked client's pinned connection and the pusher.
+    let c = Cluster::over(
+        backend.nodes(2),
+        "max_pinned_per_node = 1100\nmax_clients = 1200\n",
+    );
+    let addr = c.proxy.addr();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let wait = Duration::from_secs(120);
+    let tasks: Vec<_> = rt.block_on(async {
+        let mut tasks = Vec::with_capacity(MANY);
+        for _ in 0..MANY {
+            let mut conn = shardis::client::Conn::connect(&addr, wait).await.unwrap();
+            conn.queue_raw(b"*3\r\n$5\r\nBLPOP\r\n$1\r\nq\r\n$1\r\n0\r\n");
+            conn.flush().await.unwrap();
+            tasks.push(tokio::spawn(async move { conn.read_reply().await }));
+        }
+        tasks
+    });
+    wait_blocked_on_nodes(&c.nodes, MANY as u64, wait);
+    let mut pusher = Raw::connect(c.proxy.port);
+    let mut pushed = std::collections::HashSet::new();
+    for batch in 0..MANY / 100 {
+        let items: Vec<String> = (0..100).map(|i| format!("e{}", batch * 100 + i)).collect();
+        let mut args = vec!["RPUSH", "q"];
+        args.extend(items.iter().map(String::as_str));
+        let r = pusher.call(&args);
+        // Blocked clients take elements as soon as they arrive.
+        assert!(r.starts_with(':'), "{r}");
+        pushed.extend(items);
+    }
+    let replies: Vec<_> = rt.block_on(async {
+        let mut replies = Vec::with_capacity(MANY);
+        for t in tasks {
+            replies.push(t.await.unwrap());
+        }
+        replies
+    });
+    let mut got = std::collections::HashSet::new();
+    for r in replies {
+        let r = text(&r.unwrap_or_else(|e| panic!("{backend:?}: a blocked client got {e}")));
+        let item = r
+            .strip_prefix("*2\r\n$1\r\nq\r\n$")
+            .and_then(|rest| rest.split("\r\n").nth(1))
+            .unwrap_or_else(|| panic!("{backend:?}: {r:?}"))
+            .to_string();
+        assert!(
+            got.insert(item.clone()),
+            "{backend:?}: {item} delivered twice"
+        );
+    }
+    assert_eq!(
+        got, pushed,
+        "{backend:?}: every element to exactly one client"
+    );
+    pusher.check(&["LLEN", "q"], ":0\r\n");
+    wait_blocked_on_nodes(&c.nodes, 0, TIMEOUT);
+}
+
+#[test]
+fn blocking_past_max_pinned_per_node_gives_errors_never_a_hang() {
+    for backend in backends() {
+        past_max_pinned(backend);
+    }
+}
+
+fn past_max_pinned(backend: Backend) {
+    let c = Cluster::over(backend.nodes(1), "max_pinned_per_node = 3\n");
+    let port = c.proxy.port;
+    let mut blocked: Vec<RespConn> = (0..3).map(|_| conn(port)).collect();
+    for b in &mut blocked {
+        b.send(&[b"BLPOP", b"q", b"0"]).unwrap();
+    }
+    wait_blocked_on_nodes(&c.nodes, 3, TIMEOUT);
+    let mut refused = Vec::new();
+    let tries: [&[&str]; 4] = [
+        &["BLPOP", "q", "0"],
+        &["BZPOPMIN", "z", "0"],
+        &["BLMOVE", "q", "d", "LEFT", "LEFT", "0"],
+        &["WAIT", "1", "0"],
+    ];
+    for i in 0..20 {
+        // A fresh client each time: its read times out (a failure) if it hangs.
+        let r = text(&conn(port).cmd(tries[i % tries.len()]));
+        assert!(
+            r.starts_with("-ERR max number of pinned connections reached for node node1"),
+            "{backend:?}: {r}"
+        );
+        refused.push(r);
+    }
+    // The shared connections are untouched, and the blocked clients served.
+    let mut other = conn(port);
+    assert_eq!(other.cmd(&["SET", "k", "v"]), b"+OK\r\n");
+    assert_eq!(other.cmd(&["RPUSH", "q", "a", "b", "c"]), b":3\r\n");
+    let got: Vec<String> = blocked
+        .iter_mut()
+        .map(|b| text(&b.read_reply().unwrap()))
+        .collect();
+    let want = ["a", "b", "c"].map(|v| format!("*2\r\n$1\r\nq\r\n$1\r\n{v}\r\n"));
+    assert_eq!(got, want, "{backend:?}");
+    // Their places come back.
+    let deadline = Instant::now() + TIMEOUT;
+    loop {
+        let r = text(&other.cmd(&["BLPOP", "q", "0.01"]));
+        if r == "*-1\r\n" {
+            break;
+        }
+        assert!(Instant::now() < deadline, "{backend:?}: still refused: {r}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }

@@ -382,3 +382,59 @@ fn the_atomicity_test_sees_a_transaction_that_does_not_exclude_others() {
     let (torn, reads) = torn_reads(node.port, Duration::from_secs(60), true);
     assert!(torn > 0, "no torn read in {reads} reads");
 }
+
+/// What the served side of a blocked pop does to transactions, on one
+/// server: a BLMOVE served by another client's push changes its
+/// destination in place, which a WATCH on that destination must see; and
+/// a blocking pop queued in MULTI answers at once like a timeout.
+fn blocking_and_transactions(port: u16) -> Vec<String> {
+    let mut w = conn(port);
+    let mut blocked = conn(port);
+    let mut pusher = conn(port);
+    let mut seen = Vec::new();
+    w.cmd(&["DEL", "src", "dst", "k"]);
+    w.cmd(&["RPUSH", "dst", "old"]);
+    w.cmd(&["WATCH", "dst"]);
+    blocked
+        .send(&[b"BLMOVE", b"src", b"dst", b"LEFT", b"RIGHT", b"0"])
+        .unwrap();
+    // The BLMOVE is waiting once the server counts it blocked.
+    let deadline = Instant::now() + TIMEOUT;
+    while !text(&pusher.cmd(&["INFO", "clients"])).contains("blocked_clients:1\r\n") {
+        assert!(Instant::now() < deadline, "BLMOVE never blocked");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    seen.push(text(&pusher.cmd(&["RPUSH", "src", "x"])));
+    seen.push(text(&blocked.read_reply().unwrap()));
+    w.cmd(&["MULTI"]);
+    w.cmd(&["SET", "k", "done"]);
+    seen.push(text(&w.cmd(&["EXEC"])));
+    seen.push(text(&w.cmd(&["LRANGE", "dst", "0", "-1"])));
+    // Queued blocking pops do not block.
+    w.cmd(&["MULTI"]);
+    for c in [
+        &["BLPOP", "none", "0"][..],
+        &["BLMOVE", "none", "dst", "LEFT", "LEFT", "0"],
+        &["BZPOPMIN", "none", "0"],
+        &["BLPOP", "dst", "0"],
+    ] {
+        seen.push(text(&w.cmd(c)));
+    }
+    seen.push(text(&w.cmd(&["EXEC"])));
+    seen
+}
+
+#[test]
+fn a_served_blocked_pop_aborts_a_watch_and_pops_in_multi_do_not_block() {
+    let node = start_node(free_port());
+    let got = blocking_and_transactions(node.port);
+    assert_eq!(
+        got[2], "*-1\r\n",
+        "the WATCH on dst missed the served BLMOVE"
+    );
+    if !have_tool("redis-server") {
+        return;
+    }
+    let redis = start_redis(free_port());
+    assert_eq!(got, blocking_and_transactions(redis.port));
+}

@@ -5,18 +5,22 @@
 //! Layout: `store` (sharded keyspace, lazy expiry, memory accounting),
 //! `value` and `zset` (the collection types and their encodings),
 //! `evict` (eviction by `maxmemory-policy`, LFU counters, active expiry),
-//! `config` (CONFIG parameters), `scan` (cursors, KEYS), `pubsub`
+//! `config` (CONFIG parameters), `scan` (cursors, KEYS), `blocking`
+//! (clients blocked in BLPOP and friends, and waking them), `pubsub`
 //! (subscriptions, delivery, subscriber output limits),
 //! `commands/*` (one file per command family, the table
 //! and dispatcher), `server` (accept loop and pipelined client loop),
-//! `error` (the one place errors become `-ERR` lines), `watch` (WATCH's
-//! records; MULTI/EXEC are in `commands/multi`). RESP framing comes
+//! `blocking` and `wait` (blocked clients and a connection waiting for its
+//! blocked request's reply), `error` (the one place errors become `-ERR`
+//! lines), `watch` (WATCH's records; MULTI/EXEC are in `commands/multi`).
+//! RESP framing comes
 //! from `crate::resp`.
 //!
 //! Uses only `resp` and `glob` of our modules; never talks to the proxy or the ring.
 
 #[doc(hidden)]
 pub mod bench;
+mod blocking;
 mod chunked;
 mod commands;
 mod config;
@@ -30,6 +34,7 @@ mod server;
 mod store;
 mod typed;
 mod value;
+mod wait;
 mod watch;
 mod zset;
 
@@ -75,7 +80,7 @@ pub fn run_blocking(
         .enable_all()
         .build()?;
     rt.block_on(async move {
-        let listener = tokio::net::TcpListener::bind(addr).await?;
+        let listener = crate::listen::listen_at(addr)?;
         run(listener, config, shutdown).await
     })
 }

@@ -8,12 +8,17 @@
 //!    └──────────────── write_all ◄──────┴─────────────────────────────┘
 //! ```
 //!
+//! A request that blocks (BLPOP with nothing to pop) suspends its
+//! connection in [`wait::blocked`] until `blocking.rs` sends its reply or
+//! its timeout passes; the requests behind it wait, as in Redis.
+//!
 //! The task that owns a client's socket is the only one that touches it.
 //! A subscribed connection also waits on its pub/sub mailbox: messages are
 //! written between replies, never inside one, and one that arrived before a
 //! command was read is written before that command's reply.
 
-use super::commands::{self, migrate::MigrateState, Client, Next};
+use super::blocking::Blocking;
+use super::commands::{self, blocking::Block, migrate::MigrateState, Client, Next};
 use super::config::Settings;
 use super::error::CmdError;
 use super::evict::EXPIRE_TICK_MS;
@@ -21,10 +26,10 @@ use super::pubsub::mailbox::{Mailbox, Taken};
 use super::pubsub::Hub;
 use super::store::{now_ms, Store};
 use super::value::Thresholds;
+use super::wait;
 use super::NodeConfig;
 use crate::resp::{next_frame, Frame, Limits, Spans};
-use bytes::Buf;
-use bytes::BytesMut;
+use bytes::{Buf, BytesMut};
 use smallvec::SmallVec;
 use std::future::Future;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
@@ -39,7 +44,7 @@ use tokio::sync::watch;
 pub const REDIS_VERSION: &str = "7.0.0";
 
 /// Initial size of a client's query and reply buffers.
-const BUFFER_BYTES: usize = 16 * 1024;
+pub(super) const BUFFER_BYTES: usize = 16 * 1024;
 /// Replies are flushed mid-batch once this many bytes are pending, which
 /// bounds a client's output buffer however long its pipeline.
 const MAX_PENDING_REPLY_BYTES: usize = 8 * 1024 * 1024;
@@ -58,6 +63,8 @@ pub struct Stats {
     pub total_connections: AtomicU64,
     /// Connections open now.
     pub connected_clients: AtomicUsize,
+    /// Connections waiting in a blocking command now.
+    pub blocked_clients: AtomicUsize,
 }
 
 /// State shared by every connection of one node.
@@ -85,6 +92,8 @@ pub struct Node {
     /// INFO `used_memory_peak`: raised by INFO and by the expiry tick, as
     /// Redis raises it in its cron.
     pub memory_peak: AtomicU64,
+    /// Clients blocked in BLPOP and friends.
+    pub blocking: Blocking,
     /// Pub/sub subscriptions; shared with each subscriber, which leaves
     /// them when dropped.
     pub pubsub: Arc<Hub>,
@@ -155,6 +164,7 @@ impl Node {
             run_id,
             ops: Default::default(),
             memory_peak: AtomicU64::new(0),
+            blocking: Blocking::default(),
             pubsub: Arc::default(),
             next_client_id: AtomicU64::new(1),
             gate: RwLock::new(()),
@@ -222,7 +232,8 @@ async fn expire_loop(node: Arc<Node>, mut stop: watch::Receiver<bool>) {
     }
 }
 
-/// One client: read, execute every complete request, write the replies.
+/// One client: read, execute every complete request, write the replies;
+/// while a request blocks, wait for its reply before the next one.
 async fn serve(node: Arc<Node>, mut sock: TcpStream, mut stop: watch::Receiver<bool>) {
     let _ = sock.set_nodelay(true);
     let addr = sock.peer_addr().map(|a| a.to_string()).unwrap_or_default();
@@ -236,32 +247,48 @@ async fn serve(node: Arc<Node>, mut sock: TcpStream, mut stop: watch::Receiver<b
         BytesMut::with_capacity(BUFFER_BYTES),
     );
     let result = async {
+        // False right after a blocked request answered: the rest of the
+        // input may hold complete requests already.
+        let mut read_first = true;
         loop {
-            if input.capacity() - input.len() < BUFFER_BYTES / 4 {
-                input.reserve(BUFFER_BYTES);
-            }
-            // `None`: messages wait in the mailbox (only for a subscriber).
-            let n = tokio::select! {
-                r = sock.read_buf(&mut input) => Some(r?),
-                _ = stop.changed() => Some(0),
-                _ = wait_pushes(&client), if client.pubsub.is_some() => None,
-            };
-            let Some(n) = n else {
-                if !write_pushes(&client, &mut out, &mut sock).await? {
+            if read_first {
+                if input.capacity() - input.len() < BUFFER_BYTES / 4 {
+                    input.reserve(BUFFER_BYTES);
+                }
+                // `None`: messages wait in the mailbox (only for a subscriber).
+                let n = tokio::select! {
+                    r = sock.read_buf(&mut input) => Some(r?),
+                    _ = stop.changed() => Some(0),
+                    _ = wait_pushes(&client), if client.pubsub.is_some() => None,
+                };
+                let Some(n) = n else {
+                    if !write_pushes(&client, &mut out, &mut sock).await? {
+                        return Ok(());
+                    }
+                    continue;
+                };
+                if n == 0 {
                     return Ok(());
                 }
-                continue;
-            };
-            if n == 0 {
+            }
+            read_first = true;
+            let batch = execute_batch(&node, &mut client, &mut input, &mut out, &mut sock).await?;
+            if !out.is_empty() && !write_out(&mut sock, &mut out, mailbox(&client)).await? {
                 return Ok(());
             }
-            let mut keep_going =
-                execute_batch(&node, &mut client, &mut input, &mut out, &mut sock).await?;
-            if !out.is_empty() {
-                keep_going &= write_out(&mut sock, &mut out, mailbox(&client)).await?;
-            }
-            if !keep_going {
-                return Ok(());
+            match batch {
+                Batch::More => {}
+                Batch::Close => return Ok(()),
+                Batch::Blocked(block) => {
+                    let waited = wait::blocked(
+                        &node, &client, block, &mut sock, &mut input, &mut out, &mut stop,
+                    );
+                    match waited.await? {
+                        Some(reply) => out.extend_from_slice(&reply),
+                        None => return Ok(()),
+                    }
+                    read_first = false;
+                }
             }
         }
     }
@@ -273,11 +300,27 @@ async fn serve(node: Arc<Node>, mut sock: TcpStream, mut stop: watch::Receiver<b
     node.stats.connected_clients.fetch_sub(1, Relaxed);
 }
 
-fn mailbox(client: &Client) -> Option<&Mailbox> {
+/// How a batch of requests ended.
+enum Batch {
+    /// Every complete request ran: read more.
+    More,
+    /// Close once the replies are written (QUIT, protocol error, query
+    /// buffer over the limit).
+    Close,
+    /// A request blocked: write the replies so far, wait for its reply,
+    /// then go on with the rest of the input (later requests wait behind
+    /// it, as in Redis).
+    Blocked(Block),
+}
+
+/// Executes every complete request in `input`, up to the first that
+/// blocks. Serves clients blocked on keys that a request made ready before
+/// running the next one.
+pub(super) fn mailbox(client: &Client) -> Option<&Mailbox> {
     client.pubsub.as_ref().map(|s| &*s.mailbox)
 }
 
-async fn wait_pushes(client: &Client) {
+pub(super) async fn wait_pushes(client: &Client) {
     match mailbox(client) {
         Some(m) => m.wait().await,
         None => std::future::pending().await,
@@ -286,7 +329,7 @@ async fn wait_pushes(client: &Client) {
 
 /// Writes part of a subscriber's waiting messages (`out` is empty here).
 /// False when its mailbox was closed over the output buffer limit.
-async fn write_pushes(
+pub(super) async fn write_pushes(
     client: &Client,
     out: &mut BytesMut,
     sock: &mut TcpStream,
@@ -350,7 +393,7 @@ async fn execute_batch(
     input: &mut BytesMut,
     out: &mut BytesMut,
     sock: &mut TcpStream,
-) -> std::io::Result<bool> {
+) -> std::io::Result<Batch> {
     let now = now_ms();
     let mut spans = Spans::new();
     // CONFIG SET proto-max-bulk-len applies from the next batch on.
@@ -367,7 +410,7 @@ async fn execute_batch(
                 // A message part already written is completed first.
                 commands::pubsub::take_pushes(client, out);
                 CmdError::err(e).write(out);
-                return Ok(false);
+                return Ok(Batch::Close);
             }
         };
         let (len, owned) = match frame {
@@ -378,9 +421,10 @@ async fn execute_batch(
             None => spans.iter().map(|&(s, e)| &input[s..e]).collect(),
             Some(owned) => owned.iter().map(|a| a.as_slice()).collect(),
         };
+        let mut blocked = None;
         if !args.is_empty() {
             if !commands::pubsub::take_pushes(client, out) {
-                return Ok(false);
+                return Ok(Batch::Close);
             }
             match commands::dispatch(node, client, out, &args, now) {
                 Next::Done => {}
@@ -388,21 +432,30 @@ async fn execute_batch(
                     Ok(reply) => out.extend_from_slice(&reply),
                     Err(e) => e.write(out),
                 },
+                Next::Block(b) => blocked = Some(b),
+            }
+            // Redis serves blocked clients after each command (after EXEC
+            // for a transaction), before the next one runs.
+            if node.store.ready.is_pending() {
+                node.blocking.serve_ready(node, now);
             }
         }
         drop(args);
         input.advance(len);
+        if let Some(b) = blocked {
+            return Ok(Batch::Blocked(b));
+        }
         if client.quit {
-            return Ok(false);
+            return Ok(Batch::Close);
         }
         if out.len() >= MAX_PENDING_REPLY_BYTES && !write_out(sock, out, mailbox(client)).await? {
-            return Ok(false);
+            return Ok(Batch::Close);
         }
     }
     if input.len() > node.limits.max_query_buffer {
         // Redis closes such clients without a reply.
         tracing::debug!("closing client {}: query buffer over the limit", client.id);
-        return Ok(false);
+        return Ok(Batch::Close);
     }
-    Ok(true)
+    Ok(Batch::More)
 }

@@ -8,9 +8,11 @@
 //! Sampling for eviction and active expiry lives in `evict.rs`, cursors in
 //! `scan.rs`.
 
+use super::blocking::ReadyKeys;
 pub use super::entry::Entry;
 #[cfg(test)]
 pub use super::entry::ENTRY_OVERHEAD;
+use super::value::Kind;
 use super::watch::Watched;
 use hashbrown::raw::RawTable;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
@@ -81,6 +83,8 @@ pub struct Store {
     seed: u64,
     /// Statistics and memory accounting.
     pub counters: Counters,
+    /// Lists and sorted sets created while clients block (`blocking.rs`).
+    pub ready: ReadyKeys,
 }
 
 impl Default for Store {
@@ -94,6 +98,7 @@ pub struct Locked<'a> {
     pub(crate) shard: MutexGuard<'a, Shard>,
     seed: u64,
     pub(crate) counters: &'a Counters,
+    ready: &'a ReadyKeys,
     /// The command's time, ms since the epoch.
     pub now: u64,
 }
@@ -109,6 +114,7 @@ impl Store {
             shards: (0..SHARDS).map(|_| Mutex::new(Shard::default())).collect(),
             seed: h.finish(),
             counters: Counters::default(),
+            ready: ReadyKeys::default(),
         }
     }
 
@@ -137,6 +143,7 @@ impl Store {
             shard,
             seed: self.seed,
             counters: &self.counters,
+            ready: &self.ready,
             now,
         }
     }
@@ -334,6 +341,11 @@ impl Locked<'_> {
         self.counters.used_memory.fetch_add(entry.mem(), Relaxed);
         if entry.expire_at != 0 {
             self.shard.expires += 1;
+        }
+        // Every new list or sorted set passes here (pushes, STORE variants,
+        // RENAME, COPY, RESTORE): a client blocked on its key may go on.
+        if matches!(entry.kind(), Kind::List | Kind::ZSet) {
+            self.ready.signal(entry.key());
         }
         let seed = self.seed;
         let e = self.shard.table.insert(table_hash(hash), entry, |e| {

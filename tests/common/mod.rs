@@ -214,6 +214,10 @@ pub fn start_redis(port: u16) -> Proc {
                 "",
                 "--appendonly",
                 "no",
+                // As the built-in node's (see src/listen.rs): bursts of
+                // pinned connections must not overflow the accept queue.
+                "--tcp-backlog",
+                "4096",
             ])
             .stdout(Stdio::null()),
         port,

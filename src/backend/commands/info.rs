@@ -64,8 +64,11 @@ pub fn info_text(ctx: &Ctx, sections: &[&[u8]]) -> String {
                 ),
                 ("cluster_connections", 0),
                 ("maxclients", 10_000),
-                // The node has no blocking commands and no client tracking.
-                ("blocked_clients", 0),
+                (
+                    "blocked_clients",
+                    node.stats.blocked_clients.load(Relaxed) as u64,
+                ),
+                // The node has no client tracking.
                 ("tracking_clients", 0),
                 ("clients_in_timeout_table", 0),
                 // WATCH records, one per (client, key): shows they are

@@ -2,11 +2,13 @@
 //! LPOP, RPOP, LRANGE, LREM, LSET, LTRIM, LPOS, RPOPLPUSH, LMOVE and LMPOP,
 //! checking arguments in the order Redis 7.0 does so the same error wins.
 
-use super::util::{parse_at_least_one, parse_positive, rank_range, MUST_BE_POSITIVE};
+use super::util::{parse_mpop, parse_positive, rank_range, MUST_BE_POSITIVE};
 use super::{parse_i64, CmdResult, Ctx};
 use crate::backend::error::CmdError;
+use crate::backend::server::Node;
 use crate::backend::value::{Elem, List};
 use crate::resp::{encode, eq_ignore_case};
+use bytes::BytesMut;
 
 fn push(ctx: &mut Ctx, args: &[&[u8]], head: bool, only_existing: bool) -> CmdResult {
     let n = ctx.write::<List, _>(args[1], !only_existing, |l, t| {
@@ -39,7 +41,7 @@ pub fn rpushx(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
 }
 
 /// LEFT → true (head), RIGHT → false, else a syntax error.
-fn parse_side(b: &[u8]) -> Result<bool, CmdError> {
+pub(super) fn parse_side(b: &[u8]) -> Result<bool, CmdError> {
     if eq_ignore_case(b, b"left") {
         Ok(true)
     } else if eq_ignore_case(b, b"right") {
@@ -281,15 +283,18 @@ pub fn lpos(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
 }
 
 /// Pops from `src` and pushes onto `dst`, atomically; the element moved.
-fn move_one(
-    ctx: &mut Ctx,
+/// WRONGTYPE if either holds another type (the source checked first);
+/// `None` if the source is absent. Also serves a woken BLMOVE.
+pub(super) fn move_one(
+    node: &Node,
+    now: u64,
     src: &[u8],
     dst: &[u8],
     from_head: bool,
     to_head: bool,
 ) -> Result<Option<Elem>, CmdError> {
-    let t = ctx.node.thresholds();
-    let mut many = ctx.lock_keys(&[src, dst]);
+    let t = node.thresholds();
+    let mut many = super::util::Many::lock(&node.store, &[src, dst], now);
     if many.read::<List, _>(src, |_| ())?.is_none() {
         return Ok(None);
     }
@@ -314,7 +319,7 @@ fn move_one(
 
 /// RPOPLPUSH source destination
 pub fn rpoplpush(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
-    let v = move_one(ctx, args[1], args[2], false, true)?;
+    let v = move_one(ctx.node, ctx.now, args[1], args[2], false, true)?;
     ctx.bulk_or_null(v.as_deref());
     Ok(())
 }
@@ -322,48 +327,50 @@ pub fn rpoplpush(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
 /// LMOVE source destination LEFT|RIGHT LEFT|RIGHT
 pub fn lmove(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     let (from, to) = (parse_side(args[3])?, parse_side(args[4])?);
-    let v = move_one(ctx, args[1], args[2], from, to)?;
+    let v = move_one(ctx.node, ctx.now, args[1], args[2], from, to)?;
     ctx.bulk_or_null(v.as_deref());
     Ok(())
 }
 
 /// LMPOP numkeys key [key ...] LEFT|RIGHT [COUNT count]
 pub fn lmpop(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
-    let n = parse_at_least_one(args[1], "numkeys should be greater than 0")?;
-    let where_at = 2 + n;
-    if where_at >= args.len() {
-        return Err(CmdError::Syntax);
-    }
-    let head = parse_side(args[where_at])?;
-    let mut count = None;
-    let mut j = where_at + 1;
-    while j < args.len() {
-        if count.is_none() && eq_ignore_case(args[j], b"count") && j + 1 < args.len() {
-            count = Some(parse_at_least_one(
-                args[j + 1],
-                "count should be greater than 0",
-            )?);
-            j += 2;
-        } else {
-            return Err(CmdError::Syntax);
-        }
-    }
-    let count = count.unwrap_or(1);
-    for key in &args[2..where_at] {
-        let popped = ctx.write::<List, _>(key, false, |l, t| {
-            let n = count.min(l.len());
-            let v: Vec<Elem> = (0..n).filter_map(|_| l.pop(head)).collect();
-            l.settle(t);
-            v
-        })?;
+    let a = parse_mpop(args, 1, b"left", b"right")?;
+    for key in &args[a.keys] {
+        let popped = pop_many(ctx.node, ctx.now, key, a.first, a.count)?;
         if let Some(v) = popped {
-            encode::array_len(ctx.out, 2);
-            encode::bulk(ctx.out, key);
-            encode::array_len(ctx.out, v.len());
-            v.iter().for_each(|e| encode::bulk(ctx.out, e));
+            reply_key_and_items(ctx.out, key, &v);
             return Ok(());
         }
     }
     encode::null_array(ctx.out, ctx.client.proto);
     Ok(())
+}
+
+/// Pops up to `count` elements from the list at `key` (None if absent).
+pub(super) fn pop_many(
+    node: &Node,
+    now: u64,
+    key: &[u8],
+    head: bool,
+    count: usize,
+) -> Result<Option<Vec<Elem>>, CmdError> {
+    let t = node.thresholds();
+    let store = &node.store;
+    let h = store.hash(key);
+    store
+        .lock(h, now)
+        .write_coll::<List, _>(h, key, false, |l| {
+            let n = count.min(l.len());
+            let v: Vec<Elem> = (0..n).filter_map(|_| l.pop(head)).collect();
+            l.settle(&t);
+            v
+        })
+}
+
+/// `[key, [items…]]`, the reply of LMPOP and BLMPOP.
+pub(super) fn reply_key_and_items(out: &mut BytesMut, key: &[u8], items: &[Elem]) {
+    encode::array_len(out, 2);
+    encode::bulk(out, key);
+    encode::array_len(out, items.len());
+    items.iter().for_each(|e| encode::bulk(out, e));
 }

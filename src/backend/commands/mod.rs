@@ -8,6 +8,7 @@
 
 mod bitfield;
 mod bits;
+pub(crate) mod blocking;
 mod config;
 mod connection;
 mod counters;
@@ -27,6 +28,7 @@ mod set_options;
 mod sets;
 mod sort;
 mod strings;
+mod timeout;
 mod util;
 mod zrange;
 mod zsets;
@@ -60,6 +62,10 @@ pub struct Client {
     pub quit: bool,
     /// Last command name, for CLIENT INFO.
     pub last_cmd: &'static str,
+    /// Set while queued commands run (EXEC), like Redis's
+    /// CLIENT_DENY_BLOCKING: a blocking command that finds nothing then
+    /// answers as if its timeout passed, instead of blocking.
+    pub never_block: bool,
     /// Subscriptions and the mailbox of messages, from the first
     /// (P|S)SUBSCRIBE until RESET or disconnect; boxed, as most
     /// connections never subscribe.
@@ -81,6 +87,7 @@ impl Client {
             since,
             quit: false,
             last_cmd: "NULL",
+            never_block: false,
             pubsub: None,
             tx: multi::TxState::default(),
         }
@@ -134,6 +141,9 @@ pub type CmdResult = Result<(), CmdError>;
 pub enum Run {
     /// In place, holding no lock across an `.await`.
     Sync(fn(&mut Ctx, &[&[u8]]) -> CmdResult),
+    /// A blocking command: in place, or the connection waits (see
+    /// `blocking.rs`).
+    Block(fn(&mut Ctx, &[&[u8]]) -> blocking::BlockResult),
     /// MIGRATE: talks to another node, so the connection awaits it.
     Migrate,
     /// EXEC: runs the queued commands with the node's gate held exclusively.
@@ -148,6 +158,8 @@ pub const WRITE: u8 = 2;
 pub const READONLY: u8 = 4;
 /// O(1) or O(log n).
 pub const FAST: u8 = 8;
+/// May block the connection.
+pub const BLOCKING: u8 = 16;
 
 /// One row of the command table: the single source of truth for names,
 /// arity (Redis convention: negative = at least), flags and key positions.
@@ -172,6 +184,18 @@ macro_rules! cmd {
             flags: $flags,
             keys: $keys,
             run: Run::Sync($f),
+        }
+    };
+}
+
+macro_rules! blocking {
+    ($name:literal, $arity:expr, $flags:expr, $keys:expr, $f:expr) => {
+        Command {
+            name: $name,
+            arity: $arity,
+            flags: $flags,
+            keys: $keys,
+            run: Run::Block($f),
         }
     };
 }
@@ -213,6 +237,8 @@ pub static COMMANDS: &[Command] = &[
     cmd!("config", -2, 0, NOKEYS, config::config),
     cmd!("time", 1, FAST, NOKEYS, server::time),
     cmd!("lastsave", 1, FAST, NOKEYS, server::lastsave),
+    // Redis does not flag WAIT as blocking (COMMAND INFO), though it waits.
+    blocking!("wait", 3, 0, NOKEYS, blocking::wait),
     // strings
     cmd!("get", 2, READONLY | FAST, KEY1, strings::get),
     cmd!("set", -3, RW, KEY1, strings::set),
@@ -289,6 +315,17 @@ pub static COMMANDS: &[Command] = &[
     cmd!("rpoplpush", 3, RW, (1, 2, 1), lists::rpoplpush),
     cmd!("lmove", 5, RW, (1, 2, 1), lists::lmove),
     cmd!("lmpop", -4, WRITE, NOKEYS, lists::lmpop),
+    blocking!("blpop", -3, WRITE | BLOCKING, (1, -2, 1), blocking::blpop),
+    blocking!("brpop", -3, WRITE | BLOCKING, (1, -2, 1), blocking::brpop),
+    blocking!(
+        "brpoplpush",
+        4,
+        RW | BLOCKING,
+        (1, 2, 1),
+        blocking::brpoplpush
+    ),
+    blocking!("blmove", 6, RW | BLOCKING, (1, 2, 1), blocking::blmove),
+    blocking!("blmpop", -5, WRITE | BLOCKING, NOKEYS, blocking::blmpop),
     // sets
     cmd!("sadd", -3, RW | FAST, KEY1, sets::sadd),
     cmd!("srem", -3, WRITE | FAST, KEY1, sets::srem),
@@ -337,6 +374,21 @@ pub static COMMANDS: &[Command] = &[
     cmd!("zpopmin", -2, WRITE | FAST, KEY1, zsets::zpopmin),
     cmd!("zpopmax", -2, WRITE | FAST, KEY1, zsets::zpopmax),
     cmd!("zmpop", -4, WRITE, NOKEYS, zsets::zmpop),
+    blocking!(
+        "bzpopmin",
+        -3,
+        WRITE | FAST | BLOCKING,
+        (1, -2, 1),
+        blocking::bzpopmin
+    ),
+    blocking!(
+        "bzpopmax",
+        -3,
+        WRITE | FAST | BLOCKING,
+        (1, -2, 1),
+        blocking::bzpopmax
+    ),
+    blocking!("bzmpop", -5, WRITE | BLOCKING, NOKEYS, blocking::bzmpop),
     cmd!("zrandmember", -2, READONLY, KEY1, zsets::zrandmember),
     cmd!("zscan", -3, READONLY, KEY1, zsets::zscan),
     cmd!("zunion", -3, READONLY, NOKEYS, zstore::zunion),
@@ -419,6 +471,8 @@ pub enum Next {
     Done,
     /// Run MIGRATE (async) with these arguments, then write its reply.
     Migrate,
+    /// Wait for the reply of a blocked command before anything else.
+    Block(blocking::Block),
 }
 
 /// Runs one request and appends its reply to `out`.
@@ -483,12 +537,13 @@ pub fn dispatch(
     if matches!(cmd.run, Run::Migrate) {
         return Next::Migrate;
     }
-    run(node, client, out, cmd, args, now);
-    Next::Done
+    run(node, client, out, cmd, args, now)
 }
 
-/// Runs a synchronous command (checked already) and tells WATCH about the
-/// keys a write command names. The caller holds the node's gate.
+/// Runs a command (checked already) and tells WATCH about the keys a write
+/// command names. The caller holds the node's gate. A blocking command that
+/// finds nothing returns what to wait for (never while
+/// `client.never_block`, as inside EXEC).
 fn run(
     node: &Node,
     client: &mut Client,
@@ -496,11 +551,7 @@ fn run(
     cmd: &'static Command,
     args: &[&[u8]],
     now: u64,
-) {
-    let Run::Sync(f) = cmd.run else {
-        CmdError::err(format!("'{}' cannot run here", cmd.name)).write(out);
-        return;
-    };
+) -> Next {
     client.last_cmd = cmd.name;
     let mut ctx = Ctx {
         node,
@@ -508,12 +559,19 @@ fn run(
         out,
         now,
     };
-    if let Err(e) = f(&mut ctx, args) {
+    let result = match cmd.run {
+        Run::Sync(f) => f(&mut ctx, args).map(|()| Next::Done),
+        Run::Block(f) => f(&mut ctx, args).map(|b| b.map_or(Next::Done, Next::Block)),
+        Run::Migrate | Run::Exec => Err(CmdError::err(format!("'{}' cannot run here", cmd.name))),
+    };
+    let next = result.unwrap_or_else(|e| {
         e.write(ctx.out);
-    }
+        Next::Done
+    });
     if cmd.flags & WRITE != 0 {
         crate::backend::watch::touch_written(&node.store, cmd, args, now);
     }
+    next
 }
 
 /// Whether `n` arguments (name included) satisfy `arity`.

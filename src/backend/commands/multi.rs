@@ -236,10 +236,15 @@ pub fn exec(node: &Node, client: &mut super::Client, out: &mut BytesMut, now: u6
         return;
     }
     encode::array_len(out, multi.queued.len());
+    // Nothing blocks inside a transaction: a blocking pop that finds
+    // nothing answers like a timeout at once (Redis's DENY_BLOCKING).
+    let never_block = std::mem::replace(&mut client.never_block, true);
     for q in &multi.queued {
         node.stats.total_commands.fetch_add(1, Relaxed);
-        super::run(node, client, out, q.cmd, &q.args(), now);
+        let next = super::run(node, client, out, q.cmd, &q.args(), now);
+        debug_assert!(matches!(next, super::Next::Done), "blocked inside EXEC");
     }
+    client.never_block = never_block;
 }
 
 /// Fault injection for tests and `shardis check`'s self-test:

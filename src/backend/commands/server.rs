@@ -1,7 +1,7 @@
 //! Server commands: COMMAND, DBSIZE, FLUSHDB/FLUSHALL, TIME, LASTSAVE.
 //! INFO has its own file, `info.rs`; CONFIG is in `config.rs`.
 
-use super::{CmdResult, Command, Ctx, Run, COMMANDS, DENYOOM, FAST, READONLY, WRITE};
+use super::{CmdResult, Command, Ctx, Run, BLOCKING, COMMANDS, DENYOOM, FAST, READONLY, WRITE};
 use crate::backend::error::CmdError;
 use crate::resp::{encode, eq_ignore_case};
 use bytes::BytesMut;
@@ -54,6 +54,7 @@ fn flag_names(c: &Command) -> Vec<&'static str> {
         (READONLY, "readonly"),
         (DENYOOM, "denyoom"),
         (FAST, "fast"),
+        (BLOCKING, "blocking"),
     ]
     .into_iter()
     .filter(|(f, _)| c.flags & f != 0)
@@ -97,7 +98,8 @@ fn command_docs(out: &mut BytesMut, c: &Command, proto: u8) {
         n if n.starts_with('z') => "sorted-set",
         "lpush" | "rpush" | "lpushx" | "rpushx" | "linsert" | "lindex" | "llen" | "lpop"
         | "rpop" | "lrange" | "lrem" | "lset" | "ltrim" | "lpos" | "rpoplpush" | "lmove"
-        | "lmpop" => "list",
+        | "lmpop" | "blpop" | "brpop" | "brpoplpush" | "blmove" | "blmpop" => "list",
+        "bzpopmin" | "bzpopmax" | "bzmpop" => "sorted-set",
         n if n.starts_with('s')
             && !matches!(
                 n,

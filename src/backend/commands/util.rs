@@ -43,12 +43,7 @@ impl Ctx<'_> {
     /// Locks the shards of all `keys` at once (in shard order), so a
     /// multi-key command reads and writes them atomically.
     pub fn lock_keys(&self, keys: &[&[u8]]) -> Many<'_> {
-        let store = &self.node.store;
-        let hashes: Vec<u64> = keys.iter().map(|k| store.hash(k)).collect();
-        Many {
-            locked: store.lock_many(&hashes, self.now),
-            store,
-        }
+        Many::lock(&self.node.store, keys, self.now)
     }
 
     /// A score or other double reply: a bulk string in RESP2, `,` in RESP3.
@@ -64,6 +59,15 @@ pub struct Many<'a> {
 }
 
 impl<'a> Many<'a> {
+    /// Locks the shards of all `keys` (in shard order) at time `now`.
+    pub fn lock(store: &'a Store, keys: &[&[u8]], now: u64) -> Many<'a> {
+        let hashes: Vec<u64> = keys.iter().map(|k| store.hash(k)).collect();
+        Many {
+            locked: store.lock_many(&hashes, now),
+            store,
+        }
+    }
+
     /// The locked shard that holds `key`, and the key's hash.
     pub fn shard(&mut self, key: &[u8]) -> (&mut Locked<'a>, u64) {
         let h = self.store.hash(key);
@@ -278,6 +282,57 @@ pub fn parse_at_least_one(b: &[u8], msg: &str) -> Result<usize, CmdError> {
         Some(v) if v >= 1 => Ok(v as usize),
         _ => Err(CmdError::err(msg)),
     }
+}
+
+/// The arguments of LMPOP, ZMPOP and their blocking forms after the
+/// timeout: `numkeys key [key ...] <first>|<second> [COUNT count]`.
+pub struct MpopArgs {
+    /// Where the keys are in the arguments.
+    pub keys: std::ops::Range<usize>,
+    /// Whether the side is `first` (LEFT, MIN).
+    pub first: bool,
+    /// COUNT, 1 by default.
+    pub count: usize,
+}
+
+/// Parses [`MpopArgs`] starting at `args[numkeys_at]`, in the order and
+/// with the errors of Redis's `lmpopGenericCommand`/`zmpopGenericCommand`.
+pub fn parse_mpop(
+    args: &[&[u8]],
+    numkeys_at: usize,
+    first: &[u8],
+    second: &[u8],
+) -> Result<MpopArgs, CmdError> {
+    let n = parse_at_least_one(args[numkeys_at], "numkeys should be greater than 0")?;
+    let where_at = numkeys_at.saturating_add(1).saturating_add(n);
+    if where_at >= args.len() {
+        return Err(CmdError::Syntax);
+    }
+    let is_first = if eq_ignore_case(args[where_at], first) {
+        true
+    } else if eq_ignore_case(args[where_at], second) {
+        false
+    } else {
+        return Err(CmdError::Syntax);
+    };
+    let mut count = None;
+    let mut j = where_at + 1;
+    while j < args.len() {
+        if count.is_none() && eq_ignore_case(args[j], b"count") && j + 1 < args.len() {
+            count = Some(parse_at_least_one(
+                args[j + 1],
+                "count should be greater than 0",
+            )?);
+            j += 2;
+        } else {
+            return Err(CmdError::Syntax);
+        }
+    }
+    Ok(MpopArgs {
+        keys: numkeys_at + 1..where_at,
+        first: is_first,
+        count: count.unwrap_or(1),
+    })
 }
 
 #[cfg(test)]

@@ -6,15 +6,17 @@
 use super::hashes::random_picks;
 use super::keys::parse_cursor;
 use super::util::{
-    double, empty_scan, fmt_double, parse_at_least_one, parse_count, parse_positive, parse_score,
+    double, empty_scan, fmt_double, parse_count, parse_mpop, parse_positive, parse_score,
     scan_opts, scan_reply, scan_step, MUST_BE_POSITIVE,
 };
 use super::zrange::{parse_lex_range, parse_score_range};
 use super::{CmdResult, Ctx};
 use crate::backend::error::CmdError;
+use crate::backend::server::Node;
 use crate::backend::value::Elem;
 use crate::backend::zset::ZSet;
 use crate::resp::{encode, eq_ignore_case};
+use bytes::BytesMut;
 
 #[derive(Default)]
 struct AddFlags {
@@ -300,50 +302,44 @@ pub fn zpopmax(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
 
 /// ZMPOP numkeys key [key ...] MIN|MAX [COUNT count]
 pub fn zmpop(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
-    let n = parse_at_least_one(args[1], "numkeys should be greater than 0")?;
-    let where_at = 2 + n;
-    if where_at >= args.len() {
-        return Err(CmdError::Syntax);
-    }
-    let max = if eq_ignore_case(args[where_at], b"max") {
-        true
-    } else if eq_ignore_case(args[where_at], b"min") {
-        false
-    } else {
-        return Err(CmdError::Syntax);
-    };
-    let mut count = None;
-    let mut j = where_at + 1;
-    while j < args.len() {
-        if count.is_none() && eq_ignore_case(args[j], b"count") && j + 1 < args.len() {
-            count = Some(parse_at_least_one(
-                args[j + 1],
-                "count should be greater than 0",
-            )?);
-            j += 2;
-        } else {
-            return Err(CmdError::Syntax);
-        }
-    }
-    for key in &args[2..where_at] {
-        if let Some(p) =
-            ctx.write::<ZSet, _>(key, false, |z, _| pop_from(z, count.unwrap_or(1), max))?
-        {
-            encode::array_len(ctx.out, 2);
-            encode::bulk(ctx.out, key);
-            let proto = ctx.client.proto;
-            // ZMPOP nests its pairs in both protocols.
-            encode::array_len(ctx.out, p.len());
-            for (m, s) in &p {
-                encode::array_len(ctx.out, 2);
-                encode::bulk(ctx.out, m);
-                double(ctx.out, *s, proto);
-            }
+    let a = parse_mpop(args, 1, b"min", b"max")?;
+    for key in &args[a.keys] {
+        if let Some(p) = zpop_many(ctx.node, ctx.now, key, !a.first, a.count)? {
+            reply_key_and_pairs(ctx.out, key, &p, ctx.client.proto);
             return Ok(());
         }
     }
     encode::null_array(ctx.out, ctx.client.proto);
     Ok(())
+}
+
+/// Pops up to `count` members from the sorted set at `key`, lowest scores
+/// first unless `max` (None if absent).
+pub(super) fn zpop_many(
+    node: &Node,
+    now: u64,
+    key: &[u8],
+    max: bool,
+    count: usize,
+) -> Result<Option<Vec<(Elem, f64)>>, CmdError> {
+    let store = &node.store;
+    let h = store.hash(key);
+    store
+        .lock(h, now)
+        .write_coll::<ZSet, _>(h, key, false, |z| pop_from(z, count, max))
+}
+
+/// `[key, [[member, score]…]]`, the reply of ZMPOP and BZMPOP (nested in
+/// both protocols).
+pub(super) fn reply_key_and_pairs(out: &mut BytesMut, key: &[u8], p: &[(Elem, f64)], proto: u8) {
+    encode::array_len(out, 2);
+    encode::bulk(out, key);
+    encode::array_len(out, p.len());
+    for (m, s) in p {
+        encode::array_len(out, 2);
+        encode::bulk(out, m);
+        double(out, *s, proto);
+    }
 }
 
 /// ZRANDMEMBER key [count [WITHSCORES]]
