@@ -3,11 +3,14 @@
 //! `ssub` counts; `CLIENT KILL TYPE pubsub` and `CLIENT KILL ID` close it and
 //! give its pinned connection back (a later subscriber gets the place under
 //! `max_pinned_per_node = 1`, and the node no longer holds its channels);
-//! MONITOR shows its SUBSCRIBE and a PUBLISH.
+//! MONITOR shows its SUBSCRIBE and a PUBLISH. A subscriber whose node
+//! closes its connection on purpose (CLIENT KILL there, or the node's pubsub
+//! output buffer limit) is closed too, not moved to another node as if its
+//! node had died (which would hide the messages the node dropped).
 
 mod common;
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{BufRead, BufReader, ErrorKind, Read, Write};
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
@@ -110,8 +113,13 @@ fn is_closed_soon(s: &mut TcpStream) -> bool {
     let deadline = Instant::now() + TIMEOUT;
     while Instant::now() < deadline {
         match s.read(&mut buf) {
-            Ok(0) | Err(_) => return true,
+            Ok(0) => return true,
             Ok(_) => {}
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
+                return false
+            }
+            // Reset by the peer: closed too.
+            Err(_) => return true,
         }
     }
     false
@@ -275,7 +283,109 @@ fn monitor_shows_subscribe_and_publish(b: Backend) {
     c.proxy.assert_no_panic();
 }
 
+/// Publishes `n` messages of 8 KiB to `channel`, pipelined 50 at a time.
+fn flood(port: u16, channel: &str, n: usize) {
+    let payload = "x".repeat(8192);
+    let mut p = conn(port);
+    for _ in 0..n / 50 {
+        for _ in 0..50 {
+            p.queue(&[b"PUBLISH", channel.as_bytes(), payload.as_bytes()]);
+        }
+        p.flush().unwrap();
+        for _ in 0..50 {
+            let r = text(&p.read_reply().unwrap());
+            assert!(r.starts_with(':'), "{r}");
+        }
+    }
+}
+
+/// Counts the bytes that arrive until the connection closes (true) or
+/// nothing came for the timeout (false).
+fn bytes_until_close(s: &mut TcpStream) -> (bool, usize) {
+    s.set_read_timeout(Some(TIMEOUT)).unwrap();
+    let mut buf = vec![0u8; 64 * 1024];
+    let mut n = 0;
+    loop {
+        match s.read(&mut buf) {
+            Ok(0) => return (true, n),
+            Ok(k) => n += k,
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
+                return (false, n)
+            }
+            Err(_) => return (true, n),
+        }
+    }
+}
+
+fn client_kill_on_the_node_closes_the_subscriber(c: &Cluster) {
+    let (mut sub, _) = raw_subscriber(c.proxy.port, "k");
+    let holder = c
+        .nodes
+        .iter()
+        .find(|n| node_numsub(n.port, "k").ends_with(":1\r\n"))
+        .expect("a node holds the subscriber");
+    let r = text(&conn(holder.port).cmd(&["CLIENT", "KILL", "TYPE", "pubsub"]));
+    assert_eq!(r, ":1\r\n");
+    assert!(is_closed_soon(&mut sub), "the subscriber stays open");
+    for n in &c.nodes {
+        wait_node_numsub(n.port, "k", 0);
+    }
+}
+
+fn a_subscriber_whose_node_closes_its_connection_is_closed_not_moved(b: Backend) {
+    if !b.is_available() {
+        return;
+    }
+    let c = b.cluster(2);
+    let port = c.proxy.port;
+    // CLIENT KILL on the node itself (the built-in node has no CLIENT KILL).
+    if b == Backend::Redis {
+        client_kill_on_the_node_closes_the_subscriber(&c);
+    }
+    // The node's output buffer limit for pub/sub clients.
+    for n in &c.nodes {
+        let r = conn(n.port).cmd(&[
+            "CONFIG",
+            "SET",
+            "client-output-buffer-limit",
+            "pubsub 65536 0 0",
+        ]);
+        assert_eq!(text(&r), "+OK\r\n");
+    }
+    const MSGS: usize = 2000;
+    let (mut sub, _) = raw_subscriber(port, "big");
+    let reader = std::thread::spawn(move || bytes_until_close(&mut sub));
+    flood(port, "big", MSGS);
+    let (closed, bytes) = reader.join().unwrap();
+    let one = "*3\r\n$7\r\nmessage\r\n$3\r\nbig\r\n$8192\r\n".len() + 8192 + 2;
+    let mut q = Raw::connect(port);
+    if closed {
+        // Closed, and not subscribed anywhere any more.
+        q.check(&["PUBSUB", "NUMSUB", "big"], "*2\r\n$3\r\nbig\r\n:0\r\n");
+    } else {
+        // A redis-server may write faster than its limit fills: then
+        // nothing may be missing.
+        assert_eq!(
+            bytes,
+            MSGS * one,
+            "messages lost, the subscriber still open"
+        );
+    }
+    // The built-in node delivers into a mailbox its connection task
+    // empties: 50 pipelined messages of 8 KiB overfill 64 KiB.
+    if b == Backend::Builtin {
+        assert!(closed, "the subscriber stays open");
+    }
+    // Not the proxy's own output limit.
+    assert_eq!(
+        q.info_field("stats", "client_output_buffer_limit_disconnections"),
+        0
+    );
+    c.proxy.assert_no_panic();
+}
+
 crate::on_both_backends!(
+    a_subscriber_whose_node_closes_its_connection_is_closed_not_moved,
     client_list_shows_a_subscriber_with_flag_p_and_its_counts,
     client_kill_closes_a_subscriber_and_gives_its_pinned_connection_back,
     monitor_shows_subscribe_and_publish,
