@@ -2,7 +2,8 @@
 //! redis-server directly, side by side in one run.
 //!
 //! Starts (and stops, by their own handles) N redis-servers with a shardis
-//! proxy over them, and one more redis-server on its own. For each
+//! proxy over them (`--backend builtin`: N built-in nodes; `both`: a proxy
+//! over each kind), and one more redis-server on its own. For each
 //! repetition, in an order rotated every time, each target gets the same
 //! work: S subscribers spread over C channels; P publishers send M messages
 //! of D bytes round-robin over the channels, pipelined; the run ends when
@@ -24,12 +25,16 @@ use shardis::resp::encode;
 #[derive(Parser, Debug)]
 #[command(
     name = "shardis-pubsub",
-    about = "pub/sub fan-out: shardis over N redis-servers vs one redis-server"
+    about = "pub/sub fan-out: shardis over N nodes vs one redis-server"
 )]
 struct Args {
-    /// redis-servers behind the proxy.
+    /// Nodes behind each proxy.
     #[arg(long, default_value_t = 3)]
     nodes: usize,
+    /// What the proxy runs over: redis-server nodes, built-in nodes, or a
+    /// proxy over each.
+    #[arg(long, default_value = "redis-server", value_parser = ["redis-server", "builtin", "both"])]
+    backend: String,
     #[arg(long, default_value_t = 200)]
     subscribers: usize,
     #[arg(long, default_value_t = 20)]
@@ -100,6 +105,58 @@ fn redis_server() -> Result<(Kid, u16), String> {
     let mut kid = Kid(child);
     wait_ping(port, &mut kid, "redis-server")?;
     Ok((kid, port))
+}
+
+fn builtin_node(shardis: &str) -> Result<(Kid, u16), String> {
+    let port = free_port();
+    let child = Command::new(shardis)
+        .args(["node", "--port", &port.to_string()])
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::null())
+        .spawn()
+        .map_err(|e| format!("cannot start {shardis} node: {e}"))?;
+    let mut kid = Kid(child);
+    wait_ping(port, &mut kid, "shardis node")?;
+    Ok((kid, port))
+}
+
+/// Starts a proxy over `nodes`; its handle and port.
+fn proxy_over(shardis: &str, nodes: &[(Kid, u16)], a: &Args) -> Result<(Kid, u16), String> {
+    let dir = std::env::temp_dir().join(format!(
+        "shardis-pubsub-{}-{}",
+        std::process::id(),
+        free_port()
+    ));
+    std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+    let proxy_port = free_port();
+    let mut cfg = format!(
+        "[proxy]\nlisten = \"127.0.0.1:{proxy_port}\"\nmax_pinned_per_node = {}\n",
+        a.subscribers + 16
+    );
+    for (i, (_, port)) in nodes.iter().enumerate() {
+        cfg.push_str(&format!(
+            "[[nodes]]\naddr = \"127.0.0.1:{port}\"\nname = \"node{}\"\n",
+            i + 1
+        ));
+    }
+    let path = dir.join("proxy.toml");
+    std::fs::write(&path, cfg).map_err(|e| e.to_string())?;
+    let child = Command::new(shardis)
+        .args([
+            "proxy",
+            "--config",
+            &path.to_string_lossy(),
+            "--exit-with-parent",
+        ])
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::null())
+        .spawn()
+        .map_err(|e| format!("cannot start {shardis}: {e}"))?;
+    let mut proxy = Kid(child);
+    let started = wait_ping(proxy_port, &mut proxy, "shardis proxy");
+    let _ = std::fs::remove_dir_all(&dir);
+    started?;
+    Ok((proxy, proxy_port))
 }
 
 fn command(args: &[&[u8]]) -> BytesMut {
@@ -238,52 +295,40 @@ fn run(a: &Args) -> Result<(), String> {
         format!("{dir}/release/shardis")
     });
     let (_direct, direct_port) = redis_server()?;
-    let mut nodes = Vec::new();
-    for _ in 0..a.nodes {
-        nodes.push(redis_server()?);
+    // Every child lives until the end of the run (dropped, so killed, then).
+    let mut kids = Vec::new();
+    let mut targets = vec![("redis-server".to_string(), direct_port)];
+    let kinds = match a.backend.as_str() {
+        "both" => vec!["redis-server", "builtin"],
+        one => vec![one],
+    };
+    for kind in kinds {
+        let mut nodes = Vec::new();
+        for _ in 0..a.nodes {
+            nodes.push(match kind {
+                "builtin" => builtin_node(&shardis)?,
+                _ => redis_server()?,
+            });
+        }
+        let (proxy, port) = proxy_over(&shardis, &nodes, a)?;
+        let what = match kind {
+            "builtin" => "built-in nodes",
+            _ => "redis-servers",
+        };
+        targets.push((format!("shardis over {} {what}", a.nodes), port));
+        kids.push((nodes, proxy));
     }
-    let dir = std::env::temp_dir().join(format!("shardis-pubsub-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
-    let proxy_port = free_port();
-    let mut cfg = format!(
-        "[proxy]\nlisten = \"127.0.0.1:{proxy_port}\"\nmax_pinned_per_node = {}\n",
-        a.subscribers + 16
-    );
-    for (i, (_, port)) in nodes.iter().enumerate() {
-        cfg.push_str(&format!(
-            "[[nodes]]\naddr = \"127.0.0.1:{port}\"\nname = \"node{}\"\n",
-            i + 1
-        ));
-    }
-    let path = dir.join("proxy.toml");
-    std::fs::write(&path, cfg).map_err(|e| e.to_string())?;
-    let child = Command::new(&shardis)
-        .args([
-            "proxy",
-            "--config",
-            &path.to_string_lossy(),
-            "--exit-with-parent",
-        ])
-        .env("RUST_LOG", "warn")
-        .stdout(Stdio::null())
-        .spawn()
-        .map_err(|e| format!("cannot start {shardis}: {e}"))?;
-    let mut proxy = Kid(child);
-    let started = wait_ping(proxy_port, &mut proxy, "shardis proxy");
-    let _ = std::fs::remove_dir_all(&dir);
-    started?;
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .map_err(|e| e.to_string())?;
-    let targets = [("redis-server", direct_port), ("shardis", proxy_port)];
     // [target] -> (msgs/s, deliveries/s, PUBLISH p50, p99, GET p50) per repetition.
-    let mut res: Vec<[Vec<f64>; 5]> = vec![Default::default(), Default::default()];
+    let mut res: Vec<[Vec<f64>; 5]> = targets.iter().map(|_| Default::default()).collect();
     let bound = Duration::from_secs(a.timeout);
     for rep in 0..a.reps {
-        for k in 0..2 {
-            let t = (k + rep) % 2;
-            let (name, port) = targets[t];
+        for k in 0..targets.len() {
+            let t = (k + rep) % targets.len();
+            let (name, port) = (&targets[t].0, targets[t].1);
             let (m, d) = rt
                 .block_on(async { tokio::time::timeout(bound, fanout(port, a)).await })
                 .map_err(|_| format!("{name}: fan-out run exceeded {}s", a.timeout))??;
@@ -310,11 +355,17 @@ fn run(a: &Args) -> Result<(), String> {
         "pub/sub fan-out: {} subscribers over {} channels, {} messages of {} B from {} publishers (pipeline {}), medians of {} runs\n",
         a.subscribers, a.channels, per_channel * a.channels, a.size, a.publishers, a.pipeline, a.reps
     );
-    println!(
-        "| metric | redis-server | shardis over {} redis-servers | shardis / direct |",
-        a.nodes
-    );
-    println!("|---|---|---|---|");
+    let mut head = String::from("| metric |");
+    let mut rule = String::from("|---|");
+    for (i, (name, _)) in targets.iter().enumerate() {
+        head.push_str(&format!(" {name} |"));
+        rule.push_str("---|");
+        if i > 0 {
+            head.push_str(" / direct |");
+            rule.push_str("---|");
+        }
+    }
+    println!("{head}\n{rule}");
     let rows = [
         "messages published /s",
         "messages delivered /s",
@@ -324,8 +375,13 @@ fn run(a: &Args) -> Result<(), String> {
     ];
     for (i, row) in rows.iter().enumerate() {
         let d = median(&mut res[0][i]);
-        let s = median(&mut res[1][i]);
-        println!("| {row} | {d:.0} | {s:.0} | {:.2} |", s / d);
+        let mut line = format!("| {row} | {d:.0} |");
+        for r in res.iter_mut().skip(1) {
+            let s = median(&mut r[i]);
+            line.push_str(&format!(" {s:.0} | {:.2} |", s / d));
+        }
+        println!("{line}");
     }
+    drop(kids);
     Ok(())
 }

@@ -53,12 +53,11 @@ fn wait_numsub(port: u16, channel: &str, n: usize) {
     }
 }
 
-#[test]
-fn resp2_subscribe_mode_answers_like_one_redis_server() {
-    if !have_tool("redis-server") {
+fn resp2_subscribe_mode_answers_like_one_redis_server(b: Backend) {
+    if !b.is_available() || !have_tool("redis-server") {
         return;
     }
-    let c = Cluster::redis(3);
+    let c = b.cluster(3);
     let redis = start_redis(free_port());
     let script: &[(&[&str], usize)] = &[
         (&["UNSUBSCRIBE"], 1),
@@ -90,12 +89,11 @@ fn resp2_subscribe_mode_answers_like_one_redis_server() {
     assert!(want[4].contains("only (P|S)SUBSCRIBE"), "{}", want[4]);
 }
 
-#[test]
-fn resp3_pushes_come_between_replies_never_inside_one() {
-    if !have_tool("redis-server") {
+fn resp3_pushes_come_between_replies_never_inside_one(b: Backend) {
+    if !b.is_available() || !have_tool("redis-server") {
         return;
     }
-    let c = Cluster::redis(3);
+    let c = b.cluster(3);
     let redis = start_redis(free_port());
     let script: &[(&[&str], usize)] = &[
         (&["SUBSCRIBE", "x"], 1),
@@ -129,12 +127,11 @@ fn resp3_pushes_come_between_replies_never_inside_one() {
 
 /// Subscribers placed on every node each get every message once, and
 /// PUBLISH answers how many received it.
-#[test]
-fn publish_reaches_subscribers_on_every_node_once() {
-    if !have_tool("redis-server") {
+fn publish_reaches_subscribers_on_every_node_once(b: Backend) {
+    if !b.is_available() {
         return;
     }
-    let c = Cluster::redis(3);
+    let c = b.cluster(3);
     let port = c.proxy.port;
     let mut subs: Vec<RespConn> = (0..6).map(|_| conn(port)).collect();
     for s in &mut subs {
@@ -181,12 +178,11 @@ fn publish_reaches_subscribers_on_every_node_once() {
 
 /// The same subscribers on the proxy and on one redis-server give the same
 /// PUBSUB answers and PUBLISH counts.
-#[test]
-fn pubsub_introspection_equals_one_redis_server() {
-    if !have_tool("redis-server") {
+fn pubsub_introspection_equals_one_redis_server(b: Backend) {
+    if !b.is_available() || !have_tool("redis-server") {
         return;
     }
-    let c = Cluster::redis(3);
+    let c = b.cluster(3);
     let redis = start_redis(free_port());
     let mut held = Vec::new();
     let mut answers = Vec::new();
@@ -247,12 +243,11 @@ impl Drop for Kid {
     }
 }
 
-#[test]
-fn redis_cli_subscribe_receives_what_another_client_publishes() {
-    if !have_tool("redis-server") || !have_tool("redis-cli") {
+fn redis_cli_subscribe_receives_what_another_client_publishes(b: Backend) {
+    if !b.is_available() || !have_tool("redis-cli") {
         return;
     }
-    let c = Cluster::redis(3);
+    let c = b.cluster(3);
     let port = c.proxy.port;
     let mut kid = Kid(Command::new("timeout")
         .args([
@@ -304,12 +299,11 @@ fn redis_cli_subscribe_receives_what_another_client_publishes() {
     );
 }
 
-#[test]
-fn pinned_limit_refuses_a_subscriber_and_gives_the_place_back() {
-    if !have_tool("redis-server") {
+fn pinned_limit_refuses_a_subscriber_and_gives_the_place_back(b: Backend) {
+    if !b.is_available() {
         return;
     }
-    let c = Cluster::over(vec![start_redis(free_port())], "max_pinned_per_node = 1\n");
+    let c = Cluster::over(vec![b.start()], "max_pinned_per_node = 1\n");
     let port = c.proxy.port;
     let mut a = conn(port);
     assert_eq!(
@@ -356,12 +350,11 @@ fn pinned_limit_refuses_a_subscriber_and_gives_the_place_back() {
 
 /// redis-py 5 (RESP2) and 8 (RESP3 and RESP2) `PubSub` with get_message and
 /// listen(), and node-redis 6 subscribe in both protocols, unchanged.
-#[test]
-fn unmodified_clients_subscribe_through_the_proxy() {
-    if !have_tool("redis-server") {
+fn unmodified_clients_subscribe_through_the_proxy(b: Backend) {
+    if !b.is_available() {
         return;
     }
-    let c = Cluster::redis(3);
+    let c = b.cluster(3);
     let port = c.proxy.port.to_string();
     let script = manifest().join("tests/clients/pubsub_py.py");
     for (v, protos) in [("5", &["2"][..]), ("8", &["3", "2"][..])] {
@@ -398,3 +391,13 @@ fn unmodified_clients_subscribe_through_the_proxy() {
     }
     c.proxy.assert_no_panic();
 }
+
+crate::on_both_backends!(
+    resp2_subscribe_mode_answers_like_one_redis_server,
+    resp3_pushes_come_between_replies_never_inside_one,
+    publish_reaches_subscribers_on_every_node_once,
+    pubsub_introspection_equals_one_redis_server,
+    redis_cli_subscribe_receives_what_another_client_publishes,
+    pinned_limit_refuses_a_subscriber_and_gives_the_place_back,
+    unmodified_clients_subscribe_through_the_proxy,
+);

@@ -129,15 +129,14 @@ async fn publish_all(port: u16, msgs: &[(String, String)]) -> i64 {
     total
 }
 
-#[test]
-fn publish_storm_reaches_every_matching_subscriber_exactly_once() {
-    if !have_tool("redis-server") {
+fn publish_storm_reaches_every_matching_subscriber_exactly_once(b: Backend) {
+    if !b.is_available() {
         return;
     }
     const SUBSCRIBERS: usize = 1000;
     const CHANNELS: usize = 100;
     const PER_CHANNEL: usize = 5;
-    let c = Cluster::redis(3);
+    let c = b.cluster(3);
     let port = c.proxy.port;
     let subs: Vec<Sub> = (0..SUBSCRIBERS)
         .map(|i| {
@@ -216,12 +215,11 @@ fn publish_storm_reaches_every_matching_subscriber_exactly_once() {
     c.proxy.assert_no_panic();
 }
 
-#[test]
-fn a_subscriber_that_does_not_read_is_closed_while_others_keep_receiving() {
-    if !have_tool("redis-server") {
+fn a_subscriber_that_does_not_read_is_closed_while_others_keep_receiving(b: Backend) {
+    if !b.is_available() {
         return;
     }
-    let nodes = vec![start_redis(free_port()), start_redis(free_port())];
+    let nodes = vec![b.start(), b.start()];
     let c = Cluster::over(
         nodes,
         "client_output_hard_limit = 1048576\nclient_output_soft_limit = 0\n",
@@ -341,14 +339,13 @@ fn misses(
     (lost, dup)
 }
 
-#[test]
-fn subscriptions_survive_removenode_addnode_and_a_dead_node() {
-    if !have_tool("redis-server") {
+fn subscriptions_survive_removenode_addnode_and_a_dead_node(b: Backend) {
+    if !b.is_available() {
         return;
     }
     const SUBS: usize = 30;
-    let nodes: Vec<Proc> = (0..3).map(|_| start_redis(free_port())).collect();
-    let spare = start_redis(free_port());
+    let nodes: Vec<Proc> = (0..3).map(|_| b.start()).collect();
+    let spare = b.start();
     let mut c = Cluster::over(nodes, "[migration]\nmax_keys_per_sec = 2000\nbatch = 100\n");
     let port = c.proxy.port;
     let node_ports: Vec<u16> = c.nodes.iter().map(|n| n.port).collect();
@@ -501,3 +498,9 @@ fn subscriptions_survive_removenode_addnode_and_a_dead_node() {
     });
     c.proxy.assert_no_panic();
 }
+
+crate::on_both_backends!(
+    publish_storm_reaches_every_matching_subscriber_exactly_once,
+    a_subscriber_that_does_not_read_is_closed_while_others_keep_receiving,
+    subscriptions_survive_removenode_addnode_and_a_dead_node,
+);

@@ -487,6 +487,7 @@ impl ClientSession {
                 self.exceeded(Exceeded::OutputHard);
                 return false;
             }
+            super::pubsub::Push::ClosedByNode => return false,
             super::pubsub::Push::Lost => {
                 tracing::warn!(
                     client = self.state.id,

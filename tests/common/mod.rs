@@ -227,6 +227,57 @@ pub fn start_redis(port: u16) -> Proc {
     p
 }
 
+/// The kind of node a test runs its proxy over.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Backend {
+    Builtin,
+    Redis,
+}
+
+impl Backend {
+    /// Whether this machine can run it (redis-server installed); under
+    /// SHARDIS_REQUIRE_REDIS=1 a missing redis-server fails instead.
+    pub fn is_available(self) -> bool {
+        self == Backend::Builtin || have_tool("redis-server")
+    }
+
+    /// Starts one node of this kind on a free port.
+    pub fn start(self) -> Proc {
+        match self {
+            Backend::Builtin => start_node(free_port()),
+            Backend::Redis => start_redis(free_port()),
+        }
+    }
+
+    /// A proxy over `n` fresh nodes of this kind.
+    pub fn cluster(self, n: usize) -> Cluster {
+        match self {
+            Backend::Builtin => Cluster::builtin(n),
+            Backend::Redis => Cluster::redis(n),
+        }
+    }
+}
+
+/// Runs each named `fn(Backend)` as two tests, `on_builtin_nodes::NAME` and
+/// `on_redis_server_nodes::NAME`.
+#[macro_export]
+macro_rules! on_both_backends {
+    ($($name:ident),* $(,)?) => {
+        mod on_builtin_nodes {
+            $(#[test]
+            fn $name() {
+                super::$name(super::Backend::Builtin)
+            })*
+        }
+        mod on_redis_server_nodes {
+            $(#[test]
+            fn $name() {
+                super::$name(super::Backend::Redis)
+            })*
+        }
+    };
+}
+
 /// Writes a proxy config over `nodes` and starts `shardis proxy`.
 pub fn start_proxy(nodes: &[String], extra: &str) -> (Proc, tempdir::Dir) {
     let dir = tempdir::Dir::new();

@@ -103,10 +103,10 @@ impl Target {
                 self.conn.queue(&a);
             }
             let sent = self.conn.flush();
-            for _ in rest {
+            for r in rest {
                 let got = match &sent {
                     Err(_) => Err(None),
-                    Ok(_) => self.conn.read_reply().map_err(Some),
+                    Ok(_) => self.read_frames(frames(r)).map_err(Some),
                 };
                 match got {
                     Ok(r) => out.push(Outcome::Reply(r)),
@@ -124,6 +124,32 @@ impl Target {
             }
         }
         out
+    }
+}
+
+impl Target {
+    /// Reads the `n` frames of one reply, concatenated; an error frame ends
+    /// it early (an error is the whole answer).
+    fn read_frames(&mut self, n: usize) -> Result<Vec<u8>, shardis::client::ClientError> {
+        let mut out = self.conn.read_reply()?;
+        for _ in 1..n {
+            if out.starts_with(b"-") {
+                break;
+            }
+            out.extend(self.conn.read_reply()?);
+        }
+        Ok(out)
+    }
+}
+
+/// How many frames answer `req` on a connection that never subscribed: the
+/// unsubscribe family confirms each argument (one frame when there is none),
+/// everything else is one reply.
+pub fn frames(req: &Req) -> usize {
+    let name = String::from_utf8_lossy(&req[0]).to_ascii_lowercase();
+    match name.as_str() {
+        "unsubscribe" | "punsubscribe" | "sunsubscribe" => (req.len() - 1).max(1),
+        _ => 1,
     }
 }
 

@@ -31,7 +31,7 @@ use bytes::{Bytes, BytesMut};
 use tokio::sync::{mpsc, oneshot, Notify};
 
 use super::frame::{classify, Family, FrameKind};
-use super::link::{is_staying, read_some, resubscribe, take_slot, write_some, Link};
+use super::link::{is_alive, is_staying, read_some, resubscribe, take_slot, write_some, Link};
 use crate::proxy::budget::ReplyBudget;
 use crate::proxy::clients::ClientEntry;
 use crate::proxy::pinned::Slot;
@@ -55,6 +55,11 @@ pub enum Push {
     OverLimit,
     /// The client must be closed: no node could take its subscriptions.
     Lost,
+    /// The client must be closed: its node closed the subscriber connection
+    /// and still answers, so it did so on purpose (its output buffer limit
+    /// for pub/sub clients, or CLIENT KILL there). Moving the subscriptions
+    /// instead would hide the messages the node dropped.
+    ClosedByNode,
 }
 
 /// How many frames answer a request.
@@ -292,7 +297,20 @@ impl Actor {
                         return;
                     }
                 }
-                Wake::Read(Err(e)) => self.lost(e),
+                Wake::Read(Err(e)) => {
+                    let node = self.link.as_ref().map(|l| l.node.clone());
+                    let closed = matches!(e, UpstreamError::ClosedByNode);
+                    self.lost(e);
+                    if let (true, Some(node)) = (closed, node) {
+                        if is_alive(&node).await {
+                            tracing::warn!(client = self.client, node = %node.options().label, "the node closed a subscriber connection and still answers (its pubsub output buffer limit, or CLIENT KILL); closing the client");
+                            let reply =
+                                error_reply(&node.options().label, &UpstreamError::ClosedByNode);
+                            self.end(Push::ClosedByNode, reply);
+                            return;
+                        }
+                    }
+                }
                 Wake::OldRead(Ok(frames)) => {
                     let mut drained = false;
                     let mut batch = BytesMut::new();
@@ -455,7 +473,7 @@ impl Actor {
     /// the subscriptions move to another node.
     fn lost(&mut self, e: UpstreamError) {
         if let Some(l) = self.link.take() {
-            tracing::info!(client = self.client, node = %l.label, error = %e, "subscriber connection lost; moving its subscriptions");
+            tracing::info!(client = self.client, node = %l.label, error = %e, "subscriber connection lost");
             let reply = error_reply(&l.label, &e);
             let n = self.inflight.len();
             for f in self.inflight.drain(..) {
@@ -483,7 +501,9 @@ impl Actor {
                 Ok(x) => x,
                 Err(e) => {
                     tracing::warn!(client = self.client, error = %e, "subscriptions could not be moved; closing the client");
-                    return self.give_up();
+                    let reply =
+                        Bytes::from_static(b"-ERR subscriptions lost: no node can take them\r\n");
+                    return self.end(Push::Lost, reply);
                 }
             };
             match Link::open(node.clone(), slot, self.proto).await {
@@ -504,12 +524,12 @@ impl Actor {
         }
     }
 
-    /// Ends the subscriber: queued requests fail and the client is closed.
-    fn give_up(&mut self) -> bool {
-        let _ = self.push.send(Push::Lost);
+    /// Ends the subscriber: queued requests fail with `reply` and the client
+    /// is closed (`why`).
+    fn end(&mut self, why: Push, reply: Bytes) -> bool {
+        let _ = self.push.send(why);
         let mut q = self.shared.lock();
         q.closed = true;
-        let reply = Bytes::from_static(b"-ERR subscriptions lost: no node can take them\r\n");
         for r in q.reqs.drain(..) {
             let _ = r.reply.send(reply.clone());
         }

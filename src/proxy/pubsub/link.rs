@@ -1,11 +1,13 @@
 //! Where a subscriber's connection goes and the connection itself: the
 //! choice of node (the fewest pinned connections among nodes that stay in
 //! the routing), one open connection split into a reader (frames) and a
-//! writer, and the commands that re-subscribe everything after a move.
+//! writer, the commands that re-subscribe everything after a move, and the
+//! probe that tells a node that closed a connection from a node that died.
 //! Used by `conn` (the subscriber actor) only; no state of its own.
 
 use std::collections::HashSet;
 use std::sync::Arc;
+use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -143,6 +145,33 @@ pub(super) async fn write_some(w: Option<&mut Writer>) -> std::io::Result<usize>
         Some(w) => w.wr.write(&w.out).await,
         None => std::future::pending().await,
     }
+}
+
+/// How long a node that closed a subscriber connection has to answer PING
+/// on a new one before it counts as dead.
+const PROBE_MS: u64 = 1000;
+
+/// True when `node` answers PING on a new connection (within [`PROBE_MS`]).
+/// A node that closed a subscriber connection and still answers closed it
+/// on purpose (the output buffer limit of its pubsub class, CLIENT KILL);
+/// one that does not has died.
+pub(super) async fn is_alive(node: &Arc<Node>) -> bool {
+    let opts = UpstreamOptions {
+        proto: 2,
+        ..node.options().clone()
+    };
+    let probe = async {
+        let mut sock = connect(&opts).await.ok()?;
+        sock.write_all(b"*1\r\n$4\r\nPING\r\n").await.ok()?;
+        let mut buf = [0u8; 7];
+        sock.read_exact(&mut buf).await.ok()?;
+        Some(&buf == b"+PONG\r\n")
+    };
+    tokio::time::timeout(Duration::from_millis(PROBE_MS), probe)
+        .await
+        .ok()
+        .flatten()
+        .unwrap_or(false)
 }
 
 /// The commands that subscribe to everything in `subs` again.
