@@ -31,7 +31,10 @@ BIN=target/release/shardis
 LOAD=target/release/shardis-load
 
 free_block() { # a base port with $1 free consecutive ports above it
-  for base in $(seq $((41000 + RANDOM % 500)) 500 60000); do
+  # Below the kernel's ephemeral range (32768-60999 here): a port in it may
+  # be the local end of some connection (the load generator's 50), which no
+  # listener can then bind however free a connect probe finds it.
+  for base in $(seq $((21000 + RANDOM % 500)) 500 32000); do
     local ok=1
     for p in $(seq "$base" $((base + $1))); do
       if (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then ok=0; break; fi
