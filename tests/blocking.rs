@@ -244,22 +244,7 @@ fn leaving_client_pops_nothing(backend: Backend) {
     drop(first);
     let mut admin = RespConn::connect_loopback(port, TIMEOUT).unwrap();
     // The node saw the client go: only the proxy's own connections remain.
-    let deadline = Instant::now() + TIMEOUT;
-    loop {
-        let r = text(&second.cmd(&["BLPOP", "q", "0.05"]));
-        if r == "*-1\r\n" {
-            break;
-        }
-        assert!(Instant::now() < deadline, "the pin never came back: {r}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    assert_eq!(admin.cmd(&["RPUSH", "q", "x"]), b":1\r\n");
-    std::thread::sleep(Duration::from_millis(200));
-    assert_eq!(
-        admin.cmd(&["LLEN", "q"]),
-        b":1\r\n",
-        "nobody popped for the client that left"
-    );
+    assert_pin_given_back(&mut second, &mut admin, "q", "the client that left");
     assert_eq!(
         text(&second.cmd(&["BLPOP", "q", "1"])),
         "*2\r\n$1\r\nq\r\n$1\r\nx\r\n"

@@ -283,22 +283,7 @@ fn killing_a_blocked_or_multi_client_gives_back_its_pinned_connection() {
     }
     assert_eq!(admin.cmd(&["CLIENT", "KILL", "ID", &blocked_id]), b":1\r\n");
     assert_closed(&mut blocked, "the killed blocked client");
-    let deadline = Instant::now() + TIMEOUT;
-    loop {
-        let r = text(&second.cmd(&["BLPOP", "q", "0.05"]));
-        if r == "*-1\r\n" {
-            break;
-        }
-        assert!(Instant::now() < deadline, "the pin never came back: {r}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    assert_eq!(admin.cmd(&["RPUSH", "q", "x"]), b":1\r\n");
-    std::thread::sleep(Duration::from_millis(200));
-    assert_eq!(
-        admin.cmd(&["LLEN", "q"]),
-        b":1\r\n",
-        "nobody popped for the killed client"
-    );
+    assert_pin_given_back(&mut second, &mut admin, "q", "the killed client");
     // A client inside MULTI holds it too, from its first queued key.
     let mut tx = conn(port);
     let tx_addr = addr(&mut tx);

@@ -519,6 +519,30 @@ impl RespCmd for RespConn {
     }
 }
 
+/// After a client that held the only pinned connection allowed to `key`'s
+/// node left (or was killed): waits until `second` may block there again (a
+/// short BLPOP answers `*-1` instead of the limit's error), then proves the
+/// node forgot the one that left: an element pushed with `admin` stays.
+pub fn assert_pin_given_back(second: &mut RespConn, admin: &mut RespConn, key: &str, who: &str) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let r = second.cmd(&["BLPOP", key, "0.05"]);
+        if r == b"*-1\r\n" {
+            break;
+        }
+        let r = String::from_utf8_lossy(&r);
+        assert!(Instant::now() < deadline, "the pin never came back: {r}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(admin.cmd(&["RPUSH", key, "x"]), b":1\r\n");
+    std::thread::sleep(Duration::from_millis(200));
+    assert_eq!(
+        admin.cmd(&["LLEN", key]),
+        b":1\r\n",
+        "nobody popped for {who}"
+    );
+}
+
 /// `shardis up` on free ports, run in an empty directory (so no
 /// config/default.toml is found): killed on drop, with its directory.
 pub struct Up {
