@@ -23,6 +23,7 @@ mod points;
 mod tests;
 
 pub(crate) use diff::losing_nodes;
+pub use hash::KeyHash;
 pub(crate) use hash::{hash_tag, md5_u32, md5_u64};
 
 use std::fmt;
