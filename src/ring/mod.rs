@@ -12,6 +12,11 @@
 //! - [`PointScheme::Vnode`] puts one 64-bit point per virtual node at
 //!   `md5("{name}:{i}")`, `vnodes × weight` per node.
 //!
+//! [`Ring::twemproxy`] builds a ring that places keys exactly as a twemproxy
+//! pool does for any `hash`, `distribution` (`ketama`, `modula`, `random`)
+//! and `hash_tag` ([`Placement`], see [`twemproxy`]); keys are then hashed by
+//! the pool's [`KeyHash`] instead of the scheme's.
+//!
 //! Lookup is the first point ≥ the key hash, wrapping to the first point.
 //! Points live in a sorted `Vec<u64>` with a parallel `Vec<u32>` of owners, so
 //! the binary search touches only the dense point array.

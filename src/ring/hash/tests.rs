@@ -47,22 +47,13 @@ fn md5_u64_extends_md5_u32() {
     }
 }
 
-/// The hashes of [`GOLDEN`], in its column order (md5 has its own test).
-const GOLDEN_ORDER: [KeyHash; 11] = [
-    KeyHash::OneAtATime,
-    KeyHash::Crc16,
-    KeyHash::Crc32,
-    KeyHash::Crc32a,
-    KeyHash::Fnv1_64,
-    KeyHash::Fnv1a64,
-    KeyHash::Fnv1_32,
-    KeyHash::Fnv1a32,
-    KeyHash::Hsieh,
-    KeyHash::Murmur,
-    KeyHash::Jenkins,
-];
+/// The hashes of [`GOLDEN`], in its column order: twemproxy's order without
+/// md5 (which has its own test).
+fn golden_order() -> impl Iterator<Item = KeyHash> {
+    KeyHash::ALL.into_iter().filter(|&h| h != KeyHash::Md5)
+}
 
-/// `(key, hash of each of GOLDEN_ORDER)`, printed by twemproxy's hashkit.
+/// `(key, hash of each of golden_order())`, printed by twemproxy's hashkit.
 const GOLDEN: &[(&[u8], [u32; 11])] = &[
     (b"", [0, 0, 0, 0, 2216829733, 2216829733, 2166136261, 2166136261, 0, 0, 3735928572]),
     (b"a", [3392050242, 31879, 26807, 3904355907, 2248259518, 2248273036, 84696446, 3826002220, 2472816263, 1262581116, 3768813200]),
@@ -87,7 +78,7 @@ const GOLDEN: &[(&[u8], [u32; 11])] = &[
 #[test]
 fn every_twemproxy_hash_matches_its_c_values() {
     for (key, want) in GOLDEN {
-        for (hash, &value) in GOLDEN_ORDER.iter().zip(want) {
+        for (hash, &value) in golden_order().zip(want) {
             assert_eq!(hash.hash(key), value, "{hash} of {key:?}");
         }
     }
