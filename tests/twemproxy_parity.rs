@@ -26,6 +26,8 @@ const SERVERS: usize = 10;
 const FULL_KEYS: usize = 20_000;
 /// Keys per pool for every other hash: all shapes, fewer of each.
 const SAMPLE_KEYS: usize = 3_000;
+/// The port twemproxy leaves out of a server's default name.
+const KETAMA_PORT: u16 = 11211;
 /// SETs written before reading their replies.
 const PIPELINE: usize = 500;
 
@@ -203,9 +205,16 @@ fn every_hash_and_distribution_places_keys_where_nutcracker_does() {
     }
     let started = Instant::now();
     let dir = tempdir::Dir::new();
+    // One server on 11211 when it is free: twemproxy names a server there
+    // by its host alone, and unnamed pools must still agree.
+    let on_11211 = TcpListener::bind(("127.0.0.1", KETAMA_PORT)).is_ok();
     let redis: Vec<Proc> = (0..SERVERS)
-        .map(|_| {
-            let port = low_port();
+        .map(|i| {
+            let port = if i == 0 && on_11211 {
+                KETAMA_PORT
+            } else {
+                low_port()
+            };
             let mut p = Proc::spawn(
                 Command::new("redis-server")
                     .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
@@ -304,7 +313,7 @@ fn every_hash_and_distribution_places_keys_where_nutcracker_does() {
     }
     let total: usize = report.iter().map(|r| r.2).sum();
     println!(
-        "{} pools, {total} keys, written in {:.1?}, checked in {:.1?}",
+        "{} pools, {total} keys, a server on 11211: {on_11211}, written in {:.1?}, checked in {:.1?}",
         report.len(),
         write_time,
         started.elapsed()
