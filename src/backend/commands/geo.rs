@@ -9,14 +9,22 @@ use crate::backend::error::CmdError;
 use crate::backend::zset::ZSet;
 use crate::resp::{encode, eq_ignore_case};
 
-/// A float as Redis's `string2d` reads it: also no overflow to infinity
-/// and no underflow to zero.
+/// A float as Redis's `string2d` (`strtod`) reads it: also hexadecimal
+/// (`0x1.8p3`), and no overflow to infinity or underflow to zero.
 fn parse_double(b: &[u8]) -> Option<f64> {
+    let (negative, digits) = match b.split_first() {
+        Some((b'-', rest)) => (true, rest),
+        Some((b'+', rest)) => (false, rest),
+        _ => (false, b),
+    };
+    if let Some(hex) = digits
+        .strip_prefix(b"0x")
+        .or_else(|| digits.strip_prefix(b"0X"))
+    {
+        let v = parse_hex(hex)?;
+        return Some(if negative { -v } else { v });
+    }
     let v = parse_f64(b).ok()?;
-    let digits = b
-        .strip_prefix(b"-")
-        .or_else(|| b.strip_prefix(b"+"))
-        .unwrap_or(b);
     if v.is_infinite()
         && !digits
             .first()
@@ -32,6 +40,40 @@ fn parse_double(b: &[u8]) -> Option<f64> {
         return None;
     }
     Some(v)
+}
+
+/// The digits after `0x`: hex digits with an optional point, then an
+/// optional binary exponent (`p-3`).
+fn parse_hex(b: &[u8]) -> Option<f64> {
+    let (mant, exp) = match b.iter().position(|c| *c == b'p' || *c == b'P') {
+        Some(at) => (&b[..at], Some(&b[at + 1..])),
+        None => (b, None),
+    };
+    let (mut v, mut scale, mut seen, mut point) = (0f64, 0i32, false, false);
+    for &c in mant {
+        if c == b'.' && !point {
+            point = true;
+            continue;
+        }
+        let d = (c as char).to_digit(16)?;
+        v = v * 16.0 + d as f64;
+        seen = true;
+        if point {
+            scale -= 4;
+        }
+    }
+    if !seen {
+        return None;
+    }
+    if let Some(e) = exp {
+        let e = std::str::from_utf8(e).ok()?;
+        if e.is_empty() || e.starts_with('+') && e.len() == 1 {
+            return None;
+        }
+        scale = scale.saturating_add(e.parse::<i32>().ok()?);
+    }
+    let v = v * 2f64.powi(scale);
+    (v.is_finite() && (v != 0.0 || mant.iter().all(|c| matches!(c, b'0' | b'.')))).then_some(v)
 }
 
 pub(super) fn double_or(b: &[u8], msg: Option<&str>) -> Result<f64, CmdError> {

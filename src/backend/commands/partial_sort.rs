@@ -6,8 +6,9 @@
 //!
 //! The quicksort is not stable, and which of several equally distant
 //! members comes first is part of the reply, so the same pivots, swaps and
-//! insertion sorts are made here; the merge sort splits and merges as
-//! glibc's does. Called by `geo.rs` only.
+//! insertion sorts are made here (Redis 7's version, without the older
+//! switch to insertion sort after a pass that swapped nothing); the merge
+//! sort splits and merges as glibc's does. Called by `geosearch.rs` only.
 
 use std::cmp::Ordering;
 
@@ -131,7 +132,6 @@ fn sort_range<T>(
         v.swap(a, pm);
         let (mut pa, mut pb) = (a + 1, a + 1);
         let (mut pc, mut pd) = (a + n - 1, a + n - 1);
-        let mut swapped = false;
         loop {
             while pb <= pc {
                 let r = cmp(&v[pb], &v[a]);
@@ -139,7 +139,6 @@ fn sort_range<T>(
                     break;
                 }
                 if r == Equal {
-                    swapped = true;
                     v.swap(pa, pb);
                     pa += 1;
                 }
@@ -151,7 +150,6 @@ fn sort_range<T>(
                     break;
                 }
                 if r == Equal {
-                    swapped = true;
                     v.swap(pc, pd);
                     pd -= 1;
                 }
@@ -161,13 +159,8 @@ fn sort_range<T>(
                 break;
             }
             v.swap(pb, pc);
-            swapped = true;
             pb += 1;
             pc -= 1;
-        }
-        if !swapped {
-            insertion(v, a, n, cmp);
-            return;
         }
         let pn = a + n;
         let r = (pa - a).min(pb - pa);
