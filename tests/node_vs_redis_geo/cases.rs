@@ -267,5 +267,9 @@ pub const CASES: &[&[&str]] = &[
         "GEODIST p e w",
         "GEODIST p ne sw mi",
         "GEODIST p e2 w2 m",
+        // Antipodes where the haversine's argument rounds past 1.
+        "ZADD anti 19730235105713 a 3734648428623076 b",
+        "GEODIST anti a b",
+        "GEOSEARCH anti FROMMEMBER a BYRADIUS 30000 km WITHDIST DESC COUNT 2",
     ],
 ];

@@ -326,8 +326,11 @@ impl Shape {
     pub fn distance_if_within(&self, lon: f64, lat: f64) -> Option<f64> {
         match self.kind {
             ShapeKind::Radius(r) => {
+                // Written as Redis tests it, so a NaN distance (antipodes
+                // rounding past 1 under the arcsine) is kept too.
                 let d = distance(self.lon, self.lat, lon, lat);
-                (d <= r * self.to_m).then_some(d)
+                let beyond = d.partial_cmp(&(r * self.to_m)) == Some(std::cmp::Ordering::Greater);
+                (!beyond).then_some(d)
             }
             ShapeKind::Box(w, h) => {
                 let (w, h) = (w * self.to_m, h * self.to_m);
@@ -365,7 +368,13 @@ pub fn fmt_distance(d: f64) -> String {
     if d == 0.0 {
         return "0.0000".into();
     }
-    let v = (d * 1e4).round_ties_even() as i64;
+    // As `llrint`: what does not fit (NaN included) becomes i64::MIN.
+    let r = (d * 1e4).round_ties_even();
+    let v = if (-9.223_372_036_854_776e18..9.223_372_036_854_776e18).contains(&r) {
+        r as i64
+    } else {
+        i64::MIN
+    };
     let sign = if v < 0 { "-" } else { "" };
     let a = v.unsigned_abs();
     format!("{sign}{}.{:04}", a / 10_000, a % 10_000)
@@ -424,6 +433,7 @@ mod tests {
         assert_eq!(fmt_distance(0.00005), "0.0000");
         assert_eq!(fmt_distance(0.7750), "0.7750");
         assert_eq!(fmt_distance(12.34567), "12.3457");
+        assert_eq!(fmt_distance(f64::NAN), "-922337203685477.5808");
         assert_eq!(fmt_coord(-0.0), "0");
         assert_eq!(fmt_coord(180.0), "180");
         assert_eq!(fmt_coord(-1e-30), "0");
