@@ -169,39 +169,30 @@ pub fn hash_string(score: f64) -> [u8; 11] {
     out
 }
 
-fn move_lon(c: &mut Cell, d: i8) {
+/// Moves a cell one step along one axis: `axis` masks that coordinate's
+/// bits (odd for longitude, even for latitude); wraps around the grid.
+fn step_along(c: &mut Cell, axis: u64, d: i8) {
     let shift = 64 - 2 * c.step as u32;
-    let x = c.bits & 0xaaaa_aaaa_aaaa_aaaa;
-    let y = c.bits & 0x5555_5555_5555_5555;
-    let zz = 0x5555_5555_5555_5555u64 >> shift;
-    let x = if d > 0 {
-        x.wrapping_add(zz + 1)
+    let (moving, kept) = (c.bits & axis, c.bits & !axis);
+    let zz = !axis >> shift;
+    let moved = if d > 0 {
+        moving.wrapping_add(zz + 1)
     } else {
-        (x | zz).wrapping_sub(zz + 1)
+        (moving | zz).wrapping_sub(zz + 1)
     };
-    c.bits = (x & (0xaaaa_aaaa_aaaa_aaaau64 >> shift)) | y;
+    c.bits = (moved & (axis >> shift)) | kept;
 }
 
-fn move_lat(c: &mut Cell, d: i8) {
-    let shift = 64 - 2 * c.step as u32;
-    let x = c.bits & 0xaaaa_aaaa_aaaa_aaaa;
-    let y = c.bits & 0x5555_5555_5555_5555;
-    let zz = 0xaaaa_aaaa_aaaa_aaaau64 >> shift;
-    let y = if d > 0 {
-        y.wrapping_add(zz + 1)
-    } else {
-        (y | zz).wrapping_sub(zz + 1)
-    };
-    c.bits = x | (y & (0x5555_5555_5555_5555u64 >> shift));
-}
+const LON_BITS: u64 = 0xaaaa_aaaa_aaaa_aaaa;
+const LAT_BITS: u64 = 0x5555_5555_5555_5555;
 
 fn neighbour(c: Cell, dlon: i8, dlat: i8) -> Cell {
     let mut n = c;
     if dlon != 0 {
-        move_lon(&mut n, dlon);
+        step_along(&mut n, LON_BITS, dlon);
     }
     if dlat != 0 {
-        move_lat(&mut n, dlat);
+        step_along(&mut n, LAT_BITS, dlat);
     }
     n
 }
