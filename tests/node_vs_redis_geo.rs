@@ -110,7 +110,8 @@ fn geo_replies_match_redis_server_in_resp2_and_resp3() {
 }
 
 /// 3 000 random points in one sorted set (past the listpack threshold)
-/// and 200 in a small one, then 2 000 random searches on each protocol.
+/// and 120 in a small one, then 2 000 random searches and 300 storing
+/// ones (each followed by a ZRANGE of what it stored) on each protocol.
 #[test]
 fn random_points_search_alike_on_the_node_and_redis_server() {
     let Some((node, redis)) = pair() else {
@@ -131,6 +132,13 @@ fn random_points_search_alike_on_the_node_and_redis_server() {
                 ("big", 3000)
             };
             c.step(&format!("RESP{proto}"), &random::search(&mut r, key, n));
+        }
+        for _ in 0..300 {
+            c.step("store", &random::store_search(&mut r, "big", 3000, "dst"));
+            c.step(
+                "store",
+                &["ZRANGE", "dst", "0", "-1", "WITHSCORES"].map(String::from),
+            );
         }
         c.finish(&format!("random searches, RESP{proto}"));
     }

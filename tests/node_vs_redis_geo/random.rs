@@ -182,6 +182,25 @@ pub fn search(r: &mut Rng, key: &str, n: usize) -> Vec<String> {
     args
 }
 
+/// A random search turned into its storing form (GEOSEARCHSTORE, or
+/// GEORADIUS[BYMEMBER] with STORE or STOREDIST) writing `dst`.
+pub fn store_search(r: &mut Rng, key: &str, n: usize, dst: &str) -> Vec<String> {
+    let mut args = search(r, key, n);
+    args.retain(|a| !a.starts_with("WITH"));
+    let dist = r.chance(0.5);
+    if args[0] == "GEOSEARCH" {
+        args[0] = "GEOSEARCHSTORE".into();
+        args.insert(1, dst.into());
+        if dist {
+            args.push("STOREDIST".into());
+        }
+    } else {
+        args[0] = args[0].trim_end_matches("_RO").to_string();
+        args.extend([if dist { "STOREDIST" } else { "STORE" }.into(), dst.into()]);
+    }
+    args
+}
+
 /// Many members at three positions, and searches whose COUNT cuts through
 /// the ties (Redis's partial quicksort decides their order).
 pub fn ties() -> Vec<Vec<String>> {
