@@ -11,7 +11,7 @@ use std::hint::black_box;
 
 use bytes::{Bytes, BytesMut};
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
-use shardis::proxy::merge::{aggregate, merge_fragments};
+use shardis::proxy::route::merge::{aggregate, merge_fragments};
 use shardis::resp::command::{Aggregate, Merge};
 use shardis::resp::{encode, lookup, Request};
 use shardis::ring::{NodeSpec, Ring, RingConfig};

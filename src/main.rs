@@ -235,7 +235,7 @@ fn run_proxy(a: ProxyArgs) -> Result<(), String> {
         config.listen = l;
     }
     let saved = match &config.state_file {
-        Some(path) => proxy::state::load(path)
+        Some(path) => proxy::admin::state::load(path)
             .map_err(|e| e.to_string())?
             .is_some(),
         None => false,

@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use super::budget::OutputLimits;
-use super::operator::{AdminSection, HotKeysSection, OpsConfig, SlowlogSection};
+use crate::proxy::conn::budget::OutputLimits;
+use crate::proxy::ops::{AdminSection, HotKeysSection, OpsConfig, SlowlogSection};
 use crate::resp::Limits;
 use crate::ring::{NodeSpec, PointScheme, RingConfig, DEFAULT_VNODES};
 

@@ -11,35 +11,11 @@
 //! Entry point: [`run`]. Uses `resp` and `ring`; never clap or signals.
 
 pub mod admin;
-mod admin_error;
-pub mod blocking;
-pub mod budget;
-pub mod clients;
-pub mod cluster;
+pub mod commands;
 pub mod config;
-pub mod config_cmd;
-pub mod cursor;
-pub mod error;
-pub mod hot_cache;
-pub mod hotkeys;
-pub mod http;
-pub mod info;
-pub mod local;
-pub mod merge;
-pub mod metrics;
-pub mod migration;
-pub mod monitor;
-pub mod operator;
-pub mod pinned;
-pub mod plan;
-pub mod pubsub;
+pub mod conn;
+pub mod ops;
 pub mod route;
-pub mod scan;
-pub mod session;
-pub mod slowlog;
-pub mod state;
-pub mod topology;
-pub mod transaction;
 pub mod upstream;
 
 use std::collections::HashMap;
@@ -54,8 +30,8 @@ use tokio::io::AsyncWriteExt;
 use tokio::net::TcpListener;
 
 pub use config::Config;
-use session::ClientSession;
-use topology::{Node, Routing};
+use conn::session::ClientSession;
+use upstream::topology::{Node, Routing};
 
 use crate::ring::{NodeSpec, Ring};
 
@@ -114,9 +90,9 @@ pub struct Proxy {
     pool: Mutex<HashMap<String, Arc<Node>>>,
     /// One topology change at a time (held across the change's awaits).
     pub admin_lock: tokio::sync::Mutex<()>,
-    pub migration: migration::Tracker,
+    pub migration: admin::migration::Tracker,
     /// Query buffer bytes of all clients, under `max_query_buffer_total`.
-    pub query_buffers: budget::QueryBuffers,
+    pub query_buffers: conn::budget::QueryBuffers,
     /// Set when the proxy starts draining: sessions read no more requests,
     /// answer what they owe, and end.
     pub draining: AtomicBool,
@@ -124,17 +100,17 @@ pub struct Proxy {
     /// which the drain and CLIENT KILL wake it. A std mutex: taken when a
     /// session starts or ends, by the drain, and by CLIENT LIST / KILL to
     /// copy the entries out; never per request, never across `.await`.
-    pub sessions: Mutex<HashMap<u64, Arc<clients::ClientEntry>>>,
+    pub sessions: Mutex<HashMap<u64, Arc<commands::clients::ClientEntry>>>,
     /// The clients in MONITOR mode.
-    pub monitors: monitor::Monitors,
+    pub monitors: commands::monitor::Monitors,
     /// Starts a new built-in node on request (`CLUSTER SPAWNNODE`); present
     /// only when the proxy runs under `shardis up`, which owns the processes.
     pub spawner: Option<Arc<dyn Spawner>>,
     /// Metrics, hot keys, hot-shard tripwire, slow log (the operator plane).
-    pub ops: operator::Ops,
+    pub ops: ops::Ops,
     /// The channels and patterns the proxy's subscribers hold (PUBSUB
     /// NUMPAT, INFO).
-    pub subscriptions: pubsub::Held,
+    pub subscriptions: commands::pubsub::Held,
 }
 
 /// Starts a node process and returns its address once it answers PING.
@@ -151,11 +127,11 @@ pub trait Spawner: Send + Sync {
 #[derive(Debug)]
 pub(crate) enum StartError {
     /// The state file could not be read.
-    State(state::StateError),
+    State(admin::state::StateError),
     /// The nodes do not make a ring.
     Ring(crate::ring::RingError),
     /// The unfinished change the state file records could not be resumed.
-    Resume(migration::MigrationError),
+    Resume(admin::migration::MigrationError),
 }
 
 impl std::fmt::Display for StartError {
@@ -178,7 +154,7 @@ impl Proxy {
         spawner: Option<Arc<dyn Spawner>>,
     ) -> Result<Arc<Proxy>, StartError> {
         let saved = match &config.state_file {
-            Some(path) => state::load(path).map_err(StartError::State)?,
+            Some(path) => admin::state::load(path).map_err(StartError::State)?,
             None => None,
         };
         let (specs, epoch) = match &saved {
@@ -186,7 +162,7 @@ impl Proxy {
             None => (config.nodes.clone(), 1),
         };
         if let (Some(s), Some(path)) = (&saved, &config.state_file) {
-            let diff = state::topology_difference(&config.nodes, &s.nodes);
+            let diff = admin::state::topology_difference(&config.nodes, &s.nodes);
             if diff.is_empty() {
                 tracing::info!(state_file = %path, epoch = s.epoch, nodes = s.nodes.len(), "topology from the state file, as the config lists it");
             } else {
@@ -212,18 +188,18 @@ impl Proxy {
             started: Instant::now(),
             pool: Mutex::new(pool),
             admin_lock: tokio::sync::Mutex::new(()),
-            migration: migration::Tracker::default(),
-            query_buffers: budget::QueryBuffers::new(config.max_query_buffer_total),
+            migration: admin::migration::Tracker::default(),
+            query_buffers: conn::budget::QueryBuffers::new(config.max_query_buffer_total),
             draining: AtomicBool::new(false),
             sessions: Mutex::new(HashMap::new()),
-            monitors: monitor::Monitors::default(),
+            monitors: commands::monitor::Monitors::default(),
             spawner,
-            ops: operator::Ops::new(&config.ops),
+            ops: ops::Ops::new(&config.ops),
             subscriptions: Default::default(),
             config,
         });
         if let Some(s) = saved {
-            migration::resume(&proxy, s).map_err(StartError::Resume)?;
+            admin::migration::resume(&proxy, s).map_err(StartError::Resume)?;
         }
         Ok(proxy)
     }
@@ -291,7 +267,7 @@ pub async fn run_with(
         let stop = async move {
             let _ = stopped.await;
         };
-        match http::start(proxy.clone(), &listen, stop).await {
+        match ops::http::start(proxy.clone(), &listen, stop).await {
             Ok(_) => {}
             Err(e) if configured => return Err(e),
             // The default port is taken (another `shardis up`, say): serve
@@ -299,7 +275,7 @@ pub async fn run_with(
             Err(e) => tracing::warn!("{e}; the admin HTTP API is off (set [admin] listen)"),
         }
     }
-    tokio::spawn(hotkeys::run_ticker(Arc::downgrade(&proxy)));
+    tokio::spawn(ops::hotkeys::run_ticker(Arc::downgrade(&proxy)));
     serve(listener, proxy, shutdown).await;
     drop(stop);
     Ok(())

@@ -1,0 +1,243 @@
+//! Pub/sub through the proxy. **PUBLISH is broadcast, subscriptions are
+//! placed**: each subscribing client gets one pinned connection (counted
+//! under `max_pinned_per_node`) to one node — the one with the fewest pinned
+//! connections — and all its (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE go there;
+//! PUBLISH and SPUBLISH go to every node of the routing and answer the sum.
+//! Each subscriber listens on exactly one node and each message reaches
+//! every node once, so every matching subscriber gets it exactly once, and
+//! the node's confirmations (one connection holds all of the client's
+//! subscriptions) are relayed verbatim. Redis Cluster broadcasts PUBLISH
+//! over its bus the same way.
+//!
+//! This module holds the client's side (`Subscriber`, in its
+//! `ClientState`): routing of the subscribe family, the RESP2 subscribe-mode
+//! rule, and the channel on which messages reach the session. `conn` is the
+//! connection actor, `link` its node and socket, `publish` the fan-outs
+//! (PUBLISH, PUBSUB …), `frame` the frame reading. Called by `route::dispatch`, `local` (RESET) and the
+//! session (messages). Must never let a message into the middle of a reply:
+//! the session appends them behind every reply owed when they arrive.
+
+mod conn;
+mod frame;
+mod link;
+mod publish;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use tokio::sync::{mpsc, oneshot};
+
+pub use conn::Push;
+use conn::{Expect, SubConn, SubRequest};
+use frame::Family;
+
+use crate::proxy::conn::session::{ClientState, Pending};
+use crate::proxy::Proxy;
+use crate::resp::command::PubSub;
+use crate::resp::{CommandSpec, Request};
+
+/// Every channel and pattern the proxy's subscribers hold, with how many
+/// hold each: PUBSUB NUMPAT and INFO's `pubsub_channels` / `pubsub_patterns`
+/// count distinct names (as Redis 7 does), which a sum of the nodes' counts
+/// would not (two subscribers of one pattern on two nodes count twice
+/// there). Shard channels are not counted (Redis counts them apart too).
+#[derive(Default)]
+pub struct Held {
+    pub channels: Counted,
+    pub patterns: Counted,
+}
+
+/// Names with a holder count. A std Mutex: held for one map update, never
+/// across `.await`.
+#[derive(Default)]
+pub struct Counted(std::sync::Mutex<std::collections::HashMap<Bytes, usize>>);
+
+impl Counted {
+    fn lock(&self) -> std::sync::MutexGuard<'_, std::collections::HashMap<Bytes, usize>> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub(crate) fn add(&self, p: &Bytes) {
+        *self.lock().entry(p.clone()).or_default() += 1;
+    }
+
+    pub(crate) fn remove(&self, p: &Bytes) {
+        let mut m = self.lock();
+        if let Some(n) = m.get_mut(p) {
+            *n -= 1;
+            if *n == 0 {
+                m.remove(p);
+            }
+        }
+    }
+
+    /// Distinct names held now.
+    pub fn len(&self) -> usize {
+        self.lock().len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// One client's pub/sub state: its subscriber connection, if any, and the
+/// channel its messages reach the session on (made on first use).
+#[derive(Default)]
+pub struct Subscriber {
+    conn: Option<SubConn>,
+    tx: Option<mpsc::UnboundedSender<Push>>,
+    rx: Option<mpsc::UnboundedReceiver<Push>>,
+}
+
+impl Subscriber {
+    /// True while the client holds (or is being given) subscriptions.
+    pub fn is_active(&self) -> bool {
+        self.conn.as_ref().is_some_and(|c| c.is_open())
+    }
+
+    /// True once the client subscribed at least once (the session listens).
+    pub fn is_listening(&self) -> bool {
+        self.rx.is_some()
+    }
+
+    /// The next message for the client (never resolves before the first
+    /// subscription).
+    pub async fn next(&mut self) -> Option<Push> {
+        match &mut self.rx {
+            Some(rx) => rx.recv().await,
+            None => std::future::pending().await,
+        }
+    }
+
+    /// A message already waiting, without waiting.
+    pub fn try_next(&mut self) -> Option<Push> {
+        self.rx.as_mut()?.try_recv().ok()
+    }
+
+    /// RESET: every subscription is dropped with its connection.
+    pub fn reset(&mut self) {
+        self.conn = None;
+    }
+
+    fn sender(&mut self) -> mpsc::UnboundedSender<Push> {
+        if self.tx.is_none() {
+            let (tx, rx) = mpsc::unbounded_channel();
+            self.tx = Some(tx);
+            self.rx = Some(rx);
+        }
+        self.tx.clone().expect("made above")
+    }
+}
+
+/// Routes PUBLISH, SPUBLISH, PUBSUB and the subscribe family.
+pub async fn handle(
+    proxy: &Arc<Proxy>,
+    client: &mut ClientState,
+    spec: &'static CommandSpec,
+    req: Request,
+    kind: PubSub,
+) -> Pending {
+    match kind {
+        PubSub::Publish => publish::publish(proxy, client, req).await,
+        PubSub::Introspect => publish::pubsub(proxy, client, req).await,
+        PubSub::Subscribe => subscribe(proxy, client, spec, req),
+    }
+}
+
+fn subscribe(
+    proxy: &Arc<Proxy>,
+    client: &mut ClientState,
+    spec: &'static CommandSpec,
+    req: Request,
+) -> Pending {
+    let (family, on) = match spec.name {
+        "subscribe" => (Family::Channel, true),
+        "psubscribe" => (Family::Pattern, true),
+        "ssubscribe" => (Family::Shard, true),
+        "unsubscribe" => (Family::Channel, false),
+        "punsubscribe" => (Family::Pattern, false),
+        _ => (Family::Shard, false),
+    };
+    let n = req.args.len() - 1;
+    if !on && !client.pubsub.is_active() {
+        // Nothing to drop: answered as Redis answers it, without a node.
+        let reply = frame::unsubscribed_nothing(family, &req.args[1..], client.proto);
+        return Pending::Ready(reply);
+    }
+    let expect = match (on, n) {
+        (false, 0) => Expect::All(family),
+        _ => Expect::Args(n),
+    };
+    send(proxy, client, req.raw, expect)
+}
+
+/// Sends a request on the client's subscriber connection, opening one if
+/// it has none (or its last one was released).
+fn send(proxy: &Arc<Proxy>, client: &mut ClientState, raw: Bytes, expect: Expect) -> Pending {
+    let (tx, rx) = oneshot::channel();
+    let mut req = SubRequest {
+        raw,
+        expect,
+        reply: tx,
+    };
+    if let Some(c) = &client.pubsub.conn {
+        match c.send(req) {
+            Ok(()) => return Pending::One(rx),
+            Err(r) => req = r,
+        }
+    }
+    let push = client.pubsub.sender();
+    let conn = match SubConn::open(
+        proxy,
+        client.proto,
+        client.id,
+        &client.budget,
+        push,
+        &client.entry,
+    ) {
+        Ok(c) => c,
+        Err(e) => return Pending::error(&e),
+    };
+    if conn.send(req).is_err() {
+        return Pending::error("ERR subscriber connection closed");
+    }
+    client.pubsub.conn = Some(conn);
+    Pending::One(rx)
+}
+
+/// A RESP2 client with subscriptions may only send the subscribe family,
+/// PING, QUIT and RESET (Redis's rule and error); its PING is answered by
+/// its node, in subscribe-mode form. `None`: dispatch as usual.
+pub async fn in_subscribe_mode(
+    proxy: &Arc<Proxy>,
+    client: &mut ClientState,
+    spec: &'static CommandSpec,
+    req: &Request,
+) -> Option<Pending> {
+    if client.proto != 2 || !client.pubsub.is_active() {
+        return None;
+    }
+    if matches!(spec.kind, crate::resp::Kind::PubSub(PubSub::Subscribe))
+        || matches!(spec.name, "quit" | "reset")
+    {
+        return None;
+    }
+    // An UNSUBSCRIBE sent just before may end subscribe mode: its answer
+    // decides (bounded: a node that does not answer does not hold the client).
+    if let Some(c) = &client.pubsub.conn {
+        let wait = Duration::from_millis(proxy.config.request_timeout_ms);
+        let _ = tokio::time::timeout(wait, c.settled()).await;
+    }
+    if !client.pubsub.is_active() {
+        return None;
+    }
+    if spec.name == "ping" {
+        return Some(send(proxy, client, req.raw.clone(), Expect::One));
+    }
+    Some(Pending::error(&format!(
+        "ERR Can't execute '{}': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context",
+        spec.name
+    )))
+}

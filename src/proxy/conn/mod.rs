@@ -1,0 +1,6 @@
+//! One client's connection: the socket loop ([`session`]), what a session
+//! may make the proxy hold ([`budget`]) and the errors it answers itself.
+
+pub mod budget;
+pub mod error;
+pub mod session;

@@ -1,0 +1,129 @@
+//! Pinned connections: a dedicated upstream connection that one client owns
+//! for a while — a transaction from its first key (or WATCH) to EXEC, a
+//! blocking command while it blocks, a subscriber while it has
+//! subscriptions. The one mechanism behind MULTI/EXEC, blocking commands and
+//! pub/sub.
+//!
+//! A [`Pinned`] is RAII: dropping it (completion, DISCARD, the client
+//! leaving, its session ending by a panic) closes the connection at once and
+//! gives its place back under `max_pinned_per_node`. Closing is what makes a
+//! node forget a WATCH or a blocked pop of a client that is gone. Taken by
+//! `transaction.rs`, `blocking.rs` and `pubsub/` (which holds a bare [`Slot`]
+//! for a connection of its own: messages the node sends unasked would break
+//! an upstream's FIFO matching); never shared between clients, never reconnected behind its owner's back (see
+//! `upstream::fail_rest`).
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use bytes::Bytes;
+use tokio::sync::oneshot;
+
+use crate::proxy::conn::budget::ReplyBudget;
+use crate::proxy::upstream::topology::Node;
+use crate::proxy::upstream::{Upstream, UpstreamOptions};
+
+/// How many pinned connections a node has open, and its bound.
+#[derive(Default)]
+pub struct PinCount {
+    open: AtomicUsize,
+    max: usize,
+}
+
+impl PinCount {
+    pub fn new(max: usize) -> PinCount {
+        PinCount {
+            open: AtomicUsize::new(0),
+            max,
+        }
+    }
+
+    /// Pinned connections open now.
+    pub fn open(&self) -> usize {
+        self.open.load(Ordering::Relaxed)
+    }
+}
+
+/// A place under `max_pinned_per_node`, given back when dropped.
+pub(crate) struct Slot(Arc<Node>);
+
+impl Slot {
+    /// Takes a place on `node`, or says why not: it has
+    /// `max_pinned_per_node` open already.
+    pub(crate) fn take(node: &Arc<Node>) -> Result<Slot, String> {
+        let pins = &node.pins;
+        let taken = pins
+            .open
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
+                (n < pins.max).then_some(n + 1)
+            });
+        if taken.is_err() {
+            return Err(format!(
+                "ERR max number of pinned connections reached for node {} ({} = proxy.max_pinned_per_node; used by MULTI, blocking commands and pub/sub)",
+                node.label(),
+                pins.max
+            ));
+        }
+        Ok(Slot(node.clone()))
+    }
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        self.0.pins.open.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// One client's dedicated connection to one node.
+pub struct Pinned {
+    // Field order matters: the connection handle drops (and the connection
+    // closes) before the slot is given back.
+    up: Upstream,
+    _slot: Slot,
+    pub node: Arc<Node>,
+}
+
+impl Pinned {
+    /// Opens (lazily: on its first request) a dedicated connection to `node`
+    /// speaking `proto`, or says why not: the node has `max_pinned_per_node`
+    /// open already.
+    pub(crate) fn open(
+        node: &Arc<Node>,
+        proto: u8,
+        opts: &UpstreamOptions,
+    ) -> Result<Pinned, String> {
+        let slot = Slot::take(node)?;
+        let opts = UpstreamOptions {
+            proto,
+            pinned: true,
+            ..opts.clone()
+        };
+        Ok(Pinned {
+            up: Upstream::spawn(opts, node.health.clone()),
+            _slot: slot,
+            node: node.clone(),
+        })
+    }
+
+    /// Queues `raw` on this connection; replies come back in order. A reply
+    /// the proxy consumes itself (MULTI's, a queued command's) is not charged
+    /// to the client.
+    pub async fn send(&self, raw: Bytes) -> oneshot::Receiver<Bytes> {
+        self.up.send(raw).await
+    }
+
+    /// [`Pinned::send`] for a reply the client will be sent: charged to its
+    /// reply budget on arrival, as forwarded replies are.
+    pub async fn send_for(
+        &self,
+        raw: Bytes,
+        budget: &Arc<ReplyBudget>,
+    ) -> oneshot::Receiver<Bytes> {
+        self.up.send_for(raw, Some(budget.clone())).await
+    }
+
+    /// True when this connection goes to `node`.
+    pub fn is_to(&self, node: &Arc<Node>) -> bool {
+        Arc::ptr_eq(&self.node, node)
+    }
+}
