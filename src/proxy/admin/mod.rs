@@ -12,7 +12,7 @@
 //! Changes are validated before the ring changes, one at a time; a node that
 //! is down can be removed at any time (see [`remove_node`]).
 
-mod error;
+pub(crate) mod error;
 pub mod migration;
 pub mod plan;
 pub mod state;
@@ -26,7 +26,8 @@ use bytes::{Bytes, BytesMut};
 use crate::client::probe;
 pub(crate) use crate::proxy::admin::error::AdminError;
 use crate::proxy::admin::migration::Change;
-use crate::proxy::conn::session::{ClientState, Pending};
+use crate::proxy::conn::client::ClientState;
+use crate::proxy::conn::pending::Pending;
 use crate::proxy::Proxy;
 use crate::resp::reply::integer;
 use crate::resp::{encode, eq_ignore_case, Request};

@@ -18,7 +18,7 @@ use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
 
-use crate::proxy::admin::AdminError;
+use crate::proxy::admin::error::AdminError;
 use crate::proxy::upstream::topology::Node;
 use crate::proxy::Proxy;
 use crate::resp::reply::{elements, integer, is_error};

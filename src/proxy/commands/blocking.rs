@@ -18,7 +18,8 @@ use std::time::Duration;
 
 use bytes::Bytes;
 
-use crate::proxy::conn::session::{ClientState, Pending};
+use crate::proxy::conn::client::ClientState;
+use crate::proxy::conn::pending::Pending;
 use crate::proxy::upstream::pinned::Pinned;
 use crate::proxy::upstream::topology;
 use crate::proxy::Proxy;

@@ -12,7 +12,8 @@
 use bytes::{Bytes, BytesMut};
 use md5::{Digest, Md5};
 
-use crate::proxy::conn::session::{ClientState, Pending};
+use crate::proxy::conn::client::ClientState;
+use crate::proxy::conn::pending::Pending;
 use crate::resp::encode;
 
 /// Slots in Redis Cluster's key space.

@@ -10,9 +10,10 @@ use std::sync::Arc;
 use bytes::{Bytes, BytesMut};
 
 use crate::glob;
-use crate::proxy::commands::local::help;
-use crate::proxy::conn::session::{ClientState, Pending};
-use crate::proxy::route::all_nodes;
+use crate::proxy::commands::common::help;
+use crate::proxy::conn::client::ClientState;
+use crate::proxy::conn::pending::Pending;
+use crate::proxy::upstream::topology::all_nodes;
 use crate::proxy::Proxy;
 use crate::resp::encode;
 

@@ -15,9 +15,10 @@ use std::sync::Arc;
 use bytes::{Bytes, BytesMut};
 use tokio::sync::oneshot;
 
-use crate::proxy::commands::local::REDIS_COMPAT_VERSION;
-use crate::proxy::conn::session::{ClientState, Pending};
-use crate::proxy::route::all_nodes;
+use crate::proxy::commands::common::REDIS_COMPAT_VERSION;
+use crate::proxy::conn::client::ClientState;
+use crate::proxy::conn::pending::Pending;
+use crate::proxy::upstream::topology::all_nodes;
 use crate::proxy::Proxy;
 use crate::resp::info::{field, field_u64, human, keyspace, InfoText, Selection, Usage};
 use crate::resp::reply::is_error;
@@ -315,7 +316,7 @@ pub(crate) async fn memory(proxy: &Arc<Proxy>, s: &ClientState, req: Request) ->
     let argc = req.args.len();
     if eq_ignore_case(&sub, b"usage") {
         if argc == 3 || (argc == 5 && eq_ignore_case(&req.args[3], b"samples")) {
-            return crate::proxy::route::keyed(proxy, s, &MEMORY_USAGE, req).await;
+            return crate::proxy::route::keyed::keyed(proxy, s, &MEMORY_USAGE, req).await;
         }
         let msg = if argc == 2 {
             "ERR wrong number of arguments for 'memory|usage' command"

@@ -11,13 +11,12 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use bytes::{Bytes, BytesMut};
 
-use crate::proxy::conn::session::{ClientState, Pending};
+use crate::proxy::commands::common::{help, REDIS_COMPAT_VERSION};
+use crate::proxy::conn::client::ClientState;
+use crate::proxy::conn::pending::Pending;
 use crate::proxy::Proxy;
 use crate::resp::command::TABLE;
 use crate::resp::{encode, eq_ignore_case, lookup, parse_i64, CommandSpec, KeySpec, Kind, Request};
-
-/// The Redis version the proxy reports; clients gate features on it.
-pub(crate) const REDIS_COMPAT_VERSION: &str = "7.0.0";
 
 pub(crate) async fn handle(
     proxy: &Arc<Proxy>,
@@ -252,18 +251,6 @@ const COMMAND_HELP: &[&str] = &[
     "LIST",
     "HELP",
 ];
-
-/// A HELP reply in Redis's shape: a title line, then one line per subcommand.
-pub(super) fn help(out: &mut BytesMut, command: &str, lines: &[&str]) {
-    encode::array_len(out, lines.len() + 1);
-    encode::simple(
-        out,
-        &format!("{command} <subcommand> [<arg> [value] [opt] ...]. Subcommands are:"),
-    );
-    for l in lines {
-        encode::simple(out, l);
-    }
-}
 
 fn command_entry(out: &mut BytesMut, spec: &CommandSpec) {
     let (first, last, step) = match spec.keys {

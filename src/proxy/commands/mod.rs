@@ -5,6 +5,7 @@
 pub mod blocking;
 pub mod clients;
 pub mod cluster;
+pub mod common;
 pub mod config;
 pub mod info;
 pub mod local;

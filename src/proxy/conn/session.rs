@@ -40,80 +40,17 @@ use tokio::net::TcpStream;
 use tokio::sync::oneshot;
 use tokio::time::Instant;
 
+use crate::proxy::conn::after::after_request;
 use crate::proxy::conn::budget::{Exceeded, ReplyBudget, SoftClock};
+use crate::proxy::conn::client::ClientState;
 use crate::proxy::conn::error::ProxyError;
+use crate::proxy::conn::pending::{lost_reply, Pending};
 use crate::proxy::ops::metrics::{ServedCell, Timing};
 use crate::proxy::Proxy;
-use crate::resp::{encode, ProtocolError, Request, RequestDecoder};
+use crate::resp::{ProtocolError, Request, RequestDecoder};
 
 /// Replies gathered before they are written, at most (one reply may exceed it).
 const MAX_OUT_BYTES: usize = 256 * 1024;
-
-/// A reply the client is owed, in request order.
-pub enum Pending {
-    /// Built by the proxy, ready now.
-    Ready(Bytes),
-    /// Its reply arrives on the channel (not charged to the client's budget
-    /// until the session takes it).
-    One(oneshot::Receiver<Bytes>),
-    /// Forwarded to one node with the client's budget: the reply was charged
-    /// when it arrived.
-    Charged(oneshot::Receiver<Bytes>),
-    /// Anything that needs more work (merges, fan-outs, admin): a future.
-    Later(Pin<Box<dyn Future<Output = Bytes> + Send>>),
-    /// Write this last reply and what is owed before it, then close (QUIT,
-    /// protocol errors).
-    Close(Bytes),
-    /// Pub/sub messages that arrived while this was the last slot, charged
-    /// to the client's budget on arrival (see `pubsub`).
-    Pushed(BytesMut),
-}
-
-impl Pending {
-    /// A reply the proxy built.
-    pub fn ready(out: BytesMut) -> Pending {
-        Pending::Ready(out.freeze())
-    }
-
-    /// An error reply; `msg` carries its `ERR`/code prefix.
-    pub fn error(msg: &str) -> Pending {
-        let mut b = BytesMut::new();
-        encode::error(&mut b, msg);
-        Pending::Ready(b.freeze())
-    }
-}
-
-/// What the handlers of one client's requests read and change: the
-/// connection's identity and the choices it made (HELLO, CLIENT SETNAME).
-/// Handlers get this, never the session, so they cannot reach its socket or
-/// its FIFO of owed replies.
-pub struct ClientState {
-    pub id: u64,
-    /// Protocol version chosen by HELLO: 2 or 3.
-    pub proto: u8,
-    pub name: Option<Bytes>,
-    pub peer: String,
-    /// The proxy address this client connected to (announced by CLUSTER SLOTS).
-    pub local: String,
-    /// MULTI / WATCH state and the connection it pins.
-    pub tx: crate::proxy::commands::transaction::TxState,
-    /// Its subscriber connection and the messages it receives.
-    pub pubsub: crate::proxy::commands::pubsub::Subscriber,
-    /// Blocking commands of this client waiting on a node right now.
-    pub blocked: Arc<std::sync::atomic::AtomicUsize>,
-    /// Reply bytes held for this client; replies forwarded with it are
-    /// charged on arrival.
-    pub budget: Arc<ReplyBudget>,
-    /// The request being dispatched: its command and the nodes routing sent it to.
-    pub served: ServedCell,
-    /// What CLIENT LIST and CLIENT KILL see of this client.
-    pub entry: Arc<crate::proxy::commands::clients::ClientEntry>,
-    /// CLIENT REPLY.
-    pub reply: crate::proxy::commands::clients::ReplyMode,
-    /// MONITOR was run: once its `+OK` is written the session serves the
-    /// monitor loop.
-    pub monitor: bool,
-}
 
 /// One client connection: its socket, its state and the replies it is owed.
 pub struct ClientSession {
@@ -275,9 +212,7 @@ impl ClientSession {
                         let p = dispatch(&session.proxy, &mut session.state, req).await;
                         let served = session.state.served.get();
                         let (proxy, state) = (&session.proxy, &mut session.state);
-                        let p = crate::proxy::commands::clients::after_request(
-                            proxy, state, p, &raw, served, started,
-                        );
+                        let p = after_request(proxy, state, p, &raw, served, started);
                         session.push(p);
                         session.timings.push_back(Some(Timing {
                             started,
@@ -606,8 +541,4 @@ async fn sleep_until_some(deadline: Option<Instant>) {
         Some(d) => tokio::time::sleep_until(d).await,
         None => std::future::pending().await,
     }
-}
-
-fn lost_reply() -> Bytes {
-    Bytes::from_static(b"-ERR upstream connection lost before the reply arrived\r\n")
 }

@@ -16,7 +16,8 @@ use std::time::Instant;
 use bytes::{Bytes, BytesMut};
 use serde::Deserialize;
 
-use crate::proxy::conn::session::{ClientState, Pending};
+use crate::proxy::conn::client::ClientState;
+use crate::proxy::conn::pending::Pending;
 use crate::proxy::ops::hotkeys::{HotKeys, Tripwire};
 use crate::proxy::ops::metrics::{Metrics, Timing};
 use crate::proxy::ops::slowlog::SlowLog;

@@ -128,7 +128,7 @@ pub struct MigrationRoute {
     /// Aligned with `next.nodes()`.
     pub next_nodes: Vec<Arc<Node>>,
     /// Moving keys written since the copy began (see `migration::Dirty`).
-    pub dirty: Arc<crate::proxy::admin::migration::Dirty>,
+    pub dirty: Arc<crate::proxy::upstream::dirty::Dirty>,
     /// During cutover: requests on moving keys wait for `resume`.
     pub paused: bool,
     /// Becomes true when the cutover ends (either way).
@@ -264,6 +264,12 @@ async fn wait_cutover<'k>(routing: &Routing, mut keys: impl Iterator<Item = &'k 
     let mut rx = m.resume.subscribe();
     let _ = rx.wait_for(|done| *done).await;
     true
+}
+
+/// The nodes that own keys now (during a change, the current ring's: the
+/// joining node only holds copies until the cutover).
+pub fn all_nodes(routing: &Routing) -> Vec<Arc<Node>> {
+    routing.nodes.clone()
 }
 
 #[cfg(test)]

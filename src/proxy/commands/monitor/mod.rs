@@ -35,8 +35,9 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::sync::Notify;
 
 use crate::proxy::conn::budget::{ReplyBudget, SoftClock};
+use crate::proxy::conn::client::ClientState;
 use crate::proxy::conn::error::ProxyError;
-use crate::proxy::conn::session::{ClientState, Pending};
+use crate::proxy::conn::pending::Pending;
 use crate::proxy::ops::metrics::Served;
 use crate::proxy::ops::served_by;
 use crate::proxy::Proxy;

@@ -30,7 +30,7 @@ use std::time::Duration;
 use bytes::{Bytes, BytesMut};
 use tokio::sync::{mpsc, oneshot, Notify};
 
-use crate::proxy::commands::clients::ClientEntry;
+use crate::proxy::commands::clients::entry::ClientEntry;
 use crate::proxy::commands::pubsub::frame::{classify, Family, FrameKind};
 use crate::proxy::commands::pubsub::link::{
     is_alive, is_staying, read_some, resubscribe, take_slot, write_some, Link,

@@ -15,7 +15,8 @@ use std::sync::Arc;
 use bytes::{Bytes, BytesMut};
 use tokio::sync::oneshot;
 
-use crate::proxy::conn::session::{ClientState, Pending};
+use crate::proxy::conn::client::ClientState;
+use crate::proxy::conn::pending::Pending;
 use crate::proxy::route::merge::lost;
 use crate::proxy::upstream::topology;
 use crate::proxy::Proxy;

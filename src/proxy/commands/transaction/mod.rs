@@ -21,14 +21,18 @@
 //! `-EXECABORT`, as Redis does. Called by `route::dispatch` for the
 //! transaction commands and for everything a client sends inside MULTI.
 
+pub(crate) mod state;
+
+use state::Multi;
+
 use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 
 use crate::proxy::admin::migration;
-use crate::proxy::conn::session::{ClientState, Pending};
-use crate::proxy::upstream::pinned::Pinned;
+use crate::proxy::conn::client::ClientState;
+use crate::proxy::conn::pending::Pending;
 use crate::proxy::upstream::topology::{self, Node};
 use crate::proxy::Proxy;
 use crate::resp::command::{arity_error, unknown_command_error, Pinned as PinKind};
@@ -44,48 +48,6 @@ const EXECABORT: &str = "EXECABORT Transaction discarded because of previous err
 
 /// Local commands that mean the same on a node, so they can be queued.
 const QUEUEABLE_LOCAL: &[&str] = &["ping", "echo", "time"];
-
-/// A client's transaction state: the WATCH connection and the MULTI queue.
-#[derive(Default)]
-pub struct TxState {
-    multi: Option<Multi>,
-    /// Pinned by WATCH; kept until EXEC, DISCARD, UNWATCH or disconnect
-    /// (closing it is what makes the node forget the watched keys).
-    watch: Option<Pinned>,
-}
-
-impl TxState {
-    /// True between MULTI and EXEC/DISCARD.
-    pub fn is_queueing(&self) -> bool {
-        self.multi.is_some()
-    }
-
-    /// Commands queued since MULTI; `None` outside a transaction.
-    pub fn queued(&self) -> Option<usize> {
-        self.multi.as_ref().map(|m| m.queued.len())
-    }
-
-    /// Forgets everything (RESET, HELLO's implied reset is not Redis's).
-    pub fn clear(&mut self) {
-        self.multi = None;
-        self.watch = None;
-    }
-}
-
-/// A transaction being queued.
-#[derive(Default)]
-struct Multi {
-    queued: Vec<Bytes>,
-    bytes: usize,
-    keys: Vec<Bytes>,
-    /// The node every key must live on: the WATCH's, else the first key's.
-    node: Option<Arc<Node>>,
-    /// The connection pinned at the first key (unless WATCH pinned one).
-    pin: Option<Pinned>,
-    writes: bool,
-    /// A queue-time error: EXEC answers -EXECABORT.
-    errored: bool,
-}
 
 /// Handles a transaction command, or any command sent inside MULTI.
 pub async fn handle(
