@@ -11,6 +11,7 @@
 //! them), signals and tracing-subscriber.
 
 pub mod backend;
+pub mod catalogue;
 pub mod check;
 pub mod client;
 pub mod demo;

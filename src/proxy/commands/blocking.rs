@@ -18,13 +18,15 @@ use std::time::Duration;
 
 use bytes::Bytes;
 
+use crate::catalogue::Id;
 use crate::proxy::conn::client::ClientState;
 use crate::proxy::conn::pending::Pending;
+use crate::proxy::route::policy::CommandSpec;
 use crate::proxy::upstream::pinned::Pinned;
 use crate::proxy::upstream::topology;
 use crate::proxy::Proxy;
 use crate::resp::reply::integer;
-use crate::resp::{CommandSpec, Request};
+use crate::resp::Request;
 
 /// How often a blocked command checks that its keys still live where it blocks.
 const OWNER_CHECK_MS: u64 = 100;
@@ -56,7 +58,7 @@ pub async fn handle(
     spec: &'static CommandSpec,
     req: Request,
 ) -> Pending {
-    if spec.name == "wait" {
+    if spec.id == Id::Wait {
         return wait(proxy, client, req).await;
     }
     let keys: Vec<Bytes> = match spec.key_positions(&req.args) {
@@ -64,9 +66,9 @@ pub async fn handle(
         Err(e) => return Pending::error(&e),
     };
     if keys.is_empty() {
-        return Pending::error(&crate::resp::command::arity_error(spec));
+        return Pending::error(&crate::catalogue::arity_error(spec));
     }
-    blocked(proxy, client, keys, req.raw, spec.write).await
+    blocked(proxy, client, keys, req.raw, spec.is_write()).await
 }
 
 /// Sends `raw` (blocking on `keys`) on a new pinned connection and waits.

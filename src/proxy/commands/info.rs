@@ -15,6 +15,7 @@ use std::sync::Arc;
 use bytes::{Bytes, BytesMut};
 use tokio::sync::oneshot;
 
+use crate::catalogue::{Command, Id, KeySpec, READONLY};
 use crate::proxy::commands::common::REDIS_COMPAT_VERSION;
 use crate::proxy::conn::client::ClientState;
 use crate::proxy::conn::pending::Pending;
@@ -22,7 +23,7 @@ use crate::proxy::upstream::topology::all_nodes;
 use crate::proxy::Proxy;
 use crate::resp::info::{field, field_u64, human, keyspace, InfoText, Selection, Usage};
 use crate::resp::reply::is_error;
-use crate::resp::{encode, eq_ignore_case, CommandSpec, KeySpec, Kind, Request};
+use crate::resp::{encode, eq_ignore_case, Request};
 
 /// What the proxy needs from each node's INFO.
 const NODE_INFO: &[u8] = b"*4\r\n$4\r\nINFO\r\n$6\r\nmemory\r\n$5\r\nstats\r\n$8\r\nkeyspace\r\n";
@@ -286,16 +287,18 @@ fn info_text(p: &Proxy, want: Selection, n: &NodeSums) -> String {
 }
 
 /// `MEMORY USAGE key [SAMPLES n]`, routed like any command keyed at position 2.
-static MEMORY_USAGE: CommandSpec = CommandSpec {
+/// Not a catalogue row: MEMORY as a whole is the proxy's, this form of it
+/// is forwarded.
+static MEMORY_USAGE: Command = Command {
+    id: Id::Memory,
     name: "memory",
     arity: -3,
-    kind: Kind::Keyed,
     keys: KeySpec::Range {
         first: 2,
         last: 2,
         step: 1,
     },
-    write: false,
+    flags: READONLY,
 };
 
 const MEMORY_HELP: &[&str] = &[

@@ -11,12 +11,15 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use bytes::{Bytes, BytesMut};
 
+use crate::catalogue::Id;
+use crate::catalogue::KeySpec;
 use crate::proxy::commands::common::{help, REDIS_COMPAT_VERSION};
 use crate::proxy::conn::client::ClientState;
 use crate::proxy::conn::pending::Pending;
+use crate::proxy::route::policy::TABLE;
+use crate::proxy::route::policy::{lookup, CommandSpec, Kind};
 use crate::proxy::Proxy;
-use crate::resp::command::TABLE;
-use crate::resp::{encode, eq_ignore_case, lookup, parse_i64, CommandSpec, KeySpec, Kind, Request};
+use crate::resp::{encode, eq_ignore_case, parse_i64, Request};
 
 pub(crate) async fn handle(
     proxy: &Arc<Proxy>,
@@ -24,7 +27,7 @@ pub(crate) async fn handle(
     spec: &'static CommandSpec,
     req: Request,
 ) -> Pending {
-    if spec.name == "memory" {
+    if spec.id == Id::Memory {
         return crate::proxy::commands::info::memory(proxy, s, req).await;
     }
     let args = &req.args;
@@ -253,7 +256,11 @@ const COMMAND_HELP: &[&str] = &[
 ];
 
 fn command_entry(out: &mut BytesMut, spec: &CommandSpec) {
+    // Only what the proxy routes by key reports key positions: a shard
+    // channel is not routed as a key, a refused command not at all.
+    let routed_by_key = !matches!(spec.kind, Kind::PubSub(_) | Kind::Refused(_));
     let (first, last, step) = match spec.keys {
+        _ if !routed_by_key => (0, 0, 0),
         KeySpec::None => (0, 0, 0),
         KeySpec::Range { first, last, step } => (first as i64, last as i64, step as i64),
         KeySpec::NumKeys { .. } => (0, 0, 0),
@@ -262,7 +269,9 @@ fn command_entry(out: &mut BytesMut, spec: &CommandSpec) {
     encode::array_len(out, 10);
     encode::bulk(out, spec.name.as_bytes());
     encode::integer(out, spec.arity as i64);
-    let mut flags = vec![if spec.write { "write" } else { "readonly" }];
+    // A refused command never writes through the proxy.
+    let writes = spec.is_write() && !matches!(spec.kind, Kind::Refused(_));
+    let mut flags = vec![if writes { "write" } else { "readonly" }];
     if matches!(spec.kind, Kind::Refused(_)) {
         flags.push("noscript");
     }

@@ -10,10 +10,9 @@
 //! own metric families lock on lookup; we only use its encoder).
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::OnceLock;
 
-use crate::resp::command::TABLE;
-use crate::resp::{lookup, CommandSpec};
+use crate::proxy::route::policy::CommandSpec;
+use crate::proxy::route::policy::TABLE;
 
 /// Latency bucket upper bounds in nanoseconds: 50 µs … 10 s, the usual
 /// Prometheus spread shifted down for a cache.
@@ -222,24 +221,10 @@ impl Default for Metrics {
 /// Name of the series that counts requests for commands not in the table.
 pub const UNKNOWN_COMMAND: &str = "unknown";
 
-/// The index of a table entry returned by `lookup`, without a map lookup:
-/// `lookup` hands out references into one array, so the offset from its
-/// first entry is the index. Checked by name, with a search as the fallback,
-/// so a spec from another copy of the table still lands in its own series.
+/// The index of a command's series: its command id (the policy column is
+/// in catalogue order).
 pub fn command_index(spec: &CommandSpec) -> usize {
-    static BASE: OnceLock<usize> = OnceLock::new();
-    let base = *BASE.get_or_init(|| {
-        lookup(TABLE[0].name.as_bytes()).map_or(0, |s| s as *const CommandSpec as usize)
-    });
-    let size = std::mem::size_of::<CommandSpec>();
-    let at = (spec as *const CommandSpec as usize).wrapping_sub(base) / size;
-    if TABLE.get(at).is_some_and(|s| s.name == spec.name) {
-        return at;
-    }
-    TABLE
-        .iter()
-        .position(|s| s.name == spec.name)
-        .unwrap_or(TABLE.len())
+    spec.id as usize
 }
 
 impl Metrics {
@@ -380,6 +365,7 @@ pub struct Timing {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::proxy::route::policy::lookup;
 
     #[test]
     fn histogram_buckets_follow_le() {

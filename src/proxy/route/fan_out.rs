@@ -6,10 +6,10 @@ use std::sync::Arc;
 use crate::proxy::conn::client::ClientState;
 use crate::proxy::conn::pending::Pending;
 use crate::proxy::route::merge::{aggregate, owned_only};
+use crate::proxy::route::policy::Aggregate;
 use crate::proxy::route::send::gather;
 use crate::proxy::upstream::topology::{self, all_nodes};
 use crate::proxy::Proxy;
-use crate::resp::command::Aggregate;
 use crate::resp::Request;
 
 pub(crate) async fn fan_out(

@@ -9,6 +9,8 @@ use std::time::Instant;
 use bytes::Bytes;
 use tokio::sync::oneshot;
 
+use crate::catalogue::KeySpec;
+use crate::catalogue::{Command, Id};
 use crate::proxy::conn::client::ClientState;
 use crate::proxy::conn::pending::Pending;
 use crate::proxy::route::hot_cache::{self, Lookup};
@@ -16,15 +18,14 @@ use crate::proxy::route::merge::lost;
 use crate::proxy::route::send::{invalidate_written, moving_writes, send_tracked};
 use crate::proxy::upstream::topology::{self};
 use crate::proxy::Proxy;
-use crate::resp::command::KeySpec;
-use crate::resp::{CommandSpec, Request};
+use crate::resp::Request;
 
 /// Routes by the keys `spec` declares (all on one node); also used by
 /// `info::memory` for MEMORY USAGE.
 pub(crate) async fn keyed(
     proxy: &Arc<Proxy>,
     client: &ClientState,
-    spec: &'static CommandSpec,
+    spec: &'static Command,
     req: Request,
 ) -> Pending {
     if let KeySpec::Range {
@@ -92,7 +93,7 @@ pub(crate) async fn keyed(
 async fn single_key(
     proxy: &Arc<Proxy>,
     client: &ClientState,
-    spec: &'static CommandSpec,
+    spec: &'static Command,
     req: Request,
 ) -> Pending {
     let Request { raw, args } = req;
@@ -102,9 +103,9 @@ async fn single_key(
     // One branch when the cache is off.
     let mut fill = None;
     if let Some(cache) = &proxy.ops.hot_cache {
-        if spec.write {
+        if spec.is_write() {
             cache.invalidate(key);
-        } else if spec.name == "get" && args.len() == 2 && proxy.ops.hot_keys.is_hot(key) {
+        } else if spec.id == Id::Get && args.len() == 2 && proxy.ops.hot_keys.is_hot(key) {
             let epoch = routing.ring.epoch();
             match cache.lookup(key, epoch, Instant::now()) {
                 Lookup::Hit(payload) => {
@@ -121,7 +122,7 @@ async fn single_key(
     let rx = send_tracked(client, &routing, node, raw, track).await;
     match fill {
         Some((token, epoch)) => fill_on_reply(proxy, client, key.clone(), token, epoch, rx),
-        None if spec.write && proxy.ops.hot_cache.is_some() => {
+        None if spec.is_write() && proxy.ops.hot_cache.is_some() => {
             forget_on_reply(proxy, client, key.clone(), rx)
         }
         None => Pending::Charged(rx),

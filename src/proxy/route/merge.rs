@@ -9,8 +9,8 @@
 
 use bytes::{Bytes, BytesMut};
 
+use crate::proxy::route::policy::{Aggregate, Merge};
 use crate::proxy::upstream::topology::Routing;
-use crate::resp::command::{Aggregate, Merge};
 use crate::resp::reply::{elements, integer, is_error};
 use crate::resp::{encode, parse_i64};
 

@@ -12,18 +12,23 @@ pub mod fan_out;
 pub mod hot_cache;
 pub mod keyed;
 pub mod merge;
+pub mod policy;
+mod policy_table;
 pub mod scan;
 pub mod send;
 pub mod split;
 
 use std::sync::Arc;
 
+use crate::catalogue::Id;
+use crate::catalogue::{arity_error, unknown_command_error};
 use crate::proxy::conn::client::ClientState;
 use crate::proxy::conn::pending::Pending;
 use crate::proxy::ops::metrics::Served;
+use crate::proxy::route::policy::Pinned;
+use crate::proxy::route::policy::{lookup, Kind};
 use crate::proxy::Proxy;
-use crate::resp::command::{arity_error, unknown_command_error, Pinned};
-use crate::resp::{lookup, Kind, Request};
+use crate::resp::Request;
 use fan_out::fan_out;
 use keyed::keyed;
 use split::split;
@@ -34,7 +39,7 @@ pub async fn dispatch(proxy: &Arc<Proxy>, client: &mut ClientState, req: Request
     client.served.set(Served::of(spec));
     // Inside MULTI everything is queued (or refused) by the transaction,
     // except what ends the connection's state as a whole.
-    if client.tx.is_queueing() && !spec.is_some_and(|s| matches!(s.name, "quit" | "reset")) {
+    if client.tx.is_queueing() && !spec.is_some_and(|s| matches!(s.id, Id::Quit | Id::Reset)) {
         return crate::proxy::commands::transaction::handle(proxy, client, spec, req).await;
     }
     let Some(spec) = spec else {
@@ -52,8 +57,8 @@ pub async fn dispatch(proxy: &Arc<Proxy>, client: &mut ClientState, req: Request
     }
     match spec.kind {
         Kind::Keyed
-            if matches!(spec.name, "xread" | "xreadgroup")
-                && crate::resp::keywords::is_blocking_stream_read(&req.args) =>
+            if matches!(spec.id, Id::Xread | Id::Xreadgroup)
+                && crate::catalogue::is_blocking_stream_read(&req.args) =>
         {
             crate::proxy::commands::blocking::handle(proxy, client, spec, req).await
         }
@@ -61,7 +66,7 @@ pub async fn dispatch(proxy: &Arc<Proxy>, client: &mut ClientState, req: Request
         Kind::Split(merge) => split(proxy, client, spec, req, merge).await,
         Kind::FanOut(agg) => {
             // FLUSHALL / FLUSHDB: every cached GET may be gone.
-            if let (Some(cache), true) = (&proxy.ops.hot_cache, spec.write) {
+            if let (Some(cache), true) = (&proxy.ops.hot_cache, spec.is_write()) {
                 cache.clear();
             }
             fan_out(proxy, client, req, agg).await

@@ -6,22 +6,22 @@
 use bytes::Bytes;
 use tokio::sync::oneshot;
 
+use crate::catalogue::Command;
 use crate::proxy::conn::budget::ReplyBudget;
 use crate::proxy::conn::client::ClientState;
 use crate::proxy::route::merge::lost;
 use crate::proxy::upstream::dirty::track_write;
 use crate::proxy::upstream::topology::{Node, Routing};
 use crate::proxy::Proxy;
-use crate::resp::CommandSpec;
 
 /// The moving keys a write touches, to be marked dirty when it is answered.
 pub(crate) fn moving_writes(
     routing: &Routing,
-    spec: &CommandSpec,
+    spec: &Command,
     keys: impl Iterator<Item = Bytes>,
 ) -> Option<Vec<Bytes>> {
     routing.migration.as_ref()?;
-    if !spec.write {
+    if !spec.is_write() {
         return None;
     }
     let moving: Vec<Bytes> = keys
@@ -53,11 +53,11 @@ pub(crate) async fn send_tracked(
 /// Forgets cached GETs of the keys a write is about to change.
 pub(crate) fn invalidate_written(
     proxy: &Proxy,
-    spec: &CommandSpec,
+    spec: &Command,
     args: &[Bytes],
     positions: &[usize],
 ) {
-    if let (Some(cache), true) = (&proxy.ops.hot_cache, spec.write) {
+    if let (Some(cache), true) = (&proxy.ops.hot_cache, spec.is_write()) {
         for &p in positions {
             cache.invalidate(&args[p]);
         }

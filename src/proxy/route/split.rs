@@ -5,19 +5,21 @@ use std::sync::Arc;
 
 use bytes::BytesMut;
 
+use crate::catalogue::arity_error;
+use crate::catalogue::Command;
 use crate::proxy::conn::client::ClientState;
 use crate::proxy::conn::pending::Pending;
 use crate::proxy::route::merge::merge_fragments;
+use crate::proxy::route::policy::Merge;
 use crate::proxy::route::send::{gather, invalidate_written, moving_writes, send_tracked};
 use crate::proxy::upstream::topology::{self, Node};
 use crate::proxy::Proxy;
-use crate::resp::command::{arity_error, Merge};
-use crate::resp::{encode, CommandSpec, Request};
+use crate::resp::{encode, Request};
 
 pub(crate) async fn split(
     proxy: &Arc<Proxy>,
     client: &ClientState,
-    spec: &'static CommandSpec,
+    spec: &'static Command,
     req: Request,
     merge: Merge,
 ) -> Pending {

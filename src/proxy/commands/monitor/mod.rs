@@ -40,8 +40,9 @@ use crate::proxy::conn::error::ProxyError;
 use crate::proxy::conn::pending::Pending;
 use crate::proxy::ops::metrics::Served;
 use crate::proxy::ops::served_by;
+use crate::proxy::route::policy::{lookup, Kind};
 use crate::proxy::Proxy;
-use crate::resp::{decode_request, eq_ignore_case, lookup, Kind, Request, RequestDecoder};
+use crate::resp::{decode_request, eq_ignore_case, Request, RequestDecoder};
 
 mod line;
 use line::is_hidden;

@@ -34,11 +34,13 @@ use conn::{Expect, SubConn, SubRequest};
 use frame::Family;
 pub(crate) use subscriber::Held;
 
+use crate::catalogue::Id;
 use crate::proxy::conn::client::ClientState;
 use crate::proxy::conn::pending::Pending;
+use crate::proxy::route::policy::CommandSpec;
+use crate::proxy::route::policy::PubSub;
 use crate::proxy::Proxy;
-use crate::resp::command::PubSub;
-use crate::resp::{CommandSpec, Request};
+use crate::resp::Request;
 
 /// Routes PUBLISH, SPUBLISH, PUBSUB and the subscribe family.
 pub async fn handle(
@@ -128,8 +130,10 @@ pub async fn in_subscribe_mode(
     if client.proto != 2 || !client.pubsub.is_active() {
         return None;
     }
-    if matches!(spec.kind, crate::resp::Kind::PubSub(PubSub::Subscribe))
-        || matches!(spec.name, "quit" | "reset")
+    if matches!(
+        spec.kind,
+        crate::proxy::route::policy::Kind::PubSub(PubSub::Subscribe)
+    ) || matches!(spec.id, Id::Quit | Id::Reset)
     {
         return None;
     }
@@ -142,7 +146,7 @@ pub async fn in_subscribe_mode(
     if !client.pubsub.is_active() {
         return None;
     }
-    if spec.name == "ping" {
+    if spec.id == Id::Ping {
         return Some(send(proxy, client, req.raw.clone(), Expect::One));
     }
     Some(Pending::error(&format!(

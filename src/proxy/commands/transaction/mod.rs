@@ -30,13 +30,16 @@ use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 
+use crate::catalogue::Id;
+use crate::catalogue::{arity_error, unknown_command_error};
 use crate::proxy::admin::migration;
 use crate::proxy::conn::client::ClientState;
 use crate::proxy::conn::pending::Pending;
+use crate::proxy::route::policy::Pinned as PinKind;
+use crate::proxy::route::policy::{CommandSpec, Kind};
 use crate::proxy::upstream::topology::{self, Node};
 use crate::proxy::Proxy;
-use crate::resp::command::{arity_error, unknown_command_error, Pinned as PinKind};
-use crate::resp::{encode, CommandSpec, Kind, Request};
+use crate::resp::{encode, Request};
 
 /// Commands one transaction may queue, at most.
 const MAX_QUEUED: usize = 100_000;
@@ -175,7 +178,7 @@ fn queue(
     }
     let queueable = match spec.kind {
         Kind::Keyed | Kind::Split(_) | Kind::Pinned(PinKind::Blocking) => true,
-        Kind::Pinned(PinKind::Transaction) => spec.name == "unwatch",
+        Kind::Pinned(PinKind::Transaction) => spec.id == Id::Unwatch,
         Kind::Local => QUEUEABLE_LOCAL.contains(&spec.name),
         _ => false,
     };
@@ -216,7 +219,7 @@ fn queue(
             &format!("ERR transaction too large for shardis: at most {MAX_QUEUED} commands and {MAX_QUEUED_BYTES} bytes"),
         );
     }
-    multi.writes |= spec.write;
+    multi.writes |= spec.is_write();
     multi.keys.extend(keys);
     multi.bytes += req.raw.len();
     multi.queued.push(req.raw);

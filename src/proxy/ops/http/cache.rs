@@ -18,10 +18,11 @@ use axum::response::{IntoResponse, Response};
 use bytes::{Bytes, BytesMut};
 
 use crate::proxy::admin::migration::track_write;
+use crate::proxy::route::policy::lookup;
 use crate::proxy::upstream::topology;
 use crate::proxy::Proxy;
+use crate::resp::encode;
 use crate::resp::reply::{integer, is_error};
-use crate::resp::{encode, lookup};
 
 /// Largest `?ttl=` accepted: Redis's limit for EX in seconds.
 const MAX_TTL_S: i64 = i64::MAX / 1000;
@@ -186,7 +187,7 @@ async fn call(p: &Arc<Proxy>, name: &str, args: &[&[u8]]) -> Bytes {
             .send(raw.freeze())
             .await;
         match &routing.migration {
-            Some(m) if spec.write && routing.is_moving(key) => {
+            Some(m) if spec.is_write() && routing.is_moving(key) => {
                 track_write(&m.dirty, vec![key_bytes.clone()], rx)
             }
             _ => rx,

@@ -10,7 +10,7 @@
 
 use bytes::Bytes;
 
-use super::eq_ignore_case;
+use crate::resp::eq_ignore_case;
 
 /// Which keyword scan finds a command's keys.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
