@@ -16,6 +16,7 @@ pub mod config;
 pub mod conn;
 pub mod ops;
 pub mod route;
+pub mod session;
 pub mod upstream;
 
 use std::collections::HashMap;
@@ -30,7 +31,7 @@ use tokio::io::AsyncWriteExt;
 use tokio::net::TcpListener;
 
 pub use config::Config;
-use conn::session::ClientSession;
+use session::ClientSession;
 use upstream::topology::{Node, Routing};
 
 use crate::ring::{NodeSpec, Ring};
@@ -108,6 +109,8 @@ pub struct Proxy {
     pub spawner: Option<Arc<dyn Spawner>>,
     /// Metrics, hot keys, hot-shard tripwire, slow log (the operator plane).
     pub ops: ops::Ops,
+    /// The step every request passes before dispatch.
+    pub(crate) auth: conn::auth::Auth,
     /// The channels and patterns the proxy's subscribers hold (PUBSUB
     /// NUMPAT, INFO).
     pub subscriptions: commands::pubsub::Held,
@@ -195,6 +198,7 @@ impl Proxy {
             monitors: commands::monitor::Monitors::default(),
             spawner,
             ops: ops::Ops::new(&config.ops),
+            auth: conn::auth::Auth::Open,
             subscriptions: Default::default(),
             config,
         });

@@ -3,16 +3,18 @@
 //! session owns it and lends it to each handler; nothing here reaches the
 //! socket or the FIFO of owed replies.
 
-use std::sync::atomic::AtomicUsize;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use bytes::Bytes;
+use tokio::net::TcpStream;
 
 use crate::proxy::commands::clients::entry::{ClientEntry, ReplyMode};
 use crate::proxy::commands::pubsub::subscriber::Subscriber;
 use crate::proxy::commands::transaction::state::TxState;
 use crate::proxy::conn::budget::ReplyBudget;
 use crate::proxy::ops::metrics::ServedCell;
+use crate::proxy::Proxy;
 
 /// What the handlers of one client's requests read and change: the
 /// connection's identity and the choices it made (HELLO, CLIENT SETNAME).
@@ -44,4 +46,84 @@ pub struct ClientState {
     /// MONITOR was run: once its `+OK` is written the session serves the
     /// monitor loop.
     pub monitor: bool,
+}
+
+impl ClientState {
+    /// The state of a client just connected on `sock`, registered with the
+    /// proxy (CLIENT LIST sees it, a drain wakes it), and its share of the
+    /// query buffer total, which unregisters it when dropped.
+    pub(crate) fn register(proxy: &Arc<Proxy>, sock: &TcpStream) -> (ClientState, QueryCharge) {
+        let peer = sock.peer_addr().map(|a| a.to_string()).unwrap_or_default();
+        let local = sock.local_addr().map(|a| a.to_string()).unwrap_or_default();
+        let fd = std::os::fd::AsRawFd::as_raw_fd(sock) as i64;
+        let id = proxy.next_client_id.fetch_add(1, Ordering::Relaxed);
+        let budget = ReplyBudget::new(proxy.config.output_limits);
+        let entry = Arc::new(ClientEntry::new(
+            id,
+            peer.clone(),
+            local.clone(),
+            fd,
+            budget.clone(),
+        ));
+        proxy
+            .sessions
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(id, entry.clone());
+        let query = QueryCharge {
+            proxy: proxy.clone(),
+            id,
+            budget: budget.clone(),
+            bytes: 0,
+            entry: entry.clone(),
+        };
+        let state = ClientState {
+            id,
+            proto: 2,
+            name: None,
+            peer,
+            local,
+            tx: Default::default(),
+            pubsub: Default::default(),
+            blocked: entry.blocked.clone(),
+            budget,
+            served: ServedCell::default(),
+            entry,
+            reply: Default::default(),
+            monitor: false,
+        };
+        (state, query)
+    }
+}
+
+/// A session's query buffer bytes as counted in the proxy-wide total; the
+/// count is given back, and the session leaves the proxy's registry, when
+/// the session ends, however it ends.
+pub(crate) struct QueryCharge {
+    pub(crate) proxy: Arc<Proxy>,
+    pub(crate) id: u64,
+    pub(crate) budget: Arc<ReplyBudget>,
+    pub(crate) bytes: usize,
+    pub(crate) entry: Arc<ClientEntry>,
+}
+
+impl QueryCharge {
+    pub(crate) fn resize(&mut self, bytes: usize) {
+        self.entry.qbuf.store(bytes, Ordering::Relaxed);
+        let q = &self.proxy.query_buffers;
+        q.resize(self.id, &self.budget, self.bytes, bytes);
+        self.bytes = bytes;
+    }
+}
+
+impl Drop for QueryCharge {
+    fn drop(&mut self) {
+        self.resize(0);
+        let mut sessions = self
+            .proxy
+            .sessions
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        sessions.remove(&self.id);
+    }
 }

@@ -1,9 +1,12 @@
-//! One client's connection: the socket loop ([`session`]), what a session
-//! may make the proxy hold ([`budget`]) and the errors it answers itself.
+//! The parts of one client's connection that the session loop
+//! (`proxy::session`) owns and lends out: the client's state as handlers
+//! see it, the replies it is owed, what it may make the proxy hold, the
+//! authentication step, what follows each dispatch, and the errors a
+//! session answers itself.
 
 pub mod after;
+pub mod auth;
 pub mod budget;
 pub mod client;
 pub mod error;
 pub mod pending;
-pub mod session;

@@ -13,7 +13,6 @@ pub mod hot_cache;
 pub mod keyed;
 pub mod merge;
 pub mod policy;
-mod policy_table;
 pub mod scan;
 pub mod send;
 pub mod split;

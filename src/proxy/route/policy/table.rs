@@ -1,7 +1,7 @@
 //! The proxy's policy column, row by row in the catalogue's order (a test
 //! checks each row's id is its place). Pure data.
 
-use super::policy::{Aggregate, CommandSpec, Kind, Merge, Pinned, PubSub};
+use super::{Aggregate, CommandSpec, Kind, Merge, Pinned, PubSub};
 use crate::catalogue::Id::{self, *};
 
 const fn p(id: Id, kind: Kind) -> CommandSpec {

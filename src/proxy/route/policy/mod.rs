@@ -11,7 +11,9 @@ use std::ops::Deref;
 
 use crate::catalogue::{self, Command, Id};
 
-pub use super::policy_table::TABLE;
+mod table;
+
+pub use table::TABLE;
 
 /// How the proxy handles a command.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
