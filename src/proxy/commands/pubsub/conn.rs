@@ -35,6 +35,7 @@ use crate::proxy::commands::pubsub::frame::{classify, Family, FrameKind};
 use crate::proxy::commands::pubsub::link::{
     is_alive, is_staying, read_some, resubscribe, take_slot, write_some, Link,
 };
+use crate::proxy::commands::pubsub::message::{Expect, Push, SubRequest};
 use crate::proxy::conn::budget::ReplyBudget;
 use crate::proxy::upstream::pinned::Slot;
 use crate::proxy::upstream::topology::Node;
@@ -48,145 +49,28 @@ const ROUTING_CHECK_MS: u64 = 50;
 /// limit) are still bounded: Redis's default for its pubsub client class.
 pub(crate) const PUBSUB_HARD_BYTES: usize = 32 << 20;
 
-/// What the actor hands the client's session besides replies.
-pub enum Push {
-    /// Message frames (one or more, whole), already charged to the client's
-    /// budget.
-    Message(Bytes),
-    /// The client must be closed: it holds more than the pub/sub limit.
-    OverLimit,
-    /// The client must be closed: no node could take its subscriptions.
-    Lost,
-    /// The client must be closed: its node closed the subscriber connection
-    /// and still answers, so it did so on purpose (its output buffer limit
-    /// for pub/sub clients, or CLIENT KILL there). Moving the subscriptions
-    /// instead would hide the messages the node dropped.
-    ClosedByNode,
-}
-
-/// How many frames answer a request.
-#[derive(Clone, Copy, Debug)]
-pub(crate) enum Expect {
-    /// One confirmation per argument.
-    Args(usize),
-    /// A no-argument unsubscribe: one per current subscription of the
-    /// family, or one if there is none (counted when it is answered).
-    All(Family),
-    /// PING: one reply.
-    One,
-}
-
-/// One request for the subscriber connection.
-pub(crate) struct SubRequest {
-    pub raw: Bytes,
-    pub expect: Expect,
-    pub reply: oneshot::Sender<Bytes>,
-}
-
 #[derive(Default)]
-struct Queue {
-    reqs: VecDeque<SubRequest>,
+pub(super) struct Queue {
+    pub(super) reqs: VecDeque<SubRequest>,
     /// The actor has ended: a new connection is needed.
-    closed: bool,
+    pub(super) closed: bool,
     /// Requests taken but not fully answered.
-    in_flight: usize,
+    pub(super) in_flight: usize,
 }
 
 #[derive(Default)]
-struct Shared {
+pub(super) struct Shared {
     // A std Mutex: held for a push or a drain of the queue, never across .await.
-    q: Mutex<Queue>,
+    pub(super) q: Mutex<Queue>,
     /// Wakes the actor: a request was queued.
-    wake: Notify,
+    pub(super) wake: Notify,
     /// Wakes waiters of `settled`: nothing is queued or in flight.
-    settled: Notify,
+    pub(super) settled: Notify,
 }
 
 impl Shared {
-    fn lock(&self) -> std::sync::MutexGuard<'_, Queue> {
+    pub(super) fn lock(&self) -> std::sync::MutexGuard<'_, Queue> {
         self.q.lock().unwrap_or_else(|e| e.into_inner())
-    }
-}
-
-/// The client's handle; dropping it closes the connection.
-pub(crate) struct SubConn {
-    shared: Arc<Shared>,
-    _gone: oneshot::Sender<()>,
-}
-
-impl SubConn {
-    /// Opens a subscriber connection (it connects on its first request) to
-    /// the routing's node with the fewest pinned connections, or says why
-    /// not.
-    pub(crate) fn open(
-        proxy: &Arc<Proxy>,
-        proto: u8,
-        client: u64,
-        budget: &Arc<ReplyBudget>,
-        push: mpsc::UnboundedSender<Push>,
-        entry: &Arc<ClientEntry>,
-    ) -> Result<SubConn, String> {
-        let routing = proxy.routing.load_full();
-        let (slot, node) = take_slot(&routing, &[], client)?;
-        let shared = Arc::new(Shared::default());
-        let (gone_tx, gone_rx) = oneshot::channel();
-        let actor = Actor {
-            proxy: proxy.clone(),
-            shared: shared.clone(),
-            proto,
-            push,
-            budget: budget.clone(),
-            link: None,
-            old: None,
-            swallow: 0,
-            moving: false,
-            avoid: Vec::new(),
-            inflight: VecDeque::new(),
-            subs: Default::default(),
-            client,
-            entry: entry.clone(),
-        };
-        tokio::spawn(actor.run(node, slot, gone_rx));
-        Ok(SubConn {
-            shared,
-            _gone: gone_tx,
-        })
-    }
-
-    /// Queues a request; gives it back if the connection was released.
-    pub(crate) fn send(&self, req: SubRequest) -> Result<(), SubRequest> {
-        let mut q = self.shared.lock();
-        if q.closed {
-            return Err(req);
-        }
-        q.reqs.push_back(req);
-        drop(q);
-        self.shared.wake.notify_one();
-        Ok(())
-    }
-
-    /// True while the connection holds (or is about to hold) subscriptions.
-    pub(crate) fn is_open(&self) -> bool {
-        !self.shared.lock().closed
-    }
-
-    /// True while a request is queued or not fully answered.
-    pub(crate) fn is_busy(&self) -> bool {
-        let q = self.shared.lock();
-        !q.closed && (q.in_flight > 0 || !q.reqs.is_empty())
-    }
-
-    /// Waits until no request is queued or in flight.
-    pub(crate) async fn settled(&self) {
-        loop {
-            let n = self.shared.settled.notified();
-            tokio::pin!(n);
-            n.as_mut().enable();
-            if !self.is_busy() {
-                return;
-            }
-            n.await;
-        }
     }
 }
 
@@ -199,7 +83,7 @@ struct InFlight {
     reply: oneshot::Sender<Bytes>,
 }
 
-struct Actor {
+pub(super) struct Actor {
     proxy: Arc<Proxy>,
     shared: Arc<Shared>,
     proto: u8,
@@ -233,7 +117,40 @@ enum Wake {
 }
 
 impl Actor {
-    async fn run(mut self, node: Arc<Node>, slot: Slot, mut gone: oneshot::Receiver<()>) {
+    /// An actor for one client's subscriber connection (connected by `run`).
+    pub(super) fn new(
+        proxy: &Arc<Proxy>,
+        shared: Arc<Shared>,
+        proto: u8,
+        push: mpsc::UnboundedSender<Push>,
+        budget: &Arc<ReplyBudget>,
+        client: u64,
+        entry: &Arc<ClientEntry>,
+    ) -> Actor {
+        Actor {
+            proxy: proxy.clone(),
+            shared,
+            proto,
+            push,
+            budget: budget.clone(),
+            link: None,
+            old: None,
+            swallow: 0,
+            moving: false,
+            avoid: Vec::new(),
+            inflight: VecDeque::new(),
+            subs: Default::default(),
+            client,
+            entry: entry.clone(),
+        }
+    }
+
+    pub(super) async fn run(
+        mut self,
+        node: Arc<Node>,
+        slot: Slot,
+        mut gone: oneshot::Receiver<()>,
+    ) {
         match Link::open(node.clone(), slot, self.proto).await {
             Ok(l) => self.link = Some(l),
             Err(e) => {

@@ -19,7 +19,9 @@
 
 mod conn;
 mod frame;
+mod handle;
 mod link;
+mod message;
 mod publish;
 pub(crate) mod subscriber;
 
@@ -29,9 +31,10 @@ use std::time::Duration;
 use bytes::Bytes;
 use tokio::sync::oneshot;
 
-pub use conn::Push;
-use conn::{Expect, SubConn, SubRequest};
 use frame::Family;
+use handle::SubConn;
+pub use message::Push;
+use message::{Expect, SubRequest};
 pub(crate) use subscriber::Held;
 
 use crate::catalogue::Id;

@@ -5,7 +5,8 @@
 use bytes::Bytes;
 use tokio::sync::mpsc;
 
-use crate::proxy::commands::pubsub::conn::{Push, SubConn};
+use crate::proxy::commands::pubsub::handle::SubConn;
+use crate::proxy::commands::pubsub::message::Push;
 
 /// Every channel and pattern the proxy's subscribers hold, with how many
 /// hold each: PUBSUB NUMPAT and INFO's `pubsub_channels` / `pubsub_patterns`

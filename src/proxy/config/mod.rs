@@ -7,7 +7,9 @@
 use std::path::Path;
 use std::time::Duration;
 
-use serde::Deserialize;
+mod file;
+
+use file::*;
 
 use crate::proxy::conn::budget::OutputLimits;
 use crate::proxy::ops::{AdminSection, HotKeysSection, OpsConfig, SlowlogSection};
@@ -48,135 +50,6 @@ pub const DEFAULT_MIGRATION_BATCH: usize = 200;
 /// Ketama makes points four at a time (one MD5 digest each), so fewer than
 /// four per node leaves nodes without a point.
 const KETAMA_MIN_VNODES: u32 = 4;
-
-/// The whole file as written; every section optional.
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct FileConfig {
-    #[serde(default)]
-    proxy: ProxySection,
-    #[serde(default)]
-    ring: RingSection,
-    #[serde(default)]
-    migration: MigrationSection,
-    #[serde(default)]
-    up: UpSection,
-    #[serde(default)]
-    nodes: Vec<NodeSection>,
-    #[serde(default)]
-    admin: AdminSection,
-    #[serde(default)]
-    hot_keys: HotKeysSection,
-    #[serde(default)]
-    slowlog: SlowlogSection,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-struct ProxySection {
-    listen: String,
-    connect_timeout_ms: u64,
-    request_timeout_ms: u64,
-    max_clients: usize,
-    pipeline_depth: usize,
-    connections_per_node: usize,
-    max_pinned_per_node: usize,
-    threads: usize,
-    max_bulk_len: usize,
-    max_args: usize,
-    max_query_buffer: usize,
-    max_query_buffer_total: usize,
-    client_output_hard_limit: usize,
-    client_output_soft_limit: usize,
-    client_output_soft_seconds: u64,
-    drain_timeout_ms: u64,
-    state_file: Option<String>,
-}
-
-impl Default for ProxySection {
-    fn default() -> Self {
-        let limits = Limits::default();
-        ProxySection {
-            listen: DEFAULT_LISTEN.into(),
-            connect_timeout_ms: DEFAULT_CONNECT_TIMEOUT_MS,
-            request_timeout_ms: DEFAULT_REQUEST_TIMEOUT_MS,
-            max_clients: DEFAULT_MAX_CLIENTS,
-            pipeline_depth: DEFAULT_PIPELINE_DEPTH,
-            connections_per_node: DEFAULT_CONNECTIONS_PER_NODE,
-            max_pinned_per_node: DEFAULT_MAX_PINNED_PER_NODE,
-            threads: DEFAULT_THREADS,
-            max_bulk_len: limits.max_bulk_len,
-            max_args: limits.max_args,
-            max_query_buffer: limits.max_query_buffer,
-            max_query_buffer_total: DEFAULT_MAX_QUERY_BUFFER_TOTAL,
-            client_output_hard_limit: DEFAULT_CLIENT_OUTPUT_HARD_LIMIT,
-            client_output_soft_limit: DEFAULT_CLIENT_OUTPUT_SOFT_LIMIT,
-            client_output_soft_seconds: DEFAULT_CLIENT_OUTPUT_SOFT_SECONDS,
-            drain_timeout_ms: DEFAULT_DRAIN_TIMEOUT_MS,
-            state_file: None,
-        }
-    }
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-struct RingSection {
-    points: String,
-    vnodes: u32,
-}
-
-impl Default for RingSection {
-    fn default() -> Self {
-        RingSection {
-            points: "ketama".into(),
-            vnodes: DEFAULT_VNODES,
-        }
-    }
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-struct MigrationSection {
-    batch: usize,
-    max_keys_per_sec: u64,
-    timeout_ms: u64,
-}
-
-impl Default for MigrationSection {
-    fn default() -> Self {
-        MigrationSection {
-            batch: DEFAULT_MIGRATION_BATCH,
-            max_keys_per_sec: 0,
-            timeout_ms: 5_000,
-        }
-    }
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-struct UpSection {
-    nodes: usize,
-    first_node_port: u16,
-    node_maxmemory: u64,
-}
-
-impl Default for UpSection {
-    fn default() -> Self {
-        UpSection {
-            nodes: DEFAULT_UP_NODES,
-            first_node_port: DEFAULT_FIRST_NODE_PORT,
-            node_maxmemory: 0,
-        }
-    }
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct NodeSection {
-    addr: String,
-    name: Option<String>,
-    weight: Option<u32>,
-}
 
 /// Validated proxy configuration.
 #[derive(Clone, Debug)]
