@@ -13,11 +13,11 @@
 pub mod admin;
 pub mod commands;
 pub mod config;
-pub mod conn;
+pub(crate) mod conn;
 pub mod ops;
 pub mod route;
-pub mod session;
-pub mod upstream;
+pub(crate) mod session;
+pub(crate) mod upstream;
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -38,30 +38,30 @@ use crate::ring::{NodeSpec, Ring};
 
 /// Counters shown by INFO.
 #[derive(Default)]
-pub struct Stats {
-    pub clients: AtomicUsize,
-    pub connections: AtomicU64,
-    pub rejected: AtomicU64,
-    pub commands: AtomicU64,
+pub(crate) struct Stats {
+    pub(crate) clients: AtomicUsize,
+    pub(crate) connections: AtomicU64,
+    pub(crate) rejected: AtomicU64,
+    pub(crate) commands: AtomicU64,
     /// Requests whose handling panicked (answered `-ERR internal error`).
-    pub internal_errors: AtomicU64,
+    pub(crate) internal_errors: AtomicU64,
     /// INFO `instantaneous_ops_per_sec`.
-    pub ops: crate::resp::info::OpsMeter,
+    pub(crate) ops: crate::resp::info::OpsMeter,
     /// Clients closed for owing too many reply bytes.
-    pub output_limit_closes: AtomicU64,
+    pub(crate) output_limit_closes: AtomicU64,
     /// Clients closed for their own or the proxy-wide query buffer limit.
-    pub query_limit_closes: AtomicU64,
+    pub(crate) query_limit_closes: AtomicU64,
 }
 
 /// One client's place under `max_clients`, given back when dropped — also
 /// when the session's task ends by a panic, so a failing client can never
 /// leak its slot and lock the others out.
-pub struct ClientSlot(Arc<Proxy>);
+pub(crate) struct ClientSlot(Arc<Proxy>);
 
 impl ClientSlot {
     /// Takes a slot, or `None` when `max_clients` are connected. Only the
     /// accept loop calls this, so checking then adding cannot race.
-    pub fn take(proxy: &Arc<Proxy>) -> Option<ClientSlot> {
+    pub(crate) fn take(proxy: &Arc<Proxy>) -> Option<ClientSlot> {
         if proxy.stats.clients.load(Ordering::Relaxed) >= proxy.config.max_clients {
             return None;
         }
@@ -77,43 +77,43 @@ impl Drop for ClientSlot {
 }
 
 /// State shared by every session of one proxy.
-pub struct Proxy {
-    pub config: Config,
+pub(crate) struct Proxy {
+    pub(crate) config: Config,
     /// The port actually bound (config may say 0).
-    pub port: u16,
+    pub(crate) port: u16,
     /// Read on every request; replaced whole on topology change.
-    pub routing: ArcSwap<Routing>,
-    pub stats: Stats,
-    pub next_client_id: AtomicU64,
-    pub started: Instant,
+    pub(crate) routing: ArcSwap<Routing>,
+    pub(crate) stats: Stats,
+    pub(crate) next_client_id: AtomicU64,
+    pub(crate) started: Instant,
     /// Nodes by name, so a node keeps its connections across epochs. A std
     /// mutex: held only to look up or insert, never across `.await`.
     pool: Mutex<HashMap<String, Arc<Node>>>,
     /// One topology change at a time (held across the change's awaits).
-    pub admin_lock: tokio::sync::Mutex<()>,
-    pub migration: admin::migration::Tracker,
+    pub(crate) admin_lock: tokio::sync::Mutex<()>,
+    pub(crate) migration: admin::migration::Tracker,
     /// Query buffer bytes of all clients, under `max_query_buffer_total`.
-    pub query_buffers: conn::budget::QueryBuffers,
+    pub(crate) query_buffers: conn::budget::QueryBuffers,
     /// Set when the proxy starts draining: sessions read no more requests,
     /// answer what they owe, and end.
-    pub draining: AtomicBool,
+    pub(crate) draining: AtomicBool,
     /// Each live session's entry: what CLIENT LIST shows, the budget through
     /// which the drain and CLIENT KILL wake it. A std mutex: taken when a
     /// session starts or ends, by the drain, and by CLIENT LIST / KILL to
     /// copy the entries out; never per request, never across `.await`.
-    pub sessions: Mutex<HashMap<u64, Arc<commands::clients::ClientEntry>>>,
+    pub(crate) sessions: Mutex<HashMap<u64, Arc<commands::clients::ClientEntry>>>,
     /// The clients in MONITOR mode.
-    pub monitors: commands::monitor::Monitors,
+    pub(crate) monitors: commands::monitor::Monitors,
     /// Starts a new built-in node on request (`CLUSTER SPAWNNODE`); present
     /// only when the proxy runs under `shardis up`, which owns the processes.
-    pub spawner: Option<Arc<dyn Spawner>>,
+    pub(crate) spawner: Option<Arc<dyn Spawner>>,
     /// Metrics, hot keys, hot-shard tripwire, slow log (the operator plane).
-    pub ops: ops::Ops,
+    pub(crate) ops: ops::Ops,
     /// The step every request passes before dispatch.
     pub(crate) auth: conn::auth::Auth,
     /// The channels and patterns the proxy's subscribers hold (PUBSUB
     /// NUMPAT, INFO).
-    pub subscriptions: commands::pubsub::Held,
+    pub(crate) subscriptions: commands::pubsub::Held,
 }
 
 /// Starts a node process and returns its address once it answers PING.
@@ -209,7 +209,7 @@ impl Proxy {
     }
 
     /// The pooled node for each of `ring`'s nodes, creating missing ones.
-    pub fn nodes_for(&self, ring: &Ring) -> Vec<Arc<Node>> {
+    pub(crate) fn nodes_for(&self, ring: &Ring) -> Vec<Arc<Node>> {
         let mut pool = self.pool.lock().expect("pool lock");
         ring.nodes()
             .iter()
@@ -223,7 +223,7 @@ impl Proxy {
 
     /// Drops a node's pooled connections (after it left the ring and was
     /// swept), and stops its process if this proxy's `up` started it.
-    pub fn release(&self, name: &str) {
+    pub(crate) fn release(&self, name: &str) {
         let node = self.pool.lock().expect("pool lock").remove(name);
         if let (Some(node), Some(spawner)) = (node, &self.spawner) {
             spawner.retire(&node.spec.addr);
@@ -286,7 +286,11 @@ pub async fn run_with(
 }
 
 /// Accept loop over an already-built proxy.
-pub async fn serve(listener: TcpListener, proxy: Arc<Proxy>, shutdown: impl Future<Output = ()>) {
+pub(crate) async fn serve(
+    listener: TcpListener,
+    proxy: Arc<Proxy>,
+    shutdown: impl Future<Output = ()>,
+) {
     tokio::pin!(shutdown);
     loop {
         let accepted = tokio::select! {

@@ -52,7 +52,7 @@ use crate::resp::{ProtocolError, Request, RequestDecoder};
 const MAX_OUT_BYTES: usize = 256 * 1024;
 
 /// One client connection: its socket, its state and the replies it is owed.
-pub struct ClientSession {
+pub(crate) struct ClientSession {
     proxy: Arc<Proxy>,
     state: ClientState,
     /// Replies owed, oldest first. Owned by this task alone: nothing else
@@ -111,7 +111,7 @@ impl Io {
 impl ClientSession {
     /// Serves one client until it disconnects, errs, exceeds a byte budget,
     /// or the proxy drains.
-    pub async fn run(proxy: Arc<Proxy>, mut sock: TcpStream) {
+    pub(crate) async fn run(proxy: Arc<Proxy>, mut sock: TcpStream) {
         let _ = sock.set_nodelay(true);
         let mut session = ClientSession::open(proxy, &sock);
         let (mut rd, mut wr) = sock.split();

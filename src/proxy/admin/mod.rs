@@ -13,8 +13,8 @@
 //! is down can be removed at any time (see [`remove_node`]).
 
 pub(crate) mod error;
-pub mod migration;
-pub mod plan;
+pub(crate) mod migration;
+pub(crate) mod plan;
 pub mod state;
 
 use std::sync::atomic::Ordering;

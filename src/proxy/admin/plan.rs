@@ -26,7 +26,7 @@ use crate::resp::{encode, eq_ignore_case, parse_i64};
 use crate::ring::{losing_nodes, NodeSpec, Ring};
 
 /// Moving keys per node whose size is measured.
-pub const SAMPLE_KEYS: usize = 500;
+pub(crate) const SAMPLE_KEYS: usize = 500;
 /// Keys per SCAN call.
 const SCAN_COUNT: &[u8] = b"1000";
 /// The client id the plan's requests use (picks the upstream connection).

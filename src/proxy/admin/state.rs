@@ -61,9 +61,6 @@ pub struct SavedMigration {
     pub phase: String,
     pub other_epoch: u64,
     pub other_nodes: Vec<SavedNode>,
-    /// The node being added, if the change was an ADDNODE.
-    #[serde(default)]
-    pub joining: Option<String>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -250,7 +247,6 @@ mod tests {
             phase: "copy".into(),
             other_epoch: 5,
             other_nodes: to_saved(&nodes),
-            joining: Some("a".into()),
         };
         let state = Saved {
             epoch: 4,

@@ -36,7 +36,7 @@ const MOVED_GRACE_MS: u64 = 200;
 
 /// Counts a client's commands blocked right now; the session ends at once
 /// (instead of answering what is owed) when its client leaves while any is.
-pub struct BlockedGuard(Arc<AtomicUsize>);
+pub(crate) struct BlockedGuard(Arc<AtomicUsize>);
 
 impl BlockedGuard {
     fn new(count: &Arc<AtomicUsize>) -> BlockedGuard {
@@ -52,7 +52,7 @@ impl Drop for BlockedGuard {
 }
 
 /// Routes a blocking command to a pinned connection of its keys' node.
-pub async fn handle(
+pub(crate) async fn handle(
     proxy: &Arc<Proxy>,
     client: &mut ClientState,
     spec: &'static CommandSpec,
@@ -72,7 +72,7 @@ pub async fn handle(
 }
 
 /// Sends `raw` (blocking on `keys`) on a new pinned connection and waits.
-pub async fn blocked(
+pub(crate) async fn blocked(
     proxy: &Arc<Proxy>,
     client: &mut ClientState,
     keys: Vec<Bytes>,

@@ -17,11 +17,11 @@ use crate::proxy::conn::pending::Pending;
 use crate::resp::encode;
 
 /// Slots in Redis Cluster's key space.
-pub const SLOTS: u16 = 16384;
+pub(crate) const SLOTS: u16 = 16384;
 
 /// The announced node's id: 40 hex digits, stable for an address (derived
 /// from it), as Redis Cluster's node ids are.
-pub fn node_id(addr: &str) -> String {
+pub(crate) fn node_id(addr: &str) -> String {
     let a = Md5::digest(format!("shardis node {addr}").as_bytes());
     let b = Md5::digest(format!("shardis shard {addr}").as_bytes());
     let mut id = String::with_capacity(40);
@@ -40,7 +40,7 @@ fn announced(s: &ClientState) -> (String, u16) {
 }
 
 /// Answers the cluster-mode `CLUSTER` subcommands; `None` for the others.
-pub fn handle(s: &ClientState, sub: &str, args: &[Bytes]) -> Option<Pending> {
+pub(crate) fn handle(s: &ClientState, sub: &str, args: &[Bytes]) -> Option<Pending> {
     let (ip, port) = announced(s);
     let addr = format!("{ip}:{port}");
     let id = node_id(&addr);
@@ -112,7 +112,7 @@ pub fn handle(s: &ClientState, sub: &str, args: &[Bytes]) -> Option<Pending> {
 
 /// Redis Cluster's slot of a key (CRC16/XMODEM of the key or its hash tag,
 /// mod 16384), for `CLUSTER KEYSLOT`: clients compare it with their own.
-pub fn key_slot(key: &[u8]) -> u16 {
+pub(crate) fn key_slot(key: &[u8]) -> u16 {
     let tagged = match key.iter().position(|&b| b == b'{') {
         Some(open) => match key[open + 1..].iter().position(|&b| b == b'}') {
             Some(len) if len > 0 => &key[open + 1..open + 1 + len],

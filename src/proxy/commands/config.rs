@@ -50,7 +50,7 @@ fn own_params(proxy: &Proxy) -> Vec<(&'static str, String)> {
 /// CONFIG GET answers from the proxy's own parameters plus the first node
 /// of the ring (nodes are configured alike); CONFIG SET goes to every node
 /// and is `+OK` only when every node accepted it.
-pub async fn config(proxy: &Arc<Proxy>, s: &ClientState, args: &[Bytes]) -> Pending {
+pub(crate) async fn config(proxy: &Arc<Proxy>, s: &ClientState, args: &[Bytes]) -> Pending {
     let sub = String::from_utf8_lossy(&args[1]).to_ascii_lowercase();
     let mut out = BytesMut::new();
     match sub.as_str() {

@@ -2,13 +2,13 @@
 //! connection and introspection commands, INFO, CONFIG, CLIENT, the Redis
 //! Cluster views, transactions, blocking commands, pub/sub and MONITOR.
 
-pub mod blocking;
-pub mod clients;
-pub mod cluster;
-pub mod common;
-pub mod config;
-pub mod info;
-pub mod local;
+pub(crate) mod blocking;
+pub(crate) mod clients;
+pub(crate) mod cluster;
+pub(crate) mod common;
+pub(crate) mod config;
+pub(crate) mod info;
+pub(crate) mod local;
 pub mod monitor;
-pub mod pubsub;
-pub mod transaction;
+pub(crate) mod pubsub;
+pub(crate) mod transaction;

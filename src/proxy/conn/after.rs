@@ -21,7 +21,7 @@ use crate::proxy::Proxy;
 /// in order, so nothing behind it waits and no pinned connection is left
 /// mid-reply).
 #[inline]
-pub fn after_request(
+pub(crate) fn after_request(
     proxy: &Arc<Proxy>,
     s: &mut ClientState,
     p: Pending,

@@ -10,7 +10,7 @@ use crate::resp::Request;
 
 /// How a proxy admits requests.
 #[derive(Clone, Copy, Debug, Default)]
-pub enum Auth {
+pub(crate) enum Auth {
     /// No credentials: every request is admitted.
     #[default]
     Open,

@@ -40,14 +40,14 @@ pub struct OutputLimits {
 
 /// Why a client was closed for holding too much.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Exceeded {
+pub(crate) enum Exceeded {
     OutputHard,
     OutputSoft,
     QueryTotal,
 }
 
 /// One client's owed reply bytes, and the flag that evicts it.
-pub struct ReplyBudget {
+pub(crate) struct ReplyBudget {
     owed: AtomicUsize,
     limits: OutputLimits,
     /// Set when the proxy-wide query buffer limit picked this client.
@@ -58,7 +58,7 @@ pub struct ReplyBudget {
 }
 
 impl ReplyBudget {
-    pub fn new(limits: OutputLimits) -> Arc<ReplyBudget> {
+    pub(crate) fn new(limits: OutputLimits) -> Arc<ReplyBudget> {
         Arc::new(ReplyBudget {
             owed: AtomicUsize::new(0),
             limits,
@@ -69,7 +69,7 @@ impl ReplyBudget {
 
     /// Counts `n` bytes of reply held for this client; wakes the session when
     /// this crosses a limit.
-    pub fn charge(&self, n: usize) {
+    pub(crate) fn charge(&self, n: usize) {
         let before = self.owed.fetch_add(n, Ordering::AcqRel);
         let after = before + n;
         let crossed = |limit: usize| limit > 0 && before <= limit && after > limit;
@@ -79,32 +79,32 @@ impl ReplyBudget {
     }
 
     /// `n` charged bytes left the proxy (written, or dropped after a merge).
-    pub fn release(&self, n: usize) {
+    pub(crate) fn release(&self, n: usize) {
         self.owed.fetch_sub(n, Ordering::AcqRel);
     }
 
     /// Bytes held for this client now.
-    pub fn owed(&self) -> usize {
+    pub(crate) fn owed(&self) -> usize {
         self.owed.load(Ordering::Acquire)
     }
 
-    pub fn limits(&self) -> OutputLimits {
+    pub(crate) fn limits(&self) -> OutputLimits {
         self.limits
     }
 
     /// Resolves when a limit may have been crossed or the proxy began to
     /// drain (the caller re-checks both).
-    pub fn woken(&self) -> tokio::sync::futures::Notified<'_> {
+    pub(crate) fn woken(&self) -> tokio::sync::futures::Notified<'_> {
         self.wake.notified()
     }
 
     /// Wakes the session (the proxy began to drain).
-    pub fn wake(&self) {
+    pub(crate) fn wake(&self) {
         self.wake.notify_one();
     }
 
     /// True once the proxy-wide query buffer limit chose this client.
-    pub fn is_evicted(&self) -> bool {
+    pub(crate) fn is_evicted(&self) -> bool {
         self.evicted.load(Ordering::Acquire)
     }
 
@@ -117,7 +117,7 @@ impl ReplyBudget {
 /// Tracks the soft limit's clock for one client: when owed bytes went over
 /// it, and whether they stayed over too long.
 #[derive(Default)]
-pub struct SoftClock {
+pub(crate) struct SoftClock {
     since: Option<tokio::time::Instant>,
 }
 
@@ -125,7 +125,7 @@ impl SoftClock {
     /// Checks `budget`'s output limits at `now`: `Err` when the client must
     /// be closed, else
     /// when the soft limit must be checked again (if its clock runs).
-    pub fn check(
+    pub(crate) fn check(
         &mut self,
         budget: &ReplyBudget,
         now: impl FnOnce() -> tokio::time::Instant,
@@ -150,7 +150,7 @@ impl SoftClock {
 }
 
 /// Every client's query buffer bytes, and the proxy-wide limit on them.
-pub struct QueryBuffers {
+pub(crate) struct QueryBuffers {
     limit: usize,
     total: AtomicUsize,
     /// Clients with buffers of `REGISTER_QUERY_BYTES` or more. A std mutex:
@@ -159,7 +159,7 @@ pub struct QueryBuffers {
 }
 
 impl QueryBuffers {
-    pub fn new(limit: usize) -> QueryBuffers {
+    pub(crate) fn new(limit: usize) -> QueryBuffers {
         QueryBuffers {
             limit,
             total: AtomicUsize::new(0),
@@ -168,13 +168,13 @@ impl QueryBuffers {
     }
 
     /// Bytes in all query buffers now.
-    pub fn total(&self) -> usize {
+    pub(crate) fn total(&self) -> usize {
         self.total.load(Ordering::Acquire)
     }
 
     /// Client `id`'s buffer went from `old` to `new` bytes. Over the limit,
     /// evicts the client with the largest registered buffer (possibly this one).
-    pub fn resize(&self, id: u64, budget: &Arc<ReplyBudget>, old: usize, new: usize) {
+    pub(crate) fn resize(&self, id: u64, budget: &Arc<ReplyBudget>, old: usize, new: usize) {
         if old == new {
             return;
         }

@@ -20,32 +20,32 @@ use crate::proxy::Proxy;
 /// connection's identity and the choices it made (HELLO, CLIENT SETNAME).
 /// Handlers get this, never the session, so they cannot reach its socket or
 /// its FIFO of owed replies.
-pub struct ClientState {
-    pub id: u64,
+pub(crate) struct ClientState {
+    pub(crate) id: u64,
     /// Protocol version chosen by HELLO: 2 or 3.
-    pub proto: u8,
-    pub name: Option<Bytes>,
-    pub peer: String,
+    pub(crate) proto: u8,
+    pub(crate) name: Option<Bytes>,
+    pub(crate) peer: String,
     /// The proxy address this client connected to (announced by CLUSTER SLOTS).
-    pub local: String,
+    pub(crate) local: String,
     /// MULTI / WATCH state and the connection it pins.
-    pub tx: TxState,
+    pub(crate) tx: TxState,
     /// Its subscriber connection and the messages it receives.
-    pub pubsub: Subscriber,
+    pub(crate) pubsub: Subscriber,
     /// Blocking commands of this client waiting on a node right now.
-    pub blocked: Arc<AtomicUsize>,
+    pub(crate) blocked: Arc<AtomicUsize>,
     /// Reply bytes held for this client; replies forwarded with it are
     /// charged on arrival.
-    pub budget: Arc<ReplyBudget>,
+    pub(crate) budget: Arc<ReplyBudget>,
     /// The request being dispatched: its command and the nodes routing sent it to.
-    pub served: ServedCell,
+    pub(crate) served: ServedCell,
     /// What CLIENT LIST and CLIENT KILL see of this client.
-    pub entry: Arc<ClientEntry>,
+    pub(crate) entry: Arc<ClientEntry>,
     /// CLIENT REPLY.
-    pub reply: ReplyMode,
+    pub(crate) reply: ReplyMode,
     /// MONITOR was run: once its `+OK` is written the session serves the
     /// monitor loop.
-    pub monitor: bool,
+    pub(crate) monitor: bool,
 }
 
 impl ClientState {

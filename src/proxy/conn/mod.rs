@@ -4,9 +4,9 @@
 //! authentication step, what follows each dispatch, and the errors a
 //! session answers itself.
 
-pub mod after;
-pub mod auth;
-pub mod budget;
-pub mod client;
-pub mod error;
-pub mod pending;
+pub(crate) mod after;
+pub(crate) mod auth;
+pub(crate) mod budget;
+pub(crate) mod client;
+pub(crate) mod error;
+pub(crate) mod pending;

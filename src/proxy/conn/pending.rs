@@ -14,7 +14,7 @@ use tokio::time::Instant;
 use crate::resp::encode;
 
 /// A reply the client is owed, in request order.
-pub enum Pending {
+pub(crate) enum Pending {
     /// Built by the proxy, ready now.
     Ready(Bytes),
     /// Its reply arrives on the channel (not charged to the client's budget
@@ -35,12 +35,12 @@ pub enum Pending {
 
 impl Pending {
     /// A reply the proxy built.
-    pub fn ready(out: BytesMut) -> Pending {
+    pub(crate) fn ready(out: BytesMut) -> Pending {
         Pending::Ready(out.freeze())
     }
 
     /// An error reply; `msg` carries its `ERR`/code prefix.
-    pub fn error(msg: &str) -> Pending {
+    pub(crate) fn error(msg: &str) -> Pending {
         let mut b = BytesMut::new();
         encode::error(&mut b, msg);
         Pending::Ready(b.freeze())

@@ -337,7 +337,7 @@ impl Tripwire {
 }
 
 /// Once a second until the proxy is dropped: decay the sketch and feed the tripwire.
-pub async fn run_ticker(proxy: Weak<Proxy>) {
+pub(crate) async fn run_ticker(proxy: Weak<Proxy>) {
     let mut every = tokio::time::interval(Duration::from_secs(1));
     every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
     loop {

@@ -6,7 +6,7 @@
 //! `proxy.ops`, read by sessions, routing, the admin commands and `http/`.
 
 pub mod hotkeys;
-pub mod http;
+pub(crate) mod http;
 pub mod metrics;
 pub mod slowlog;
 
@@ -27,30 +27,30 @@ use crate::resp::reply::is_error;
 use crate::resp::{decode_request, encode, eq_ignore_case, parse_i64};
 
 /// Where `shardis up` serves the admin HTTP API unless configured.
-pub const DEFAULT_ADMIN_LISTEN: &str = "127.0.0.1:7070";
+pub(crate) const DEFAULT_ADMIN_LISTEN: &str = "127.0.0.1:7070";
 
 /// `[admin]` as written.
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields, default)]
-pub struct AdminSection {
+pub(crate) struct AdminSection {
     /// `host:port`; absent: off for `shardis proxy`, 127.0.0.1:7070 for
     /// `shardis up`; `""` turns it off everywhere.
-    pub listen: Option<String>,
+    pub(crate) listen: Option<String>,
     /// The admin API has no authentication: a non-loopback address must be
     /// asked for explicitly.
-    pub allow_remote: bool,
+    pub(crate) allow_remote: bool,
 }
 
 /// `[hot_keys]` as written.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields, default)]
-pub struct HotKeysSection {
-    pub shard_alarm_ratio: f64,
-    pub capacity: usize,
+pub(crate) struct HotKeysSection {
+    pub(crate) shard_alarm_ratio: f64,
+    pub(crate) capacity: usize,
     /// How long a cached hot GET is served; 0: no cache.
-    pub cache_ttl_ms: u64,
+    pub(crate) cache_ttl_ms: u64,
     /// The cache's bound, keys and payloads included.
-    pub cache_max_bytes: u64,
+    pub(crate) cache_max_bytes: u64,
 }
 
 impl Default for HotKeysSection {
@@ -67,9 +67,9 @@ impl Default for HotKeysSection {
 /// `[slowlog]` as written (Redis's `slowlog-log-slower-than`, `slowlog-max-len`).
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields, default)]
-pub struct SlowlogSection {
-    pub log_slower_than_us: i64,
-    pub max_len: usize,
+pub(crate) struct SlowlogSection {
+    pub(crate) log_slower_than_us: i64,
+    pub(crate) max_len: usize,
 }
 
 impl Default for SlowlogSection {
@@ -110,7 +110,7 @@ impl Default for OpsConfig {
 
 impl OpsConfig {
     /// Checks the three sections; errors name the field.
-    pub fn validate(
+    pub(crate) fn validate(
         admin: AdminSection,
         hot: HotKeysSection,
         slow: SlowlogSection,
@@ -166,7 +166,7 @@ impl OpsConfig {
 
     /// The admin address to bind, and whether it was configured (rather
     /// than defaulted); `None`: off (`""`, or not configured outside `up`).
-    pub fn admin_listen(&self) -> Option<(String, bool)> {
+    pub(crate) fn admin_listen(&self) -> Option<(String, bool)> {
         match self.admin_listen.as_deref() {
             Some("") => None,
             Some(l) => Some((l.to_string(), true)),
@@ -178,7 +178,7 @@ impl OpsConfig {
 
 /// `CLUSTER HOTKEYS [n]` and `CLUSTER PLAN …`, called by `admin.rs`
 /// (`args[0]` is `CLUSTER`).
-pub fn cluster_command(proxy: &Arc<Proxy>, s: &ClientState, args: Vec<Bytes>) -> Pending {
+pub(crate) fn cluster_command(proxy: &Arc<Proxy>, s: &ClientState, args: Vec<Bytes>) -> Pending {
     if eq_ignore_case(&args[1], b"HOTKEYS") {
         let n = match args.len() {
             2 => DEFAULT_HOTKEYS,
@@ -218,7 +218,7 @@ pub fn cluster_command(proxy: &Arc<Proxy>, s: &ClientState, args: Vec<Bytes>) ->
 
 /// Who answered a request, as the slow log and MONITOR name it: `proxy`,
 /// the node's name, or `N nodes`.
-pub fn served_by(proxy: &Proxy, served: crate::proxy::ops::metrics::Served) -> String {
+pub(crate) fn served_by(proxy: &Proxy, served: crate::proxy::ops::metrics::Served) -> String {
     match served.nodes {
         0 => "proxy".to_string(),
         1 => proxy
@@ -238,20 +238,20 @@ const MAX_CACHE_TTL_MS: u64 = 3_600_000;
 const DEFAULT_HOTKEYS: usize = 10;
 
 /// What the operator plane keeps per proxy.
-pub struct Ops {
-    pub metrics: Metrics,
-    pub hot_keys: HotKeys,
+pub(crate) struct Ops {
+    pub(crate) metrics: Metrics,
+    pub(crate) hot_keys: HotKeys,
     /// The local cache of hot GETs; `None` when `cache_ttl_ms` is 0, so the
     /// request path pays one branch for it.
-    pub hot_cache: Option<HotCache>,
-    pub tripwire: Tripwire,
-    pub slowlog: SlowLog,
+    pub(crate) hot_cache: Option<HotCache>,
+    pub(crate) tripwire: Tripwire,
+    pub(crate) slowlog: SlowLog,
     /// The admin listener's bound address, once it listens.
-    pub admin_addr: OnceLock<std::net::SocketAddr>,
+    pub(crate) admin_addr: OnceLock<std::net::SocketAddr>,
 }
 
 impl Ops {
-    pub fn new(c: &OpsConfig) -> Ops {
+    pub(crate) fn new(c: &OpsConfig) -> Ops {
         Ops {
             metrics: Metrics::default(),
             hot_keys: HotKeys::new(c.hot_keys_capacity),
@@ -269,7 +269,7 @@ impl Ops {
 
     /// Records a request whose reply was complete at `now`: its command's
     /// series, the nodes it engaged, and the slow log when it took long enough.
-    pub fn answered(
+    pub(crate) fn answered(
         &self,
         proxy: &Proxy,
         t: Timing,
@@ -298,7 +298,7 @@ impl Ops {
     }
 
     /// Lines for `CLUSTER RINGINFO`: `admin_listen:` and `hot_shard:`.
-    pub fn info_lines(&self) -> String {
+    pub(crate) fn info_lines(&self) -> String {
         let admin = self
             .admin_addr
             .get()

@@ -35,9 +35,9 @@ const NODE_MASK: u64 = (1 << NODE_BITS) - 1;
 /// (0 = the node's walk has not started).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Position {
-    pub tag: u64,
-    pub node: usize,
-    pub node_cursor: u64,
+    pub(crate) tag: u64,
+    pub(crate) node: usize,
+    pub(crate) node_cursor: u64,
 }
 
 /// What a client's cursor asks for.

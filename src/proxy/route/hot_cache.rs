@@ -25,14 +25,14 @@ use bytes::{Bytes, BytesMut};
 use crate::resp::encode;
 
 /// `cache_max_bytes` unless configured.
-pub const DEFAULT_MAX_BYTES: u64 = 64 * 1024 * 1024;
+pub(crate) const DEFAULT_MAX_BYTES: u64 = 64 * 1024 * 1024;
 /// What an entry costs beyond its key and payload (map slot, queue slot,
 /// bookkeeping): counted so that many tiny entries are bounded too.
-pub const ENTRY_OVERHEAD_BYTES: usize = 96;
+pub(crate) const ENTRY_OVERHEAD_BYTES: usize = 96;
 
 /// The answer to [`HotCache::lookup`].
 #[derive(Debug, PartialEq)]
-pub enum Lookup {
+pub(crate) enum Lookup {
     /// A fresh reply: the payload, `None` for nil.
     Hit(Option<Bytes>),
     /// Not held: forward, then [`HotCache::fill`] with this token.
@@ -65,19 +65,19 @@ struct Inner {
 }
 
 /// The cache; `proxy.ops.hot_cache` is `None` when it is off.
-pub struct HotCache {
+pub(crate) struct HotCache {
     ttl: Duration,
     max_bytes: usize,
     /// A plain mutex: every operation is a few map steps and never awaits.
     inner: Mutex<Inner>,
-    pub hits: AtomicU64,
-    pub misses: AtomicU64,
+    pub(crate) hits: AtomicU64,
+    pub(crate) misses: AtomicU64,
     /// Mirrors `inner.bytes` for the metrics scrape without the lock.
-    pub bytes: AtomicU64,
+    pub(crate) bytes: AtomicU64,
 }
 
 impl HotCache {
-    pub fn new(ttl: Duration, max_bytes: u64) -> HotCache {
+    pub(crate) fn new(ttl: Duration, max_bytes: u64) -> HotCache {
         HotCache {
             ttl,
             max_bytes: usize::try_from(max_bytes).unwrap_or(usize::MAX),
@@ -94,12 +94,8 @@ impl HotCache {
         }
     }
 
-    pub fn max_bytes(&self) -> usize {
-        self.max_bytes
-    }
-
     /// A fresh reply for `key` read under `epoch`, or a fill token.
-    pub fn lookup(&self, key: &Bytes, epoch: u64, now: Instant) -> Lookup {
+    pub(crate) fn lookup(&self, key: &Bytes, epoch: u64, now: Instant) -> Lookup {
         let Ok(mut g) = self.inner.lock() else {
             return Lookup::Miss(0);
         };
@@ -129,7 +125,14 @@ impl HotCache {
 
     /// Stores the reply of the miss that got `token`, unless a write to the
     /// key, another miss or an epoch change came in between.
-    pub fn fill(&self, key: &Bytes, token: u64, epoch: u64, payload: Option<Bytes>, now: Instant) {
+    pub(crate) fn fill(
+        &self,
+        key: &Bytes,
+        token: u64,
+        epoch: u64,
+        payload: Option<Bytes>,
+        now: Instant,
+    ) {
         let Ok(mut g) = self.inner.lock() else {
             return;
         };
@@ -148,7 +151,7 @@ impl HotCache {
     }
 
     /// Forgets `key` (called before a write to it is forwarded).
-    pub fn invalidate(&self, key: &[u8]) {
+    pub(crate) fn invalidate(&self, key: &[u8]) {
         if let Ok(mut g) = self.inner.lock() {
             if g.map.contains_key(key) {
                 g.remove(key);
@@ -158,7 +161,7 @@ impl HotCache {
     }
 
     /// Forgets everything (FLUSHALL, FLUSHDB, …).
-    pub fn clear(&self) {
+    pub(crate) fn clear(&self) {
         if let Ok(mut g) = self.inner.lock() {
             g.clear();
             self.bytes.store(0, Ordering::Relaxed);
@@ -219,7 +222,7 @@ impl Inner {
 
 /// The payload of a GET reply worth keeping: `Some(Some(p))` for a bulk
 /// string, `Some(None)` for nil, `None` for anything else (errors above all).
-pub fn cacheable(reply: &[u8]) -> Option<Option<Bytes>> {
+pub(crate) fn cacheable(reply: &[u8]) -> Option<Option<Bytes>> {
     if reply == b"$-1\r\n" || reply == b"_\r\n" {
         return Some(None);
     }
@@ -232,7 +235,7 @@ pub fn cacheable(reply: &[u8]) -> Option<Option<Bytes>> {
 }
 
 /// A cached payload as the client's protocol spells it.
-pub fn reply(payload: &Option<Bytes>, proto: u8) -> Bytes {
+pub(crate) fn reply(payload: &Option<Bytes>, proto: u8) -> Bytes {
     let mut out = BytesMut::new();
     match payload {
         Some(p) => encode::bulk(&mut out, p),

@@ -7,15 +7,15 @@
 //! migration runs, a write to a moving key is tracked (see
 //! `upstream::dirty`) so the change re-syncs it before the cutover.
 
-pub mod cursor;
-pub mod fan_out;
-pub mod hot_cache;
-pub mod keyed;
+pub(crate) mod cursor;
+pub(crate) mod fan_out;
+pub(crate) mod hot_cache;
+pub(crate) mod keyed;
 pub mod merge;
 pub mod policy;
-pub mod scan;
-pub mod send;
-pub mod split;
+pub(crate) mod scan;
+pub(crate) mod send;
+pub(crate) mod split;
 
 use std::sync::Arc;
 
@@ -33,7 +33,11 @@ use keyed::keyed;
 use split::split;
 
 /// Routes one request and returns the reply slot the client is owed for it.
-pub async fn dispatch(proxy: &Arc<Proxy>, client: &mut ClientState, req: Request) -> Pending {
+pub(crate) async fn dispatch(
+    proxy: &Arc<Proxy>,
+    client: &mut ClientState,
+    req: Request,
+) -> Pending {
     let spec = lookup(req.name());
     client.served.set(Served::of(spec));
     // Inside MULTI everything is queued (or refused) by the transaction,

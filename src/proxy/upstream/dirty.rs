@@ -14,7 +14,7 @@ use tokio::sync::{oneshot, Notify};
 /// every mark, so a catch-up round only forgets a key if no write to it was
 /// answered while the round copied it.
 #[derive(Default)]
-pub struct Dirty {
+pub(crate) struct Dirty {
     keys: DashMap<Bytes, u64>,
     generation: AtomicU64,
     /// Tracked writes sent but not yet answered.
@@ -54,11 +54,7 @@ impl Dirty {
         }
     }
 
-    pub fn is_empty(&self) -> bool {
-        self.keys.is_empty()
-    }
-
-    pub fn mark(&self, key: Bytes) {
+    pub(crate) fn mark(&self, key: Bytes) {
         let g = self.generation.fetch_add(1, Ordering::AcqRel);
         self.keys.insert(key, g);
     }

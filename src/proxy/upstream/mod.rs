@@ -18,9 +18,9 @@
 //! and the actor reconnects with capped exponential backoff. While the node
 //! is down, requests fail at once instead of queueing.
 
-pub mod dirty;
-pub mod pinned;
-pub mod topology;
+pub(crate) mod dirty;
+pub(crate) mod pinned;
+pub(crate) mod topology;
 
 use std::collections::VecDeque;
 use std::fmt;
@@ -51,8 +51,8 @@ const MAX_BACKOFF_MS: u64 = 2_000;
 
 /// One request for a node, and where its reply goes.
 pub(crate) struct UpRequest {
-    pub raw: Bytes,
-    pub reply: Waiter,
+    pub(crate) raw: Bytes,
+    pub(crate) reply: Waiter,
 }
 
 /// Where one reply goes, and the client budget it is charged to.
@@ -80,22 +80,22 @@ impl Waiter {
 
 /// Connection state of a node, shown by `CLUSTER RING`.
 #[derive(Default)]
-pub struct Health {
+pub(crate) struct Health {
     /// 0 = never connected, 1 = up, 2 = down.
     state: AtomicU8,
-    pub failures: AtomicU64,
-    pub last_error: std::sync::Mutex<String>,
+    pub(crate) failures: AtomicU64,
+    pub(crate) last_error: std::sync::Mutex<String>,
     /// Requests, errors, latency, in flight, reconnects (for `/metrics`).
-    pub metrics: NodeMetrics,
+    pub(crate) metrics: NodeMetrics,
 }
 
 impl Health {
     /// True while the last connection attempt succeeded.
-    pub fn is_up(&self) -> bool {
+    pub(crate) fn is_up(&self) -> bool {
         self.state.load(Ordering::Relaxed) == 1
     }
 
-    pub fn state(&self) -> &'static str {
+    pub(crate) fn state(&self) -> &'static str {
         match self.state.load(Ordering::Relaxed) {
             1 => "up",
             2 => "down",
@@ -120,20 +120,20 @@ impl Health {
 #[derive(Clone, Debug)]
 pub(crate) struct UpstreamOptions {
     /// `name (addr)`, used in every error a client sees.
-    pub label: String,
-    pub addr: String,
+    pub(crate) label: String,
+    pub(crate) addr: String,
     /// 2 or 3: a RESP3 connection sends `HELLO 3` first.
-    pub proto: u8,
-    pub connect_timeout: Duration,
-    pub request_timeout: Duration,
+    pub(crate) proto: u8,
+    pub(crate) connect_timeout: Duration,
+    pub(crate) request_timeout: Duration,
     /// A dedicated connection one client owns (see `pinned.rs`): a reply may
     /// take as long as a blocking command blocks, so no request timeout; and
     /// when its handle is dropped the connection closes at once, failing what
     /// is in flight, so a node never hands an element to a client that left.
-    pub pinned: bool,
+    pub(crate) pinned: bool,
     /// Largest bulk accepted in a reply (`proto-max-bulk-len`); a longer one
     /// poisons the connection before anything is buffered for it.
-    pub max_bulk_len: usize,
+    pub(crate) max_bulk_len: usize,
 }
 
 /// Handle to one pipelined connection actor. Cloning shares the connection.

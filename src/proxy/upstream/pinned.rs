@@ -25,13 +25,13 @@ use crate::proxy::upstream::{Upstream, UpstreamOptions};
 
 /// How many pinned connections a node has open, and its bound.
 #[derive(Default)]
-pub struct PinCount {
+pub(crate) struct PinCount {
     open: AtomicUsize,
     max: usize,
 }
 
 impl PinCount {
-    pub fn new(max: usize) -> PinCount {
+    pub(crate) fn new(max: usize) -> PinCount {
         PinCount {
             open: AtomicUsize::new(0),
             max,
@@ -39,7 +39,7 @@ impl PinCount {
     }
 
     /// Pinned connections open now.
-    pub fn open(&self) -> usize {
+    pub(crate) fn open(&self) -> usize {
         self.open.load(Ordering::Relaxed)
     }
 }
@@ -75,12 +75,12 @@ impl Drop for Slot {
 }
 
 /// One client's dedicated connection to one node.
-pub struct Pinned {
+pub(crate) struct Pinned {
     // Field order matters: the connection handle drops (and the connection
     // closes) before the slot is given back.
     up: Upstream,
     _slot: Slot,
-    pub node: Arc<Node>,
+    pub(crate) node: Arc<Node>,
 }
 
 impl Pinned {
@@ -108,13 +108,13 @@ impl Pinned {
     /// Queues `raw` on this connection; replies come back in order. A reply
     /// the proxy consumes itself (MULTI's, a queued command's) is not charged
     /// to the client.
-    pub async fn send(&self, raw: Bytes) -> oneshot::Receiver<Bytes> {
+    pub(crate) async fn send(&self, raw: Bytes) -> oneshot::Receiver<Bytes> {
         self.up.send(raw).await
     }
 
     /// [`Pinned::send`] for a reply the client will be sent: charged to its
     /// reply budget on arrival, as forwarded replies are.
-    pub async fn send_for(
+    pub(crate) async fn send_for(
         &self,
         raw: Bytes,
         budget: &Arc<ReplyBudget>,
@@ -123,7 +123,7 @@ impl Pinned {
     }
 
     /// True when this connection goes to `node`.
-    pub fn is_to(&self, node: &Arc<Node>) -> bool {
+    pub(crate) fn is_to(&self, node: &Arc<Node>) -> bool {
         Arc::ptr_eq(&self.node, node)
     }
 }

@@ -20,11 +20,11 @@ use crate::proxy::upstream::{Health, Upstream, UpstreamOptions};
 use crate::ring::{NodeSpec, Ring};
 
 /// One backend node and its upstream connections (RESP2 always, RESP3 on first use).
-pub struct Node {
-    pub spec: NodeSpec,
-    pub health: Arc<Health>,
+pub(crate) struct Node {
+    pub(crate) spec: NodeSpec,
+    pub(crate) health: Arc<Health>,
     /// Dedicated connections clients hold to this node (see `pinned.rs`).
-    pub pins: crate::proxy::upstream::pinned::PinCount,
+    pub(crate) pins: crate::proxy::upstream::pinned::PinCount,
     resp2: Vec<Upstream>,
     resp3: OnceLock<Vec<Upstream>>,
     opts: UpstreamOptions,
@@ -86,7 +86,7 @@ impl Node {
 
     /// A dedicated connection to this node for one client (bounded by
     /// `max_pinned_per_node`).
-    pub fn pin(
+    pub(crate) fn pin(
         self: &Arc<Self>,
         proto: u8,
     ) -> Result<crate::proxy::upstream::pinned::Pinned, String> {
@@ -123,28 +123,28 @@ impl Node {
 
 /// A topology change in its copy phase: the current ring still routes every
 /// request; `next` is the ring being moved to.
-pub struct MigrationRoute {
-    pub next: Arc<Ring>,
+pub(crate) struct MigrationRoute {
+    pub(crate) next: Arc<Ring>,
     /// Aligned with `next.nodes()`.
-    pub next_nodes: Vec<Arc<Node>>,
+    pub(crate) next_nodes: Vec<Arc<Node>>,
     /// Moving keys written since the copy began (see `migration::Dirty`).
-    pub dirty: Arc<crate::proxy::upstream::dirty::Dirty>,
+    pub(crate) dirty: Arc<crate::proxy::upstream::dirty::Dirty>,
     /// During cutover: requests on moving keys wait for `resume`.
-    pub paused: bool,
+    pub(crate) paused: bool,
     /// Becomes true when the cutover ends (either way).
-    pub resume: Arc<tokio::sync::watch::Sender<bool>>,
+    pub(crate) resume: Arc<tokio::sync::watch::Sender<bool>>,
 }
 
 /// What a session routes by: an immutable snapshot, swapped whole.
-pub struct Routing {
-    pub ring: Arc<Ring>,
+pub(crate) struct Routing {
+    pub(crate) ring: Arc<Ring>,
     /// Aligned with `ring.nodes()`.
-    pub nodes: Vec<Arc<Node>>,
+    pub(crate) nodes: Vec<Arc<Node>>,
     /// Present while keys are being copied to their next owners.
-    pub migration: Option<Arc<MigrationRoute>>,
+    pub(crate) migration: Option<Arc<MigrationRoute>>,
     /// Nodes may hold copies of keys they do not own (during a migration or
     /// its sweep): KEYS and SCAN drop those.
-    pub filter_keys: bool,
+    pub(crate) filter_keys: bool,
     /// Requests being dispatched with this snapshot right now (the epoch gate).
     dispatching: AtomicUsize,
     /// Woken when `dispatching` drops to zero (a Notify, not polling: the
@@ -268,7 +268,7 @@ async fn wait_cutover<'k>(routing: &Routing, mut keys: impl Iterator<Item = &'k 
 
 /// The nodes that own keys now (during a change, the current ring's: the
 /// joining node only holds copies until the cutover).
-pub fn all_nodes(routing: &Routing) -> Vec<Arc<Node>> {
+pub(crate) fn all_nodes(routing: &Routing) -> Vec<Arc<Node>> {
     routing.nodes.clone()
 }
 

@@ -22,7 +22,7 @@ use crate::ring::losing_nodes;
 const MAX_DIRTY_KEYS: usize = 10_000_000;
 
 /// The old owners that lose keys in the change.
-pub fn sources(routing: &Routing, m: &MigrationRoute) -> Vec<Arc<Node>> {
+pub(crate) fn sources(routing: &Routing, m: &MigrationRoute) -> Vec<Arc<Node>> {
     let losing = losing_nodes(&routing.ring, &m.next);
     routing
         .nodes
@@ -36,7 +36,7 @@ pub fn sources(routing: &Routing, m: &MigrationRoute) -> Vec<Arc<Node>> {
 /// The nodes that gain keys in the change (the joining node, or the removed
 /// node's heirs). Those that "lose" going back from next to now; `next_nodes`
 /// is aligned with `next.nodes()`.
-pub fn targets(routing: &Routing, m: &MigrationRoute) -> Vec<Arc<Node>> {
+pub(crate) fn targets(routing: &Routing, m: &MigrationRoute) -> Vec<Arc<Node>> {
     let gains = losing_nodes(&m.next, &routing.ring);
     m.next_nodes
         .iter()
@@ -124,7 +124,7 @@ impl AsyncBatch for Copy<'_> {
 }
 
 /// Copies every key that changes owner from each old owner that loses keys.
-pub async fn copy_walk(
+pub(crate) async fn copy_walk(
     proxy: &Proxy,
     routing: &Routing,
     m: &MigrationRoute,
@@ -160,7 +160,7 @@ pub async fn copy_walk(
 
 /// After a restart mid-copy: delete copies at targets whose key no longer
 /// exists at its source (it was deleted there while this proxy was down).
-pub async fn reconcile(
+pub(crate) async fn reconcile(
     proxy: &Proxy,
     routing: &Routing,
     m: &MigrationRoute,

@@ -87,7 +87,6 @@ pub(crate) async fn cutover(
             phase: "sweep".into(),
             other_epoch: routing.ring.epoch(),
             other_nodes: state::to_saved(routing.ring.nodes()),
-            joining: None,
         };
         let us = persist(proxy, &m.next, Some(saved))
             .await

@@ -108,11 +108,11 @@ pub(crate) async fn begin(proxy: &Arc<Proxy>, change: Change) -> Result<u64, Mig
     if cur.migration.is_some() || proxy.migration.is_changing() {
         return Err(MigrationError::InProgress);
     }
-    let (specs, label, joining) = match &change {
+    let (specs, label) = match &change {
         Change::Add(spec) => {
             let mut v = cur.ring.nodes().to_vec();
             v.push(spec.clone());
-            (v, format!("add {}", spec.name), Some(spec.name.clone()))
+            (v, format!("add {}", spec.name))
         }
         Change::Remove(name) => {
             let v = cur
@@ -122,7 +122,7 @@ pub(crate) async fn begin(proxy: &Arc<Proxy>, change: Change) -> Result<u64, Mig
                 .filter(|n| &n.name != name)
                 .cloned()
                 .collect::<Vec<_>>();
-            (v, format!("remove {name}"), None)
+            (v, format!("remove {name}"))
         }
     };
     let t0 = Instant::now();
@@ -132,7 +132,6 @@ pub(crate) async fn begin(proxy: &Arc<Proxy>, change: Change) -> Result<u64, Mig
         phase: "copy".into(),
         other_epoch: next.epoch(),
         other_nodes: state::to_saved(next.nodes()),
-        joining,
     };
     if let Err(e) = persist(proxy, &cur.ring, Some(saved)).await {
         proxy
@@ -144,7 +143,6 @@ pub(crate) async fn begin(proxy: &Arc<Proxy>, change: Change) -> Result<u64, Mig
         .migration
         .last_rebuild_us
         .store(rebuild_us, Ordering::Relaxed);
-    proxy.migration.changes.fetch_add(1, Ordering::Relaxed);
     proxy.migration.reset(label);
     let route = new_route(proxy, Arc::new(next));
     let old = proxy.routing.swap(Arc::new(Routing::new(
@@ -413,7 +411,6 @@ pub(crate) async fn remove_unreachable(
         .migration
         .last_rebuild_us
         .store(rebuild_us, Ordering::Relaxed);
-    proxy.migration.changes.fetch_add(1, Ordering::Relaxed);
     proxy
         .migration
         .reset(format!("remove {name} (unreachable)"));

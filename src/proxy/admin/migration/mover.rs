@@ -48,14 +48,14 @@ fn why(e: ClientError, timeout: Duration) -> String {
 /// Connections by node name, opened on first use.
 pub(crate) struct Conns {
     by_name: HashMap<String, Conn>,
-    pub timeout: Duration,
+    pub(crate) timeout: Duration,
 }
 
 /// A failure attributed to one node.
 #[derive(Debug)]
 pub(crate) struct NodeError {
-    pub node: String,
-    pub why: String,
+    pub(crate) node: String,
+    pub(crate) why: String,
 }
 
 impl std::fmt::Display for NodeError {

@@ -14,17 +14,16 @@ use crate::ring::NodeSpec;
 
 /// Progress counters and the text parts of the current or last change.
 #[derive(Default)]
-pub struct Tracker {
-    pub keys_copied: AtomicU64,
-    pub keys_resynced: AtomicU64,
-    pub keys_scanned: AtomicU64,
-    pub keys_to_scan: AtomicU64,
-    pub keys_swept: AtomicU64,
-    pub last_rebuild_us: AtomicU64,
-    pub last_pause_ms: AtomicU64,
+pub(crate) struct Tracker {
+    pub(crate) keys_copied: AtomicU64,
+    pub(crate) keys_resynced: AtomicU64,
+    pub(crate) keys_scanned: AtomicU64,
+    pub(crate) keys_to_scan: AtomicU64,
+    pub(crate) keys_swept: AtomicU64,
+    pub(crate) last_rebuild_us: AtomicU64,
+    pub(crate) last_pause_ms: AtomicU64,
     /// Time the last cutover spent writing the state file (inside the pause).
-    pub last_persist_us: AtomicU64,
-    pub changes: AtomicU64,
+    pub(crate) last_persist_us: AtomicU64,
     info: Mutex<TrackerText>,
     /// Nodes holding copies of keys they do not own whose deletion failed
     /// (they were unreachable); retried in the background. A std mutex: held
@@ -47,11 +46,11 @@ pub struct Tracker {
 #[derive(Default, Clone)]
 pub(crate) struct TrackerText {
     /// `ok`, `copying`, `catch-up`, `cutover`, `sweeping` or `aborted`.
-    pub state: String,
-    pub change: String,
-    pub last_error: String,
-    pub started: Option<Instant>,
-    pub last_duration_ms: u64,
+    pub(crate) state: String,
+    pub(crate) change: String,
+    pub(crate) last_error: String,
+    pub(crate) started: Option<Instant>,
+    pub(crate) last_duration_ms: u64,
 }
 
 impl Tracker {

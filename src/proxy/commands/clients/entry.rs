@@ -15,15 +15,15 @@ use crate::resp::eq_ignore_case;
 
 /// What the other clients (CLIENT LIST, KILL) and the drain see of one
 /// client. Written by its session only, read by anyone.
-pub struct ClientEntry {
-    pub id: u64,
-    pub peer: String,
-    pub local: String,
+pub(crate) struct ClientEntry {
+    pub(crate) id: u64,
+    pub(crate) peer: String,
+    pub(crate) local: String,
     /// The socket's descriptor, as CLIENT LIST shows it.
-    pub fd: i64,
-    pub budget: Arc<ReplyBudget>,
+    pub(crate) fd: i64,
+    pub(crate) budget: Arc<ReplyBudget>,
     /// Blocking commands waiting on a node (shared with the session's state).
-    pub blocked: Arc<AtomicUsize>,
+    pub(crate) blocked: Arc<AtomicUsize>,
     pub(crate) connected: Instant,
     /// A std mutex: written on SETNAME / HELLO SETNAME / RESET only.
     pub(crate) name: Mutex<Option<Bytes>>,
@@ -34,17 +34,23 @@ pub struct ClientEntry {
     /// Commands queued by MULTI; -1 outside a transaction.
     pub(crate) multi: AtomicI64,
     /// Bytes in its query buffer.
-    pub qbuf: AtomicUsize,
+    pub(crate) qbuf: AtomicUsize,
     pub(crate) proto: AtomicU8,
     pub(crate) monitor: AtomicBool,
     pub(crate) killed: AtomicBool,
     /// Channels, patterns and shard channels subscribed (set by whatever
     /// serves SUBSCRIBE for the client); any makes the client type `pubsub`.
-    pub subscriptions: [AtomicUsize; 3],
+    pub(crate) subscriptions: [AtomicUsize; 3],
 }
 
 impl ClientEntry {
-    pub fn new(id: u64, peer: String, local: String, fd: i64, budget: Arc<ReplyBudget>) -> Self {
+    pub(crate) fn new(
+        id: u64,
+        peer: String,
+        local: String,
+        fd: i64,
+        budget: Arc<ReplyBudget>,
+    ) -> Self {
         ClientEntry {
             id,
             peer,
@@ -66,15 +72,15 @@ impl ClientEntry {
     }
 
     /// True once CLIENT KILL chose this client: its session ends at once.
-    pub fn is_killed(&self) -> bool {
+    pub(crate) fn is_killed(&self) -> bool {
         self.killed.load(Relaxed)
     }
 
-    pub fn set_name(&self, name: Option<Bytes>) {
+    pub(crate) fn set_name(&self, name: Option<Bytes>) {
         *self.name.lock().unwrap_or_else(|e| e.into_inner()) = name;
     }
 
-    pub fn set_monitor(&self, on: bool) {
+    pub(crate) fn set_monitor(&self, on: bool) {
         self.monitor.store(on, Relaxed);
     }
 
@@ -151,7 +157,7 @@ impl ClientEntry {
 
 /// How this client's replies are sent (CLIENT REPLY).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum ReplyMode {
+pub(crate) enum ReplyMode {
     #[default]
     On,
     /// No reply at all until CLIENT REPLY ON.

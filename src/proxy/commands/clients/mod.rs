@@ -27,7 +27,7 @@ use crate::proxy::Proxy;
 use crate::resp::{encode, eq_ignore_case, parse_i64};
 
 /// CLIENT LIST [TYPE t | ID id…], CLIENT INFO.
-pub fn list(proxy: &Proxy, s: &ClientState, args: &[Bytes]) -> Pending {
+pub(crate) fn list(proxy: &Proxy, s: &ClientState, args: &[Bytes]) -> Pending {
     let sub = if eq_ignore_case(&args[1], b"info") {
         "client|info"
     } else {
@@ -125,7 +125,7 @@ impl Filter {
 /// (replies the count). A killed session ends at once, dropping what it is
 /// owed and the connections it pins; the caller itself, when chosen, is
 /// answered first and then closed.
-pub fn kill(proxy: &Proxy, s: &ClientState, args: &[Bytes]) -> Pending {
+pub(crate) fn kill(proxy: &Proxy, s: &ClientState, args: &[Bytes]) -> Pending {
     let old_form = args.len() == 3;
     let mut filters = Vec::new();
     let mut skip_me = true;
@@ -207,7 +207,7 @@ pub fn kill(proxy: &Proxy, s: &ClientState, args: &[Bytes]) -> Pending {
 }
 
 /// CLIENT REPLY ON|OFF|SKIP: OFF and SKIP are not answered, as in Redis.
-pub fn reply(s: &mut ClientState, mode: &[u8]) -> Pending {
+pub(crate) fn reply(s: &mut ClientState, mode: &[u8]) -> Pending {
     if eq_ignore_case(mode, b"on") {
         s.reply = ReplyMode::On;
         let mut out = BytesMut::new();
@@ -227,7 +227,7 @@ pub fn reply(s: &mut ClientState, mode: &[u8]) -> Pending {
 }
 
 /// Keeps the entry's name and protocol equal to the session's.
-pub fn publish_identity(s: &ClientState) {
+pub(crate) fn publish_identity(s: &ClientState) {
     s.entry.set_name(s.name.clone());
     s.entry.proto.store(s.proto, Relaxed);
 }

@@ -33,7 +33,7 @@ pub(super) fn is_hidden(args: &[Bytes]) -> bool {
 /// One monitor line, `+…\r\n`: time, `[db addr]`, each argument quoted and
 /// escaped as Redis's `sdscatrepr` does (AUTH's secrets redacted), then
 /// ` -> ` and who served it.
-pub fn line(at: SystemTime, peer: &str, args: &[Bytes], served_by: &str) -> Vec<u8> {
+pub(crate) fn line(at: SystemTime, peer: &str, args: &[Bytes], served_by: &str) -> Vec<u8> {
     let t = at.duration_since(UNIX_EPOCH).unwrap_or_default();
     let mut out = format!("+{}.{:06} [0 {peer}]", t.as_secs(), t.subsec_micros()).into_bytes();
     let redacted = redacted(args);

@@ -46,7 +46,7 @@ use crate::resp::{decode_request, eq_ignore_case, Request, RequestDecoder};
 
 mod line;
 use line::is_hidden;
-pub use line::line;
+pub(crate) use line::line;
 
 /// Bytes a monitor may be owed at most, whatever the output limits say
 /// (Redis sets no limit for monitors; an unbounded queue is not an option).
@@ -102,7 +102,7 @@ impl Monitors {
     /// Sends the request in `raw`, from `s`, served as `served`, to every
     /// monitor. One relaxed load when none is attached.
     #[inline]
-    pub fn feed(&self, proxy: &Proxy, raw: &Bytes, served: Served, s: &ClientState) {
+    pub(crate) fn feed(&self, proxy: &Proxy, raw: &Bytes, served: Served, s: &ClientState) {
         if !self.is_attached() {
             return;
         }
@@ -186,7 +186,7 @@ enum Ended {
 /// Serves a client in monitor mode (see the module doc). `Some(bytes)`:
 /// RESET made it a normal client again, and `bytes` (charged to its budget)
 /// are to be written before anything else; `None`: the connection is done.
-pub async fn serve<R, W>(
+pub(crate) async fn serve<R, W>(
     proxy: &Arc<Proxy>,
     s: &mut ClientState,
     decoder: &mut RequestDecoder,

@@ -8,7 +8,7 @@ use tokio::sync::oneshot;
 use crate::proxy::commands::pubsub::frame::Family;
 
 /// What the actor hands the client's session besides replies.
-pub enum Push {
+pub(crate) enum Push {
     /// Message frames (one or more, whole), already charged to the client's
     /// budget.
     Message(Bytes),
@@ -37,7 +37,7 @@ pub(crate) enum Expect {
 
 /// One request for the subscriber connection.
 pub(crate) struct SubRequest {
-    pub raw: Bytes,
-    pub expect: Expect,
-    pub reply: oneshot::Sender<Bytes>,
+    pub(crate) raw: Bytes,
+    pub(crate) expect: Expect,
+    pub(crate) reply: oneshot::Sender<Bytes>,
 }

@@ -33,7 +33,7 @@ use tokio::sync::oneshot;
 
 use frame::Family;
 use handle::SubConn;
-pub use message::Push;
+pub(crate) use message::Push;
 use message::{Expect, SubRequest};
 pub(crate) use subscriber::Held;
 
@@ -46,7 +46,7 @@ use crate::proxy::Proxy;
 use crate::resp::Request;
 
 /// Routes PUBLISH, SPUBLISH, PUBSUB and the subscribe family.
-pub async fn handle(
+pub(crate) async fn handle(
     proxy: &Arc<Proxy>,
     client: &mut ClientState,
     spec: &'static CommandSpec,
@@ -124,7 +124,7 @@ fn send(proxy: &Arc<Proxy>, client: &mut ClientState, raw: Bytes, expect: Expect
 /// A RESP2 client with subscriptions may only send the subscribe family,
 /// PING, QUIT and RESET (Redis's rule and error); its PING is answered by
 /// its node, in subscribe-mode form. `None`: dispatch as usual.
-pub async fn in_subscribe_mode(
+pub(crate) async fn in_subscribe_mode(
     proxy: &Arc<Proxy>,
     client: &mut ClientState,
     spec: &'static CommandSpec,

@@ -14,15 +14,15 @@ use crate::proxy::commands::pubsub::message::Push;
 /// would not (two subscribers of one pattern on two nodes count twice
 /// there). Shard channels are not counted (Redis counts them apart too).
 #[derive(Default)]
-pub struct Held {
-    pub channels: Counted,
-    pub patterns: Counted,
+pub(crate) struct Held {
+    pub(crate) channels: Counted,
+    pub(crate) patterns: Counted,
 }
 
 /// Names with a holder count. A std Mutex: held for one map update, never
 /// across `.await`.
 #[derive(Default)]
-pub struct Counted(std::sync::Mutex<std::collections::HashMap<Bytes, usize>>);
+pub(crate) struct Counted(std::sync::Mutex<std::collections::HashMap<Bytes, usize>>);
 
 impl Counted {
     fn lock(&self) -> std::sync::MutexGuard<'_, std::collections::HashMap<Bytes, usize>> {
@@ -44,19 +44,15 @@ impl Counted {
     }
 
     /// Distinct names held now.
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.lock().len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
     }
 }
 
 /// One client's pub/sub state: its subscriber connection, if any, and the
 /// channel its messages reach the session on (made on first use).
 #[derive(Default)]
-pub struct Subscriber {
+pub(crate) struct Subscriber {
     pub(super) conn: Option<SubConn>,
     pub(super) tx: Option<mpsc::UnboundedSender<Push>>,
     pub(super) rx: Option<mpsc::UnboundedReceiver<Push>>,
@@ -64,18 +60,18 @@ pub struct Subscriber {
 
 impl Subscriber {
     /// True while the client holds (or is being given) subscriptions.
-    pub fn is_active(&self) -> bool {
+    pub(crate) fn is_active(&self) -> bool {
         self.conn.as_ref().is_some_and(|c| c.is_open())
     }
 
     /// True once the client subscribed at least once (the session listens).
-    pub fn is_listening(&self) -> bool {
+    pub(crate) fn is_listening(&self) -> bool {
         self.rx.is_some()
     }
 
     /// The next message for the client (never resolves before the first
     /// subscription).
-    pub async fn next(&mut self) -> Option<Push> {
+    pub(crate) async fn next(&mut self) -> Option<Push> {
         match &mut self.rx {
             Some(rx) => rx.recv().await,
             None => std::future::pending().await,
@@ -83,12 +79,12 @@ impl Subscriber {
     }
 
     /// A message already waiting, without waiting.
-    pub fn try_next(&mut self) -> Option<Push> {
+    pub(crate) fn try_next(&mut self) -> Option<Push> {
         self.rx.as_mut()?.try_recv().ok()
     }
 
     /// RESET: every subscription is dropped with its connection.
-    pub fn reset(&mut self) {
+    pub(crate) fn reset(&mut self) {
         self.conn = None;
     }
 

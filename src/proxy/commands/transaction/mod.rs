@@ -46,14 +46,14 @@ const MAX_QUEUED: usize = 100_000;
 /// Bytes of queued requests one transaction may hold, at most.
 const MAX_QUEUED_BYTES: usize = 64 * 1024 * 1024;
 
-pub const CROSSSLOT: &str = "CROSSSLOT Keys in request don't hash to the same slot";
+pub(crate) const CROSSSLOT: &str = "CROSSSLOT Keys in request don't hash to the same slot";
 const EXECABORT: &str = "EXECABORT Transaction discarded because of previous errors.";
 
 /// Local commands that mean the same on a node, so they can be queued.
 const QUEUEABLE_LOCAL: &[&str] = &["ping", "echo", "time"];
 
 /// Handles a transaction command, or any command sent inside MULTI.
-pub async fn handle(
+pub(crate) async fn handle(
     proxy: &Arc<Proxy>,
     client: &mut ClientState,
     spec: Option<&'static CommandSpec>,

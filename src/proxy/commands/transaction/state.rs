@@ -11,7 +11,7 @@ use crate::proxy::upstream::topology::Node;
 
 /// A client's transaction state: the WATCH connection and the MULTI queue.
 #[derive(Default)]
-pub struct TxState {
+pub(crate) struct TxState {
     pub(super) multi: Option<Multi>,
     /// Pinned by WATCH; kept until EXEC, DISCARD, UNWATCH or disconnect
     /// (closing it is what makes the node forget the watched keys).
@@ -20,17 +20,17 @@ pub struct TxState {
 
 impl TxState {
     /// True between MULTI and EXEC/DISCARD.
-    pub fn is_queueing(&self) -> bool {
+    pub(crate) fn is_queueing(&self) -> bool {
         self.multi.is_some()
     }
 
     /// Commands queued since MULTI; `None` outside a transaction.
-    pub fn queued(&self) -> Option<usize> {
+    pub(crate) fn queued(&self) -> Option<usize> {
         self.multi.as_ref().map(|m| m.queued.len())
     }
 
     /// Forgets everything (RESET, HELLO's implied reset is not Redis's).
-    pub fn clear(&mut self) {
+    pub(crate) fn clear(&mut self) {
         self.multi = None;
         self.watch = None;
     }

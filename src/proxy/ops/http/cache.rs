@@ -27,7 +27,7 @@ use crate::resp::reply::{integer, is_error};
 /// Largest `?ttl=` accepted: Redis's limit for EX in seconds.
 const MAX_TTL_S: i64 = i64::MAX / 1000;
 
-pub async fn get(State(p): State<Arc<Proxy>>, uri: Uri) -> Response {
+pub(crate) async fn get(State(p): State<Arc<Proxy>>, uri: Uri) -> Response {
     let key = match key_of(&uri) {
         Ok(k) => k,
         Err(e) => return text(StatusCode::BAD_REQUEST, e),
@@ -50,7 +50,7 @@ pub async fn get(State(p): State<Arc<Proxy>>, uri: Uri) -> Response {
     }
 }
 
-pub async fn put(State(p): State<Arc<Proxy>>, uri: Uri, body: Body) -> Response {
+pub(crate) async fn put(State(p): State<Arc<Proxy>>, uri: Uri, body: Body) -> Response {
     let key = match key_of(&uri) {
         Ok(k) => k,
         Err(e) => return text(StatusCode::BAD_REQUEST, e),
@@ -83,7 +83,7 @@ pub async fn put(State(p): State<Arc<Proxy>>, uri: Uri, body: Body) -> Response 
     }
 }
 
-pub async fn delete(State(p): State<Arc<Proxy>>, uri: Uri) -> Response {
+pub(crate) async fn delete(State(p): State<Arc<Proxy>>, uri: Uri) -> Response {
     let key = match key_of(&uri) {
         Ok(k) => k,
         Err(e) => return text(StatusCode::BAD_REQUEST, e),

@@ -35,21 +35,21 @@ const PHASES: &[&str] = &["ok", "copying", "cutover", "sweeping", "aborted"];
 
 /// One node's numbers at scrape time.
 #[derive(Debug)]
-pub struct NodeScrape {
-    pub name: String,
-    pub addr: String,
-    pub weight: u32,
-    pub points: usize,
-    pub requests: u64,
-    pub errors: u64,
-    pub latency: HistSnapshot,
-    pub up: bool,
-    pub state: &'static str,
-    pub in_flight: u64,
-    pub reconnects: u64,
-    pub keys: Option<i64>,
-    pub ring_share: f64,
-    pub load: Option<NodeLoad>,
+pub(crate) struct NodeScrape {
+    pub(crate) name: String,
+    pub(crate) addr: String,
+    pub(crate) weight: u32,
+    pub(crate) points: usize,
+    pub(crate) requests: u64,
+    pub(crate) errors: u64,
+    pub(crate) latency: HistSnapshot,
+    pub(crate) up: bool,
+    pub(crate) state: &'static str,
+    pub(crate) in_flight: u64,
+    pub(crate) reconnects: u64,
+    pub(crate) keys: Option<i64>,
+    pub(crate) ring_share: f64,
+    pub(crate) load: Option<NodeLoad>,
 }
 
 /// One command's numbers at scrape time.
@@ -64,20 +64,20 @@ struct CommandScrape {
 
 /// Everything one scrape reports, read once.
 #[derive(Debug)]
-pub struct Scrape {
+pub(crate) struct Scrape {
     commands: Vec<CommandScrape>,
-    pub nodes: Vec<NodeScrape>,
+    pub(crate) nodes: Vec<NodeScrape>,
     clients: u64,
     connections: u64,
     rejected: u64,
     bytes_in: u64,
     bytes_out: u64,
-    pub phase: String,
+    pub(crate) phase: String,
     migration: [(&'static str, u64); 5],
     pause_ms: u64,
     hot_keys: Vec<(Bytes, u64)>,
     alarm_ratio: f64,
-    pub epoch: u64,
+    pub(crate) epoch: u64,
     slowlog_len: usize,
     /// The hot GET cache's hits, misses and bytes (zeros when it is off).
     hot_cache: [u64; 3],
@@ -85,7 +85,7 @@ pub struct Scrape {
 }
 
 /// Each current node's key count (DBSIZE), `None` where it did not answer in time.
-pub async fn node_keys(proxy: &Proxy) -> Vec<Option<i64>> {
+pub(crate) async fn node_keys(proxy: &Proxy) -> Vec<Option<i64>> {
     let routing = proxy.routing.load_full();
     let mut waits = Vec::with_capacity(routing.nodes.len());
     for n in &routing.nodes {
@@ -105,7 +105,7 @@ pub async fn node_keys(proxy: &Proxy) -> Vec<Option<i64>> {
 
 impl Scrape {
     /// Reads every series; `keys` from [`node_keys`] (aligned with the ring).
-    pub fn read(proxy: &Arc<Proxy>, keys: Vec<Option<i64>>) -> Scrape {
+    pub(crate) fn read(proxy: &Arc<Proxy>, keys: Vec<Option<i64>>) -> Scrape {
         let m = &proxy.ops.metrics;
         let routing = proxy.routing.load_full();
         let loads = proxy.ops.tripwire.loads();
@@ -176,7 +176,7 @@ impl Scrape {
     }
 
     /// The text exposition.
-    pub fn encode(self) -> Result<String, fmt::Error> {
+    pub(crate) fn encode(self) -> Result<String, fmt::Error> {
         let mut registry = Registry::default();
         registry.register_collector(Box::new(self));
         let mut out = String::new();

@@ -13,13 +13,13 @@ use crate::proxy::ops::metrics::HistSnapshot;
 /// Longest key shown in a label.
 const HOT_KEY_LABEL_CHARS: usize = 64;
 
-pub type Label = [(&'static str, String); 1];
+pub(crate) type Label = [(&'static str, String); 1];
 
-pub fn label(key: &'static str, v: &str) -> Label {
+pub(crate) fn label(key: &'static str, v: &str) -> Label {
     [(key, v.to_string())]
 }
 
-pub fn counter(
+pub(crate) fn counter(
     e: &mut DescriptorEncoder,
     name: &str,
     help: &str,
@@ -33,12 +33,12 @@ pub fn counter(
     Ok(())
 }
 
-pub fn counter1(e: &mut DescriptorEncoder, name: &str, help: &str, v: u64) -> fmt::Result {
+pub(crate) fn counter1(e: &mut DescriptorEncoder, name: &str, help: &str, v: u64) -> fmt::Result {
     e.encode_descriptor(name, help, None, MetricType::Counter)?
         .encode_counter::<NoLabelSet, _, u64>(&v, None)
 }
 
-pub fn gauge<L: EncodeLabelSet>(
+pub(crate) fn gauge<L: EncodeLabelSet>(
     e: &mut DescriptorEncoder,
     name: &str,
     help: &str,
@@ -52,7 +52,7 @@ pub fn gauge<L: EncodeLabelSet>(
     Ok(())
 }
 
-pub fn gauge1(
+pub(crate) fn gauge1(
     e: &mut DescriptorEncoder,
     name: &str,
     help: &str,
@@ -63,7 +63,7 @@ pub fn gauge1(
         .encode_gauge(&v)
 }
 
-pub fn histogram(
+pub(crate) fn histogram(
     e: &mut DescriptorEncoder,
     name: &str,
     help: &str,
@@ -84,7 +84,7 @@ pub fn histogram(
 }
 
 /// Keeps a key printable in a label: other bytes become `?`, cut to 64 chars.
-pub fn printable(key: &[u8]) -> String {
+pub(crate) fn printable(key: &[u8]) -> String {
     key.iter()
         .take(HOT_KEY_LABEL_CHARS)
         .map(|&b| {

@@ -18,7 +18,7 @@ use crate::ring::PointScheme;
 /// Points sent for drawing the ring, at most (every k-th beyond it).
 const MAX_RING_POINTS: usize = 4_096;
 
-pub async fn cluster(State(p): State<Arc<Proxy>>) -> Json<Value> {
+pub(crate) async fn cluster(State(p): State<Arc<Proxy>>) -> Json<Value> {
     let keys = node_keys(&p).await;
     let s = Scrape::read(&p, keys);
     let routing = p.routing.load_full();
@@ -109,7 +109,7 @@ fn change(p: &Proxy) -> Value {
     })
 }
 
-pub async fn stats(State(p): State<Arc<Proxy>>) -> Json<Value> {
+pub(crate) async fn stats(State(p): State<Arc<Proxy>>) -> Json<Value> {
     let s = Scrape::read(&p, Vec::new());
     let all = p.ops.metrics.all_latency();
     let ms = |q: f64| all.quantile(q).map(|ns| ns / 1e6);

@@ -24,13 +24,13 @@ use tokio::net::TcpListener;
 
 use crate::proxy::Proxy;
 
-pub use exposition::{node_keys, Scrape};
+pub(crate) use exposition::{node_keys, Scrape};
 
 /// The status page: inline CSS, JS and SVG, no external assets.
 const STATUS_PAGE: &str = include_str!("status.html");
 
 /// The routes, over one proxy.
-pub fn router(proxy: Arc<Proxy>) -> Router {
+pub(crate) fn router(proxy: Arc<Proxy>) -> Router {
     // One byte over the limit is enough to know it is over; the handler
     // answers 413 with the limit, axum answers 413 for anything larger.
     let body_limit = proxy.config.limits.max_bulk_len.saturating_add(1);
@@ -54,7 +54,7 @@ pub fn router(proxy: Arc<Proxy>) -> Router {
 
 /// Binds `listen` and serves until `shutdown` completes; returns the bound
 /// address once listening.
-pub async fn start(
+pub(crate) async fn start(
     proxy: Arc<Proxy>,
     listen: &str,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
