@@ -109,6 +109,8 @@ pub(crate) struct Proxy {
     pub(crate) spawner: Option<Arc<dyn Spawner>>,
     /// Metrics, hot keys, hot-shard tripwire, slow log (the operator plane).
     pub(crate) ops: ops::Ops,
+    /// Where the topology is kept between runs (`None`: nowhere).
+    pub(crate) store: Option<Arc<dyn admin::store::TopologyStore>>,
     /// The step every request passes before dispatch.
     pub(crate) auth: conn::auth::Auth,
     /// The channels and patterns the proxy's subscribers hold (PUBSUB
@@ -156,15 +158,17 @@ impl Proxy {
         port: u16,
         spawner: Option<Arc<dyn Spawner>>,
     ) -> Result<Arc<Proxy>, StartError> {
-        let saved = match &config.state_file {
-            Some(path) => admin::state::load(path).map_err(StartError::State)?,
+        let store = admin::store::open(config.state_file.as_deref());
+        let saved = match &store {
+            Some(store) => store.load().map_err(StartError::State)?,
             None => None,
         };
         let (specs, epoch) = match &saved {
             Some(s) => (s.nodes.clone(), s.epoch),
             None => (config.nodes.clone(), 1),
         };
-        if let (Some(s), Some(path)) = (&saved, &config.state_file) {
+        if let (Some(s), Some(store)) = (&saved, &store) {
+            let path = store.name();
             let diff = admin::state::topology_difference(&config.nodes, &s.nodes);
             if diff.is_empty() {
                 tracing::info!(state_file = %path, epoch = s.epoch, nodes = s.nodes.len(), "topology from the state file, as the config lists it");
@@ -198,6 +202,7 @@ impl Proxy {
             monitors: commands::monitor::Monitors::default(),
             spawner,
             ops: ops::Ops::new(&config.ops),
+            store,
             auth: conn::auth::Auth::Open,
             subscriptions: Default::default(),
             config,

@@ -16,6 +16,7 @@ pub(crate) mod error;
 pub(crate) mod migration;
 pub(crate) mod plan;
 pub mod state;
+pub(crate) mod store;
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;

@@ -73,7 +73,7 @@ async fn fault_phase_delay() {
     }
 }
 
-/// Writes the state file off the runtime threads (fsync can take
+/// Saves the topology to the proxy's store off the runtime threads (fsync can take
 /// milliseconds, and the cutover writes inside its pause); returns the time
 /// it took in microseconds. The pending sweeps go along.
 async fn persist(
@@ -81,7 +81,7 @@ async fn persist(
     ring: &Ring,
     migration: Option<SavedMigration>,
 ) -> Result<u64, MigrationError> {
-    let Some(path) = proxy.config.state_file.clone() else {
+    let Some(store) = proxy.store.clone() else {
         return Ok(0);
     };
     let saved = Saved {
@@ -93,7 +93,7 @@ async fn persist(
     // One writer at a time: they share the temporary file's name.
     let _one = proxy.migration.persist_lock.lock().await;
     let t0 = Instant::now();
-    tokio::task::spawn_blocking(move || state::save(&path, &saved))
+    tokio::task::spawn_blocking(move || store.save(&saved))
         .await
         .map_err(|e| MigrationError::StateTask(e.to_string()))??;
     Ok(t0.elapsed().as_micros() as u64)
