@@ -13,6 +13,7 @@ use bytes::{Bytes, BytesMut};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 
+use crate::client;
 use crate::proxy::commands::pubsub::frame::Family;
 use crate::proxy::upstream::pinned::Slot;
 use crate::proxy::upstream::topology::{Node, Routing};
@@ -156,22 +157,9 @@ const PROBE_MS: u64 = 1000;
 /// on purpose (the output buffer limit of its pubsub class, CLIENT KILL);
 /// one that does not has died.
 pub(super) async fn is_alive(node: &Arc<Node>) -> bool {
-    let opts = UpstreamOptions {
-        proto: 2,
-        ..node.options().clone()
-    };
-    let probe = async {
-        let mut sock = connect(&opts).await.ok()?;
-        sock.write_all(b"*1\r\n$4\r\nPING\r\n").await.ok()?;
-        let mut buf = [0u8; 7];
-        sock.read_exact(&mut buf).await.ok()?;
-        Some(&buf == b"+PONG\r\n")
-    };
-    tokio::time::timeout(Duration::from_millis(PROBE_MS), probe)
-        .await
-        .ok()
-        .flatten()
-        .unwrap_or(false)
+    let addr = &node.options().addr;
+    let reply = client::probe(addr, &[b"PING"], Duration::from_millis(PROBE_MS)).await;
+    reply.is_ok_and(|r| &r[..] == b"+PONG\r\n")
 }
 
 /// The commands that subscribe to everything in `subs` again.
