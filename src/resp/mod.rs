@@ -10,6 +10,7 @@ pub mod command;
 pub mod encode;
 pub(crate) mod info;
 mod inline;
+mod parsed;
 pub mod reply;
 pub(crate) mod request;
 
