@@ -63,7 +63,7 @@ pub(crate) async fn handle(
     }
     let keys: Vec<Bytes> = match spec.key_positions(&req.args) {
         Ok(ps) => ps.iter().map(|&p| req.args[p].clone()).collect(),
-        Err(e) => return Pending::error(&e),
+        Err(e) => return Pending::error(&e.to_string()),
     };
     if keys.is_empty() {
         return Pending::error(&crate::catalogue::arity_error(spec));
@@ -86,7 +86,7 @@ pub(crate) async fn blocked(
     }
     let pin = match node.pin(client.proto) {
         Ok(p) => p,
-        Err(e) => return Pending::error(&e),
+        Err(e) => return Pending::error(&e.to_string()),
     };
     invalidate(proxy, &keys, write);
     let rx = pin.send_for(raw, &client.budget).await;
@@ -160,7 +160,7 @@ async fn wait(proxy: &Arc<Proxy>, client: &mut ClientState, req: Request) -> Pen
     for node in &routing.nodes {
         match node.pin(client.proto) {
             Ok(p) => pins.push(p),
-            Err(e) => return Pending::error(&e),
+            Err(e) => return Pending::error(&e.to_string()),
         }
     }
     let mut waits = Vec::with_capacity(pins.len());

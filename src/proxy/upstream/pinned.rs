@@ -44,13 +44,35 @@ impl PinCount {
     }
 }
 
+/// Why a client could not be given a pinned connection; its `Display` is
+/// the error line the client gets.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum PinError {
+    /// The node has `max_pinned_per_node` pinned connections open already.
+    Full { node: String, max: usize },
+    /// No node of the routing may take a subscriber now.
+    NoNode,
+}
+
+impl std::fmt::Display for PinError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            PinError::Full { node, max } => write!(
+                f,
+                "ERR max number of pinned connections reached for node {node} ({max} = proxy.max_pinned_per_node; used by MULTI, blocking commands and pub/sub)"
+            ),
+            PinError::NoNode => write!(f, "ERR no node is available for subscriptions"),
+        }
+    }
+}
+
 /// A place under `max_pinned_per_node`, given back when dropped.
 pub(crate) struct Slot(Arc<Node>);
 
 impl Slot {
     /// Takes a place on `node`, or says why not: it has
     /// `max_pinned_per_node` open already.
-    pub(crate) fn take(node: &Arc<Node>) -> Result<Slot, String> {
+    pub(crate) fn take(node: &Arc<Node>) -> Result<Slot, PinError> {
         let pins = &node.pins;
         let taken = pins
             .open
@@ -58,11 +80,10 @@ impl Slot {
                 (n < pins.max).then_some(n + 1)
             });
         if taken.is_err() {
-            return Err(format!(
-                "ERR max number of pinned connections reached for node {} ({} = proxy.max_pinned_per_node; used by MULTI, blocking commands and pub/sub)",
-                node.label(),
-                pins.max
-            ));
+            return Err(PinError::Full {
+                node: node.label().to_string(),
+                max: pins.max,
+            });
         }
         Ok(Slot(node.clone()))
     }
@@ -91,7 +112,7 @@ impl Pinned {
         node: &Arc<Node>,
         proto: u8,
         opts: &UpstreamOptions,
-    ) -> Result<Pinned, String> {
+    ) -> Result<Pinned, PinError> {
         let slot = Slot::take(node)?;
         let opts = UpstreamOptions {
             proto,

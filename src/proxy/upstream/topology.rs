@@ -89,7 +89,8 @@ impl Node {
     pub(crate) fn pin(
         self: &Arc<Self>,
         proto: u8,
-    ) -> Result<crate::proxy::upstream::pinned::Pinned, String> {
+    ) -> Result<crate::proxy::upstream::pinned::Pinned, crate::proxy::upstream::pinned::PinError>
+    {
         crate::proxy::upstream::pinned::Pinned::open(self, proto, &self.opts)
     }
 

@@ -11,6 +11,7 @@ use crate::proxy::commands::pubsub::conn::{Actor, Shared};
 use crate::proxy::commands::pubsub::link::take_slot;
 use crate::proxy::commands::pubsub::message::{Push, SubRequest};
 use crate::proxy::conn::budget::ReplyBudget;
+use crate::proxy::upstream::pinned::PinError;
 use crate::proxy::Proxy;
 
 /// The client's handle; dropping it closes the connection.
@@ -30,7 +31,7 @@ impl SubConn {
         budget: &Arc<ReplyBudget>,
         push: mpsc::UnboundedSender<Push>,
         entry: &Arc<ClientEntry>,
-    ) -> Result<SubConn, String> {
+    ) -> Result<SubConn, PinError> {
         let routing = proxy.routing.load_full();
         let (slot, node) = take_slot(&routing, &[], client)?;
         let shared = Arc::new(Shared::default());

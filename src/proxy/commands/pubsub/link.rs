@@ -15,7 +15,7 @@ use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 
 use crate::client;
 use crate::proxy::commands::pubsub::frame::Family;
-use crate::proxy::upstream::pinned::Slot;
+use crate::proxy::upstream::pinned::{PinError, Slot};
 use crate::proxy::upstream::topology::{Node, Routing};
 use crate::proxy::upstream::{connect, UpstreamError, UpstreamOptions};
 use crate::resp::encode;
@@ -28,20 +28,20 @@ pub(super) fn take_slot(
     routing: &Routing,
     avoid: &[Arc<Node>],
     client: u64,
-) -> Result<(Slot, Arc<Node>), String> {
+) -> Result<(Slot, Arc<Node>), PinError> {
     let mut nodes: Vec<&Arc<Node>> = routing
         .nodes
         .iter()
         .filter(|n| is_staying(routing, n) && !avoid.iter().any(|a| Arc::ptr_eq(a, n)))
         .collect();
     if nodes.is_empty() {
-        return Err("ERR no node is available for subscriptions".into());
+        return Err(PinError::NoNode);
     }
     let k = nodes.len();
     let start = client as usize % k;
     nodes.rotate_left(start);
     nodes.sort_by_key(|n| (n.health.state() == "down", n.pins.open()));
-    let mut last = String::new();
+    let mut last = PinError::NoNode;
     for n in nodes {
         match Slot::take(n) {
             Ok(s) => return Ok((s, n.clone())),

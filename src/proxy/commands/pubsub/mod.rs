@@ -112,7 +112,7 @@ fn send(proxy: &Arc<Proxy>, client: &mut ClientState, raw: Bytes, expect: Expect
         &client.entry,
     ) {
         Ok(c) => c,
-        Err(e) => return Pending::error(&e),
+        Err(e) => return Pending::error(&e.to_string()),
     };
     if conn.send(req).is_err() {
         return Pending::error("ERR subscriber connection closed");

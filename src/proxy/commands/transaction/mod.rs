@@ -132,7 +132,7 @@ async fn watch(
 ) -> Pending {
     let keys: Vec<Bytes> = match spec.key_positions(&req.args) {
         Ok(ps) => ps.iter().map(|&p| req.args[p].clone()).collect(),
-        Err(e) => return Pending::error(&e),
+        Err(e) => return Pending::error(&e.to_string()),
     };
     let routing = topology::enter(&proxy.routing, || keys.iter()).await;
     let node = match one_owner(proxy, &keys) {
@@ -147,7 +147,7 @@ async fn watch(
     } else {
         match node.pin(client.proto) {
             Ok(p) => client.tx.watch = Some(p),
-            Err(e) => return Pending::error(&e),
+            Err(e) => return Pending::error(&e.to_string()),
         }
     }
     let pin = client.tx.watch.as_ref().expect("pinned above");
@@ -193,7 +193,7 @@ fn queue(
     }
     let keys: Vec<Bytes> = match spec.key_positions(&req.args) {
         Ok(ps) => ps.iter().map(|&p| req.args[p].clone()).collect(),
-        Err(e) => return fail(multi, &e),
+        Err(e) => return fail(multi, &e.to_string()),
     };
     let owner = match one_owner(proxy, &keys) {
         Ok(o) => o,
@@ -207,7 +207,7 @@ fn queue(
                 // The first key pins the transaction to its node.
                 match owner.pin(proto) {
                     Ok(p) => multi.pin = Some(p),
-                    Err(e) => return fail(multi, &e),
+                    Err(e) => return fail(multi, &e.to_string()),
                 }
                 multi.node = Some(owner);
             }
@@ -260,7 +260,7 @@ async fn exec(proxy: &Arc<Proxy>, client: &mut ClientState) -> Pending {
         // a cutover moved the keys).
         (None, _) => match target.pin(client.proto) {
             Ok(p) => p,
-            Err(e) => return Pending::error(&e),
+            Err(e) => return Pending::error(&e.to_string()),
         },
     };
     // MULTI's reply first: a node that cannot run a transaction must not run
