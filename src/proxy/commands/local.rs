@@ -32,21 +32,21 @@ pub(crate) async fn handle(
     }
     let args = &req.args;
     let mut out = BytesMut::new();
-    match spec.name {
-        "ping" => match args.len() {
+    match spec.id {
+        Id::Ping => match args.len() {
             1 => encode::simple(&mut out, "PONG"),
             2 => encode::bulk(&mut out, &args[1]),
             _ => {
                 return Pending::error("ERR wrong number of arguments for 'ping' command");
             }
         },
-        "echo" => encode::bulk(&mut out, &args[1]),
-        "quit" => {
+        Id::Echo => encode::bulk(&mut out, &args[1]),
+        Id::Quit => {
             encode::simple(&mut out, "OK");
             return Pending::Close(out.freeze());
         }
-        "hello" => return hello(s, args),
-        "auth" => {
+        Id::Hello => return hello(s, args),
+        Id::Auth => {
             if args.len() == 2 {
                 return Pending::error("ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?");
             }
@@ -61,7 +61,7 @@ pub(crate) async fn handle(
             }
             encode::simple(&mut out, "OK");
         }
-        "select" => match parse_i64(&args[1]) {
+        Id::Select => match parse_i64(&args[1]) {
             Some(0) => encode::simple(&mut out, "OK"),
             Some(_) => {
                 return Pending::error(
@@ -70,16 +70,16 @@ pub(crate) async fn handle(
             }
             None => return Pending::error("ERR value is not an integer or out of range"),
         },
-        "client" => return client(proxy, s, args),
-        "monitor" => {
+        Id::Client => return client(proxy, s, args),
+        Id::Monitor => {
             s.monitor = true;
             encode::simple(&mut out, "OK");
         }
-        "command" => return command(s, args),
-        "info" => return crate::proxy::commands::info::info(proxy, s, args).await,
-        "config" => return crate::proxy::commands::config::config(proxy, s, args).await,
-        "slowlog" => return Pending::Ready(proxy.ops.slowlog.command(args)),
-        "time" => {
+        Id::Command => return command(s, args),
+        Id::Info => return crate::proxy::commands::info::info(proxy, s, args).await,
+        Id::Config => return crate::proxy::commands::config::config(proxy, s, args).await,
+        Id::Slowlog => return Pending::Ready(proxy.ops.slowlog.command(args)),
+        Id::Time => {
             let now = SystemTime::now()
                 .duration_since(UNIX_EPOCH)
                 .unwrap_or_default();
@@ -89,8 +89,8 @@ pub(crate) async fn handle(
         }
         // Cluster-mode clients send these to every node; the proxy routes
         // reads and writes itself, so they change nothing.
-        "readonly" | "readwrite" | "asking" => encode::simple(&mut out, "OK"),
-        "reset" => {
+        Id::Readonly | Id::Readwrite | Id::Asking => encode::simple(&mut out, "OK"),
+        Id::Reset => {
             s.tx.clear();
             s.pubsub.reset();
             s.proto = 2;
@@ -100,8 +100,8 @@ pub(crate) async fn handle(
             crate::proxy::commands::clients::publish_identity(s);
             encode::simple(&mut out, "RESET");
         }
-        other => {
-            return Pending::error(&format!("ERR unhandled local command '{other}'"));
+        _ => {
+            return Pending::error(&format!("ERR unhandled local command '{}'", spec.name));
         }
     }
     Pending::ready(out)

@@ -66,12 +66,12 @@ fn subscribe(
     spec: &'static CommandSpec,
     req: Request,
 ) -> Pending {
-    let (family, on) = match spec.name {
-        "subscribe" => (Family::Channel, true),
-        "psubscribe" => (Family::Pattern, true),
-        "ssubscribe" => (Family::Shard, true),
-        "unsubscribe" => (Family::Channel, false),
-        "punsubscribe" => (Family::Pattern, false),
+    let (family, on) = match spec.id {
+        Id::Subscribe => (Family::Channel, true),
+        Id::Psubscribe => (Family::Pattern, true),
+        Id::Ssubscribe => (Family::Shard, true),
+        Id::Unsubscribe => (Family::Channel, false),
+        Id::Punsubscribe => (Family::Pattern, false),
         _ => (Family::Shard, false),
     };
     let n = req.args.len() - 1;

@@ -50,7 +50,7 @@ pub(crate) const CROSSSLOT: &str = "CROSSSLOT Keys in request don't hash to the 
 const EXECABORT: &str = "EXECABORT Transaction discarded because of previous errors.";
 
 /// Local commands that mean the same on a node, so they can be queued.
-const QUEUEABLE_LOCAL: &[&str] = &["ping", "echo", "time"];
+const QUEUEABLE_LOCAL: &[Id] = &[Id::Ping, Id::Echo, Id::Time];
 
 /// Handles a transaction command, or any command sent inside MULTI.
 pub(crate) async fn handle(
@@ -179,7 +179,7 @@ fn queue(
     let queueable = match spec.kind {
         Kind::Keyed | Kind::Split(_) | Kind::Pinned(PinKind::Blocking) => true,
         Kind::Pinned(PinKind::Transaction) => spec.id == Id::Unwatch,
-        Kind::Local => QUEUEABLE_LOCAL.contains(&spec.name),
+        Kind::Local => QUEUEABLE_LOCAL.contains(&spec.id),
         _ => false,
     };
     if !queueable {
