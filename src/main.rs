@@ -141,7 +141,7 @@ fn main() -> ExitCode {
         Cmd::Node(a) => node(a),
         Cmd::Sim(a) => shardis::sim::run(&a, &mut std::io::stdout().lock()),
         Cmd::Commands => {
-            print!("{}", shardis::resp::command::markdown_table());
+            print!("{}", shardis::proxy::route::policy::markdown_table());
             Ok(())
         }
         Cmd::Check(a) => match shardis::check::run(&a) {
@@ -235,7 +235,7 @@ fn run_proxy(a: ProxyArgs) -> Result<(), String> {
         config.listen = l;
     }
     let saved = match &config.state_file {
-        Some(path) => proxy::state::load(path)
+        Some(path) => proxy::admin::state::load(path)
             .map_err(|e| e.to_string())?
             .is_some(),
         None => false,

@@ -179,7 +179,7 @@ pub fn touch_written(store: &Store, cmd: &Command, args: &[&[u8]], now: u64) {
         }
         return;
     }
-    let (first, last, step) = cmd.keys;
+    let (first, last, step) = cmd.key_range();
     if first <= 0 || step <= 0 {
         return;
     }

@@ -314,9 +314,9 @@ mod tests {
         assert_eq!(not_served(b"get"), None, "served");
         assert_eq!(not_served(b"cluster"), None, "the proxy's own");
         assert_eq!(not_served(b"nosuchcommand"), None, "not Redis");
-        for spec in crate::resp::command::TABLE {
+        for spec in crate::catalogue::TABLE {
             let served = lookup(spec.name.as_bytes()).is_some();
-            let admin = spec.kind == crate::resp::Kind::Admin;
+            let admin = spec.id == crate::catalogue::Id::Cluster;
             assert_eq!(
                 not_served(spec.name.as_bytes()).is_some(),
                 !served && !admin,
