@@ -181,6 +181,11 @@ fn a_key_on_another_node_is_crossslot_and_exec_aborts() {
         "-EXECABORT Transaction discarded because of previous errors.\r\n"
     );
     assert_eq!(s.cmd(&["EXISTS", &a]), b":0\r\n", "nothing was applied");
+    // Outside MULTI the same keys get the same words, Redis Cluster's.
+    assert_eq!(
+        text(&s.cmd(&["RENAME", &a, &b])),
+        "-CROSSSLOT Keys in request don't hash to the same slot\r\n"
+    );
     // WATCH across nodes is refused the same way.
     assert!(text(&s.cmd(&["WATCH", &a, &b])).starts_with("-CROSSSLOT"));
     // Commands that need every node cannot be queued.
