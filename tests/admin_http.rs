@@ -137,7 +137,7 @@ fn metrics_pass_promtool_and_count_the_traffic() {
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
-        .spawn()
+        .spawn_dying()
         .unwrap();
     use std::io::Write;
     child
@@ -286,7 +286,7 @@ fn status_page_renders_the_nodes_in_headless_chromium() {
             .args(&args)
             .stdout(std::fs::File::create(&dump).unwrap())
             .stderr(Stdio::null())
-            .spawn()
+            .spawn_dying()
             .unwrap();
         let deadline = Instant::now() + Duration::from_secs(90);
         loop {

@@ -87,13 +87,9 @@ fn the_ring_views_live_under_cluster_ring_and_ringinfo() {
 #[test]
 fn redis_py_cluster_client_works_through_the_proxy() {
     let c = Cluster::builtin(10);
-    let lib = manifest().join("target/clients/py8");
-    if !have(
-        &lib,
-        "python3 -m pip install --target target/clients/py8 'redis>=8,<9'",
-    ) {
+    let Some(lib) = redis_py(8) else {
         return;
-    }
+    };
     let out = run_ok(
         Command::new("timeout")
             .args(["120", "python3"])
@@ -106,16 +102,9 @@ fn redis_py_cluster_client_works_through_the_proxy() {
 
 #[test]
 fn ioredis_and_node_redis_cluster_clients_work_through_the_proxy() {
-    if !have_tool("node") {
+    let Some(dir) = node_clients() else {
         return;
-    }
-    let dir = manifest().join("tests/clients/node");
-    if !have(
-        &dir.join("node_modules"),
-        "npm ci --prefix tests/clients/node",
-    ) {
-        return;
-    }
+    };
     let c = Cluster::builtin(10);
     let out = run_ok(
         Command::new("timeout")

@@ -1,18 +1,20 @@
 //! `shardis demo`: the tour runs end to end on a small data set, loses no key
 //! through a join and a leave, and leaves no process behind.
 
+mod common;
+
 use std::io::Read;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-const BIN: &str = env!("CARGO_BIN_EXE_shardis");
+use common::{DieWithTest, BIN};
 
 /// Runs the command, killing it past `limit`; returns (success, stdout, stderr).
 fn run_bounded(cmd: &mut Command, limit: Duration) -> (bool, String, String) {
     let mut child = cmd
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
-        .spawn()
+        .spawn_dying()
         .expect("start shardis demo");
     let mut out = child.stdout.take().unwrap();
     let mut err = child.stderr.take().unwrap();

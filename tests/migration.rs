@@ -234,7 +234,7 @@ fn run_check(args: &[&str], env: &[(&str, &str)]) -> (bool, String) {
         .arg("check")
         .args(args)
         .envs(env.iter().copied())
-        .output()
+        .output_dying()
         .unwrap();
     let text = String::from_utf8_lossy(&out.stdout).to_string();
     eprintln!(

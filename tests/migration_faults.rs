@@ -96,7 +96,7 @@ fn spawn_proxy(dir: &tempdir::Dir, port: u16, env: &[(&str, &str)]) -> ProxyProc
         .envs(env.iter().copied())
         .stdout(Stdio::null())
         .stderr(err)
-        .spawn()
+        .spawn_dying()
         .expect("start proxy");
     let p = ProxyProc(child);
     wait_ping(port);

@@ -317,7 +317,10 @@ fn plan_refuses_bad_requests_with_clear_errors() {
 #[test]
 fn shardis_up_serves_the_admin_api_by_default() {
     if std::net::TcpListener::bind("127.0.0.1:7070").is_err() {
-        eprintln!("skipping: 127.0.0.1:7070 is in use, so `up` would serve without it");
+        skip_busy(
+            "127.0.0.1:7070 is in use, so `up` would serve without it",
+            "stop what listens on 127.0.0.1:7070",
+        );
         return;
     }
     let up = Up::start(2, &[]);
@@ -327,7 +330,10 @@ fn shardis_up_serves_the_admin_api_by_default() {
     if admin != "127.0.0.1:7070" {
         // Another `shardis up` took the default port between the check and the start.
         assert_eq!(admin, "-", "{info}");
-        eprintln!("skipping: 127.0.0.1:7070 was taken meanwhile");
+        skip_busy(
+            "127.0.0.1:7070 was taken meanwhile",
+            "stop what listens on 127.0.0.1:7070",
+        );
         return;
     }
     let r = common::http::get(&admin, "/cluster");

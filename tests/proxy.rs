@@ -205,7 +205,7 @@ fn redis_cli_and_redis_benchmark_work_against_the_proxy() {
         let out = std::process::Command::new("redis-cli")
             .args(["-p", &port])
             .args(args)
-            .output()
+            .output_dying()
             .unwrap();
         String::from_utf8_lossy(&out.stdout).trim_end().to_string()
     };
@@ -225,7 +225,7 @@ fn redis_cli_and_redis_benchmark_work_against_the_proxy() {
             "-q",
             "--csv",
         ])
-        .output()
+        .output_dying()
         .unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "redis-benchmark failed: {text}");
@@ -414,24 +414,15 @@ fn binary_safe_keys_and_values_round_trip() {
 
 #[test]
 fn redis_py_works_unchanged_over_resp2_and_resp3() {
-    let have = std::process::Command::new("python3")
-        .args(["-c", "import redis"])
-        .status()
-        .map(|s| s.success())
-        .unwrap_or(false);
-    if !have {
-        assert!(
-            !redis_required(),
-            "redis-py is required (SHARDIS_REQUIRE_REDIS=1): pip install redis"
-        );
-        eprintln!("skipping: python3 module 'redis' not installed");
+    let Some(lib) = redis_py(8) else {
         return;
-    }
+    };
     let c = Cluster::builtin(10);
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/clients/redis_py.py");
     let out = std::process::Command::new("python3")
         .args([script, &c.proxy.port.to_string()])
-        .output()
+        .env("PYTHONPATH", lib)
+        .output_dying()
         .unwrap();
     assert!(
         out.status.success(),

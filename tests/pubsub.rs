@@ -260,7 +260,7 @@ fn redis_cli_subscribe_receives_what_another_client_publishes(b: Backend) {
         ])
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
-        .spawn()
+        .spawn_dying()
         .unwrap());
     let out = kid.0.stdout.take().unwrap();
     let (tx, rx) = std::sync::mpsc::channel();
@@ -357,15 +357,10 @@ fn unmodified_clients_subscribe_through_the_proxy(b: Backend) {
     let c = b.cluster(3);
     let port = c.proxy.port.to_string();
     let script = manifest().join("tests/clients/pubsub_py.py");
-    for (v, protos) in [("5", &["2"][..]), ("8", &["3", "2"][..])] {
-        let lib = manifest().join(format!("target/clients/py{v}"));
-        let install = format!(
-            "python3 -m pip install --target target/clients/py{v} 'redis>={v},<{}'",
-            v.parse::<u32>().unwrap() + 1
-        );
-        if !have(&lib, &install) {
+    for (v, protos) in [(5, &["2"][..]), (8, &["3", "2"][..])] {
+        let Some(lib) = redis_py(v) else {
             continue;
-        }
+        };
         let out = run_ok(
             Command::new("timeout")
                 .args(["120", "python3"])
@@ -376,11 +371,7 @@ fn unmodified_clients_subscribe_through_the_proxy(b: Backend) {
         );
         assert!(out.contains(&format!("redis-py {v}.")), "{out}");
     }
-    let dir = manifest().join("tests/clients/node");
-    if have(
-        &dir.join("node_modules"),
-        "npm ci --prefix tests/clients/node",
-    ) {
+    if let Some(dir) = node_clients() {
         let out = run_ok(
             Command::new("timeout")
                 .args(["120", "node"])

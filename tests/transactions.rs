@@ -366,13 +366,9 @@ fn built_in_nodes_run_transactions_through_the_proxy() {
 
 #[test]
 fn redis_py_8_transactions_and_watch_work_over_built_in_nodes() {
-    let lib = manifest().join("target/clients/py8");
-    if !have(
-        &lib,
-        "python3 -m pip install --target target/clients/py8 'redis>=8,<9'",
-    ) {
+    let Some(lib) = redis_py(8) else {
         return;
-    }
+    };
     let c = Cluster::builtin(3);
     let out = run_ok(
         std::process::Command::new("timeout")
