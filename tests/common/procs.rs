@@ -1,7 +1,11 @@
-//! Every process a test starts: a [`Proc`] is killed when its handle drops.
+//! Every process a test starts: a [`Proc`] is killed when its handle drops,
+//! and — through [`spawn_dying_with_test`] — also when the test binary itself
+//! dies, even by SIGKILL, so an interrupted `cargo test` leaves nothing behind.
 
 use std::io;
 use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use shardis::client::blocking::answers_ping;
@@ -9,9 +13,43 @@ use shardis::procs::StderrCapture;
 
 use super::{free_port, BIN};
 
-/// Spawns `cmd`.
+/// A spawn request for the spawner thread: the command, and where to send it
+/// back with its outcome.
+type Spawn = (Command, mpsc::Sender<(Command, io::Result<Child>)>);
+
+/// Spawns `cmd` so that the child is SIGKILLed when the test binary exits.
+///
+/// Linux sends the parent-death signal when the *thread* that forked the
+/// child ends, and every test runs on a thread of its own that ends with it:
+/// a process shared by several tests would die with the first. So every
+/// child is forked by one spawner thread that lives as long as the binary.
 pub fn spawn_dying_with_test(cmd: &mut Command) -> io::Result<Child> {
-    cmd.spawn()
+    static SPAWNER: OnceLock<Mutex<mpsc::Sender<Spawn>>> = OnceLock::new();
+    let spawner = SPAWNER.get_or_init(|| {
+        let (tx, rx) = mpsc::channel::<Spawn>();
+        std::thread::Builder::new()
+            .name("spawner".into())
+            .spawn(move || {
+                for (mut cmd, back) in rx {
+                    let child = spawn_with_parent_death(&mut cmd);
+                    let _ = back.send((cmd, child));
+                }
+            })
+            .expect("start the spawner thread");
+        Mutex::new(tx)
+    });
+    // The command travels to the spawner and back, so the caller's stays
+    // usable (some read it again after spawning).
+    let taken = std::mem::replace(cmd, Command::new("true"));
+    let (back, reply) = mpsc::channel();
+    spawner
+        .lock()
+        .unwrap()
+        .send((taken, back))
+        .expect("spawner thread");
+    let (taken, child) = reply.recv().expect("spawner thread");
+    *cmd = taken;
+    child
 }
 
 /// `spawn` and `output` for any other command a test runs (a client, a
@@ -33,6 +71,25 @@ impl DieWithTest for Command {
             .stderr(Stdio::piped());
         spawn_dying_with_test(self)?.wait_with_output()
     }
+}
+
+fn spawn_with_parent_death(cmd: &mut Command) -> io::Result<Child> {
+    use std::os::unix::process::CommandExt;
+    let parent = std::process::id() as libc::pid_t;
+    // SAFETY: only async-signal-safe calls between fork and exec.
+    unsafe {
+        cmd.pre_exec(move || {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                return Err(io::Error::last_os_error());
+            }
+            // The parent may have died before the signal was armed.
+            if libc::getppid() != parent {
+                libc::_exit(1);
+            }
+            Ok(())
+        });
+    }
+    cmd.spawn()
 }
 
 /// A child process killed on drop, its stderr captured; a panic in it fails
