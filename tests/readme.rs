@@ -27,6 +27,37 @@ fn readme_first_screen_has_the_start_and_test_commands() {
 }
 
 #[test]
+fn readme_first_ten_minutes_go_start_then_try_then_test_one_line_each() {
+    let readme = readme();
+    let section = readme
+        .split("## First ten minutes\n")
+        .nth(1)
+        .expect("a First ten minutes section")
+        .split("\n---\n")
+        .next()
+        .unwrap();
+    let at = |what: &str| {
+        section
+            .find(what)
+            .unwrap_or_else(|| panic!("{what:?} in First ten minutes"))
+    };
+    let steps = [at("**1. Start**"), at("**2. Try**"), at("**3. Test**")];
+    assert!(steps.windows(2).all(|w| w[0] < w[1]), "start, try, test");
+    assert!(at("cargo run --release -- up") < at("redis-cli -p 7000"));
+    assert!(at("redis-cli -p 7000") < at("\ncargo test\n"));
+    for step in ["**1. Start**", "**2. Try**", "**3. Test**"] {
+        // The step's prose: its one line, then the code block right after.
+        let rest = &section[at(step)..];
+        let (line, after) = rest.split_once('\n').unwrap();
+        assert!(
+            after.starts_with("\n```sh\n"),
+            "{step}: one line of prose: {line}"
+        );
+    }
+    assert!(section.lines().count() < 40, "a short section");
+}
+
+#[test]
 fn readme_names_every_package_ci_installs() {
     let readme = readme();
     let ci = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/.ci/run")).unwrap();
