@@ -80,6 +80,7 @@ fn demo_tours_join_and_leave_without_losing_keys() {
         "GET at 1000 rps",
         "SET max c8 P16",
         "stopped the proxy and 11 nodes",
+        "10 built-in nodes on 127.0.0.1",
     ] {
         assert!(out.contains(want), "no {want:?} in the report:\n{out}");
     }
@@ -87,6 +88,12 @@ fn demo_tours_join_and_leave_without_losing_keys() {
         !out.contains(" 1 missing") && !out.contains("wrong, 1"),
         "{out}"
     );
+    // Free ports are no range: listed, not shown as "first .. last".
+    let nodes = out
+        .lines()
+        .find(|l| l.contains("built-in nodes on"))
+        .unwrap();
+    assert!(!nodes.contains(" .. "), "{nodes}");
 
     let text = std::fs::read_to_string(&json).expect("--json file");
     let _ = std::fs::remove_file(&json);
