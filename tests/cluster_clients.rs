@@ -70,6 +70,42 @@ fn cluster_views_describe_the_proxy_as_one_node_owning_every_slot() {
 }
 
 #[test]
+fn cluster_help_lists_every_subcommand_in_redis_layout() {
+    let c = Cluster::builtin(1);
+    let mut s =
+        RespConn::connect_loopback(c.proxy.port, std::time::Duration::from_secs(10)).unwrap();
+    let help = text(&s.cmd(&["CLUSTER", "HELP"]));
+    assert!(
+        help.starts_with(
+            "*23\r\n+CLUSTER <subcommand> [<arg> [value] [opt] ...]. Subcommands are:\r\n"
+        ),
+        "{help}"
+    );
+    assert!(
+        help.ends_with("+HELP\r\n+    Print this help.\r\n"),
+        "{help}"
+    );
+    for sub in [
+        "ADDNODE",
+        "SPAWNNODE",
+        "REMOVENODE",
+        "PLAN",
+        "RING",
+        "RINGINFO",
+        "KEYNODE",
+    ] {
+        assert!(help.contains(&format!("\r\n+{sub}")), "{sub} in {help}");
+    }
+    for sub in ["HOTKEYS", "SLOTS", "KEYSLOT"] {
+        assert!(help.contains(&format!("\r\n+{sub}")), "{sub} in {help}");
+    }
+    assert_eq!(
+        text(&s.cmd(&["CLUSTER", "HELP", "x"])),
+        "-ERR wrong number of arguments for 'cluster|help' command\r\n"
+    );
+}
+
+#[test]
 fn the_ring_views_live_under_cluster_ring_and_ringinfo() {
     let c = Cluster::builtin(3);
     let mut s =
