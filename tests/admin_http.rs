@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::http::{get, request};
+use common::http::{get, request, sample};
 use common::*;
 use redis::Commands;
 
@@ -22,29 +22,6 @@ fn cluster(nodes: usize, extra: &str) -> (Cluster, String) {
     );
     let addr = admin_addr(&mut c.client());
     (c, addr)
-}
-
-/// The admin listener's address, as `CLUSTER RINGINFO` reports it.
-fn admin_addr(con: &mut redis::Connection) -> String {
-    let info: String = redis::cmd("CLUSTER").arg("RINGINFO").query(con).unwrap();
-    let addr = info
-        .lines()
-        .find_map(|l| l.strip_prefix("admin_listen:"))
-        .expect("CLUSTER RINGINFO has admin_listen")
-        .trim()
-        .to_string();
-    assert!(addr.starts_with("127.0.0.1:"), "{info}");
-    addr
-}
-
-/// The value of the sample `series` (name with its labels, exactly) in a scrape.
-fn sample(text: &str, series: &str) -> f64 {
-    text.lines()
-        .find_map(|l| l.strip_prefix(series)?.strip_prefix(' '))
-        .unwrap_or_else(|| panic!("no sample {series} in:\n{text}"))
-        .trim()
-        .parse()
-        .unwrap()
 }
 
 fn scrape(addr: &str) -> String {
@@ -200,11 +177,7 @@ fn rest_cache_api_shares_the_ring_with_resp() {
     assert!(!con.exists::<_, bool>("user:1").unwrap());
     assert_eq!(get(&admin, "/cache/").status, 400);
     // The owner is down: 502 with the node's error, as RESP gets -ERR.
-    let owner: String = redis::cmd("CLUSTER")
-        .arg("KEYNODE")
-        .arg("down:key")
-        .query(&mut con)
-        .unwrap();
+    let owner = keynode(&mut con, "down:key");
     let idx: usize = owner.trim_start_matches("node").parse::<usize>().unwrap() - 1;
     let mut c = c;
     c.nodes[idx].kill();
@@ -348,11 +321,7 @@ fn hammer(port: u16, key: &'static str, stop: Arc<AtomicBool>) -> std::thread::J
 #[test]
 fn status_page_badge_warns_of_a_hot_shard_and_names_the_hot_key() {
     let (c, admin) = cluster(4, "");
-    let owner: String = redis::cmd("CLUSTER")
-        .arg("KEYNODE")
-        .arg("hot:key")
-        .query(&mut c.client())
-        .unwrap();
+    let owner = keynode(&mut c.client(), "hot:key");
     let stop = Arc::new(AtomicBool::new(false));
     let load = hammer(c.proxy.port, "hot:key", stop.clone());
     let deadline = Instant::now() + Duration::from_secs(60);

@@ -10,11 +10,7 @@ use redis::Commands;
 
 /// The redis-server process that owns `key` (by the proxy's `CLUSTER KEYNODE`).
 fn owner<'a>(c: &'a Cluster, con: &mut redis::Connection, key: &str) -> &'a Proc {
-    let name: String = redis::cmd("CLUSTER")
-        .arg("KEYNODE")
-        .arg(key)
-        .query(con)
-        .unwrap();
+    let name = keynode(con, key);
     let i: usize = name.strip_prefix("node").unwrap().parse().unwrap();
     &c.nodes[i - 1]
 }

@@ -17,6 +17,70 @@ pub fn connect(port: u16) -> redis::Connection {
     con
 }
 
+/// The name of the node that owns `key` (`CLUSTER KEYNODE`).
+pub fn keynode(con: &mut redis::Connection, key: &str) -> String {
+    redis::cmd("CLUSTER")
+        .arg("KEYNODE")
+        .arg(key)
+        .query(con)
+        .unwrap()
+}
+
+/// MSETs `{prefix}{i}` = `v{i}` for i in 0..n through `con`, 500 at a time.
+pub fn mset_keys(con: &mut redis::Connection, prefix: &str, n: usize) {
+    for chunk in (0..n).collect::<Vec<_>>().chunks(500) {
+        let pairs: Vec<(String, String)> = chunk
+            .iter()
+            .map(|i| (format!("{prefix}{i}"), format!("v{i}")))
+            .collect();
+        let _: () = redis::cmd("MSET").arg(&pairs).query(con).unwrap();
+    }
+}
+
+/// How many of the keys [`mset_keys`] wrote read back with their value.
+pub fn mset_keys_readable(con: &mut redis::Connection, prefix: &str, n: usize) -> usize {
+    (0..n)
+        .collect::<Vec<_>>()
+        .chunks(500)
+        .map(|chunk| {
+            let keys: Vec<String> = chunk.iter().map(|i| format!("{prefix}{i}")).collect();
+            let vals: Vec<Option<String>> = redis::cmd("MGET").arg(&keys).query(con).unwrap();
+            chunk
+                .iter()
+                .zip(vals)
+                .filter(|(i, v)| v.as_deref() == Some(format!("v{i}").as_str()))
+                .count()
+        })
+        .sum()
+}
+
+/// `CLUSTER RINGINFO`: the ring and the change in progress, as `key:value` lines.
+pub fn cluster_info(con: &mut redis::Connection) -> String {
+    redis::cmd("CLUSTER").arg("RINGINFO").query(con).unwrap()
+}
+
+/// One `key:value` field of `CLUSTER RINGINFO` (empty when absent).
+pub fn ring_field(info: &str, key: &str) -> String {
+    info.lines()
+        .find_map(|l| l.strip_prefix(&format!("{key}:")))
+        .unwrap_or("")
+        .trim()
+        .to_string()
+}
+
+/// The admin listener's address, as `CLUSTER RINGINFO` reports it.
+pub fn admin_addr(con: &mut redis::Connection) -> String {
+    let info = cluster_info(con);
+    let addr = ring_field(&info, "admin_listen");
+    assert!(addr.starts_with("127.0.0.1:"), "no admin_listen in {info}");
+    addr
+}
+
+/// `DBSIZE` of the node (or proxy) on `port`.
+pub fn dbsize(port: u16) -> i64 {
+    redis::cmd("DBSIZE").query(&mut connect(port)).unwrap()
+}
+
 /// Sends `req` and reads until `want_len` bytes arrived (or 5 s passed).
 pub fn try_raw(port: u16, req: &[u8], want_len: usize) -> std::io::Result<Vec<u8>> {
     let mut s = TcpStream::connect(("127.0.0.1", port))?;

@@ -18,7 +18,9 @@ use std::time::{Duration, Instant};
 
 pub mod cluster;
 pub mod conn;
+pub mod frames;
 pub mod http;
+pub mod inproc;
 pub mod procs;
 pub mod skip;
 pub mod tempdir;
