@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use shardis::client::blocking::answers_ping;
 use shardis::procs::StderrCapture;
 
-use super::{free_port, BIN};
+use super::BIN;
 
 /// A spawn request for the spawner thread: the command, and where to send it
 /// back with its outcome.
