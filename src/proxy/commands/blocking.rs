@@ -82,7 +82,7 @@ pub(crate) async fn blocked(
     let routing = topology::enter(&proxy.routing, || keys.iter()).await;
     let node = routing.owner(&keys[0]).clone();
     if keys.iter().any(|k| !Arc::ptr_eq(routing.owner(k), &node)) {
-        return Pending::error(crate::proxy::commands::transaction::CROSSSLOT);
+        return Pending::error(crate::proxy::conn::error::CROSSSLOT);
     }
     let pin = match node.pin(client.proto) {
         Ok(p) => p,

@@ -3,8 +3,8 @@
 //! ioredis `Cluster`, node-redis `createCluster`) sends every request to the
 //! proxy, which routes it on its own ring.
 //!
-//! Answers `CLUSTER SLOTS`, `SHARDS`, `NODES`, `INFO`, `MYID`, `MYSHARDID`
-//! and `KEYSLOT`; called by `admin::handle` before its own subcommands. The
+//! Answers `CLUSTER SLOTS`, `SHARDS`, `NODES`, `INFO`, `MYID`, `MYSHARDID`,
+//! `KEYSLOT` and `HELP`; called by `admin::handle` before its own subcommands. The
 //! node announced is the address the client connected to (so a client that
 //! reached the proxy through 127.0.0.1:7000 is told 127.0.0.1:7000). Never
 //! describes the ring: that is `CLUSTER RING` / `RINGINFO` (admin.rs).
@@ -38,6 +38,34 @@ fn announced(s: &ClientState) -> (String, u16) {
         Err(_) => ("127.0.0.1".to_string(), 0),
     }
 }
+
+/// `CLUSTER HELP`, in Redis's layout: every subcommand the proxy answers
+/// (here and in admin.rs).
+const HELP: &[&str] = &[
+    "CLUSTER <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+    "ADDNODE <host:port> [WEIGHT <w>] [NAME <name>]",
+    "    Add a node: copies its keys to it, then routes them there.",
+    "SPAWNNODE [WEIGHT <w>] [NAME <name>]",
+    "    Under `shardis up`: start a new built-in node and add it.",
+    "REMOVENODE <name-or-addr>",
+    "    Move a node's keys to the others, then drop it from the ring.",
+    "PLAN ADDNODE|REMOVENODE ...",
+    "    Dry run of a change: keys and bytes to move, estimated duration.",
+    "RING",
+    "    One line per node of the ring.",
+    "RINGINFO",
+    "    The ring and the change in progress, as key:value lines.",
+    "KEYNODE <key>",
+    "    The name of the node that owns <key>.",
+    "HOTKEYS [<count>]",
+    "    The hottest sampled keys with their estimated requests.",
+    "SLOTS | SHARDS | NODES | INFO | MYID | MYSHARDID",
+    "    The proxy as one Redis Cluster node that owns every slot.",
+    "KEYSLOT <key>",
+    "    Return the hash slot for <key>.",
+    "HELP",
+    "    Print this help.",
+];
 
 /// Answers the cluster-mode `CLUSTER` subcommands; `None` for the others.
 pub(crate) fn handle(s: &ClientState, sub: &str, args: &[Bytes]) -> Option<Pending> {
@@ -100,7 +128,11 @@ pub(crate) fn handle(s: &ClientState, sub: &str, args: &[Bytes]) -> Option<Pendi
         }
         ("myid", 2) | ("myshardid", 2) => encode::bulk(&mut out, id.as_bytes()),
         ("keyslot", 3) => encode::integer(&mut out, key_slot(&args[2]) as i64),
-        ("slots" | "shards" | "nodes" | "info" | "myid" | "myshardid" | "keyslot", _) => {
+        ("help", 2) => {
+            encode::array_len(&mut out, HELP.len());
+            HELP.iter().for_each(|l| encode::simple(&mut out, l));
+        }
+        ("slots" | "shards" | "nodes" | "info" | "myid" | "myshardid" | "keyslot" | "help", _) => {
             return Some(Pending::error(&format!(
                 "ERR wrong number of arguments for 'cluster|{sub}' command"
             )))

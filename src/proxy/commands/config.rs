@@ -40,6 +40,8 @@ fn own_params(proxy: &Proxy) -> Vec<(&'static str, String)> {
     vec![
         ("databases", "1".into()),
         ("cluster-enabled", "no".into()),
+        // Clients connect without a password (as to a redis-server without one).
+        ("requirepass", String::new()),
         (
             "proto-max-bulk-len",
             proxy.config.limits.max_bulk_len.to_string(),

@@ -11,6 +11,9 @@ use bytes::{Bytes, BytesMut};
 
 use crate::resp::{encode, ProtocolError};
 
+/// Keys of one request on two nodes: Redis Cluster's text, outside MULTI as inside.
+pub(crate) const CROSSSLOT: &str = "CROSSSLOT Keys in request don't hash to the same slot";
+
 /// What went wrong with a client's request before any node saw it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) enum ProxyError {

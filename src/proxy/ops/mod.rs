@@ -166,7 +166,7 @@ impl OpsConfig {
 
     /// The admin address to bind, and whether it was configured (rather
     /// than defaulted); `None`: off (`""`, or not configured outside `up`).
-    pub(crate) fn admin_listen(&self) -> Option<(String, bool)> {
+    pub fn admin_listen(&self) -> Option<(String, bool)> {
         match self.admin_listen.as_deref() {
             Some("") => None,
             Some(l) => Some((l.to_string(), true)),

@@ -76,7 +76,7 @@ pub(crate) async fn keyed(
     proxy.ops.hot_keys.sample(&req.args[positions[0]]);
     for &p in &positions[1..] {
         if !Arc::ptr_eq(routing.owner(&req.args[p]), &node) {
-            return Pending::error("CROSSSLOT Keys in request don't hash to the same node (keep them together with a {hash tag})");
+            return Pending::error(crate::proxy::conn::error::CROSSSLOT);
         }
     }
     invalidate_written(proxy, spec, &req.args, &positions);

@@ -23,6 +23,7 @@
 
 pub(crate) mod state;
 
+use crate::proxy::conn::error::CROSSSLOT;
 use state::Multi;
 
 use std::sync::Arc;
@@ -45,8 +46,6 @@ use crate::resp::{encode, Request};
 const MAX_QUEUED: usize = 100_000;
 /// Bytes of queued requests one transaction may hold, at most.
 const MAX_QUEUED_BYTES: usize = 64 * 1024 * 1024;
-
-pub(crate) const CROSSSLOT: &str = "CROSSSLOT Keys in request don't hash to the same slot";
 const EXECABORT: &str = "EXECABORT Transaction discarded because of previous errors.";
 
 /// Local commands that mean the same on a node, so they can be queued.

@@ -132,12 +132,16 @@ pub(crate) async fn stats(State(p): State<Arc<Proxy>>) -> Json<Value> {
             })
         })
         .collect();
+    let routing = p.routing.load();
     let hot: Vec<Value> = p
         .ops
         .hot_keys
         .top(10)
         .into_iter()
-        .map(|(k, c)| json!({ "key": String::from_utf8_lossy(&k), "count": c }))
+        .map(|(k, c)| {
+            let node = &routing.owner(&k).spec.name;
+            json!({ "key": String::from_utf8_lossy(&k), "count": c, "node": node })
+        })
         .collect();
     Json(json!({
         "uptime_s": p.started.elapsed().as_secs(),
