@@ -29,6 +29,7 @@ mod entry;
 mod error;
 mod evict;
 mod pubsub;
+mod query;
 mod scan;
 mod server;
 mod store;

@@ -24,13 +24,13 @@ use super::error::CmdError;
 use super::evict::EXPIRE_TICK_MS;
 use super::pubsub::mailbox::{Mailbox, Taken};
 use super::pubsub::Hub;
+use super::query::Query;
 use super::store::{now_ms, Store};
 use super::value::Thresholds;
 use super::wait;
 use super::NodeConfig;
-use crate::resp::{next_frame, Frame, Limits, Spans};
-use bytes::{Buf, BytesMut};
-use smallvec::SmallVec;
+use crate::resp::Limits;
+use bytes::BytesMut;
 use std::future::Future;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
@@ -242,22 +242,21 @@ async fn serve(node: Arc<Node>, mut sock: TcpStream, mut stop: watch::Receiver<b
     node.stats.total_connections.fetch_add(1, Relaxed);
     node.stats.connected_clients.fetch_add(1, Relaxed);
     let mut client = Client::new(id, addr, laddr, now_ms());
-    let (mut input, mut out) = (
-        BytesMut::with_capacity(BUFFER_BYTES),
-        BytesMut::with_capacity(BUFFER_BYTES),
-    );
+    let mut query = Query::with_capacity(BUFFER_BYTES);
+    let mut out = BytesMut::with_capacity(BUFFER_BYTES);
     let result = async {
         // False right after a blocked request answered: the rest of the
         // input may hold complete requests already.
         let mut read_first = true;
         loop {
             if read_first {
+                let input = &mut query.buf;
                 if input.capacity() - input.len() < BUFFER_BYTES / 4 {
                     input.reserve(BUFFER_BYTES);
                 }
                 // `None`: messages wait in the mailbox (only for a subscriber).
                 let n = tokio::select! {
-                    r = sock.read_buf(&mut input) => Some(r?),
+                    r = sock.read_buf(input) => Some(r?),
                     _ = stop.changed() => Some(0),
                     _ = wait_pushes(&client), if client.pubsub.is_some() => None,
                 };
@@ -272,7 +271,7 @@ async fn serve(node: Arc<Node>, mut sock: TcpStream, mut stop: watch::Receiver<b
                 }
             }
             read_first = true;
-            let batch = execute_batch(&node, &mut client, &mut input, &mut out, &mut sock).await?;
+            let batch = execute_batch(&node, &mut client, &mut query, &mut out, &mut sock).await?;
             if !out.is_empty() && !write_out(&mut sock, &mut out, mailbox(&client)).await? {
                 return Ok(());
             }
@@ -281,7 +280,13 @@ async fn serve(node: Arc<Node>, mut sock: TcpStream, mut stop: watch::Receiver<b
                 Batch::Close => return Ok(()),
                 Batch::Blocked(block) => {
                     let waited = wait::blocked(
-                        &node, &client, block, &mut sock, &mut input, &mut out, &mut stop,
+                        &node,
+                        &client,
+                        block,
+                        &mut sock,
+                        &mut query.buf,
+                        &mut out,
+                        &mut stop,
                     );
                     match waited.await? {
                         Some(reply) => out.extend_from_slice(&reply),
@@ -390,12 +395,11 @@ async fn write_out(
 async fn execute_batch(
     node: &Node,
     client: &mut Client,
-    input: &mut BytesMut,
+    query: &mut Query,
     out: &mut BytesMut,
     sock: &mut TcpStream,
 ) -> std::io::Result<Batch> {
     let now = now_ms();
-    let mut spans = Spans::new();
     // CONFIG SET proto-max-bulk-len applies from the next batch on.
     let limits = Limits {
         max_bulk_len: node.settings.max_bulk() as usize,
@@ -403,7 +407,7 @@ async fn execute_batch(
     };
     loop {
         // Arguments are slices of `input`, used in place, then consumed.
-        let frame = match next_frame(input, &limits, &mut spans) {
+        let frame = match query.next(&limits) {
             Ok(Some(frame)) => frame,
             Ok(None) => break,
             Err(e) => {
@@ -413,14 +417,7 @@ async fn execute_batch(
                 return Ok(Batch::Close);
             }
         };
-        let (len, owned) = match frame {
-            Frame::Spans { len } => (len, None),
-            Frame::Inline { len, args } => (len, Some(args)),
-        };
-        let args: SmallVec<[&[u8]; 8]> = match &owned {
-            None => spans.iter().map(|&(s, e)| &input[s..e]).collect(),
-            Some(owned) => owned.iter().map(|a| a.as_slice()).collect(),
-        };
+        let args = query.args(&frame);
         let mut blocked = None;
         if !args.is_empty() {
             if !commands::pubsub::take_pushes(client, out) {
@@ -441,7 +438,7 @@ async fn execute_batch(
             }
         }
         drop(args);
-        input.advance(len);
+        query.consume(&frame);
         if let Some(b) = blocked {
             return Ok(Batch::Blocked(b));
         }
@@ -452,7 +449,7 @@ async fn execute_batch(
             return Ok(Batch::Close);
         }
     }
-    if input.len() > node.limits.max_query_buffer {
+    if query.buf.len() > node.limits.max_query_buffer {
         // Redis closes such clients without a reply.
         tracing::debug!("closing client {}: query buffer over the limit", client.id);
         return Ok(Batch::Close);
