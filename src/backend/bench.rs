@@ -7,8 +7,8 @@
 use bytes::BytesMut;
 
 use super::commands::{self, Client};
-use super::query::Query;
-use super::server::Node;
+use super::node::Node;
+use super::server::query::Query;
 use super::NodeConfig;
 
 /// One node and one client of it.
@@ -36,7 +36,7 @@ impl Bench {
 
     /// Runs one request; its reply is appended to `out`.
     pub fn run(&mut self, args: &[&[u8]], out: &mut BytesMut) {
-        let now = super::store::now_ms();
+        let now = super::keyspace::clock::now_ms();
         commands::dispatch(&self.node, &mut self.client, out, args, now);
     }
 
@@ -59,7 +59,7 @@ impl Bench {
             };
             let args = self.query.args(&frame);
             if !args.is_empty() {
-                let now = super::store::now_ms();
+                let now = super::keyspace::clock::now_ms();
                 commands::dispatch(&self.node, &mut self.client, out, &args, now);
             }
             drop(args);

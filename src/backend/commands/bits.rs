@@ -8,7 +8,8 @@
 
 use super::{parse_i64, CmdResult, Ctx};
 use crate::backend::error::CmdError;
-use crate::backend::store::{Entry, Locked};
+use crate::backend::keyspace::entry::Entry;
+use crate::backend::keyspace::store::Locked;
 use crate::resp::{encode, eq_ignore_case};
 
 const BIT_OFFSET_ERR: &str = "bit offset is not an integer or out of range";

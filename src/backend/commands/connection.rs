@@ -3,7 +3,7 @@
 
 use super::{parse_i64, CmdResult, Ctx};
 use crate::backend::error::CmdError;
-use crate::backend::server::REDIS_VERSION;
+use crate::backend::node::REDIS_VERSION;
 use crate::resp::{encode, eq_ignore_case};
 use bytes::Bytes;
 

@@ -7,7 +7,7 @@ use super::keys::parse_cursor;
 use super::util::{empty_scan, parse_count, scan_opts, scan_reply, scan_step};
 use super::{parse_f64, parse_i64, CmdResult, Ctx};
 use crate::backend::error::CmdError;
-use crate::backend::evict::random;
+use crate::backend::keyspace::lfu::random;
 use crate::backend::value::Hash;
 use crate::resp::{encode, eq_ignore_case};
 

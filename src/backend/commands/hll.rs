@@ -7,7 +7,7 @@ use super::bits::{string_value, with_string};
 use super::hll_repr::{self as repr, HllError, REGISTERS};
 use super::{CmdResult, Ctx};
 use crate::backend::error::CmdError;
-use crate::backend::store::Entry;
+use crate::backend::keyspace::entry::Entry;
 use crate::resp::encode;
 use std::sync::atomic::Ordering::Relaxed;
 

@@ -6,8 +6,8 @@
 
 use super::connection::verbatim;
 use super::{CmdResult, Ctx};
+use crate::backend::node::REDIS_VERSION;
 use crate::backend::pubsub::Space;
-use crate::backend::server::REDIS_VERSION;
 use crate::resp::info::{human, InfoText, Selection, Usage};
 use std::sync::atomic::Ordering::Relaxed;
 

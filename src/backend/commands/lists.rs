@@ -5,7 +5,7 @@
 use super::util::{parse_mpop, parse_positive, rank_range, MUST_BE_POSITIVE};
 use super::{parse_i64, CmdResult, Ctx};
 use crate::backend::error::CmdError;
-use crate::backend::server::Node;
+use crate::backend::node::Node;
 use crate::backend::value::{Elem, List};
 use crate::resp::{encode, eq_ignore_case};
 use bytes::BytesMut;

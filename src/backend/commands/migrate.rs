@@ -13,13 +13,12 @@
 //! only built-in nodes understand it.
 
 use super::{parse_i64, CmdResult, Ctx};
-use crate::backend::dump::{self, Value};
 use crate::backend::error::CmdError;
-use crate::backend::server::Node;
-use crate::backend::store::now_ms;
+use crate::backend::keyspace::clock::now_ms;
+use crate::backend::keyspace::dump::{self, Value};
+use crate::backend::node::Node;
 use crate::resp::{encode, eq_ignore_case};
 use bytes::{Bytes, BytesMut};
-use std::collections::HashMap;
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -100,13 +99,6 @@ pub fn restore(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     }
     ctx.ok();
     Ok(())
-}
-
-/// Cached connections to MIGRATE targets; lives behind the node's MIGRATE
-/// mutex, which is what serializes MIGRATEs.
-#[derive(Default)]
-pub struct MigrateState {
-    conns: HashMap<(String, u16), (TcpStream, Instant)>,
 }
 
 /// A parsed MIGRATE request.
@@ -342,7 +334,7 @@ fn is_self(sock: &TcpStream, own_port: u16) -> bool {
 /// may just have been closed by the target while idle: retry once on a
 /// fresh one (nothing was applied, so this cannot apply twice).
 async fn send_batch(
-    state: &mut MigrateState,
+    state: &mut crate::backend::node::MigrateState,
     m: &Migrate,
     batch: &[Sent],
     own_port: u16,

@@ -36,7 +36,8 @@ mod zsets;
 mod zstore;
 
 use super::error::CmdError;
-use super::server::Node;
+use super::keyspace::store::Store;
+use super::node::Node;
 use crate::resp::encode;
 use bytes::{Bytes, BytesMut};
 use std::sync::atomic::Ordering::Relaxed;
@@ -146,7 +147,7 @@ pub enum Next {
     /// Run MIGRATE (async) with these arguments, then write its reply.
     Migrate,
     /// Wait for the reply of a blocked command before anything else.
-    Block(blocking::Block),
+    Block(crate::backend::blocking::Block),
 }
 
 /// Runs one request and appends its reply to `out`.
@@ -243,7 +244,7 @@ fn run(
         Next::Done
     });
     if cmd.flags & WRITE != 0 {
-        crate::backend::watch::touch_written(&node.store, cmd, args, now);
+        touch_written(&node.store, cmd, args, now);
     }
     next
 }
@@ -272,6 +273,39 @@ pub fn parse_f64(b: &[u8]) -> Result<f64, CmdError> {
     match s.parse::<f64>() {
         Ok(v) if !v.is_nan() => Ok(v),
         _ => Err(CmdError::NotFloat),
+    }
+}
+
+/// Touches, for WATCH, every key a write command names (after it ran, so
+/// a watch taken before the change cannot miss it). Conservative: a write
+/// command that left its key unchanged (SADD of a present member, an error)
+/// touches it too. Removals and creations are also touched by the store.
+pub fn touch_written(store: &Store, cmd: &Command, args: &[&[u8]], now: u64) {
+    if store.counters.watching.load(Relaxed) == 0 {
+        return;
+    }
+    if matches!(cmd.name, "lmpop" | "zmpop") {
+        // numkeys key [key ...] …
+        let n = args
+            .get(1)
+            .and_then(|a| crate::resp::parse_i64(a))
+            .unwrap_or(0)
+            .clamp(0, args.len() as i64) as usize;
+        for key in args.iter().skip(2).take(n) {
+            store.touch(key, now);
+        }
+        return;
+    }
+    let (first, last, step) = cmd.keys;
+    if first <= 0 || step <= 0 {
+        return;
+    }
+    let n = args.len() as i32;
+    let last = if last < 0 { n + last } else { last.min(n - 1) };
+    let mut i = first;
+    while i <= last && i < n {
+        store.touch(args[i as usize], now);
+        i += step;
     }
 }
 

@@ -22,8 +22,8 @@ use smallvec::SmallVec;
 
 use super::{CmdResult, Command, Ctx, Run, DENYOOM};
 use crate::backend::error::CmdError;
-use crate::backend::server::Node;
-use crate::backend::watch::ClientWatch;
+use crate::backend::keyspace::watch::ClientWatch;
+use crate::backend::node::Node;
 use crate::resp::encode;
 
 /// Bytes of queued commands one transaction may hold (arguments plus

@@ -3,7 +3,8 @@
 
 use super::{parse_i64, CmdResult, Ctx};
 use crate::backend::error::CmdError;
-use crate::backend::store::{lru_clock, Store};
+use crate::backend::keyspace::clock::lru_clock;
+use crate::backend::keyspace::store::Store;
 use crate::resp::{encode, eq_ignore_case};
 
 /// Moves `src` to `dst` under both shard locks. `nx`: only if `dst` is

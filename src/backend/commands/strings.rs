@@ -4,7 +4,8 @@
 use super::set_options::{parse_options, resolve_expire, ExpireUnit};
 use super::{parse_i64, CmdResult, Ctx};
 use crate::backend::error::CmdError;
-use crate::backend::store::{Entry, Store};
+use crate::backend::keyspace::entry::Entry;
+use crate::backend::keyspace::store::Store;
 use crate::resp::encode;
 
 /// GET key

@@ -5,8 +5,8 @@
 
 use super::{parse_i64, CmdResult, Ctx};
 use crate::backend::error::CmdError;
-use crate::backend::store::{hash_bytes, Locked, Store};
-use crate::backend::value::{Thresholds, Typed};
+use crate::backend::keyspace::store::{hash_bytes, Locked, Store};
+use crate::backend::value::{Elem, Thresholds, Typed};
 use crate::glob;
 use crate::resp::{encode, eq_ignore_case};
 use bytes::BytesMut;
@@ -333,6 +333,20 @@ pub fn parse_mpop(
         first: is_first,
         count: count.unwrap_or(1),
     })
+}
+
+/// Writes (member, score) pairs: flat in RESP2 (or when `flat`), as
+/// two-element arrays in RESP3.
+pub fn reply_pairs(ctx: &mut Ctx, items: &[(Elem, f64)], nested: bool) {
+    let nested = nested && ctx.client.proto >= 3;
+    encode::array_len(ctx.out, items.len() * if nested { 1 } else { 2 });
+    for (m, s) in items {
+        if nested {
+            encode::array_len(ctx.out, 2);
+        }
+        encode::bulk(ctx.out, m);
+        double(ctx.out, *s, ctx.client.proto);
+    }
 }
 
 #[cfg(test)]

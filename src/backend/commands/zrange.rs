@@ -4,12 +4,11 @@
 //! them, as in Redis 7.0's `zrangeGenericCommand`, so options, conflicts
 //! and errors are checked in the same order.
 
-use super::util::rank_range;
-use super::zsets::reply_pairs;
+use super::util::{rank_range, reply_pairs};
 use super::{parse_f64, parse_i64, CmdResult, Ctx};
 use crate::backend::error::CmdError;
+use crate::backend::value::zset::{LexBound, ScoreBound, ZSet};
 use crate::backend::value::{Coll, Elem};
-use crate::backend::zset::{LexBound, ScoreBound, ZSet};
 use crate::resp::{encode, eq_ignore_case};
 
 fn parse_bound(b: &[u8]) -> Option<ScoreBound> {

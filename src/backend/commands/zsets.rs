@@ -7,14 +7,14 @@ use super::hashes::random_picks;
 use super::keys::parse_cursor;
 use super::util::{
     double, empty_scan, fmt_double, parse_count, parse_mpop, parse_positive, parse_score,
-    scan_opts, scan_reply, scan_step, MUST_BE_POSITIVE,
+    reply_pairs, scan_opts, scan_reply, scan_step, MUST_BE_POSITIVE,
 };
 use super::zrange::{parse_lex_range, parse_score_range};
 use super::{CmdResult, Ctx};
 use crate::backend::error::CmdError;
-use crate::backend::server::Node;
+use crate::backend::node::Node;
+use crate::backend::value::zset::ZSet;
 use crate::backend::value::Elem;
-use crate::backend::zset::ZSet;
 use crate::resp::{encode, eq_ignore_case};
 use bytes::BytesMut;
 
@@ -254,20 +254,6 @@ pub fn zrank(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
 /// ZREVRANK key member [WITHSCORE]
 pub fn zrevrank(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     rank(ctx, args, true, "zrevrank")
-}
-
-/// Writes (member, score) pairs: flat in RESP2 (or when `flat`), as
-/// two-element arrays in RESP3.
-pub fn reply_pairs(ctx: &mut Ctx, items: &[(Elem, f64)], nested: bool) {
-    let nested = nested && ctx.client.proto >= 3;
-    encode::array_len(ctx.out, items.len() * if nested { 1 } else { 2 });
-    for (m, s) in items {
-        if nested {
-            encode::array_len(ctx.out, 2);
-        }
-        encode::bulk(ctx.out, m);
-        double(ctx.out, *s, ctx.client.proto);
-    }
 }
 
 fn pop_from(z: &mut ZSet, count: usize, max: bool) -> Vec<(Elem, f64)> {

@@ -4,12 +4,11 @@
 //! locked together, and inputs are looked up before options are parsed,
 //! as in Redis 7.0, so a WRONGTYPE wins over a syntax error.
 
-use super::util::parse_positive;
-use super::zsets::reply_pairs;
+use super::util::{parse_positive, reply_pairs};
 use super::{parse_f64, parse_i64, CmdResult, Ctx};
 use crate::backend::error::CmdError;
+use crate::backend::value::zset::ZSet;
 use crate::backend::value::{Coll, Elem, Kind, Set};
-use crate::backend::zset::ZSet;
 use crate::resp::{encode, eq_ignore_case};
 use std::collections::HashMap;
 

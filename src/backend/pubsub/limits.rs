@@ -7,7 +7,7 @@
 //! Used by `backend/config.rs`; pure text, no I/O.
 
 use super::mailbox::Limits;
-use crate::backend::config::parse_memory;
+use crate::backend::config::memory::parse_memory;
 
 /// Redis's default.
 pub const DEFAULT_TEXT: &str =

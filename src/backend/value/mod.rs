@@ -10,15 +10,17 @@
 //! such as HGETALL show it); a collection moves to its large form once a
 //! [`Thresholds`] limit is passed and, like Redis, never moves back.
 
+pub(crate) mod chunked;
 mod hash;
 mod list;
 mod set;
+pub(crate) mod zset;
 
 pub use hash::Hash;
 pub use list::List;
 pub use set::Set;
 
-use super::zset::ZSet;
+use zset::ZSet;
 
 /// One element: a member, a field, a value or a list item.
 pub type Elem = Box<[u8]>;

@@ -15,9 +15,9 @@
 //! Version 1 (`SHD1` + string bytes + CRC) is still read, so a node of the
 //! previous release can migrate strings to this one.
 
-use super::store::Entry;
-use super::value::{Coll, Hash, List, Set, Thresholds};
-use super::zset::ZSet;
+use super::entry::Entry;
+use crate::backend::value::zset::ZSet;
+use crate::backend::value::{Coll, Hash, List, Set, Thresholds};
 
 const MAGIC_V1: &[u8; 4] = b"SHD1";
 const MAGIC_V2: &[u8; 4] = b"SHD2";

@@ -7,7 +7,7 @@
 //! ENCODING) adds a member → score map so ZSCORE and membership are O(1).
 
 use super::chunked::Chunked;
-use super::value::{Elem, Thresholds};
+use super::{Elem, Thresholds};
 use std::cmp::Ordering;
 use std::collections::HashMap;
 

@@ -10,70 +10,14 @@
 //! `commands/config.rs` (CONFIG), the dispatcher (`maxmemory`), `evict.rs`
 //! (policy) and the bit, LCS and HLL commands. Never does I/O.
 
-use super::pubsub::limits;
-use super::pubsub::mailbox::Limits;
+pub(crate) mod memory;
+
+use crate::backend::keyspace::policy::{Policy, POLICY_NAMES};
+use crate::backend::pubsub::limits;
+use crate::backend::pubsub::mailbox::Limits;
+use memory::parse_memory;
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering::Relaxed};
 use std::sync::Mutex;
-
-/// What to evict under `maxmemory`, in Redis's order (its error text lists
-/// them in this order).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[repr(u8)]
-pub enum Policy {
-    VolatileLru,
-    VolatileLfu,
-    VolatileRandom,
-    VolatileTtl,
-    AllkeysLru,
-    AllkeysLfu,
-    AllkeysRandom,
-    NoEviction,
-}
-
-/// Policy names, indexed by `Policy as u8`.
-pub const POLICY_NAMES: [&str; 8] = [
-    "volatile-lru",
-    "volatile-lfu",
-    "volatile-random",
-    "volatile-ttl",
-    "allkeys-lru",
-    "allkeys-lfu",
-    "allkeys-random",
-    "noeviction",
-];
-
-impl Policy {
-    const ALL: [Policy; 8] = [
-        Policy::VolatileLru,
-        Policy::VolatileLfu,
-        Policy::VolatileRandom,
-        Policy::VolatileTtl,
-        Policy::AllkeysLru,
-        Policy::AllkeysLfu,
-        Policy::AllkeysRandom,
-        Policy::NoEviction,
-    ];
-
-    /// Redis's name for the policy.
-    pub fn name(self) -> &'static str {
-        POLICY_NAMES[self as usize]
-    }
-
-    /// Whether access frequency (not recency) is tracked.
-    pub fn is_lfu(self) -> bool {
-        matches!(self, Policy::VolatileLfu | Policy::AllkeysLfu)
-    }
-
-    /// Whether the victim is any candidate rather than the best of a sample.
-    pub fn is_random(self) -> bool {
-        matches!(self, Policy::VolatileRandom | Policy::AllkeysRandom)
-    }
-
-    /// Whether only keys with a TTL may be evicted.
-    pub fn is_volatile(self) -> bool {
-        (self as u8) <= Policy::VolatileTtl as u8
-    }
-}
 
 /// How a parameter's value is checked and normalised.
 #[derive(Clone, Copy)]
@@ -455,28 +399,6 @@ fn normalise(kind: Kind, value: &[u8], current: &str) -> Result<String, String> 
         Kind::Immutable => Err("can't set immutable config".into()),
         Kind::OutputBufferLimit => limits::merge(current, value),
     }
-}
-
-/// Parses a Redis memory value (`memtoull`): digits with an optional
-/// b/k/kb/m/mb/g/gb unit, any case; no sign; empty is 0, as in Redis.
-pub fn parse_memory(b: &[u8]) -> Option<u64> {
-    if b.is_empty() {
-        return Some(0);
-    }
-    let s = std::str::from_utf8(b).ok()?.to_ascii_lowercase();
-    let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
-    let (num, unit) = s.split_at(split);
-    let mul: u64 = match unit {
-        "" | "b" => 1,
-        "k" => 1000,
-        "kb" => 1024,
-        "m" => 1000 * 1000,
-        "mb" => 1024 * 1024,
-        "g" => 1000 * 1000 * 1000,
-        "gb" => 1024 * 1024 * 1024,
-        _ => return None,
-    };
-    num.parse::<u64>().ok()?.checked_mul(mul)
 }
 
 #[cfg(test)]

@@ -10,8 +10,9 @@
 //! the table's layout. 0 starts and ends a walk; a cursor past the last
 //! prefix ends it too.
 
-use super::evict::random;
-use super::store::{Entry, Store, SHARDS};
+use super::entry::Entry;
+use super::lfu::random;
+use super::store::{Store, SHARDS};
 
 /// Bits of a cursor: the proxy packs a node's cursor into this many bits of
 /// its own (`proxy::cursor::NODE_CURSOR_BITS`). Prefixes of this width are

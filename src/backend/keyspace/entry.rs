@@ -2,9 +2,9 @@
 //! allocation with its key, any other type is a boxed [`Coll`]. Owns the
 //! per-entry memory estimate; knows nothing of shards or locks.
 
-use super::error::CmdError;
-use super::store::lru_clock;
-use super::value::{Coll, Kind};
+use super::clock::lru_clock;
+use crate::backend::error::CmdError;
+use crate::backend::value::{Coll, Kind};
 
 /// Bytes counted per entry on top of key and value length: the 48-byte
 /// table slot at hashbrown's load factor (44%–87% between doublings: 55–109

@@ -17,160 +17,34 @@
 //! written between replies, never inside one, and one that arrived before a
 //! command was read is written before that command's reply.
 
-use super::blocking::Blocking;
-use super::commands::{self, blocking::Block, migrate::MigrateState, Client, Next};
-use super::config::Settings;
-use super::error::CmdError;
-use super::evict::EXPIRE_TICK_MS;
-use super::pubsub::mailbox::{Mailbox, Taken};
-use super::pubsub::Hub;
-use super::query::Query;
-use super::store::{now_ms, Store};
-use super::value::Thresholds;
-use super::wait;
-use super::NodeConfig;
+pub(crate) mod output;
+pub(crate) mod query;
+mod wait;
+
+use self::output::{mailbox, wait_pushes, write_out, write_pushes};
+use self::query::{Query, BUFFER_BYTES};
+use crate::backend::blocking::Block;
+use crate::backend::commands::{self, Client, Next};
+use crate::backend::error::CmdError;
+use crate::backend::keyspace::clock::now_ms;
+use crate::backend::keyspace::evict::EXPIRE_TICK_MS;
+use crate::backend::node::Node;
+use crate::backend::NodeConfig;
 use crate::resp::Limits;
 use bytes::BytesMut;
 use std::future::Future;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
-use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
 use std::time::Duration;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncReadExt;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 
-/// The version reported by INFO and HELLO: the Redis release whose commands
-/// and replies the node reproduces.
-pub const REDIS_VERSION: &str = "7.0.0";
-
-/// Initial size of a client's query and reply buffers.
-pub(super) const BUFFER_BYTES: usize = 16 * 1024;
 /// Replies are flushed mid-batch once this many bytes are pending, which
 /// bounds a client's output buffer however long its pipeline.
 const MAX_PENDING_REPLY_BYTES: usize = 8 * 1024 * 1024;
-/// Most pub/sub message bytes a subscriber's loop writes per wakeup before
-/// it reads its own commands again.
-const PUSH_WRITE_BYTES: usize = 256 * 1024;
 /// How long shutdown waits for clients to finish what they have read.
 const SHUTDOWN_GRACE_MS: u64 = 1000;
-
-/// Connection counters.
-#[derive(Debug, Default)]
-pub struct Stats {
-    /// Commands executed (INFO `total_commands_processed`).
-    pub total_commands: AtomicU64,
-    /// Connections ever accepted.
-    pub total_connections: AtomicU64,
-    /// Connections open now.
-    pub connected_clients: AtomicUsize,
-    /// Connections waiting in a blocking command now.
-    pub blocked_clients: AtomicUsize,
-}
-
-/// State shared by every connection of one node.
-pub struct Node {
-    /// The keyspace.
-    pub store: Store,
-    /// Run-time parameters (CONFIG GET/SET), `maxmemory` among them.
-    pub settings: Settings,
-    /// Request bounds; `max_bulk_len` is superseded by the live
-    /// `proto-max-bulk-len` in `settings`.
-    pub limits: Limits,
-    /// Connection and command counters.
-    pub stats: Stats,
-    /// Serializes MIGRATEs and holds their target connections. An async
-    /// mutex because it is held across network round trips.
-    pub migrate: tokio::sync::Mutex<MigrateState>,
-    /// The listening port (INFO `tcp_port`).
-    pub port: u16,
-    /// Start time, ms since the epoch.
-    pub started_ms: u64,
-    /// A random id for this run (INFO `run_id`).
-    pub run_id: String,
-    /// INFO `instantaneous_ops_per_sec`.
-    pub ops: crate::resp::info::OpsMeter,
-    /// INFO `used_memory_peak`: raised by INFO and by the expiry tick, as
-    /// Redis raises it in its cron.
-    pub memory_peak: AtomicU64,
-    /// Clients blocked in BLPOP and friends.
-    pub blocking: Blocking,
-    /// Pub/sub subscriptions; shared with each subscriber, which leaves
-    /// them when dropped.
-    pub pubsub: Arc<Hub>,
-    next_client_id: AtomicU64,
-    /// Makes EXEC atomic: every command, expiry sweep and MIGRATE step
-    /// holds it shared while it touches the store ([`Node::shared`]); EXEC
-    /// holds it exclusively ([`Node::exclusive`]). A `std` lock, held only
-    /// by synchronous code, never across an `.await`, and never taken
-    /// twice by one thread. Uncontended until a transaction runs: one
-    /// atomic add and subtract per command. Rust's lock lets a waiting
-    /// EXEC in before new readers, so transactions are not starved.
-    gate: RwLock<()>,
-}
-
-impl Node {
-    /// Holds the gate shared: no transaction runs until the guard drops.
-    pub fn shared(&self) -> RwLockReadGuard<'_, ()> {
-        // Poisoned only if an EXEC panicked; the store stays consistent
-        // (every mutation is one table call), so carry on.
-        self.gate.read().unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// Holds the gate exclusively: nothing else touches the store until
-    /// the guard drops.
-    pub fn exclusive(&self) -> RwLockWriteGuard<'_, ()> {
-        self.gate.write().unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// The current encoding thresholds, read from the live CONFIG
-    /// parameters (`hash-max-listpack-entries` …); a parameter that cannot
-    /// be read keeps Redis's default.
-    pub fn thresholds(&self) -> Thresholds {
-        let d = Thresholds::default();
-        let s = &self.settings;
-        let size = |name: &str, default: usize| {
-            s.int(name)
-                .and_then(|v| usize::try_from(v).ok())
-                .unwrap_or(default)
-        };
-        Thresholds {
-            hash_entries: size("hash-max-listpack-entries", d.hash_entries),
-            hash_value: size("hash-max-listpack-value", d.hash_value),
-            list_size: s.int("list-max-listpack-size").unwrap_or(d.list_size),
-            set_intset: size("set-max-intset-entries", d.set_intset),
-            set_entries: size("set-max-listpack-entries", d.set_entries),
-            set_value: size("set-max-listpack-value", d.set_value),
-            zset_entries: size("zset-max-listpack-entries", d.zset_entries),
-            zset_value: size("zset-max-listpack-value", d.zset_value),
-        }
-    }
-
-    pub(crate) fn new(config: &NodeConfig, port: u16) -> Node {
-        let store = Store::new();
-        let run_id = format!(
-            "{:016x}{:016x}{:08x}",
-            store.hash(b"run_id"),
-            store.hash(b"id2"),
-            std::process::id()
-        );
-        Node {
-            store,
-            settings: Settings::new(config.maxmemory, config.limits.max_bulk_len, port),
-            limits: config.limits,
-            stats: Stats::default(),
-            migrate: tokio::sync::Mutex::new(MigrateState::default()),
-            port,
-            started_ms: now_ms(),
-            run_id,
-            ops: Default::default(),
-            memory_peak: AtomicU64::new(0),
-            blocking: Blocking::default(),
-            pubsub: Arc::default(),
-            next_client_id: AtomicU64::new(1),
-            gate: RwLock::new(()),
-        }
-    }
-}
 
 /// Serves the node on `listener` until `shutdown` completes: stops
 /// accepting, lets clients finish the requests they already sent (within a
@@ -318,77 +192,6 @@ enum Batch {
     Blocked(Block),
 }
 
-/// Executes every complete request in `input`, up to the first that
-/// blocks. Serves clients blocked on keys that a request made ready before
-/// running the next one.
-pub(super) fn mailbox(client: &Client) -> Option<&Mailbox> {
-    client.pubsub.as_ref().map(|s| &*s.mailbox)
-}
-
-pub(super) async fn wait_pushes(client: &Client) {
-    match mailbox(client) {
-        Some(m) => m.wait().await,
-        None => std::future::pending().await,
-    }
-}
-
-/// Writes part of a subscriber's waiting messages (`out` is empty here).
-/// False when its mailbox was closed over the output buffer limit.
-pub(super) async fn write_pushes(
-    client: &Client,
-    out: &mut BytesMut,
-    sock: &mut TcpStream,
-) -> std::io::Result<bool> {
-    let Some(m) = mailbox(client) else {
-        return Ok(true);
-    };
-    match m.take(out, PUSH_WRITE_BYTES) {
-        Taken::Closed => return Ok(false),
-        // The rest on a later turn, after the commands already read.
-        Taken::More => m.rewake(),
-        Taken::Empty => {}
-    }
-    write_out(sock, out, Some(m)).await
-}
-
-/// Writes `out` and clears it. For a subscriber, a mailbox closed over its
-/// limit ends a write the client is not reading (returns false): PUBLISH
-/// never waits on it, and the connection closes.
-async fn write_out(
-    sock: &mut TcpStream,
-    out: &mut BytesMut,
-    mailbox: Option<&Mailbox>,
-) -> std::io::Result<bool> {
-    let Some(m) = mailbox else {
-        sock.write_all(out).await?;
-        out.clear();
-        return Ok(true);
-    };
-    let write = sock.write_all(out);
-    tokio::pin!(write);
-    let mut woken = false;
-    loop {
-        tokio::select! {
-            r = &mut write => {
-                r?;
-                break;
-            }
-            _ = m.wait() => {
-                if m.is_closed() {
-                    return Ok(false);
-                }
-                woken = true;
-            }
-        }
-    }
-    if woken {
-        // Messages arrived during the write: the loop must still see them.
-        m.rewake();
-    }
-    out.clear();
-    Ok(true)
-}
-
 /// Executes every complete request in `input`. Returns false when the
 /// connection must close after the replies are written (QUIT, protocol
 /// error, query buffer over the limit).
@@ -434,7 +237,7 @@ async fn execute_batch(
             // Redis serves blocked clients after each command (after EXEC
             // for a transaction), before the next one runs.
             if node.store.ready.is_pending() {
-                node.blocking.serve_ready(node, now);
+                commands::blocking::serve_ready(node, now);
             }
         }
         drop(args);

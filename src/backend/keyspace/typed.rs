@@ -5,9 +5,10 @@
 //!
 //! Extends [`Locked`] from `store.rs`; holds no lock of its own.
 
-use super::error::CmdError;
-use super::store::{Entry, Locked};
-use super::value::{Coll, Kind, Typed};
+use super::entry::Entry;
+use super::store::Locked;
+use crate::backend::error::CmdError;
+use crate::backend::value::{Coll, Kind, Typed};
 
 impl Locked<'_> {
     /// Like [`Locked::read`] for a string: WRONGTYPE if the key holds

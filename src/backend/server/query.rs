@@ -14,6 +14,9 @@ use crate::resp::{Frame, Limits, ProtocolError, Spans};
 use bytes::{Buf, BytesMut};
 use smallvec::SmallVec;
 
+/// Initial size of a client's query and reply buffers.
+pub(crate) const BUFFER_BYTES: usize = 16 * 1024;
+
 /// The arguments of one request, borrowed from the query buffer.
 pub(crate) type Args<'a> = SmallVec<[&'a [u8]; 8]>;
 
