@@ -36,7 +36,7 @@ use std::sync::{Mutex, MutexGuard};
 use tokio::sync::oneshot;
 
 /// What a client blocked on a key gets when the key has data.
-pub enum Op {
+pub(crate) enum Op {
     /// BLPOP / BRPOP: `[key, element]`.
     Pop { head: bool },
     /// BLMPOP: `[key, [elements…]]`, up to `count`.
@@ -55,7 +55,7 @@ pub enum Op {
 
 impl Op {
     /// The type of key it pops.
-    pub fn kind(&self) -> Kind {
+    pub(crate) fn kind(&self) -> Kind {
         match self {
             Op::Pop { .. } | Op::MPop { .. } | Op::Move { .. } => Kind::List,
             Op::ZPop { .. } | Op::ZMPop { .. } => Kind::ZSet,
@@ -64,13 +64,13 @@ impl Op {
 }
 
 /// A connection that must wait before its reply.
-pub struct Block {
+pub(crate) struct Block {
     /// The registration a push answers; `None` for WAIT, which only time ends.
-    pub ticket: Option<Ticket>,
+    pub(crate) ticket: Option<Ticket>,
     /// How long to wait, in ms; 0 = until served.
-    pub timeout_ms: u64,
+    pub(crate) timeout_ms: u64,
     /// The reply when the time is up.
-    pub on_timeout: &'static [u8],
+    pub(crate) on_timeout: &'static [u8],
 }
 
 /// A panic while holding one of these locks leaves the maps consistent
@@ -81,7 +81,8 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 
 /// Pops for a served waiter: its op, the ready key, its protocol, the
 /// reply buffer; false if the key is empty.
-pub type Serve<'a> = &'a mut dyn FnMut(&Op, &[u8], u8, &mut BytesMut) -> Result<bool, CmdError>;
+pub(crate) type Serve<'a> =
+    &'a mut dyn FnMut(&Op, &[u8], u8, &mut BytesMut) -> Result<bool, CmdError>;
 
 /// One blocked client.
 struct Waiter {
@@ -101,7 +102,7 @@ struct Registry {
 
 /// The node's blocked clients.
 #[derive(Default)]
-pub struct Blocking {
+pub(crate) struct Blocking {
     /// `std::sync::Mutex`: serving is short (a pop per waiter) and never
     /// awaits; one lock makes "first blocked, first served" and
     /// "each element to exactly one client" simple to keep.
@@ -109,7 +110,7 @@ pub struct Blocking {
 }
 
 /// What [`Blocking::serve_or_wait`] did.
-pub enum Attempt {
+pub(crate) enum Attempt {
     /// A key had data: the reply is written.
     Served,
     /// Nothing to pop and the client may not block (inside MULTI).
@@ -121,7 +122,7 @@ pub enum Attempt {
 /// A registered client's claim on its reply: the caller wraps it in a
 /// [`Waiting`] at once (a ticket dropped unwrapped leaves a registration
 /// that only the next push to its keys discards).
-pub struct Ticket {
+pub(crate) struct Ticket {
     id: u64,
     rx: oneshot::Receiver<Bytes>,
 }
@@ -129,7 +130,7 @@ pub struct Ticket {
 /// A registered waiter, held by its connection while it waits. Dropping
 /// it unregisters the client, so a connection that ends while blocked
 /// (closed, shut down, aborted) pops nothing.
-pub struct Waiting<'a> {
+pub(crate) struct Waiting<'a> {
     blocking: &'a Blocking,
     ready: &'a ReadyKeys,
     ticket: Ticket,
@@ -138,7 +139,7 @@ pub struct Waiting<'a> {
 
 impl<'a> Waiting<'a> {
     /// Takes charge of a ticket `blocking` gave (`ready`: its store's).
-    pub fn new(blocking: &'a Blocking, ready: &'a ReadyKeys, ticket: Ticket) -> Waiting<'a> {
+    pub(crate) fn new(blocking: &'a Blocking, ready: &'a ReadyKeys, ticket: Ticket) -> Waiting<'a> {
         Waiting {
             blocking,
             ready,
@@ -148,7 +149,7 @@ impl<'a> Waiting<'a> {
     }
 
     /// The reply, once a push served this client.
-    pub async fn served(&mut self) -> Bytes {
+    pub(crate) async fn served(&mut self) -> Bytes {
         let r = (&mut self.ticket.rx).await;
         self.done = true;
         // The registry drops a sender unsent only after `cancel`.
@@ -157,7 +158,7 @@ impl<'a> Waiting<'a> {
 
     /// Unregisters the client: `None` if it was still waiting, else the
     /// reply it was served just before (a timeout racing a push).
-    pub fn cancel(&mut self) -> Option<Bytes> {
+    pub(crate) fn cancel(&mut self) -> Option<Bytes> {
         self.done = true;
         match self.blocking.remove(self.ready, self.ticket.id) {
             Some(_) => None,
@@ -180,7 +181,7 @@ impl Blocking {
     /// on all of them, unless `may_block` is false. `serve` pops for `op`
     /// from one key and writes the reply, false if the key is empty.
     #[allow(clippy::too_many_arguments)]
-    pub fn serve_or_wait(
+    pub(crate) fn serve_or_wait(
         &self,
         ready: &ReadyKeys,
         id: u64,
@@ -236,7 +237,7 @@ impl Blocking {
     /// its protocol. The caller holds the node's gate shared: pops change
     /// the store, so they never land inside another client's EXEC (lock
     /// order: gate → registry → shard).
-    pub fn serve_ready(&self, store: &Store, now: u64, mut serve: Serve<'_>) {
+    pub(crate) fn serve_ready(&self, store: &Store, now: u64, mut serve: Serve<'_>) {
         let mut reg = lock(&self.registry);
         loop {
             let keys = store.ready.take();

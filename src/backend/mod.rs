@@ -13,7 +13,7 @@
 //! - `config/` CONFIG parameters; `pubsub/` subscriptions, delivery,
 //!   subscriber output limits; `blocking` the registry of clients blocked
 //!   in BLPOP and friends;
-//! - `node` the state every connection shares ([`Node`]): the above, the
+//! - `node` the state every connection shares ([`node::Node`]): the above, the
 //!   counters, the transaction gate, MIGRATE's connection cache;
 //! - `commands/` one file per command family, the table and the dispatcher;
 //! - `server/` the accept loop and each client's socket loop: its query
@@ -33,11 +33,8 @@ mod pubsub;
 mod server;
 mod value;
 
-pub use crate::resp::Limits;
-pub use node::{Node, REDIS_VERSION};
-
+use crate::resp::Limits;
 use std::future::Future;
-use std::net::SocketAddr;
 
 /// Settings of one node.
 #[derive(Debug, Clone, Copy, Default)]
@@ -58,24 +55,4 @@ pub async fn run(
     shutdown: impl Future<Output = ()>,
 ) -> std::io::Result<()> {
     server::run(listener, config, shutdown).await
-}
-
-/// Binds `addr` and serves a node on a current-thread runtime of its own
-/// until `shutdown` completes. This is the recommended way to run a node:
-/// measured on two cores, one node alone is as fast on a current-thread
-/// runtime as on a multi-threaded one, and with ten nodes loaded at once
-/// the current-thread nodes served slightly more in total (no cross-thread
-/// wakeups, uncontended shard locks, 2 threads instead of 20+).
-pub fn run_blocking(
-    addr: SocketAddr,
-    config: NodeConfig,
-    shutdown: impl Future<Output = ()>,
-) -> std::io::Result<()> {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
-    rt.block_on(async move {
-        let listener = crate::listen::listen_at(addr)?;
-        run(listener, config, shutdown).await
-    })
 }

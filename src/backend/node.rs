@@ -24,51 +24,51 @@ use tokio::net::TcpStream;
 
 /// The version reported by INFO and HELLO: the Redis release whose commands
 /// and replies the node reproduces.
-pub const REDIS_VERSION: &str = "7.0.0";
+pub(crate) const REDIS_VERSION: &str = "7.0.0";
 
 /// Connection counters.
 #[derive(Debug, Default)]
-pub struct Stats {
+pub(crate) struct Stats {
     /// Commands executed (INFO `total_commands_processed`).
-    pub total_commands: AtomicU64,
+    pub(crate) total_commands: AtomicU64,
     /// Connections ever accepted.
-    pub total_connections: AtomicU64,
+    pub(crate) total_connections: AtomicU64,
     /// Connections open now.
-    pub connected_clients: AtomicUsize,
+    pub(crate) connected_clients: AtomicUsize,
     /// Connections waiting in a blocking command now.
-    pub blocked_clients: AtomicUsize,
+    pub(crate) blocked_clients: AtomicUsize,
 }
 
 /// State shared by every connection of one node.
-pub struct Node {
+pub(crate) struct Node {
     /// The keyspace.
-    pub store: Store,
+    pub(crate) store: Store,
     /// Run-time parameters (CONFIG GET/SET), `maxmemory` among them.
-    pub settings: Settings,
+    pub(crate) settings: Settings,
     /// Request bounds; `max_bulk_len` is superseded by the live
     /// `proto-max-bulk-len` in `settings`.
-    pub limits: Limits,
+    pub(crate) limits: Limits,
     /// Connection and command counters.
-    pub stats: Stats,
+    pub(crate) stats: Stats,
     /// Serializes MIGRATEs and holds their target connections. An async
     /// mutex because it is held across network round trips.
-    pub migrate: tokio::sync::Mutex<MigrateState>,
+    pub(crate) migrate: tokio::sync::Mutex<MigrateState>,
     /// The listening port (INFO `tcp_port`).
-    pub port: u16,
+    pub(crate) port: u16,
     /// Start time, ms since the epoch.
-    pub started_ms: u64,
+    pub(crate) started_ms: u64,
     /// A random id for this run (INFO `run_id`).
-    pub run_id: String,
+    pub(crate) run_id: String,
     /// INFO `instantaneous_ops_per_sec`.
-    pub ops: crate::resp::info::OpsMeter,
+    pub(crate) ops: crate::resp::info::OpsMeter,
     /// INFO `used_memory_peak`: raised by INFO and by the expiry tick, as
     /// Redis raises it in its cron.
-    pub memory_peak: AtomicU64,
+    pub(crate) memory_peak: AtomicU64,
     /// Clients blocked in BLPOP and friends.
-    pub blocking: Blocking,
+    pub(crate) blocking: Blocking,
     /// Pub/sub subscriptions; shared with each subscriber, which leaves
     /// them when dropped.
-    pub pubsub: Arc<Hub>,
+    pub(crate) pubsub: Arc<Hub>,
     pub(crate) next_client_id: AtomicU64,
     /// Makes EXEC atomic: every command, expiry sweep and MIGRATE step
     /// holds it shared while it touches the store ([`Node::shared`]); EXEC
@@ -82,7 +82,7 @@ pub struct Node {
 
 impl Node {
     /// Holds the gate shared: no transaction runs until the guard drops.
-    pub fn shared(&self) -> RwLockReadGuard<'_, ()> {
+    pub(crate) fn shared(&self) -> RwLockReadGuard<'_, ()> {
         // Poisoned only if an EXEC panicked; the store stays consistent
         // (every mutation is one table call), so carry on.
         self.gate.read().unwrap_or_else(|e| e.into_inner())
@@ -90,14 +90,14 @@ impl Node {
 
     /// Holds the gate exclusively: nothing else touches the store until
     /// the guard drops.
-    pub fn exclusive(&self) -> RwLockWriteGuard<'_, ()> {
+    pub(crate) fn exclusive(&self) -> RwLockWriteGuard<'_, ()> {
         self.gate.write().unwrap_or_else(|e| e.into_inner())
     }
 
     /// The current encoding thresholds, read from the live CONFIG
     /// parameters (`hash-max-listpack-entries` …); a parameter that cannot
     /// be read keeps Redis's default.
-    pub fn thresholds(&self) -> Thresholds {
+    pub(crate) fn thresholds(&self) -> Thresholds {
         let d = Thresholds::default();
         let s = &self.settings;
         let size = |name: &str, default: usize| {
@@ -147,7 +147,7 @@ impl Node {
 impl Node {
     /// Makes room under `maxmemory` by the node's policy (the dispatcher
     /// calls this before commands that may grow memory).
-    pub fn make_room(&self, now: u64) -> Result<(), OutOfMemory> {
+    pub(crate) fn make_room(&self, now: u64) -> Result<(), OutOfMemory> {
         let s = &self.settings;
         self.store.evict_to_fit(
             s.maxmemory.load(Relaxed),
@@ -158,7 +158,7 @@ impl Node {
     }
 
     /// Copies the LFU parameters into the store after CONFIG SET.
-    pub fn sync_lfu(&self) {
+    pub(crate) fn sync_lfu(&self) {
         let (s, lfu) = (&self.settings, &self.store.counters.lfu);
         lfu.enabled.store(s.policy().is_lfu(), Relaxed);
         lfu.log_factor
@@ -171,6 +171,6 @@ impl Node {
 /// Cached connections to MIGRATE targets; lives behind the node's MIGRATE
 /// mutex, which is what serializes MIGRATEs.
 #[derive(Default)]
-pub struct MigrateState {
+pub(crate) struct MigrateState {
     pub(crate) conns: HashMap<(String, u16), (TcpStream, Instant)>,
 }

@@ -22,7 +22,7 @@ use crate::resp::encode;
 use bytes::BytesMut;
 
 /// A blocking handler's result: `Ok(None)` when it already replied.
-pub type BlockResult = Result<Option<Block>, CmdError>;
+pub(crate) type BlockResult = Result<Option<Block>, CmdError>;
 
 /// Pops from `key` for a client blocked in `op` and writes the reply for a
 /// `proto` client: false if the key is absent, WRONGTYPE if it (or
@@ -137,17 +137,17 @@ fn pop(ctx: &mut Ctx, args: &[&[u8]], head: bool) -> BlockResult {
 }
 
 /// BLPOP key [key ...] timeout
-pub fn blpop(ctx: &mut Ctx, args: &[&[u8]]) -> BlockResult {
+pub(crate) fn blpop(ctx: &mut Ctx, args: &[&[u8]]) -> BlockResult {
     pop(ctx, args, true)
 }
 
 /// BRPOP key [key ...] timeout
-pub fn brpop(ctx: &mut Ctx, args: &[&[u8]]) -> BlockResult {
+pub(crate) fn brpop(ctx: &mut Ctx, args: &[&[u8]]) -> BlockResult {
     pop(ctx, args, false)
 }
 
 /// BRPOPLPUSH source destination timeout
-pub fn brpoplpush(ctx: &mut Ctx, args: &[&[u8]]) -> BlockResult {
+pub(crate) fn brpoplpush(ctx: &mut Ctx, args: &[&[u8]]) -> BlockResult {
     let ms = parse_secs(args[3])?;
     let op = Op::Move {
         dst: args[2].into(),
@@ -158,7 +158,7 @@ pub fn brpoplpush(ctx: &mut Ctx, args: &[&[u8]]) -> BlockResult {
 }
 
 /// BLMOVE source destination LEFT|RIGHT LEFT|RIGHT timeout
-pub fn blmove(ctx: &mut Ctx, args: &[&[u8]]) -> BlockResult {
+pub(crate) fn blmove(ctx: &mut Ctx, args: &[&[u8]]) -> BlockResult {
     let (from_head, to_head) = (parse_side(args[3])?, parse_side(args[4])?);
     let ms = parse_secs(args[5])?;
     let op = Op::Move {
@@ -170,7 +170,7 @@ pub fn blmove(ctx: &mut Ctx, args: &[&[u8]]) -> BlockResult {
 }
 
 /// BLMPOP timeout numkeys key [key ...] LEFT|RIGHT [COUNT count]
-pub fn blmpop(ctx: &mut Ctx, args: &[&[u8]]) -> BlockResult {
+pub(crate) fn blmpop(ctx: &mut Ctx, args: &[&[u8]]) -> BlockResult {
     // Redis 7.0 checks the other arguments before the timeout.
     let a = parse_mpop(args, 2, b"left", b"right")?;
     let ms = parse_secs(args[1])?;
@@ -189,17 +189,17 @@ fn zpop(ctx: &mut Ctx, args: &[&[u8]], max: bool) -> BlockResult {
 }
 
 /// BZPOPMIN key [key ...] timeout
-pub fn bzpopmin(ctx: &mut Ctx, args: &[&[u8]]) -> BlockResult {
+pub(crate) fn bzpopmin(ctx: &mut Ctx, args: &[&[u8]]) -> BlockResult {
     zpop(ctx, args, false)
 }
 
 /// BZPOPMAX key [key ...] timeout
-pub fn bzpopmax(ctx: &mut Ctx, args: &[&[u8]]) -> BlockResult {
+pub(crate) fn bzpopmax(ctx: &mut Ctx, args: &[&[u8]]) -> BlockResult {
     zpop(ctx, args, true)
 }
 
 /// BZMPOP timeout numkeys key [key ...] MIN|MAX [COUNT count]
-pub fn bzmpop(ctx: &mut Ctx, args: &[&[u8]]) -> BlockResult {
+pub(crate) fn bzmpop(ctx: &mut Ctx, args: &[&[u8]]) -> BlockResult {
     let a = parse_mpop(args, 2, b"min", b"max")?;
     let ms = parse_secs(args[1])?;
     let op = Op::ZMPop {
@@ -212,7 +212,7 @@ pub fn bzmpop(ctx: &mut Ctx, args: &[&[u8]]) -> BlockResult {
 /// WAIT numreplicas timeout. The node has no replicas, so it acknowledges
 /// 0 of them: at once when 0 (or fewer) are asked for or inside MULTI,
 /// else after the timeout (0 = never), as a replica-less redis-server does.
-pub fn wait(ctx: &mut Ctx, args: &[&[u8]]) -> BlockResult {
+pub(crate) fn wait(ctx: &mut Ctx, args: &[&[u8]]) -> BlockResult {
     let wanted = parse_i64(args[1])?;
     let ms = parse_ms(args[2])?;
     if wanted <= 0 || ctx.client.never_block {

@@ -9,7 +9,7 @@
 //! gate shared (no transaction runs meanwhile). Target connections are cached per
 //! address, as Redis does.
 //!
-//! The DUMP payload is our own, versioned and checksummed (`dump.rs`);
+//! The DUMP payload is our own, versioned and checksummed (`keyspace/dump.rs`);
 //! only built-in nodes understand it.
 
 use super::{parse_i64, CmdResult, Ctx};
@@ -34,7 +34,7 @@ const IDLE_CONNECTION: Duration = Duration::from_secs(10);
 const MAX_REPLY_LINE: usize = 64 * 1024;
 
 /// DUMP key
-pub fn dump(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
+pub(crate) fn dump(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     let store = &ctx.node.store;
     let h = store.hash(args[1]);
     let payload = store
@@ -46,7 +46,7 @@ pub fn dump(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
 }
 
 /// RESTORE key ttl payload [REPLACE] [ABSTTL] [IDLETIME s] [FREQ f]
-pub fn restore(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
+pub(crate) fn restore(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     let (mut replace, mut absttl) = (false, false);
     let mut j = 4;
     while j < args.len() {
@@ -249,7 +249,7 @@ async fn round_trip(
 
 /// MIGRATE host port key|"" destination-db timeout [COPY] [REPLACE]
 /// [AUTH password | AUTH2 username password] [KEYS key ...]
-pub async fn migrate(node: &Node, args: &[&[u8]]) -> Result<BytesMut, CmdError> {
+pub(crate) async fn migrate(node: &Node, args: &[&[u8]]) -> Result<BytesMut, CmdError> {
     let m = parse_migrate(args)?;
     let mut state = node.migrate.lock().await;
     state

@@ -10,7 +10,7 @@ use std::sync::LazyLock;
 
 /// How a command runs.
 #[derive(Clone, Copy)]
-pub enum Run {
+pub(crate) enum Run {
     /// In place, holding no lock across an `.await`.
     Sync(fn(&mut Ctx, &[&[u8]]) -> CmdResult),
     /// A blocking command: in place, or the connection waits (see
@@ -23,29 +23,29 @@ pub enum Run {
 }
 
 /// May grow memory: make room under `maxmemory` first (Redis `denyoom`).
-pub const DENYOOM: u8 = 1;
+pub(crate) const DENYOOM: u8 = 1;
 /// Changes the keyspace.
-pub const WRITE: u8 = 2;
+pub(crate) const WRITE: u8 = 2;
 /// Only reads the keyspace.
-pub const READONLY: u8 = 4;
+pub(crate) const READONLY: u8 = 4;
 /// O(1) or O(log n).
-pub const FAST: u8 = 8;
+pub(crate) const FAST: u8 = 8;
 /// May block the connection.
-pub const BLOCKING: u8 = 16;
+pub(crate) const BLOCKING: u8 = 16;
 
 /// One row of the command table: the single source of truth for names,
 /// arity (Redis convention: negative = at least), flags and key positions.
-pub struct Command {
+pub(crate) struct Command {
     /// Lower-case name.
-    pub name: &'static str,
+    pub(crate) name: &'static str,
     /// Exact argument count including the name, or minimum if negative.
-    pub arity: i32,
+    pub(crate) arity: i32,
     /// `DENYOOM | WRITE | READONLY | FAST`
-    pub flags: u8,
+    pub(crate) flags: u8,
     /// First key position, last (negative counts from the end), step.
-    pub keys: (i32, i32, i32),
+    pub(crate) keys: (i32, i32, i32),
     /// The handler.
-    pub run: Run,
+    pub(crate) run: Run,
 }
 
 macro_rules! cmd {
@@ -78,7 +78,7 @@ const ALLKEYS: (i32, i32, i32) = (1, -1, 1);
 const RW: u8 = WRITE | DENYOOM;
 
 /// Every command the node knows.
-pub static COMMANDS: &[Command] = &[
+pub(crate) static COMMANDS: &[Command] = &[
     // connection
     cmd!("ping", -1, FAST, NOKEYS, connection::ping),
     cmd!("echo", 2, FAST, NOKEYS, connection::echo),
@@ -323,7 +323,7 @@ static BY_NAME: LazyLock<NameIndex<Command>> =
     LazyLock::new(|| NameIndex::new(COMMANDS, |c| c.name));
 
 /// Looks a command up by name, any case, without allocating.
-pub fn lookup(name: &[u8]) -> Option<&'static Command> {
+pub(crate) fn lookup(name: &[u8]) -> Option<&'static Command> {
     BY_NAME.get(name)
 }
 
@@ -332,7 +332,7 @@ pub fn lookup(name: &[u8]) -> Option<&'static Command> {
 /// say which backends serve it instead of calling it unknown. Derived from
 /// the two tables, so it stays true as either grows; CLUSTER is the
 /// proxy's own and is left to the generic error.
-pub fn not_served(name: &[u8]) -> Option<&'static str> {
+pub(crate) fn not_served(name: &[u8]) -> Option<&'static str> {
     let spec = crate::resp::lookup(name)?;
     (lookup(name).is_none() && spec.kind != crate::resp::Kind::Admin).then_some(spec.name)
 }

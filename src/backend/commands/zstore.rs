@@ -241,36 +241,36 @@ fn algebra(
 }
 
 /// ZUNION numkeys key [key ...] [WEIGHTS w ...] [AGGREGATE SUM|MIN|MAX] [WITHSCORES]
-pub fn zunion(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
+pub(crate) fn zunion(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     algebra(ctx, args, Op::Union, "zunion", false, false)
 }
 
 /// ZINTER numkeys key [key ...] [WEIGHTS w ...] [AGGREGATE SUM|MIN|MAX] [WITHSCORES]
-pub fn zinter(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
+pub(crate) fn zinter(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     algebra(ctx, args, Op::Inter, "zinter", false, false)
 }
 
 /// ZDIFF numkeys key [key ...] [WITHSCORES]
-pub fn zdiff(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
+pub(crate) fn zdiff(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     algebra(ctx, args, Op::Diff, "zdiff", false, false)
 }
 
 /// ZUNIONSTORE destination numkeys key [key ...] [WEIGHTS w ...] [AGGREGATE …]
-pub fn zunionstore(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
+pub(crate) fn zunionstore(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     algebra(ctx, args, Op::Union, "zunionstore", true, false)
 }
 
 /// ZINTERSTORE destination numkeys key [key ...] [WEIGHTS w ...] [AGGREGATE …]
-pub fn zinterstore(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
+pub(crate) fn zinterstore(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     algebra(ctx, args, Op::Inter, "zinterstore", true, false)
 }
 
 /// ZDIFFSTORE destination numkeys key [key ...]
-pub fn zdiffstore(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
+pub(crate) fn zdiffstore(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     algebra(ctx, args, Op::Diff, "zdiffstore", true, false)
 }
 
 /// ZINTERCARD numkeys key [key ...] [LIMIT limit]
-pub fn zintercard(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
+pub(crate) fn zintercard(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     algebra(ctx, args, Op::Inter, "zintercard", false, true)
 }

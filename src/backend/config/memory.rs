@@ -2,7 +2,7 @@
 
 /// Parses a Redis memory value (`memtoull`): digits with an optional
 /// b/k/kb/m/mb/g/gb unit, any case; no sign; empty is 0, as in Redis.
-pub fn parse_memory(b: &[u8]) -> Option<u64> {
+pub(crate) fn parse_memory(b: &[u8]) -> Option<u64> {
     if b.is_empty() {
         return Some(0);
     }

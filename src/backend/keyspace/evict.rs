@@ -16,7 +16,7 @@ use std::sync::atomic::Ordering::Relaxed;
 use std::time::Instant;
 
 /// How often the active-expiry sweep runs (Redis: `hz 10`).
-pub const EXPIRE_TICK_MS: u64 = 100;
+pub(crate) const EXPIRE_TICK_MS: u64 = 100;
 /// Buckets each shard's sweep inspects per tick before checking whether it
 /// found enough expired keys to keep going.
 const SWEEP_BUCKETS: usize = 64;
@@ -25,13 +25,13 @@ const SWEEP_BUDGET_MS: u128 = 25;
 
 /// Why eviction could not get under the limit.
 #[derive(Debug, PartialEq, Eq)]
-pub struct OutOfMemory;
+pub(crate) struct OutOfMemory;
 
 impl Store {
     /// Evicts keys chosen by `policy` until memory is at or below
     /// `maxmemory` (0 = unlimited). Fails when the policy finds nothing
     /// to evict (`noeviction`, or a volatile policy with no TTL left).
-    pub fn evict_to_fit(
+    pub(crate) fn evict_to_fit(
         &self,
         maxmemory: u64,
         policy: Policy,
@@ -87,7 +87,7 @@ impl Store {
 
     /// One active-expiry tick over all shards, within a time budget.
     /// Returns how many keys it removed.
-    pub fn expire_tick(&self, now: u64) -> usize {
+    pub(crate) fn expire_tick(&self, now: u64) -> usize {
         let start = Instant::now();
         let mut removed = 0;
         for i in 0..SHARDS {
@@ -212,7 +212,7 @@ impl Locked<'_> {
 
     /// A random live entry of this shard, if it has any (tries a few times
     /// when it lands on expired ones, removing them).
-    pub fn random_entry(&mut self) -> Option<&Entry> {
+    pub(crate) fn random_entry(&mut self) -> Option<&Entry> {
         for _ in 0..8 {
             let i = self.random_full_bucket()?;
             // SAFETY: a full bucket index of this table, just found.
@@ -246,7 +246,8 @@ impl Locked<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::backend::keyspace::store::{BASE_MEMORY, ENTRY_OVERHEAD};
+    use crate::backend::keyspace::entry::ENTRY_OVERHEAD;
+    use crate::backend::keyspace::store::BASE_MEMORY;
 
     fn fill(store: &Store, n: usize, now: u64, ttl_at: u64) {
         for i in 0..n {
@@ -303,21 +304,6 @@ mod tests {
             "recent keys evicted: {}",
             5_000 - recent_left
         );
-    }
-
-    #[test]
-    fn lfu_data_decays_and_survives_a_switch_from_lru() {
-        let lfu = Lfu::default();
-        let now = 10 * 60_000;
-        assert_eq!(lfu.decayed(lfu.initial(now), now), LFU_INIT_VAL);
-        // Three minutes later, one decrement per minute.
-        assert_eq!(lfu.decayed(lfu.initial(now), now + 3 * 60_000), 2);
-        // An LRU clock value left in the field must not overflow anything.
-        for lru in [u32::MAX, lru_clock(now), 0] {
-            assert!(lfu.decayed(lru, now) <= 255);
-            let t = lfu.touched(lru, now);
-            assert_eq!(t >> 8, lfu_minutes(now), "the access time is refreshed");
-        }
     }
 
     #[test]

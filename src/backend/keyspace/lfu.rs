@@ -18,7 +18,7 @@ fn seed() -> u64 {
 }
 
 /// A fast non-cryptographic random number (xorshift64*).
-pub fn random() -> u64 {
+pub(crate) fn random() -> u64 {
     RNG.with(|c| {
         let mut x = c.get();
         x ^= x >> 12;
@@ -33,13 +33,13 @@ pub fn random() -> u64 {
 /// instead of a clock: access time in minutes (16 bits) then a logarithmic
 /// access counter (8 bits), so no entry grows.
 #[derive(Debug)]
-pub struct Lfu {
+pub(crate) struct Lfu {
     /// An LFU policy is selected.
-    pub enabled: AtomicBool,
+    pub(crate) enabled: AtomicBool,
     /// `lfu-log-factor`.
-    pub log_factor: AtomicU32,
+    pub(crate) log_factor: AtomicU32,
     /// `lfu-decay-time`, minutes.
-    pub decay_time: AtomicU32,
+    pub(crate) decay_time: AtomicU32,
 }
 
 impl Default for Lfu {
@@ -62,17 +62,17 @@ fn lfu_minutes(now_ms: u64) -> u32 {
 
 impl Lfu {
     /// Whether accesses update LFU data rather than the LRU clock.
-    pub fn is_on(&self) -> bool {
+    pub(crate) fn is_on(&self) -> bool {
         self.enabled.load(Relaxed)
     }
 
     /// The `lru` field of a new entry.
-    pub fn initial(&self, now_ms: u64) -> u32 {
+    pub(crate) fn initial(&self, now_ms: u64) -> u32 {
         (lfu_minutes(now_ms) << 8) | LFU_INIT_VAL
     }
 
     /// The counter after decay (OBJECT FREQ; Redis `LFUDecrAndReturn`).
-    pub fn decayed(&self, lru: u32, now_ms: u64) -> u32 {
+    pub(crate) fn decayed(&self, lru: u32, now_ms: u64) -> u32 {
         // Masked to Redis's 24 bits: after a switch from an LRU policy the
         // field still holds a clock, read as (arbitrary) LFU data.
         let (ldt, counter) = ((lru >> 8) & 0xffff, lru & 255);
@@ -89,7 +89,7 @@ impl Lfu {
 
     /// The `lru` field after one access: decay, then a logarithmic
     /// increment (Redis `updateLFU`).
-    pub fn touched(&self, lru: u32, now_ms: u64) -> u32 {
+    pub(crate) fn touched(&self, lru: u32, now_ms: u64) -> u32 {
         let mut counter = self.decayed(lru, now_ms);
         if counter < 255 {
             let r = (random() >> 11) as f64 / (1u64 << 53) as f64;
@@ -100,5 +100,26 @@ impl Lfu {
             }
         }
         (lfu_minutes(now_ms) << 8) | counter
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backend::keyspace::clock::lru_clock;
+
+    #[test]
+    fn lfu_data_decays_and_survives_a_switch_from_lru() {
+        let lfu = Lfu::default();
+        let now = 10 * 60_000;
+        assert_eq!(lfu.decayed(lfu.initial(now), now), LFU_INIT_VAL);
+        // Three minutes later, one decrement per minute.
+        assert_eq!(lfu.decayed(lfu.initial(now), now + 3 * 60_000), 2);
+        // An LRU clock value left in the field must not overflow anything.
+        for lru in [u32::MAX, lru_clock(now), 0] {
+            assert!(lfu.decayed(lru, now) <= 255);
+            let t = lfu.touched(lru, now);
+            assert_eq!(t >> 8, lfu_minutes(now), "the access time is refreshed");
+        }
     }
 }

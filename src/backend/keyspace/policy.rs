@@ -6,7 +6,7 @@
 /// them in this order).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[repr(u8)]
-pub enum Policy {
+pub(crate) enum Policy {
     VolatileLru,
     VolatileLfu,
     VolatileRandom,
@@ -18,7 +18,7 @@ pub enum Policy {
 }
 
 /// Policy names, indexed by `Policy as u8`.
-pub const POLICY_NAMES: [&str; 8] = [
+pub(crate) const POLICY_NAMES: [&str; 8] = [
     "volatile-lru",
     "volatile-lfu",
     "volatile-random",
@@ -42,22 +42,22 @@ impl Policy {
     ];
 
     /// Redis's name for the policy.
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         POLICY_NAMES[self as usize]
     }
 
     /// Whether access frequency (not recency) is tracked.
-    pub fn is_lfu(self) -> bool {
+    pub(crate) fn is_lfu(self) -> bool {
         matches!(self, Policy::VolatileLfu | Policy::AllkeysLfu)
     }
 
     /// Whether the victim is any candidate rather than the best of a sample.
-    pub fn is_random(self) -> bool {
+    pub(crate) fn is_random(self) -> bool {
         matches!(self, Policy::VolatileRandom | Policy::AllkeysRandom)
     }
 
     /// Whether only keys with a TTL may be evicted.
-    pub fn is_volatile(self) -> bool {
+    pub(crate) fn is_volatile(self) -> bool {
         (self as u8) <= Policy::VolatileTtl as u8
     }
 }

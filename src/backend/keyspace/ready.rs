@@ -9,7 +9,7 @@ use std::sync::{Mutex, MutexGuard};
 /// Keys that became a list or sorted set while some client waited.
 /// Written under a store shard lock, so it is a leaf lock of its own.
 #[derive(Default)]
-pub struct ReadyKeys {
+pub(crate) struct ReadyKeys {
     /// Clients registered or about to register. SeqCst pairs with the
     /// registering client: it counts itself before its last look at its
     /// keys, so a write after that look sees the count and records the key.
@@ -24,7 +24,7 @@ pub struct ReadyKeys {
 impl ReadyKeys {
     /// Called by the store when `key` was created as a list or sorted set.
     #[inline]
-    pub fn signal(&self, key: &[u8]) {
+    pub(crate) fn signal(&self, key: &[u8]) {
         if self.waiting.load(SeqCst) != 0 {
             self.record(key);
         }
@@ -38,7 +38,7 @@ impl ReadyKeys {
 
     /// Whether some key may be ready: check after every command.
     #[inline]
-    pub fn is_pending(&self) -> bool {
+    pub(crate) fn is_pending(&self) -> bool {
         self.pending.load(SeqCst)
     }
 

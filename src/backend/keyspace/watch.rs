@@ -23,14 +23,14 @@ use crate::backend::error::CmdError;
 /// Bytes of watched keys (plus [`KEY_OVERHEAD`] each) one client may hold.
 /// One WATCH is already bounded by the query buffer; this bounds a client
 /// that keeps adding keys with more WATCH calls.
-pub const MAX_WATCHED_BYTES: usize = 64 * 1024 * 1024;
+pub(crate) const MAX_WATCHED_BYTES: usize = 64 * 1024 * 1024;
 /// What one watched key costs beyond its bytes: the two records and the
 /// map slot.
-pub const KEY_OVERHEAD: usize = 96;
+pub(crate) const KEY_OVERHEAD: usize = 96;
 
 /// The keys one client watches and the flag raised when one changes.
 #[derive(Debug, Default)]
-pub struct ClientWatch {
+pub(crate) struct ClientWatch {
     flag: Arc<AtomicBool>,
     keys: Vec<(u64, Arc<[u8]>)>,
     bytes: usize,
@@ -38,7 +38,7 @@ pub struct ClientWatch {
 
 impl ClientWatch {
     /// Watches `key` (once, however often it is named).
-    pub fn watch(&mut self, store: &Store, key: &[u8], now: u64) -> Result<(), CmdError> {
+    pub(crate) fn watch(&mut self, store: &Store, key: &[u8], now: u64) -> Result<(), CmdError> {
         let h = store.hash(key);
         let mut s = store.lock(h, now);
         let expired = s.is_expired_in_table(h, key);
@@ -77,7 +77,7 @@ impl ClientWatch {
 
     /// Whether EXEC must fail: a watched key was modified, or one that was
     /// alive at WATCH has expired since (even if not yet removed).
-    pub fn is_dirty(&self, store: &Store, now: u64) -> bool {
+    pub(crate) fn is_dirty(&self, store: &Store, now: u64) -> bool {
         if self.flag.load(Relaxed) {
             return true;
         }
@@ -95,7 +95,7 @@ impl ClientWatch {
     }
 
     /// Forgets every watched key (UNWATCH, EXEC, DISCARD, RESET, disconnect).
-    pub fn unwatch_all(&mut self, store: &Store) {
+    pub(crate) fn unwatch_all(&mut self, store: &Store) {
         for (h, key) in self.keys.drain(..) {
             let mut s = store.lock(h, 0);
             let map = &mut s.shard.watched.0;

@@ -17,18 +17,18 @@ pub(crate) struct Watcher {
 
 /// A shard's watched keys. Guarded by the shard lock.
 #[derive(Default)]
-pub struct Watched(pub(crate) HashMap<Arc<[u8]>, SmallVec<[Watcher; 1]>>);
+pub(crate) struct Watched(pub(crate) HashMap<Arc<[u8]>, SmallVec<[Watcher; 1]>>);
 
 impl Watched {
     /// Whether nobody watches a key of this shard.
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.0.is_empty()
     }
 
     /// Raises the flag of every client watching `key`, which was just
     /// modified; `present` is whether the key is in the table now. A watch
     /// taken on an already-expired key is not raised by that key's removal.
-    pub fn touch(&mut self, key: &[u8], present: bool) {
+    pub(crate) fn touch(&mut self, key: &[u8], present: bool) {
         let Some(ws) = self.0.get_mut(key) else {
             return;
         };
@@ -42,7 +42,7 @@ impl Watched {
     }
 
     /// FLUSHALL emptied the shard: touches the watched keys it held.
-    pub fn touch_flushed(&mut self, had: impl Fn(&[u8]) -> bool) {
+    pub(crate) fn touch_flushed(&mut self, had: impl Fn(&[u8]) -> bool) {
         let gone: Vec<Arc<[u8]>> = self.0.keys().filter(|k| had(k)).cloned().collect();
         for k in gone {
             self.touch(&k, false);

@@ -9,7 +9,7 @@
 //! ```
 //!
 //! A request that blocks (BLPOP with nothing to pop) suspends its
-//! connection in [`wait::blocked`] until `blocking.rs` sends its reply or
+//! connection in [`wait::blocked`] until `backend::blocking` sends its reply or
 //! its timeout passes; the requests behind it wait, as in Redis.
 //!
 //! The task that owns a client's socket is the only one that touches it.
@@ -49,7 +49,7 @@ const SHUTDOWN_GRACE_MS: u64 = 1000;
 /// Serves the node on `listener` until `shutdown` completes: stops
 /// accepting, lets clients finish the requests they already sent (within a
 /// grace period), then returns.
-pub async fn run(
+pub(crate) async fn run(
     listener: TcpListener,
     config: NodeConfig,
     shutdown: impl Future<Output = ()>,

@@ -1,5 +1,5 @@
 //! A connection's wait for the reply of its blocked request (BLPOP with
-//! nothing to pop, WAIT): the reply a push sends through `blocking.rs`, or
+//! nothing to pop, WAIT): the reply a push sends through `backend::blocking`, or
 //! the timeout reply; meanwhile the socket is read on, so a client that
 //! leaves is noticed and unregistered at once, and a subscriber's
 //! messages are written as they arrive.
