@@ -9,7 +9,7 @@
 //! [`BACKLOG`] lets the kernel's own cap (`net.core.somaxconn`, 4096 on
 //! current Linux) decide, as Redis's `tcp-backlog` does.
 //!
-//! Used by `main.rs` and `up.rs` (proxy, node) and `backend::run_blocking`.
+//! Used by `main.rs` and `up.rs` (proxy, node) and `backend::run`.
 
 use std::io;
 

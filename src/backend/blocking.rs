@@ -17,63 +17,60 @@
 //! Serving runs in the connection whose command made the key ready, so a
 //! pushed element goes to the longest waiter before any other command can
 //! take it, and a BLMOVE served that way makes its destination ready in
-//! turn (chains). Owned by [`super::server::Node`]; called by the server
-//! loop and `commands/blocking.rs`. Lock order: registry → store shard →
+//! turn (chains). Owned by [`crate::backend::Node`]; called by the server
+//! loop and `commands/blocking.rs`, which pops for it (the registry only
+//! keeps who waits for what, and never names a command or the node).
+//! Lock order: registry → store shard →
 //! ready keys; none is held across an `.await`. There is at most one
 //! waiter per connection (its loop is suspended while it waits), so the
 //! registry is bounded by the number of connections.
 
-use super::commands::blocking::Op;
 use super::error::CmdError;
-use super::server::Node;
+use super::keyspace::ready::ReadyKeys;
+use super::keyspace::store::Store;
 use super::value::Kind;
 use bytes::{Bytes, BytesMut};
 use std::collections::{HashMap, VecDeque};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::SeqCst};
+use std::sync::atomic::Ordering::SeqCst;
 use std::sync::{Mutex, MutexGuard};
 use tokio::sync::oneshot;
 
-/// Keys that became a list or sorted set while some client waited.
-/// Written under a store shard lock, so it is a leaf lock of its own.
-#[derive(Default)]
-pub struct ReadyKeys {
-    /// Clients registered or about to register. SeqCst pairs with the
-    /// registering client: it counts itself before its last look at its
-    /// keys, so a write after that look sees the count and records the key.
-    waiting: AtomicUsize,
-    /// Whether `keys` may be non-empty: the one load per command when
-    /// nobody blocks.
-    pending: AtomicBool,
-    /// `std::sync::Mutex`: held for a push or a swap, never across `.await`.
-    keys: Mutex<Vec<Box<[u8]>>>,
+/// What a client blocked on a key gets when the key has data.
+pub(crate) enum Op {
+    /// BLPOP / BRPOP: `[key, element]`.
+    Pop { head: bool },
+    /// BLMPOP: `[key, [elements…]]`, up to `count`.
+    MPop { head: bool, count: usize },
+    /// BLMOVE / BRPOPLPUSH: the element, pushed onto `dst`.
+    Move {
+        dst: Box<[u8]>,
+        from_head: bool,
+        to_head: bool,
+    },
+    /// BZPOPMIN / BZPOPMAX: `[key, member, score]`.
+    ZPop { max: bool },
+    /// BZMPOP: `[key, [[member, score]…]]`, up to `count`.
+    ZMPop { max: bool, count: usize },
 }
 
-impl ReadyKeys {
-    /// Called by the store when `key` was created as a list or sorted set.
-    #[inline]
-    pub fn signal(&self, key: &[u8]) {
-        if self.waiting.load(SeqCst) != 0 {
-            self.record(key);
+impl Op {
+    /// The type of key it pops.
+    pub(crate) fn kind(&self) -> Kind {
+        match self {
+            Op::Pop { .. } | Op::MPop { .. } | Op::Move { .. } => Kind::List,
+            Op::ZPop { .. } | Op::ZMPop { .. } => Kind::ZSet,
         }
     }
+}
 
-    #[cold]
-    fn record(&self, key: &[u8]) {
-        lock(&self.keys).push(key.into());
-        self.pending.store(true, SeqCst);
-    }
-
-    /// Whether some key may be ready: check after every command.
-    #[inline]
-    pub fn is_pending(&self) -> bool {
-        self.pending.load(SeqCst)
-    }
-
-    fn take(&self) -> Vec<Box<[u8]>> {
-        let mut keys = lock(&self.keys);
-        self.pending.store(false, SeqCst);
-        std::mem::take(&mut *keys)
-    }
+/// A connection that must wait before its reply.
+pub(crate) struct Block {
+    /// The registration a push answers; `None` for WAIT, which only time ends.
+    pub(crate) ticket: Option<Ticket>,
+    /// How long to wait, in ms; 0 = until served.
+    pub(crate) timeout_ms: u64,
+    /// The reply when the time is up.
+    pub(crate) on_timeout: &'static [u8],
 }
 
 /// A panic while holding one of these locks leaves the maps consistent
@@ -81,6 +78,11 @@ impl ReadyKeys {
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
+
+/// Pops for a served waiter: its op, the ready key, its protocol, the
+/// reply buffer; false if the key is empty.
+pub(crate) type Serve<'a> =
+    &'a mut dyn FnMut(&Op, &[u8], u8, &mut BytesMut) -> Result<bool, CmdError>;
 
 /// One blocked client.
 struct Waiter {
@@ -100,7 +102,7 @@ struct Registry {
 
 /// The node's blocked clients.
 #[derive(Default)]
-pub struct Blocking {
+pub(crate) struct Blocking {
     /// `std::sync::Mutex`: serving is short (a pop per waiter) and never
     /// awaits; one lock makes "first blocked, first served" and
     /// "each element to exactly one client" simple to keep.
@@ -108,7 +110,7 @@ pub struct Blocking {
 }
 
 /// What [`Blocking::serve_or_wait`] did.
-pub enum Attempt {
+pub(crate) enum Attempt {
     /// A key had data: the reply is written.
     Served,
     /// Nothing to pop and the client may not block (inside MULTI).
@@ -120,7 +122,7 @@ pub enum Attempt {
 /// A registered client's claim on its reply: the caller wraps it in a
 /// [`Waiting`] at once (a ticket dropped unwrapped leaves a registration
 /// that only the next push to its keys discards).
-pub struct Ticket {
+pub(crate) struct Ticket {
     id: u64,
     rx: oneshot::Receiver<Bytes>,
 }
@@ -128,24 +130,26 @@ pub struct Ticket {
 /// A registered waiter, held by its connection while it waits. Dropping
 /// it unregisters the client, so a connection that ends while blocked
 /// (closed, shut down, aborted) pops nothing.
-pub struct Waiting<'a> {
-    node: &'a Node,
+pub(crate) struct Waiting<'a> {
+    blocking: &'a Blocking,
+    ready: &'a ReadyKeys,
     ticket: Ticket,
     done: bool,
 }
 
 impl<'a> Waiting<'a> {
-    /// Takes charge of a ticket `node` gave.
-    pub fn new(node: &'a Node, ticket: Ticket) -> Waiting<'a> {
+    /// Takes charge of a ticket `blocking` gave (`ready`: its store's).
+    pub(crate) fn new(blocking: &'a Blocking, ready: &'a ReadyKeys, ticket: Ticket) -> Waiting<'a> {
         Waiting {
-            node,
+            blocking,
+            ready,
             ticket,
             done: false,
         }
     }
 
     /// The reply, once a push served this client.
-    pub async fn served(&mut self) -> Bytes {
+    pub(crate) async fn served(&mut self) -> Bytes {
         let r = (&mut self.ticket.rx).await;
         self.done = true;
         // The registry drops a sender unsent only after `cancel`.
@@ -154,9 +158,9 @@ impl<'a> Waiting<'a> {
 
     /// Unregisters the client: `None` if it was still waiting, else the
     /// reply it was served just before (a timeout racing a push).
-    pub fn cancel(&mut self) -> Option<Bytes> {
+    pub(crate) fn cancel(&mut self) -> Option<Bytes> {
         self.done = true;
-        match self.node.blocking.remove(self.node, self.ticket.id) {
+        match self.blocking.remove(self.ready, self.ticket.id) {
             Some(_) => None,
             None => self.ticket.rx.try_recv().ok(),
         }
@@ -166,7 +170,7 @@ impl<'a> Waiting<'a> {
 impl Drop for Waiting<'_> {
     fn drop(&mut self) {
         if !self.done {
-            self.node.blocking.remove(self.node, self.ticket.id);
+            self.blocking.remove(self.ready, self.ticket.id);
         }
     }
 }
@@ -174,26 +178,25 @@ impl Drop for Waiting<'_> {
 impl Blocking {
     /// Serves `op` from the first of `keys` with data (WRONGTYPE if a key
     /// before it holds another type), else registers client `id` to wait
-    /// on all of them, unless `may_block` is false.
+    /// on all of them, unless `may_block` is false. `serve` pops for `op`
+    /// from one key and writes the reply, false if the key is empty.
     #[allow(clippy::too_many_arguments)]
-    pub fn serve_or_wait(
+    pub(crate) fn serve_or_wait(
         &self,
-        node: &Node,
+        ready: &ReadyKeys,
         id: u64,
         proto: u8,
         keys: &[&[u8]],
         op: Op,
         may_block: bool,
-        now: u64,
-        out: &mut BytesMut,
+        mut serve: impl FnMut(&Op, &[u8]) -> Result<bool, CmdError>,
     ) -> Result<Attempt, CmdError> {
-        let ready = &node.store.ready;
         let mut reg = lock(&self.registry);
         // Counted before looking, so a push right after the look is recorded.
         ready.waiting.fetch_add(1, SeqCst);
         let mut found = Ok(false);
         for key in keys {
-            found = op.serve(node, key, proto, now, out);
+            found = serve(&op, key);
             if !matches!(found, Ok(false)) {
                 break;
             }
@@ -230,32 +233,33 @@ impl Blocking {
 
     /// Serves the waiters of every ready key, in FIFO order per key, until
     /// no key is ready (a served BLMOVE may make its destination ready).
-    pub fn serve_ready(&self, node: &Node, now: u64) {
-        // Pops change the store: held shared like any command, so they never
-        // land inside another client's EXEC. Lock order: gate → registry → shard.
-        let _shared = node.shared();
+    /// `serve` pops for one waiter from one key and writes its reply for
+    /// its protocol. The caller holds the node's gate shared: pops change
+    /// the store, so they never land inside another client's EXEC (lock
+    /// order: gate → registry → shard).
+    pub(crate) fn serve_ready(&self, store: &Store, now: u64, mut serve: Serve<'_>) {
         let mut reg = lock(&self.registry);
         loop {
-            let keys = node.store.ready.take();
+            let keys = store.ready.take();
             if keys.is_empty() {
                 return;
             }
             for key in keys {
-                reg.serve_key(node, &key, now);
+                reg.serve_key(store, &key, now, &mut serve);
             }
         }
     }
 
-    fn remove(&self, node: &Node, id: u64) -> Option<Waiter> {
-        lock(&self.registry).remove(node, id)
+    fn remove(&self, ready: &ReadyKeys, id: u64) -> Option<Waiter> {
+        lock(&self.registry).remove(ready, id)
     }
 }
 
 impl Registry {
-    fn remove(&mut self, node: &Node, id: u64) -> Option<Waiter> {
+    fn remove(&mut self, ready: &ReadyKeys, id: u64) -> Option<Waiter> {
         let w = self.waiters.remove(&id)?;
         self.unlink(id, &w.keys);
-        node.store.ready.waiting.fetch_sub(1, SeqCst);
+        ready.waiting.fetch_sub(1, SeqCst);
         Some(w)
     }
 
@@ -279,12 +283,11 @@ impl Registry {
     /// they blocked, gets what is there until the key is gone. A key of
     /// another type serves nobody (they stay blocked). A BLMOVE whose
     /// destination holds another type is answered WRONGTYPE and pops nothing.
-    fn serve_key(&mut self, node: &Node, key: &[u8], now: u64) {
+    fn serve_key(&mut self, store: &Store, key: &[u8], now: u64, serve: &mut Serve<'_>) {
         let Some(queue) = self.by_key.get(key) else {
             return;
         };
         let kind = {
-            let store = &node.store;
             let h = store.hash(key);
             store.lock(h, now).kind_of(h, key)
         };
@@ -301,23 +304,23 @@ impl Registry {
             }
             if w.reply.is_closed() {
                 // Its connection is gone: serve nobody who cannot receive.
-                self.remove(node, id);
+                self.remove(&store.ready, id);
                 continue;
             }
             let mut out = BytesMut::new();
-            match w.op.serve(node, key, w.proto, now, &mut out) {
+            match serve(&w.op, key, w.proto, &mut out) {
                 Ok(true) => {
                     // A pop (and a move's push) changes keys in place: a
                     // WATCH on them must see it, as for any write command.
-                    node.store.touch(key, now);
+                    store.touch(key, now);
                     if let Op::Move { dst, .. } = &w.op {
-                        node.store.touch(dst, now);
+                        store.touch(dst, now);
                     }
                 }
                 Ok(false) => return,
                 Err(e) => e.write(&mut out),
             }
-            if let Some(w) = self.remove(node, id) {
+            if let Some(w) = self.remove(&store.ready, id) {
                 let _ = w.reply.send(out.freeze());
             }
         }

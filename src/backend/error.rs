@@ -7,7 +7,7 @@ use std::fmt;
 
 /// Why a command was refused; the connection always stays open.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum CmdError {
+pub(crate) enum CmdError {
     /// Command not in the table; carries the name and up to 128 bytes of args.
     UnknownCommand(String, String),
     /// Subcommand not known: (as typed, parent command in upper case).
@@ -91,19 +91,19 @@ impl fmt::Display for CmdError {
 
 impl CmdError {
     /// An `ERR …` line of our own.
-    pub fn err(msg: impl fmt::Display) -> CmdError {
+    pub(crate) fn err(msg: impl fmt::Display) -> CmdError {
         CmdError::Other(format!("ERR {msg}"))
     }
 
     /// Appends the error reply to `out`; the only place errors become bytes.
-    pub fn write(&self, out: &mut BytesMut) {
+    pub(crate) fn write(&self, out: &mut BytesMut) {
         // Redis replaces newlines so an error is always one line.
         let line = self.to_string().replace(['\r', '\n'], " ");
         encode::error(out, &line);
     }
 
     /// `UnknownCommand` with Redis's rendering of the first arguments.
-    pub fn unknown_command(name: &[u8], args: &[&[u8]]) -> CmdError {
+    pub(crate) fn unknown_command(name: &[u8], args: &[&[u8]]) -> CmdError {
         let mut shown = String::new();
         for a in args {
             if shown.len() >= 128 {

@@ -155,20 +155,48 @@ pub fn next_frame(
     limits: &Limits,
     spans: &mut Spans,
 ) -> Result<Option<Frame>, ProtocolError> {
+    let frame = next_frame_from(buf, limits, spans, &mut Progress::default());
+    if matches!(frame, Ok(None)) {
+        // Spans of the incomplete request are not a request.
+        spans.clear();
+    }
+    frame
+}
+
+/// [`next_frame`], resuming from `progress` and the `spans` the previous
+/// call on this buffer left (for a server that keeps its place in a client's
+/// query buffer between reads). The caller consumes each frame's `len`
+/// before the next call; `buf` then holds what it held, maybe more.
+pub(crate) fn next_frame_from(
+    buf: &[u8],
+    limits: &Limits,
+    spans: &mut Spans,
+    progress: &mut Progress,
+) -> Result<Option<Frame>, ProtocolError> {
     let mut at = 0;
     loop {
-        spans.clear();
+        if progress.count == 0 {
+            spans.clear();
+        }
         let rest = &buf[at..];
         if rest.is_empty() {
             // Only empty requests: consume them, execute nothing.
             return Ok((at > 0).then_some(Frame::Spans { len: at }));
         }
-        match parse_front(rest, limits, spans)? {
-            Parsed::Incomplete => {
-                // Spans of the incomplete request are not a request.
+        let parsed = parse_front_from(rest, limits, spans, progress);
+        if !matches!(parsed, Ok(Parsed::Incomplete)) {
+            // Done with the request at the front, one way or another.
+            *progress = Progress::default();
+        }
+        match parsed? {
+            Parsed::Incomplete if at > 0 => {
+                // The empty requests go first; the incomplete one behind
+                // them is parsed again from its start on the next call.
+                *progress = Progress::default();
                 spans.clear();
-                return Ok((at > 0).then_some(Frame::Spans { len: at }));
+                return Ok(Some(Frame::Spans { len: at }));
             }
+            Parsed::Incomplete => return Ok(None),
             Parsed::Skip(n) => at += n,
             Parsed::Multibulk { len } => {
                 for s in spans.iter_mut() {
@@ -186,13 +214,9 @@ pub fn next_frame(
     }
 }
 
-/// Parses the request at the front of non-empty `buf`, multibulk or inline;
-/// an incomplete one longer than the query buffer limit is an error.
-fn parse_front(buf: &[u8], limits: &Limits, spans: &mut Spans) -> Result<Parsed, ProtocolError> {
-    parse_front_from(buf, limits, spans, &mut Progress::default())
-}
-
-/// [`parse_front`], resuming from `progress` (and the `spans` found so far).
+/// Parses the request at the front of non-empty `buf`, multibulk or inline,
+/// resuming from `progress` (and the `spans` found so far); an incomplete
+/// one longer than the query buffer limit is an error.
 fn parse_front_from(
     buf: &[u8],
     limits: &Limits,

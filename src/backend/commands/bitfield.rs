@@ -306,12 +306,12 @@ fn run(ctx: &mut Ctx, args: &[&[u8]], read_only_cmd: bool) -> CmdResult {
 
 /// BITFIELD key [GET type offset | SET type offset value | INCRBY type
 /// offset increment | OVERFLOW WRAP|SAT|FAIL] ...
-pub fn bitfield(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
+pub(crate) fn bitfield(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     run(ctx, args, false)
 }
 
 /// BITFIELD_RO key [GET type offset] ...
-pub fn bitfield_ro(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
+pub(crate) fn bitfield_ro(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     run(ctx, args, true)
 }
 

@@ -8,19 +8,20 @@
 
 use super::{parse_i64, CmdResult, Ctx};
 use crate::backend::error::CmdError;
-use crate::backend::store::{Entry, Locked};
+use crate::backend::keyspace::entry::Entry;
+use crate::backend::keyspace::store::Locked;
 use crate::resp::{encode, eq_ignore_case};
 
 const BIT_OFFSET_ERR: &str = "bit offset is not an integer or out of range";
 
 /// The string held by a live entry.
-pub fn string_value(e: &Entry) -> Result<&[u8], CmdError> {
+pub(crate) fn string_value(e: &Entry) -> Result<&[u8], CmdError> {
     e.str_value()
 }
 
 /// Runs `f` on the string at `key` (None when absent) under its shard lock,
 /// counting a keyspace hit or miss.
-pub fn with_string<R>(
+pub(crate) fn with_string<R>(
     ctx: &Ctx,
     key: &[u8],
     f: impl FnOnce(Option<&[u8]>) -> R,
@@ -36,7 +37,7 @@ pub fn with_string<R>(
 
 /// Writes `bytes` at byte `offset` of the string at `key`, creating it and
 /// zero-padding as needed (SETBIT, BITFIELD).
-pub fn write_at(s: &mut Locked, h: u64, key: &[u8], offset: usize, bytes: &[u8]) {
+pub(crate) fn write_at(s: &mut Locked, h: u64, key: &[u8], offset: usize, bytes: &[u8]) {
     if s.update(h, key, |e| e.write_at(offset, bytes)).is_none() {
         let mut e = Entry::new(key, b"", 0, s.now);
         e.write_at(offset, bytes);
@@ -47,7 +48,11 @@ pub fn write_at(s: &mut Locked, h: u64, key: &[u8], offset: usize, bytes: &[u8])
 /// Parses a bit offset as Redis's `getBitOffsetFromArgument`: `#n` (only
 /// when `field_bits > 0`) means n fields of that width; the byte it falls
 /// in must be below `proto-max-bulk-len`.
-pub fn parse_bit_offset(arg: &[u8], field_bits: u32, max_bulk: u64) -> Result<u64, CmdError> {
+pub(crate) fn parse_bit_offset(
+    arg: &[u8],
+    field_bits: u32,
+    max_bulk: u64,
+) -> Result<u64, CmdError> {
     let err = || CmdError::err(BIT_OFFSET_ERR);
     let (digits, mul) = match arg.first() {
         Some(b'#') if field_bits > 0 => (&arg[1..], field_bits as i64),
@@ -63,7 +68,7 @@ pub fn parse_bit_offset(arg: &[u8], field_bits: u32, max_bulk: u64) -> Result<u6
 }
 
 /// SETBIT key offset 0|1
-pub fn setbit(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
+pub(crate) fn setbit(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     let off = parse_bit_offset(args[2], 0, ctx.node.settings.max_bulk())?;
     let bad_bit = || CmdError::err("bit is not an integer or out of range");
     let on = crate::resp::parse_i64(args[3]).ok_or_else(bad_bit)?;
@@ -86,7 +91,7 @@ pub fn setbit(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
 }
 
 /// GETBIT key offset
-pub fn getbit(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
+pub(crate) fn getbit(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     let off = parse_bit_offset(args[2], 0, ctx.node.settings.max_bulk())?;
     let bit = with_string(ctx, args[1], |v| {
         v.and_then(|v| v.get((off >> 3) as usize))
@@ -97,7 +102,7 @@ pub fn getbit(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
 }
 
 /// Set bits in `v`, eight bytes at a time.
-pub fn popcount(v: &[u8]) -> u64 {
+pub(crate) fn popcount(v: &[u8]) -> u64 {
     let mut chunks = v.chunks_exact(8);
     let mut n: u64 = (&mut chunks)
         .map(|c| u64::from_ne_bytes(c.try_into().expect("8 bytes")).count_ones() as u64)
@@ -150,7 +155,7 @@ fn count_bits(v: &[u8], first: u64, last: u64) -> u64 {
 }
 
 /// BITCOUNT key [start end [BYTE|BIT]]
-pub fn bitcount(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
+pub(crate) fn bitcount(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     // Redis 7.0 looks the key up first: a missing key is 0 whatever follows.
     let n = with_string(ctx, args[1], |v| -> Result<i64, CmdError> {
         let Some(v) = v else { return Ok(0) };
@@ -199,7 +204,7 @@ fn find_bit(v: &[u8], first: u64, last: u64, bit: bool) -> Option<u64> {
 }
 
 /// BITPOS key 0|1 [start [end [BYTE|BIT]]]
-pub fn bitpos(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
+pub(crate) fn bitpos(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     let bit = parse_i64(args[2])?;
     if bit != 0 && bit != 1 {
         return Err(CmdError::err("The bit argument must be 1 or 0."));
@@ -239,7 +244,7 @@ pub fn bitpos(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
 }
 
 /// BITOP AND|OR|XOR|NOT destkey key [key ...]
-pub fn bitop(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
+pub(crate) fn bitop(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     #[derive(PartialEq)]
     enum Op {
         And,

@@ -15,107 +15,78 @@ use super::timeout::{parse_ms, parse_secs};
 use super::util::{double, parse_mpop};
 use super::zsets::{reply_key_and_pairs, zpop_many};
 use super::{parse_i64, Ctx};
-use crate::backend::blocking::{Attempt, Ticket};
+use crate::backend::blocking::{Attempt, Block, Op};
 use crate::backend::error::CmdError;
-use crate::backend::server::Node;
-use crate::backend::value::Kind;
+use crate::backend::node::Node;
 use crate::resp::encode;
 use bytes::BytesMut;
 
-/// A connection that must wait before its reply.
-pub struct Block {
-    /// The registration a push answers; `None` for WAIT, which only time ends.
-    pub ticket: Option<Ticket>,
-    /// How long to wait, in ms; 0 = until served.
-    pub timeout_ms: u64,
-    /// The reply when the time is up.
-    pub on_timeout: &'static [u8],
-}
-
 /// A blocking handler's result: `Ok(None)` when it already replied.
-pub type BlockResult = Result<Option<Block>, CmdError>;
+pub(crate) type BlockResult = Result<Option<Block>, CmdError>;
 
-/// What a client blocked on a key gets when the key has data.
-pub enum Op {
-    /// BLPOP / BRPOP: `[key, element]`.
-    Pop { head: bool },
-    /// BLMPOP: `[key, [elements…]]`, up to `count`.
-    MPop { head: bool, count: usize },
-    /// BLMOVE / BRPOPLPUSH: the element, pushed onto `dst`.
-    Move {
-        dst: Box<[u8]>,
-        from_head: bool,
-        to_head: bool,
-    },
-    /// BZPOPMIN / BZPOPMAX: `[key, member, score]`.
-    ZPop { max: bool },
-    /// BZMPOP: `[key, [[member, score]…]]`, up to `count`.
-    ZMPop { max: bool, count: usize },
+/// Pops from `key` for a client blocked in `op` and writes the reply for a
+/// `proto` client: false if the key is absent, WRONGTYPE if it (or
+/// BLMOVE's destination) holds another type.
+pub(crate) fn serve(
+    op: &Op,
+    node: &Node,
+    key: &[u8],
+    proto: u8,
+    now: u64,
+    out: &mut BytesMut,
+) -> Result<bool, CmdError> {
+    match op {
+        Op::Pop { head } => {
+            let Some(v) = pop_many(node, now, key, *head, 1)? else {
+                return Ok(false);
+            };
+            encode::array_len(out, 2);
+            encode::bulk(out, key);
+            encode::bulk(out, &v[0]);
+        }
+        Op::MPop { head, count } => {
+            let Some(v) = pop_many(node, now, key, *head, *count)? else {
+                return Ok(false);
+            };
+            reply_key_and_items(out, key, &v);
+        }
+        Op::Move {
+            dst,
+            from_head,
+            to_head,
+        } => {
+            let Some(v) = move_one(node, now, key, dst, *from_head, *to_head)? else {
+                return Ok(false);
+            };
+            encode::bulk(out, &v);
+        }
+        Op::ZPop { max } => {
+            let Some(p) = zpop_many(node, now, key, *max, 1)? else {
+                return Ok(false);
+            };
+            encode::array_len(out, 3);
+            encode::bulk(out, key);
+            encode::bulk(out, &p[0].0);
+            double(out, p[0].1, proto);
+        }
+        Op::ZMPop { max, count } => {
+            let Some(p) = zpop_many(node, now, key, *max, *count)? else {
+                return Ok(false);
+            };
+            reply_key_and_pairs(out, key, &p, proto);
+        }
+    }
+    Ok(true)
 }
 
-impl Op {
-    /// The type of key it pops.
-    pub fn kind(&self) -> Kind {
-        match self {
-            Op::Pop { .. } | Op::MPop { .. } | Op::Move { .. } => Kind::List,
-            Op::ZPop { .. } | Op::ZMPop { .. } => Kind::ZSet,
-        }
-    }
-
-    /// Pops from `key` and writes the reply for a `proto` client: false if
-    /// the key is absent, WRONGTYPE if it (or BLMOVE's destination) holds
-    /// another type.
-    pub fn serve(
-        &self,
-        node: &Node,
-        key: &[u8],
-        proto: u8,
-        now: u64,
-        out: &mut BytesMut,
-    ) -> Result<bool, CmdError> {
-        match self {
-            Op::Pop { head } => {
-                let Some(v) = pop_many(node, now, key, *head, 1)? else {
-                    return Ok(false);
-                };
-                encode::array_len(out, 2);
-                encode::bulk(out, key);
-                encode::bulk(out, &v[0]);
-            }
-            Op::MPop { head, count } => {
-                let Some(v) = pop_many(node, now, key, *head, *count)? else {
-                    return Ok(false);
-                };
-                reply_key_and_items(out, key, &v);
-            }
-            Op::Move {
-                dst,
-                from_head,
-                to_head,
-            } => {
-                let Some(v) = move_one(node, now, key, dst, *from_head, *to_head)? else {
-                    return Ok(false);
-                };
-                encode::bulk(out, &v);
-            }
-            Op::ZPop { max } => {
-                let Some(p) = zpop_many(node, now, key, *max, 1)? else {
-                    return Ok(false);
-                };
-                encode::array_len(out, 3);
-                encode::bulk(out, key);
-                encode::bulk(out, &p[0].0);
-                double(out, p[0].1, proto);
-            }
-            Op::ZMPop { max, count } => {
-                let Some(p) = zpop_many(node, now, key, *max, *count)? else {
-                    return Ok(false);
-                };
-                reply_key_and_pairs(out, key, &p, proto);
-            }
-        }
-        Ok(true)
-    }
+/// Serves the clients blocked on keys a command made ready (the server
+/// loop calls this after each command), under the node's gate.
+pub(crate) fn serve_ready(node: &Node, now: u64) {
+    let _shared = node.shared();
+    node.blocking
+        .serve_ready(&node.store, now, &mut |op, key, proto, out| {
+            serve(op, node, key, proto, now, out)
+        });
 }
 
 /// Serves `op` from the first of `keys` with data, or blocks on them.
@@ -130,15 +101,15 @@ fn pop_or_block(
 ) -> BlockResult {
     let (node, proto) = (ctx.node, ctx.client.proto);
     let may_block = !ctx.client.never_block;
+    let (out, now) = (&mut *ctx.out, ctx.now);
     let attempt = node.blocking.serve_or_wait(
-        node,
+        &node.store.ready,
         ctx.client.id,
         proto,
         keys,
         op,
         may_block,
-        ctx.now,
-        ctx.out,
+        |op, key| serve(op, node, key, proto, now, out),
     )?;
     match attempt {
         Attempt::Served => Ok(None),
@@ -166,17 +137,17 @@ fn pop(ctx: &mut Ctx, args: &[&[u8]], head: bool) -> BlockResult {
 }
 
 /// BLPOP key [key ...] timeout
-pub fn blpop(ctx: &mut Ctx, args: &[&[u8]]) -> BlockResult {
+pub(crate) fn blpop(ctx: &mut Ctx, args: &[&[u8]]) -> BlockResult {
     pop(ctx, args, true)
 }
 
 /// BRPOP key [key ...] timeout
-pub fn brpop(ctx: &mut Ctx, args: &[&[u8]]) -> BlockResult {
+pub(crate) fn brpop(ctx: &mut Ctx, args: &[&[u8]]) -> BlockResult {
     pop(ctx, args, false)
 }
 
 /// BRPOPLPUSH source destination timeout
-pub fn brpoplpush(ctx: &mut Ctx, args: &[&[u8]]) -> BlockResult {
+pub(crate) fn brpoplpush(ctx: &mut Ctx, args: &[&[u8]]) -> BlockResult {
     let ms = parse_secs(args[3])?;
     let op = Op::Move {
         dst: args[2].into(),
@@ -187,7 +158,7 @@ pub fn brpoplpush(ctx: &mut Ctx, args: &[&[u8]]) -> BlockResult {
 }
 
 /// BLMOVE source destination LEFT|RIGHT LEFT|RIGHT timeout
-pub fn blmove(ctx: &mut Ctx, args: &[&[u8]]) -> BlockResult {
+pub(crate) fn blmove(ctx: &mut Ctx, args: &[&[u8]]) -> BlockResult {
     let (from_head, to_head) = (parse_side(args[3])?, parse_side(args[4])?);
     let ms = parse_secs(args[5])?;
     let op = Op::Move {
@@ -199,7 +170,7 @@ pub fn blmove(ctx: &mut Ctx, args: &[&[u8]]) -> BlockResult {
 }
 
 /// BLMPOP timeout numkeys key [key ...] LEFT|RIGHT [COUNT count]
-pub fn blmpop(ctx: &mut Ctx, args: &[&[u8]]) -> BlockResult {
+pub(crate) fn blmpop(ctx: &mut Ctx, args: &[&[u8]]) -> BlockResult {
     // Redis 7.0 checks the other arguments before the timeout.
     let a = parse_mpop(args, 2, b"left", b"right")?;
     let ms = parse_secs(args[1])?;
@@ -218,17 +189,17 @@ fn zpop(ctx: &mut Ctx, args: &[&[u8]], max: bool) -> BlockResult {
 }
 
 /// BZPOPMIN key [key ...] timeout
-pub fn bzpopmin(ctx: &mut Ctx, args: &[&[u8]]) -> BlockResult {
+pub(crate) fn bzpopmin(ctx: &mut Ctx, args: &[&[u8]]) -> BlockResult {
     zpop(ctx, args, false)
 }
 
 /// BZPOPMAX key [key ...] timeout
-pub fn bzpopmax(ctx: &mut Ctx, args: &[&[u8]]) -> BlockResult {
+pub(crate) fn bzpopmax(ctx: &mut Ctx, args: &[&[u8]]) -> BlockResult {
     zpop(ctx, args, true)
 }
 
 /// BZMPOP timeout numkeys key [key ...] MIN|MAX [COUNT count]
-pub fn bzmpop(ctx: &mut Ctx, args: &[&[u8]]) -> BlockResult {
+pub(crate) fn bzmpop(ctx: &mut Ctx, args: &[&[u8]]) -> BlockResult {
     let a = parse_mpop(args, 2, b"min", b"max")?;
     let ms = parse_secs(args[1])?;
     let op = Op::ZMPop {
@@ -241,7 +212,7 @@ pub fn bzmpop(ctx: &mut Ctx, args: &[&[u8]]) -> BlockResult {
 /// WAIT numreplicas timeout. The node has no replicas, so it acknowledges
 /// 0 of them: at once when 0 (or fewer) are asked for or inside MULTI,
 /// else after the timeout (0 = never), as a replica-less redis-server does.
-pub fn wait(ctx: &mut Ctx, args: &[&[u8]]) -> BlockResult {
+pub(crate) fn wait(ctx: &mut Ctx, args: &[&[u8]]) -> BlockResult {
     let wanted = parse_i64(args[1])?;
     let ms = parse_ms(args[2])?;
     if wanted <= 0 || ctx.client.never_block {
@@ -258,8 +229,8 @@ pub fn wait(ctx: &mut Ctx, args: &[&[u8]]) -> BlockResult {
 #[cfg(test)]
 mod tests {
     use super::super::{dispatch, Client, Next};
-    use crate::backend::server::Node;
-    use crate::backend::store::now_ms;
+    use crate::backend::keyspace::clock::now_ms;
+    use crate::backend::node::Node;
     use crate::backend::NodeConfig;
     use bytes::BytesMut;
 

@@ -1,5 +1,5 @@
 //! CONFIG GET | SET | RESETSTAT | REWRITE | HELP on the node. The parameters, their
-//! validation and their live effects are in `backend/config.rs`; this file
+//! validation and their live effects are in `backend/config/`; this file
 //! parses the subcommands and renders Redis's replies and error texts.
 
 use super::{CmdResult, Ctx};
@@ -9,7 +9,7 @@ use crate::resp::{encode, eq_ignore_case};
 use std::sync::atomic::Ordering::Relaxed;
 
 /// CONFIG GET pattern... | SET name value... | RESETSTAT | REWRITE | HELP
-pub fn config(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
+pub(crate) fn config(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     let sub = args[1];
     if eq_ignore_case(sub, b"get") {
         if args.len() < 3 {

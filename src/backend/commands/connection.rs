@@ -3,13 +3,13 @@
 
 use super::{parse_i64, CmdResult, Ctx};
 use crate::backend::error::CmdError;
-use crate::backend::server::REDIS_VERSION;
+use crate::backend::node::REDIS_VERSION;
 use crate::resp::{encode, eq_ignore_case};
 use bytes::Bytes;
 
 /// PING [message]; a RESP2 connection in subscribe mode gets
 /// `*2 pong <message or "">`, as from Redis.
-pub fn ping(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
+pub(crate) fn ping(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     if args.len() > 2 {
         return Err(CmdError::WrongArity("ping".into()));
     }
@@ -27,20 +27,20 @@ pub fn ping(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
 }
 
 /// ECHO message
-pub fn echo(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
+pub(crate) fn echo(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     encode::bulk(ctx.out, args[1]);
     Ok(())
 }
 
 /// QUIT: `+OK`, then the connection closes once replies are flushed.
-pub fn quit(ctx: &mut Ctx, _args: &[&[u8]]) -> CmdResult {
+pub(crate) fn quit(ctx: &mut Ctx, _args: &[&[u8]]) -> CmdResult {
     ctx.ok();
     ctx.client.quit = true;
     Ok(())
 }
 
 /// SELECT index: only database 0 exists.
-pub fn select(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
+pub(crate) fn select(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     match parse_i64(args[1])? {
         0 => {
             ctx.ok();
@@ -63,7 +63,7 @@ fn check_auth(user: &[u8]) -> CmdResult {
 }
 
 /// AUTH [username] password
-pub fn auth(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
+pub(crate) fn auth(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     match args.len() {
         2 => Err(CmdError::err(
             "AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?",
@@ -93,7 +93,7 @@ fn set_name(ctx: &mut Ctx, name: &[u8]) -> CmdResult {
 }
 
 /// HELLO [protover [AUTH username password] [SETNAME clientname]]
-pub fn hello(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
+pub(crate) fn hello(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     let mut proto = None;
     if args.len() >= 2 {
         let v = parse_i64(args[1])
@@ -154,7 +154,7 @@ pub fn hello(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
 
 /// RESET: back to a fresh RESP2 connection, out of MULTI, watching
 /// nothing, subscribed to nothing.
-pub fn reset(ctx: &mut Ctx, _args: &[&[u8]]) -> CmdResult {
+pub(crate) fn reset(ctx: &mut Ctx, _args: &[&[u8]]) -> CmdResult {
     ctx.client.tx.clear(ctx.node);
     ctx.client.proto = 2;
     ctx.client.name = None;
@@ -164,7 +164,7 @@ pub fn reset(ctx: &mut Ctx, _args: &[&[u8]]) -> CmdResult {
 }
 
 /// The CLIENT INFO / CLIENT LIST line for this connection.
-pub fn client_line(ctx: &Ctx) -> String {
+pub(crate) fn client_line(ctx: &Ctx) -> String {
     let c = &*ctx.client;
     let show = |b: &Option<Bytes>| {
         b.as_ref()
@@ -192,12 +192,12 @@ pub fn client_line(ctx: &Ctx) -> String {
 
 /// Writes a bulk string, or a verbatim `txt` string under RESP3 (as Redis
 /// does for INFO and CLIENT INFO).
-pub fn verbatim(ctx: &mut Ctx, text: &str) {
+pub(crate) fn verbatim(ctx: &mut Ctx, text: &str) {
     encode::verbatim(ctx.out, text.as_bytes(), ctx.client.proto);
 }
 
 /// CLIENT SETNAME|GETNAME|ID|SETINFO|INFO|LIST|NO-EVICT|NO-TOUCH|HELP
-pub fn client(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
+pub(crate) fn client(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     let sub = args[1].to_ascii_lowercase();
     let need = |ok: bool| match ok {
         true => Ok(()),

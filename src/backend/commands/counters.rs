@@ -28,23 +28,23 @@ fn incr_by(ctx: &mut Ctx, key: &[u8], delta: i64) -> CmdResult {
 }
 
 /// INCR key
-pub fn incr(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
+pub(crate) fn incr(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     incr_by(ctx, args[1], 1)
 }
 
 /// DECR key
-pub fn decr(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
+pub(crate) fn decr(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     incr_by(ctx, args[1], -1)
 }
 
 /// INCRBY key increment
-pub fn incrby(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
+pub(crate) fn incrby(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     let delta = parse_i64(args[2])?;
     incr_by(ctx, args[1], delta)
 }
 
 /// DECRBY key decrement
-pub fn decrby(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
+pub(crate) fn decrby(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     let delta = parse_i64(args[2])?;
     if delta == i64::MIN {
         return Err(CmdError::DecrementOverflow);
@@ -53,7 +53,7 @@ pub fn decrby(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
 }
 
 /// INCRBYFLOAT key increment
-pub fn incrbyfloat(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
+pub(crate) fn incrbyfloat(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     let store = &ctx.node.store;
     let key = args[1];
     let h = store.hash(key);
@@ -82,7 +82,7 @@ pub fn incrbyfloat(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
 /// 0.1 + 0.2 = 0.30000000000000004 never shows; with f64 we hide it by
 /// preferring the 15-significant-digit rendering when it is within two
 /// ulps of the exact result.
-pub fn format_float(v: f64) -> String {
+pub(crate) fn format_float(v: f64) -> String {
     let shortest = format!("{v}");
     let digits = shortest
         .bytes()

@@ -7,7 +7,7 @@ use super::keys::parse_cursor;
 use super::util::{empty_scan, parse_count, scan_opts, scan_reply, scan_step};
 use super::{parse_f64, parse_i64, CmdResult, Ctx};
 use crate::backend::error::CmdError;
-use crate::backend::evict::random;
+use crate::backend::keyspace::lfu::random;
 use crate::backend::value::Hash;
 use crate::resp::{encode, eq_ignore_case};
 
@@ -25,21 +25,21 @@ fn set_pairs(ctx: &mut Ctx, args: &[&[u8]], name: &str) -> Result<i64, CmdError>
 }
 
 /// HSET key field value [field value ...]
-pub fn hset(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
+pub(crate) fn hset(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     let n = set_pairs(ctx, args, "hset")?;
     encode::integer(ctx.out, n);
     Ok(())
 }
 
 /// HMSET key field value [field value ...]
-pub fn hmset(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
+pub(crate) fn hmset(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     set_pairs(ctx, args, "hmset")?;
     ctx.ok();
     Ok(())
 }
 
 /// HSETNX key field value
-pub fn hsetnx(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
+pub(crate) fn hsetnx(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     let set = ctx.write::<Hash, _>(args[1], true, |h, t| {
         h.get(args[2]).is_none() && h.insert(args[2], args[3], t)
     })?;
@@ -48,14 +48,14 @@ pub fn hsetnx(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
 }
 
 /// HGET key field
-pub fn hget(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
+pub(crate) fn hget(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     let v = ctx.read::<Hash, _>(args[1], |h| h.get(args[2]).map(|v| v.to_vec()))?;
     ctx.bulk_or_null(v.flatten().as_deref());
     Ok(())
 }
 
 /// HMGET key field [field ...]
-pub fn hmget(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
+pub(crate) fn hmget(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     let fields = &args[2..];
     let vals = ctx.read::<Hash, _>(args[1], |h| {
         fields
@@ -70,7 +70,7 @@ pub fn hmget(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
 }
 
 /// HDEL key field [field ...]
-pub fn hdel(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
+pub(crate) fn hdel(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     let n = ctx.write::<Hash, _>(args[1], false, |h, _| {
         args[2..].iter().filter(|f| h.remove(f)).count()
     })?;
@@ -79,28 +79,28 @@ pub fn hdel(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
 }
 
 /// HLEN key
-pub fn hlen(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
+pub(crate) fn hlen(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     let n = ctx.read::<Hash, _>(args[1], |h| h.len())?;
     encode::integer(ctx.out, n.unwrap_or(0) as i64);
     Ok(())
 }
 
 /// HSTRLEN key field
-pub fn hstrlen(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
+pub(crate) fn hstrlen(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     let n = ctx.read::<Hash, _>(args[1], |h| h.get(args[2]).map_or(0, |v| v.len()))?;
     encode::integer(ctx.out, n.unwrap_or(0) as i64);
     Ok(())
 }
 
 /// HEXISTS key field
-pub fn hexists(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
+pub(crate) fn hexists(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     let n = ctx.read::<Hash, _>(args[1], |h| h.get(args[2]).is_some())?;
     encode::integer(ctx.out, n.unwrap_or(false) as i64);
     Ok(())
 }
 
 /// HINCRBY key field increment
-pub fn hincrby(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
+pub(crate) fn hincrby(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     let incr = parse_i64(args[3])?;
     let r = ctx.write::<Hash, _>(args[1], true, |h, t| {
         let cur = match h.get(args[2]) {
@@ -117,7 +117,7 @@ pub fn hincrby(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
 }
 
 /// HINCRBYFLOAT key field increment
-pub fn hincrbyfloat(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
+pub(crate) fn hincrbyfloat(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     let incr = parse_f64(args[3])?;
     if incr.is_infinite() {
         return Err(CmdError::err("value is NaN or Infinity"));
@@ -164,24 +164,24 @@ fn getall(ctx: &mut Ctx, key: &[u8], fields: bool, values: bool) -> CmdResult {
 }
 
 /// HGETALL key
-pub fn hgetall(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
+pub(crate) fn hgetall(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     getall(ctx, args[1], true, true)
 }
 
 /// HKEYS key
-pub fn hkeys(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
+pub(crate) fn hkeys(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     getall(ctx, args[1], true, false)
 }
 
 /// HVALS key
-pub fn hvals(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
+pub(crate) fn hvals(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     getall(ctx, args[1], false, true)
 }
 
 /// Picks `count` indexes of `len` as Redis's *RANDFIELD/*RANDMEMBER do:
 /// negative = |count| picks with repetition, positive = distinct picks
 /// (the whole collection, in order, when count >= len).
-pub fn random_picks(len: usize, count: i64) -> Vec<usize> {
+pub(crate) fn random_picks(len: usize, count: i64) -> Vec<usize> {
     if len == 0 {
         return Vec::new();
     }
@@ -218,7 +218,7 @@ pub fn random_picks(len: usize, count: i64) -> Vec<usize> {
 }
 
 /// HRANDFIELD key [count [WITHVALUES]]
-pub fn hrandfield(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
+pub(crate) fn hrandfield(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     let mut count = None;
     let mut withvalues = false;
     if args.len() >= 3 {
@@ -262,7 +262,7 @@ pub fn hrandfield(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
 }
 
 /// HSCAN key cursor [MATCH pattern] [COUNT count]
-pub fn hscan(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
+pub(crate) fn hscan(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     let cursor = parse_cursor(args[2])?;
     let step = ctx.read::<Hash, _>(args[1], |h| {
         let pairs: Vec<(Vec<u8>, Vec<u8>)> =

@@ -7,7 +7,7 @@ use super::bits::{string_value, with_string};
 use super::hll_repr::{self as repr, HllError, REGISTERS};
 use super::{CmdResult, Ctx};
 use crate::backend::error::CmdError;
-use crate::backend::store::Entry;
+use crate::backend::keyspace::entry::Entry;
 use crate::resp::encode;
 use std::sync::atomic::Ordering::Relaxed;
 
@@ -42,7 +42,7 @@ fn sparse_max(ctx: &Ctx) -> usize {
 }
 
 /// PFADD key [element ...]
-pub fn pfadd(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
+pub(crate) fn pfadd(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     let (mut v, mut updated) = match load(ctx, args[1])? {
         Some(v) => (v, false),
         None => (repr::new_sparse(), true),
@@ -61,7 +61,7 @@ pub fn pfadd(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
 }
 
 /// PFCOUNT key [key ...]
-pub fn pfcount(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
+pub(crate) fn pfcount(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     if args.len() > 2 {
         let mut max = [0u8; REGISTERS];
         for key in &args[1..] {
@@ -98,7 +98,7 @@ pub fn pfcount(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
 }
 
 /// PFMERGE destkey [sourcekey ...]
-pub fn pfmerge(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
+pub(crate) fn pfmerge(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     let mut max = [0u8; REGISTERS];
     let mut use_dense = false;
     // The destination takes part in the union, as in Redis.

@@ -11,17 +11,17 @@
 //! `hll.rs` holds the commands.
 
 /// Header bytes.
-pub const HDR: usize = 16;
+pub(crate) const HDR: usize = 16;
 /// Registers (2^14).
-pub const REGISTERS: usize = 1 << 14;
+pub(crate) const REGISTERS: usize = 1 << 14;
 const P: u32 = 14;
 const Q: u32 = 64 - P;
 const REG_MAX: u8 = 63;
 /// Length of a dense value.
-pub const DENSE_SIZE: usize = HDR + (REGISTERS * 6).div_ceil(8);
+pub(crate) const DENSE_SIZE: usize = HDR + (REGISTERS * 6).div_ceil(8);
 /// `encoding` byte values.
-pub const DENSE: u8 = 0;
-pub const SPARSE: u8 = 1;
+pub(crate) const DENSE: u8 = 0;
+pub(crate) const SPARSE: u8 = 1;
 const VAL_MAX_VALUE: u8 = 32;
 const VAL_MAX_LEN: usize = 4;
 const ZERO_MAX_LEN: usize = 64;
@@ -29,7 +29,7 @@ const XZERO_MAX_LEN: usize = 16384;
 
 /// Why a value cannot be used as a HyperLogLog.
 #[derive(Debug, PartialEq, Eq)]
-pub enum HllError {
+pub(crate) enum HllError {
     /// Not `HYLL`, unknown encoding, or a dense value of the wrong size.
     NotHll,
     /// The sparse opcodes do not cover exactly 16384 registers.
@@ -37,7 +37,7 @@ pub enum HllError {
 }
 
 /// Redis's `isHLLObjectOrReply` checks.
-pub fn check(v: &[u8]) -> Result<(), HllError> {
+pub(crate) fn check(v: &[u8]) -> Result<(), HllError> {
     if v.len() < HDR || &v[..4] != b"HYLL" || v[4] > SPARSE {
         return Err(HllError::NotHll);
     }
@@ -48,7 +48,7 @@ pub fn check(v: &[u8]) -> Result<(), HllError> {
 }
 
 /// A new empty HLL: sparse, one XZERO covering every register.
-pub fn new_sparse() -> Vec<u8> {
+pub(crate) fn new_sparse() -> Vec<u8> {
     let mut v = vec![0u8; HDR];
     v[..4].copy_from_slice(b"HYLL");
     v[4] = SPARSE;
@@ -58,17 +58,17 @@ pub fn new_sparse() -> Vec<u8> {
 }
 
 /// Marks the cached cardinality stale.
-pub fn invalidate(v: &mut [u8]) {
+pub(crate) fn invalidate(v: &mut [u8]) {
     v[15] |= 0x80;
 }
 
 /// The cached cardinality, if valid.
-pub fn cached(v: &[u8]) -> Option<u64> {
+pub(crate) fn cached(v: &[u8]) -> Option<u64> {
     (v[15] & 0x80 == 0).then(|| u64::from_le_bytes(v[8..16].try_into().expect("8 bytes")))
 }
 
 /// MurmurHash64A, as in Redis (little-endian reads).
-pub fn murmur64a(key: &[u8], seed: u64) -> u64 {
+pub(crate) fn murmur64a(key: &[u8], seed: u64) -> u64 {
     const M: u64 = 0xc6a4_a793_5bd1_e995;
     const R: u32 = 47;
     let mut h = seed ^ (key.len() as u64).wrapping_mul(M);
@@ -95,7 +95,7 @@ pub fn murmur64a(key: &[u8], seed: u64) -> u64 {
 }
 
 /// (register, value) for an element (Redis `hllPatLen`).
-pub fn pat_len(ele: &[u8]) -> (usize, u8) {
+pub(crate) fn pat_len(ele: &[u8]) -> (usize, u8) {
     let hash = murmur64a(ele, 0xadc8_3b19);
     let index = (hash & (REGISTERS as u64 - 1)) as usize;
     let rest = (hash >> P) | (1u64 << Q);
@@ -154,7 +154,7 @@ fn sparse_runs(v: &[u8], mut f: impl FnMut(usize, usize, u8)) -> Result<(), HllE
 
 /// Converts a sparse value to dense in place (the header, cached
 /// cardinality included, is kept).
-pub fn to_dense(v: &mut Vec<u8>) -> Result<(), HllError> {
+pub(crate) fn to_dense(v: &mut Vec<u8>) -> Result<(), HllError> {
     if v[4] == DENSE {
         return Ok(());
     }
@@ -189,7 +189,12 @@ fn zero_ops(len: usize, out: &mut Vec<u8>) {
 /// `hllDenseSet`), turning a sparse value dense when the value needs more
 /// than 5 bits or the value would grow past `sparse_max` bytes. Returns
 /// whether a register changed.
-pub fn set(v: &mut Vec<u8>, index: usize, count: u8, sparse_max: usize) -> Result<bool, HllError> {
+pub(crate) fn set(
+    v: &mut Vec<u8>,
+    index: usize,
+    count: u8,
+    sparse_max: usize,
+) -> Result<bool, HllError> {
     if v[4] == DENSE {
         let regs = &mut v[HDR..];
         if count > dense_get(regs, index) {
@@ -302,7 +307,7 @@ fn merge_adjacent(v: &mut Vec<u8>, mut p: usize) {
 }
 
 /// Raises `max[i]` to each register of the HLL `v` (Redis `hllMerge`).
-pub fn merge_into(max: &mut [u8; REGISTERS], v: &[u8]) -> Result<(), HllError> {
+pub(crate) fn merge_into(max: &mut [u8; REGISTERS], v: &[u8]) -> Result<(), HllError> {
     if v[4] == DENSE {
         for (i, m) in max.iter_mut().enumerate() {
             *m = (*m).max(dense_get(&v[HDR..], i));
@@ -319,14 +324,14 @@ pub fn merge_into(max: &mut [u8; REGISTERS], v: &[u8]) -> Result<(), HllError> {
 }
 
 /// The registers of `v` as one byte each.
-pub fn registers(v: &[u8]) -> Result<[u8; REGISTERS], HllError> {
+pub(crate) fn registers(v: &[u8]) -> Result<[u8; REGISTERS], HllError> {
     let mut max = [0u8; REGISTERS];
     merge_into(&mut max, v)?;
     Ok(max)
 }
 
 /// Ertl's estimate from the registers (Redis `hllCount`).
-pub fn count(regs: &[u8; REGISTERS]) -> u64 {
+pub(crate) fn count(regs: &[u8; REGISTERS]) -> u64 {
     let mut histo = [0u32; 64];
     for &r in regs.iter() {
         histo[r as usize & 63] += 1;

@@ -6,13 +6,13 @@
 
 use super::connection::verbatim;
 use super::{CmdResult, Ctx};
+use crate::backend::node::REDIS_VERSION;
 use crate::backend::pubsub::Space;
-use crate::backend::server::REDIS_VERSION;
 use crate::resp::info::{human, InfoText, Selection, Usage};
 use std::sync::atomic::Ordering::Relaxed;
 
 /// The INFO text for the requested sections (none = the default set).
-pub fn info_text(ctx: &Ctx, sections: &[&[u8]]) -> String {
+pub(crate) fn info_text(ctx: &Ctx, sections: &[&[u8]]) -> String {
     let node = ctx.node;
     let want = Selection::parse(sections);
     let c = &node.store.counters;
@@ -176,7 +176,7 @@ pub fn info_text(ctx: &Ctx, sections: &[&[u8]]) -> String {
 }
 
 /// INFO [section ...]
-pub fn info(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
+pub(crate) fn info(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     let text = info_text(ctx, &args[1..]);
     verbatim(ctx, &text);
     Ok(())

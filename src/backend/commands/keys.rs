@@ -8,7 +8,7 @@ use crate::glob;
 use crate::resp::{encode, eq_ignore_case};
 
 /// DEL key [key ...] and UNLINK key [key ...]
-pub fn del(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
+pub(crate) fn del(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     let store = &ctx.node.store;
     let mut n = 0;
     for key in &args[1..] {
@@ -22,7 +22,7 @@ pub fn del(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
 }
 
 /// EXISTS key [key ...] (a key named twice counts twice)
-pub fn exists(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
+pub(crate) fn exists(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     let store = &ctx.node.store;
     let n = args[1..]
         .iter()
@@ -36,7 +36,7 @@ pub fn exists(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
 }
 
 /// TOUCH key [key ...]
-pub fn touch(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
+pub(crate) fn touch(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     let store = &ctx.node.store;
     let n = args[1..]
         .iter()
@@ -50,7 +50,7 @@ pub fn touch(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
 }
 
 /// TYPE key
-pub fn type_(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
+pub(crate) fn type_(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     let store = &ctx.node.store;
     let h = store.hash(args[1]);
     let kind = store.lock(h, ctx.now).kind_of(h, args[1]);
@@ -60,7 +60,7 @@ pub fn type_(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
 
 /// Which EXPIRE condition applies.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-pub struct ExpireFlags {
+pub(crate) struct ExpireFlags {
     nx: bool,
     xx: bool,
     gt: bool,
@@ -68,7 +68,7 @@ pub struct ExpireFlags {
 }
 
 /// Parses EXPIRE's trailing options with Redis 7's errors.
-pub fn parse_expire_flags(opts: &[&[u8]]) -> Result<ExpireFlags, CmdError> {
+pub(crate) fn parse_expire_flags(opts: &[&[u8]]) -> Result<ExpireFlags, CmdError> {
     let mut f = ExpireFlags::default();
     for o in opts {
         match () {
@@ -99,7 +99,7 @@ pub fn parse_expire_flags(opts: &[&[u8]]) -> Result<ExpireFlags, CmdError> {
 
 impl ExpireFlags {
     /// Whether a key whose expiry is `current` (0 = none) may get `when`.
-    pub fn allows(&self, current: u64, when: i64) -> bool {
+    pub(crate) fn allows(&self, current: u64, when: i64) -> bool {
         let has = current != 0;
         !((self.nx && has)
             || (self.xx && !has)
@@ -151,22 +151,22 @@ fn expire_generic(
 }
 
 /// EXPIRE key seconds [NX|XX|GT|LT]
-pub fn expire(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
+pub(crate) fn expire(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     expire_generic(ctx, args, true, true, "expire")
 }
 
 /// PEXPIRE key milliseconds [NX|XX|GT|LT]
-pub fn pexpire(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
+pub(crate) fn pexpire(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     expire_generic(ctx, args, false, true, "pexpire")
 }
 
 /// EXPIREAT key unix-seconds [NX|XX|GT|LT]
-pub fn expireat(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
+pub(crate) fn expireat(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     expire_generic(ctx, args, true, false, "expireat")
 }
 
 /// PEXPIREAT key unix-ms [NX|XX|GT|LT]
-pub fn pexpireat(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
+pub(crate) fn pexpireat(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     expire_generic(ctx, args, false, false, "pexpireat")
 }
 
@@ -198,27 +198,27 @@ fn ttl_generic(ctx: &mut Ctx, key: &[u8], ms: bool, absolute: bool) -> CmdResult
 }
 
 /// TTL key
-pub fn ttl(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
+pub(crate) fn ttl(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     ttl_generic(ctx, args[1], false, false)
 }
 
 /// PTTL key
-pub fn pttl(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
+pub(crate) fn pttl(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     ttl_generic(ctx, args[1], true, false)
 }
 
 /// EXPIRETIME key
-pub fn expiretime(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
+pub(crate) fn expiretime(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     ttl_generic(ctx, args[1], false, true)
 }
 
 /// PEXPIRETIME key
-pub fn pexpiretime(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
+pub(crate) fn pexpiretime(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     ttl_generic(ctx, args[1], true, true)
 }
 
 /// PERSIST key
-pub fn persist(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
+pub(crate) fn persist(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     let store = &ctx.node.store;
     let h = store.hash(args[1]);
     let changed = store
@@ -229,12 +229,12 @@ pub fn persist(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
 }
 
 /// Parses a SCAN cursor as Redis does (`strtoul`: a leading `-` wraps).
-pub fn parse_cursor(b: &[u8]) -> Result<u64, CmdError> {
+pub(crate) fn parse_cursor(b: &[u8]) -> Result<u64, CmdError> {
     crate::resp::parse_cursor(b).ok_or(CmdError::InvalidCursor)
 }
 
 /// SCAN cursor [MATCH pattern] [COUNT count] [TYPE type]
-pub fn scan(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
+pub(crate) fn scan(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     let cursor = parse_cursor(args[1])?;
     let (mut pattern, mut count, mut only) = (None, 10usize, None);
     let mut j = 2;
@@ -271,7 +271,7 @@ pub fn scan(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
 }
 
 /// KEYS pattern
-pub fn keys(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
+pub(crate) fn keys(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     let pattern = args[1];
     let all = glob::is_match_all(pattern);
     let keys = ctx
@@ -286,7 +286,7 @@ pub fn keys(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
 }
 
 /// RANDOMKEY
-pub fn randomkey(ctx: &mut Ctx, _args: &[&[u8]]) -> CmdResult {
+pub(crate) fn randomkey(ctx: &mut Ctx, _args: &[&[u8]]) -> CmdResult {
     let key = ctx.node.store.random_key(ctx.now);
     ctx.bulk_or_null(key.as_deref());
     Ok(())

@@ -16,7 +16,7 @@ use crate::resp::{encode, eq_ignore_case};
 type Range = (u32, u32, u32, u32);
 
 /// LCS key1 key2 [LEN] [IDX] [MINMATCHLEN n] [WITHMATCHLEN]
-pub fn lcs(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
+pub(crate) fn lcs(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     // Keys are read first, as Redis does, so a wrong type wins over a bad
     // option; LCS has its own wording for it.
     let read = |key| {

@@ -5,7 +5,7 @@
 use super::util::{parse_mpop, parse_positive, rank_range, MUST_BE_POSITIVE};
 use super::{parse_i64, CmdResult, Ctx};
 use crate::backend::error::CmdError;
-use crate::backend::server::Node;
+use crate::backend::node::Node;
 use crate::backend::value::{Elem, List};
 use crate::resp::{encode, eq_ignore_case};
 use bytes::BytesMut;
@@ -21,22 +21,22 @@ fn push(ctx: &mut Ctx, args: &[&[u8]], head: bool, only_existing: bool) -> CmdRe
 }
 
 /// LPUSH key element [element ...]
-pub fn lpush(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
+pub(crate) fn lpush(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     push(ctx, args, true, false)
 }
 
 /// RPUSH key element [element ...]
-pub fn rpush(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
+pub(crate) fn rpush(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     push(ctx, args, false, false)
 }
 
 /// LPUSHX key element [element ...]
-pub fn lpushx(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
+pub(crate) fn lpushx(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     push(ctx, args, true, true)
 }
 
 /// RPUSHX key element [element ...]
-pub fn rpushx(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
+pub(crate) fn rpushx(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     push(ctx, args, false, true)
 }
 
@@ -52,7 +52,7 @@ pub(super) fn parse_side(b: &[u8]) -> Result<bool, CmdError> {
 }
 
 /// LINSERT key BEFORE|AFTER pivot element
-pub fn linsert(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
+pub(crate) fn linsert(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     let after = if eq_ignore_case(args[2], b"after") {
         true
     } else if eq_ignore_case(args[2], b"before") {
@@ -73,7 +73,7 @@ pub fn linsert(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
 }
 
 /// LLEN key
-pub fn llen(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
+pub(crate) fn llen(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     let n = ctx.read::<List, _>(args[1], |l| l.len())?;
     encode::integer(ctx.out, n.unwrap_or(0) as i64);
     Ok(())
@@ -86,7 +86,7 @@ fn index(i: i64, len: usize) -> Option<usize> {
 }
 
 /// LINDEX key index
-pub fn lindex(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
+pub(crate) fn lindex(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     // The key is looked up before the index is parsed, as in Redis.
     let i = parse_i64(args[2]);
     let found = ctx.read::<List, _>(args[1], |l| {
@@ -130,17 +130,17 @@ fn pop(ctx: &mut Ctx, args: &[&[u8]], head: bool, name: &str) -> CmdResult {
 }
 
 /// LPOP key [count]
-pub fn lpop(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
+pub(crate) fn lpop(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     pop(ctx, args, true, "lpop")
 }
 
 /// RPOP key [count]
-pub fn rpop(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
+pub(crate) fn rpop(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     pop(ctx, args, false, "rpop")
 }
 
 /// LRANGE key start stop
-pub fn lrange(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
+pub(crate) fn lrange(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     let (start, end) = (parse_i64(args[2])?, parse_i64(args[3])?);
     let items = ctx.read::<List, _>(args[1], |l| match rank_range(start, end, l.len()) {
         Some((a, b)) => l.items.range(a..=b).cloned().collect(),
@@ -153,7 +153,7 @@ pub fn lrange(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
 }
 
 /// LREM key count element
-pub fn lrem(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
+pub(crate) fn lrem(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     let count = parse_i64(args[2])?;
     let n = ctx.write::<List, _>(args[1], false, |l, t| {
         let limit = if count == 0 {
@@ -187,7 +187,7 @@ pub fn lrem(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
 }
 
 /// LSET key index element
-pub fn lset(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
+pub(crate) fn lset(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     let r = ctx.write::<List, _>(args[1], false, |l, t| {
         let i = parse_i64(args[2])?;
         let i = index(i, l.len()).ok_or_else(|| CmdError::err("index out of range"))?;
@@ -201,7 +201,7 @@ pub fn lset(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
 }
 
 /// LTRIM key start stop
-pub fn ltrim(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
+pub(crate) fn ltrim(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     let (start, end) = (parse_i64(args[2])?, parse_i64(args[3])?);
     ctx.write::<List, _>(args[1], false, |l, t| {
         match rank_range(start, end, l.len()) {
@@ -215,7 +215,7 @@ pub fn ltrim(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
 }
 
 /// LPOS key element [RANK rank] [COUNT num-matches] [MAXLEN len]
-pub fn lpos(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
+pub(crate) fn lpos(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     let (mut rank, mut count, mut maxlen) = (1i64, None, 0usize);
     let mut j = 3;
     while j < args.len() {
@@ -318,14 +318,14 @@ pub(super) fn move_one(
 }
 
 /// RPOPLPUSH source destination
-pub fn rpoplpush(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
+pub(crate) fn rpoplpush(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     let v = move_one(ctx.node, ctx.now, args[1], args[2], false, true)?;
     ctx.bulk_or_null(v.as_deref());
     Ok(())
 }
 
 /// LMOVE source destination LEFT|RIGHT LEFT|RIGHT
-pub fn lmove(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
+pub(crate) fn lmove(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     let (from, to) = (parse_side(args[3])?, parse_side(args[4])?);
     let v = move_one(ctx.node, ctx.now, args[1], args[2], from, to)?;
     ctx.bulk_or_null(v.as_deref());
@@ -333,7 +333,7 @@ pub fn lmove(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
 }
 
 /// LMPOP numkeys key [key ...] LEFT|RIGHT [COUNT count]
-pub fn lmpop(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
+pub(crate) fn lmpop(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     let a = parse_mpop(args, 1, b"left", b"right")?;
     for key in &args[a.keys] {
         let popped = pop_many(ctx.node, ctx.now, key, a.first, a.count)?;

@@ -1,6 +1,6 @@
 //! The dispatcher of the built-in node (its command table is `table.rs`).
 //!
-//! `server.rs` hands each decoded request to [`dispatch`], which looks the
+//! `server/` hands each decoded request to [`dispatch`], which looks the
 //! name up case-insensitively without allocating, checks arity, makes room
 //! under `maxmemory` for commands that may grow memory, runs the handler
 //! and turns any [`CmdError`] into its `-ERR` line. One file per command
@@ -40,50 +40,51 @@ mod zsets;
 mod zstore;
 
 use super::error::CmdError;
-use super::server::Node;
+use super::keyspace::store::Store;
+use super::node::Node;
 use crate::resp::encode;
 use bytes::{Bytes, BytesMut};
 use std::sync::atomic::Ordering::Relaxed;
-pub use table::{
+pub(crate) use table::{
     lookup, not_served, Command, Run, BLOCKING, COMMANDS, DENYOOM, FAST, READONLY, WRITE,
 };
 
 /// Per-connection state.
 #[derive(Debug)]
-pub struct Client {
+pub(crate) struct Client {
     /// CLIENT ID, unique per node.
-    pub id: u64,
+    pub(crate) id: u64,
     /// 2 or 3, chosen with HELLO.
-    pub proto: u8,
+    pub(crate) proto: u8,
     /// CLIENT SETNAME / HELLO SETNAME.
-    pub name: Option<Bytes>,
+    pub(crate) name: Option<Bytes>,
     /// CLIENT SETINFO lib-name / lib-ver.
-    pub lib: (Option<Bytes>, Option<Bytes>),
+    pub(crate) lib: (Option<Bytes>, Option<Bytes>),
     /// The peer's address, for CLIENT INFO.
-    pub addr: String,
+    pub(crate) addr: String,
     /// Our address, for CLIENT INFO.
-    pub laddr: String,
+    pub(crate) laddr: String,
     /// When the connection was accepted (ms since the epoch).
-    pub since: u64,
+    pub(crate) since: u64,
     /// Set by QUIT: flush the replies, then close.
-    pub quit: bool,
+    pub(crate) quit: bool,
     /// Last command name, for CLIENT INFO.
-    pub last_cmd: &'static str,
+    pub(crate) last_cmd: &'static str,
     /// Set while queued commands run (EXEC), like Redis's
     /// CLIENT_DENY_BLOCKING: a blocking command that finds nothing then
     /// answers as if its timeout passed, instead of blocking.
-    pub never_block: bool,
+    pub(crate) never_block: bool,
     /// Subscriptions and the mailbox of messages, from the first
     /// (P|S)SUBSCRIBE until RESET or disconnect; boxed, as most
     /// connections never subscribe.
-    pub pubsub: Option<Box<crate::backend::pubsub::Subscriber>>,
+    pub(crate) pubsub: Option<Box<crate::backend::pubsub::Subscriber>>,
     /// MULTI's queue and WATCH's keys.
-    pub tx: multi::TxState,
+    pub(crate) tx: multi::TxState,
 }
 
 impl Client {
     /// A fresh RESP2 client.
-    pub fn new(id: u64, addr: String, laddr: String, since: u64) -> Client {
+    pub(crate) fn new(id: u64, addr: String, laddr: String, since: u64) -> Client {
         Client {
             id,
             proto: 2,
@@ -102,32 +103,32 @@ impl Client {
 
     /// Whether the connection is in subscribe mode: subscribed to at least
     /// one channel, pattern or shard channel.
-    pub fn is_subscribed(&self) -> bool {
+    pub(crate) fn is_subscribed(&self) -> bool {
         self.pubsub.as_ref().is_some_and(|s| s.is_active())
     }
 
     /// Drops the client's transaction and watches; the server loop calls
     /// this when the connection closes.
-    pub fn close(&mut self, node: &Node) {
+    pub(crate) fn close(&mut self, node: &Node) {
         self.tx.clear(node);
     }
 }
 
 /// What a handler works with.
-pub struct Ctx<'a> {
+pub(crate) struct Ctx<'a> {
     /// The node's shared state.
-    pub node: &'a Node,
+    pub(crate) node: &'a Node,
     /// This connection.
-    pub client: &'a mut Client,
+    pub(crate) client: &'a mut Client,
     /// Replies go here.
-    pub out: &'a mut BytesMut,
+    pub(crate) out: &'a mut BytesMut,
     /// The time the command runs at, ms since the epoch.
-    pub now: u64,
+    pub(crate) now: u64,
 }
 
 impl Ctx<'_> {
     /// A bulk string, or null when absent.
-    pub fn bulk_or_null(&mut self, v: Option<&[u8]>) {
+    pub(crate) fn bulk_or_null(&mut self, v: Option<&[u8]>) {
         match v {
             Some(v) => encode::bulk(self.out, v),
             None => encode::null(self.out, self.client.proto),
@@ -135,22 +136,22 @@ impl Ctx<'_> {
     }
 
     /// `+OK`
-    pub fn ok(&mut self) {
+    pub(crate) fn ok(&mut self) {
         self.out.extend_from_slice(b"+OK\r\n");
     }
 }
 
 /// A handler's result: `Ok` means it wrote its reply.
-pub type CmdResult = Result<(), CmdError>;
+pub(crate) type CmdResult = Result<(), CmdError>;
 
 /// What the connection must do after [`dispatch`].
-pub enum Next {
+pub(crate) enum Next {
     /// The reply is written; carry on.
     Done,
     /// Run MIGRATE (async) with these arguments, then write its reply.
     Migrate,
     /// Wait for the reply of a blocked command before anything else.
-    Block(blocking::Block),
+    Block(crate::backend::blocking::Block),
 }
 
 /// Runs one request and appends its reply to `out`.
@@ -160,7 +161,7 @@ pub enum Next {
 /// Redis. Every command runs with the node's gate held shared, EXEC with
 /// it held exclusively, so a transaction never interleaves with another
 /// client's command.
-pub fn dispatch(
+pub(crate) fn dispatch(
     node: &Node,
     client: &mut Client,
     out: &mut BytesMut,
@@ -247,13 +248,13 @@ fn run(
         Next::Done
     });
     if cmd.flags & WRITE != 0 {
-        crate::backend::watch::touch_written(&node.store, cmd, args, now);
+        touch_written(&node.store, cmd, args, now);
     }
     next
 }
 
 /// Whether `n` arguments (name included) satisfy `arity`.
-pub fn arity_ok(arity: i32, n: usize) -> bool {
+pub(crate) fn arity_ok(arity: i32, n: usize) -> bool {
     if arity >= 0 {
         n == arity as usize
     } else {
@@ -263,12 +264,12 @@ pub fn arity_ok(arity: i32, n: usize) -> bool {
 
 /// Parses an integer exactly as Redis's `string2ll` (see
 /// [`crate::resp::parse_i64`]).
-pub fn parse_i64(b: &[u8]) -> Result<i64, CmdError> {
+pub(crate) fn parse_i64(b: &[u8]) -> Result<i64, CmdError> {
     crate::resp::parse_i64(b).ok_or(CmdError::NotInteger)
 }
 
 /// Parses a float as Redis's `string2ld`: no blanks, no NaN.
-pub fn parse_f64(b: &[u8]) -> Result<f64, CmdError> {
+pub(crate) fn parse_f64(b: &[u8]) -> Result<f64, CmdError> {
     let s = std::str::from_utf8(b).map_err(|_| CmdError::NotFloat)?;
     if s.is_empty() || s.len() > 5 * 1024 || s.starts_with(|c: char| c.is_ascii_whitespace()) {
         return Err(CmdError::NotFloat);
@@ -276,6 +277,39 @@ pub fn parse_f64(b: &[u8]) -> Result<f64, CmdError> {
     match s.parse::<f64>() {
         Ok(v) if !v.is_nan() => Ok(v),
         _ => Err(CmdError::NotFloat),
+    }
+}
+
+/// Touches, for WATCH, every key a write command names (after it ran, so
+/// a watch taken before the change cannot miss it). Conservative: a write
+/// command that left its key unchanged (SADD of a present member, an error)
+/// touches it too. Removals and creations are also touched by the store.
+pub(crate) fn touch_written(store: &Store, cmd: &Command, args: &[&[u8]], now: u64) {
+    if store.counters.watching.load(Relaxed) == 0 {
+        return;
+    }
+    if matches!(cmd.name, "lmpop" | "zmpop") {
+        // numkeys key [key ...] …
+        let n = args
+            .get(1)
+            .and_then(|a| crate::resp::parse_i64(a))
+            .unwrap_or(0)
+            .clamp(0, args.len() as i64) as usize;
+        for key in args.iter().skip(2).take(n) {
+            store.touch(key, now);
+        }
+        return;
+    }
+    let (first, last, step) = cmd.key_range();
+    if first <= 0 || step <= 0 {
+        return;
+    }
+    let n = args.len() as i32;
+    let last = if last < 0 { n + last } else { last.min(n - 1) };
+    let mut i = first;
+    while i <= last && i < n {
+        store.touch(args[i as usize], now);
+        i += step;
     }
 }
 

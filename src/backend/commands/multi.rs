@@ -12,7 +12,7 @@
 //! runs (see `Node::gate`), so while EXEC holds it exclusively no other
 //! client's command, expiry sweep or MIGRATE step interleaves with the
 //! queued commands. Called by the dispatcher in `mod.rs`; WATCH's records
-//! live in `backend::watch`. Never awaits while holding the gate.
+//! live in `backend::keyspace::watch`. Never awaits while holding the gate.
 
 use std::fmt;
 use std::sync::atomic::Ordering::Relaxed;
@@ -22,15 +22,15 @@ use smallvec::SmallVec;
 
 use super::{CmdResult, Command, Ctx, Run, DENYOOM};
 use crate::backend::error::CmdError;
-use crate::backend::server::Node;
-use crate::backend::watch::ClientWatch;
+use crate::backend::keyspace::watch::ClientWatch;
+use crate::backend::node::Node;
 use crate::resp::encode;
 
 /// Bytes of queued commands one transaction may hold (arguments plus
 /// [`QUEUED_OVERHEAD`] per command and 4 per argument). Above what the
 /// proxy lets a client queue (64 MiB of requests, 100 000 commands), so a
 /// transaction the proxy accepts always fits.
-pub const MAX_QUEUED_BYTES: usize = 128 * 1024 * 1024;
+pub(crate) const MAX_QUEUED_BYTES: usize = 128 * 1024 * 1024;
 /// What one queued command costs beyond its arguments.
 const QUEUED_OVERHEAD: usize = 64;
 
@@ -38,22 +38,22 @@ const EXECABORT: &str = "EXECABORT Transaction discarded because of previous err
 
 /// A client's transaction state.
 #[derive(Debug, Default)]
-pub struct TxState {
+pub(crate) struct TxState {
     /// Between MULTI and EXEC/DISCARD.
     multi: Option<Multi>,
     /// The keys WATCH registered.
-    pub watch: ClientWatch,
+    pub(crate) watch: ClientWatch,
 }
 
 impl TxState {
     /// Whether the client is between MULTI and EXEC/DISCARD.
-    pub fn is_queueing(&self) -> bool {
+    pub(crate) fn is_queueing(&self) -> bool {
         self.multi.is_some()
     }
 
     /// Flags the open transaction (a command was refused): EXEC will answer
     /// `-EXECABORT`. The queue is freed, since it will never run.
-    pub fn flag(&mut self) {
+    pub(crate) fn flag(&mut self) {
         if let Some(m) = &mut self.multi {
             m.aborted = true;
             m.queued = Vec::new();
@@ -63,7 +63,7 @@ impl TxState {
 
     /// Discards the transaction and every watch (DISCARD, RESET, a
     /// malformed EXEC, disconnect).
-    pub fn clear(&mut self, node: &Node) {
+    pub(crate) fn clear(&mut self, node: &Node) {
         self.multi = None;
         self.watch.unwatch_all(&node.store);
     }
@@ -113,14 +113,14 @@ impl Queued {
 
 /// Commands that run at once inside MULTI instead of being queued (Redis's
 /// list in `processCommand`).
-pub fn runs_immediately(cmd: &Command) -> bool {
+pub(crate) fn runs_immediately(cmd: &Command) -> bool {
     matches!(cmd.run, Run::Exec)
         || ["discard", "multi", "watch", "quit", "reset"].contains(&cmd.name)
 }
 
 /// Queues a well-formed command sent inside MULTI: `+QUEUED`, or the error
 /// that flags the transaction.
-pub fn queue(
+pub(crate) fn queue(
     node: &Node,
     client: &mut super::Client,
     out: &mut BytesMut,
@@ -166,7 +166,7 @@ pub fn queue(
 }
 
 /// MULTI
-pub fn multi(ctx: &mut Ctx, _args: &[&[u8]]) -> CmdResult {
+pub(crate) fn multi(ctx: &mut Ctx, _args: &[&[u8]]) -> CmdResult {
     if ctx.client.tx.multi.is_some() {
         return Err(CmdError::err("MULTI calls can not be nested"));
     }
@@ -176,7 +176,7 @@ pub fn multi(ctx: &mut Ctx, _args: &[&[u8]]) -> CmdResult {
 }
 
 /// DISCARD
-pub fn discard(ctx: &mut Ctx, _args: &[&[u8]]) -> CmdResult {
+pub(crate) fn discard(ctx: &mut Ctx, _args: &[&[u8]]) -> CmdResult {
     if ctx.client.tx.multi.is_none() {
         return Err(CmdError::err("DISCARD without MULTI"));
     }
@@ -186,7 +186,7 @@ pub fn discard(ctx: &mut Ctx, _args: &[&[u8]]) -> CmdResult {
 }
 
 /// WATCH key [key ...]
-pub fn watch(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
+pub(crate) fn watch(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     if ctx.client.tx.multi.is_some() {
         return Err(CmdError::err("WATCH inside MULTI is not allowed"));
     }
@@ -198,7 +198,7 @@ pub fn watch(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
 }
 
 /// UNWATCH
-pub fn unwatch(ctx: &mut Ctx, _args: &[&[u8]]) -> CmdResult {
+pub(crate) fn unwatch(ctx: &mut Ctx, _args: &[&[u8]]) -> CmdResult {
     ctx.client.tx.watch.unwatch_all(&ctx.node.store);
     ctx.ok();
     Ok(())
@@ -206,7 +206,7 @@ pub fn unwatch(ctx: &mut Ctx, _args: &[&[u8]]) -> CmdResult {
 
 /// EXEC with its arity already checked: runs the transaction under the
 /// node's gate held exclusively.
-pub fn exec(node: &Node, client: &mut super::Client, out: &mut BytesMut, now: u64) {
+pub(crate) fn exec(node: &Node, client: &mut super::Client, out: &mut BytesMut, now: u64) {
     let Some(multi) = client.tx.multi.take() else {
         CmdError::err("EXEC without MULTI").write(out);
         return;
@@ -268,7 +268,7 @@ fn fault() -> Fault {
 
 /// Writes `-EXECABORT Transaction discarded because of: <why>` (a refused
 /// EXEC discards the transaction).
-pub fn abort_exec(out: &mut BytesMut, why: &CmdError) {
+pub(crate) fn abort_exec(out: &mut BytesMut, why: &CmdError) {
     let why = why.to_string();
     let why = why.strip_prefix("ERR ").unwrap_or(&why);
     CmdError::Other(format!("EXECABORT Transaction discarded because of: {why}")).write(out);

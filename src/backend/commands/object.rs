@@ -3,7 +3,8 @@
 
 use super::{parse_i64, CmdResult, Ctx};
 use crate::backend::error::CmdError;
-use crate::backend::store::{lru_clock, Store};
+use crate::backend::keyspace::clock::lru_clock;
+use crate::backend::keyspace::store::Store;
 use crate::resp::{encode, eq_ignore_case};
 
 /// Moves `src` to `dst` under both shard locks. `nx`: only if `dst` is
@@ -28,7 +29,7 @@ fn transfer(ctx: &mut Ctx, src: &[u8], dst: &[u8], nx: bool, copy: bool) -> Opti
 }
 
 /// RENAME key newkey
-pub fn rename(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
+pub(crate) fn rename(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     if args[1] == args[2] {
         let store = &ctx.node.store;
         let h = store.hash(args[1]);
@@ -43,7 +44,7 @@ pub fn rename(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
 }
 
 /// RENAMENX key newkey
-pub fn renamenx(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
+pub(crate) fn renamenx(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     let done = if args[1] == args[2] {
         let store = &ctx.node.store;
         let h = store.hash(args[1]);
@@ -59,7 +60,7 @@ pub fn renamenx(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
 }
 
 /// COPY source destination [DB destination-db] [REPLACE]
-pub fn copy(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
+pub(crate) fn copy(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     let mut replace = false;
     let mut j = 3;
     while j < args.len() {
@@ -84,7 +85,7 @@ pub fn copy(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
 }
 
 /// The encoding Redis would report for a string value.
-pub fn encoding(value: &[u8]) -> &'static str {
+pub(crate) fn encoding(value: &[u8]) -> &'static str {
     if value.len() <= 20 && crate::resp::parse_i64(value).is_some() {
         "int"
     } else if value.len() <= 44 {
@@ -95,7 +96,7 @@ pub fn encoding(value: &[u8]) -> &'static str {
 }
 
 /// OBJECT ENCODING|IDLETIME|FREQ|REFCOUNT key, OBJECT HELP
-pub fn object(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
+pub(crate) fn object(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     let sub = &args[1];
     if eq_ignore_case(sub, b"help") {
         if args.len() != 2 {
@@ -169,7 +170,7 @@ pub fn object(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
 }
 
 /// MEMORY USAGE key [SAMPLES n]: the bytes this node counts for the key.
-pub fn memory(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
+pub(crate) fn memory(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     if !eq_ignore_case(args[1], b"usage") {
         return Err(CmdError::UnknownSubcommand(
             String::from_utf8_lossy(args[1]).into_owned(),

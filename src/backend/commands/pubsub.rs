@@ -71,32 +71,32 @@ fn part(ctx: &mut Ctx, args: &[&[u8]], space: Space, what: &str) -> CmdResult {
 }
 
 /// SUBSCRIBE channel [channel ...]
-pub fn subscribe(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
+pub(crate) fn subscribe(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     join(ctx, args, Space::Channel, "subscribe")
 }
 
 /// PSUBSCRIBE pattern [pattern ...]
-pub fn psubscribe(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
+pub(crate) fn psubscribe(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     join(ctx, args, Space::Pattern, "psubscribe")
 }
 
 /// SSUBSCRIBE shardchannel [shardchannel ...]
-pub fn ssubscribe(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
+pub(crate) fn ssubscribe(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     join(ctx, args, Space::Shard, "ssubscribe")
 }
 
 /// UNSUBSCRIBE [channel ...]
-pub fn unsubscribe(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
+pub(crate) fn unsubscribe(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     part(ctx, args, Space::Channel, "unsubscribe")
 }
 
 /// PUNSUBSCRIBE [pattern ...]
-pub fn punsubscribe(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
+pub(crate) fn punsubscribe(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     part(ctx, args, Space::Pattern, "punsubscribe")
 }
 
 /// SUNSUBSCRIBE [shardchannel ...]
-pub fn sunsubscribe(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
+pub(crate) fn sunsubscribe(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     part(ctx, args, Space::Shard, "sunsubscribe")
 }
 
@@ -117,12 +117,12 @@ fn publish_in(ctx: &mut Ctx, args: &[&[u8]], sharded: bool) -> CmdResult {
 }
 
 /// PUBLISH channel message
-pub fn publish(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
+pub(crate) fn publish(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     publish_in(ctx, args, false)
 }
 
 /// SPUBLISH shardchannel message
-pub fn spublish(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
+pub(crate) fn spublish(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     publish_in(ctx, args, true)
 }
 
@@ -130,7 +130,7 @@ pub fn spublish(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
 /// its mailbox was closed over the output buffer limit: the connection
 /// must close. The serve loop calls it before each command, so a message
 /// published before a command was read precedes that command's reply.
-pub fn take_pushes(client: &mut super::Client, out: &mut BytesMut) -> bool {
+pub(crate) fn take_pushes(client: &mut super::Client, out: &mut BytesMut) -> bool {
     match &client.pubsub {
         Some(sub) => sub.mailbox.take(out, usize::MAX) != Taken::Closed,
         None => true,
@@ -156,7 +156,7 @@ const HELP: &[&str] = &[
 
 /// PUBSUB CHANNELS [pattern] | NUMSUB [channel ...] | NUMPAT |
 /// SHARDCHANNELS [pattern] | SHARDNUMSUB [channel ...] | HELP
-pub fn pubsub(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
+pub(crate) fn pubsub(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     let sub = args[1].to_ascii_lowercase();
     let n = args.len();
     let hub = &ctx.node.pubsub;
@@ -277,7 +277,7 @@ const SUBCOMMANDS: &[(&str, i32)] = &[
 /// Redis's refusal of `cmd` on a RESP2 connection in subscribe mode, or
 /// `None` when it may run (or, for an unknown subcommand, when its handler
 /// must give the "unknown subcommand" error, as Redis does first).
-pub fn refusal(cmd: &Command, args: &[&[u8]]) -> Option<CmdError> {
+pub(crate) fn refusal(cmd: &Command, args: &[&[u8]]) -> Option<CmdError> {
     if ALLOWED_SUBSCRIBED.contains(&cmd.name) {
         return None;
     }

@@ -7,13 +7,13 @@ use crate::resp::{encode, eq_ignore_case};
 use bytes::BytesMut;
 
 /// DBSIZE (expired keys not yet reclaimed count, as in Redis).
-pub fn dbsize(ctx: &mut Ctx, _args: &[&[u8]]) -> CmdResult {
+pub(crate) fn dbsize(ctx: &mut Ctx, _args: &[&[u8]]) -> CmdResult {
     encode::integer(ctx.out, ctx.node.store.counts().0 as i64);
     Ok(())
 }
 
 /// FLUSHDB / FLUSHALL [ASYNC|SYNC]
-pub fn flush(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
+pub(crate) fn flush(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     let asynchronous = match args.get(1) {
         None => false,
         Some(a) if args.len() == 2 && eq_ignore_case(a, b"async") => true,
@@ -32,7 +32,7 @@ pub fn flush(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
 }
 
 /// TIME
-pub fn time(ctx: &mut Ctx, _args: &[&[u8]]) -> CmdResult {
+pub(crate) fn time(ctx: &mut Ctx, _args: &[&[u8]]) -> CmdResult {
     let t = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap_or_default();
@@ -43,7 +43,7 @@ pub fn time(ctx: &mut Ctx, _args: &[&[u8]]) -> CmdResult {
 }
 
 /// LASTSAVE: the node never saves; report its start time.
-pub fn lastsave(ctx: &mut Ctx, _args: &[&[u8]]) -> CmdResult {
+pub(crate) fn lastsave(ctx: &mut Ctx, _args: &[&[u8]]) -> CmdResult {
     encode::integer(ctx.out, (ctx.node.started_ms / 1000) as i64);
     Ok(())
 }
@@ -128,7 +128,7 @@ fn command_docs(out: &mut BytesMut, c: &Command, proto: u8) {
 }
 
 /// COMMAND [COUNT | INFO name... | DOCS [name...] | LIST]
-pub fn command(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
+pub(crate) fn command(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     let proto = ctx.client.proto;
     let Some(sub) = args.get(1) else {
         encode::array_len(ctx.out, COMMANDS.len());

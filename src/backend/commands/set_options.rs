@@ -9,7 +9,7 @@ use crate::resp::eq_ignore_case;
 
 /// The unit and base of an expiry option.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ExpireUnit {
+pub(crate) enum ExpireUnit {
     /// Seconds from now.
     Ex,
     /// Milliseconds from now.
@@ -22,23 +22,26 @@ pub enum ExpireUnit {
 
 /// Options of SET and GETEX, before the expiry number is read.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
-pub struct StringOptions<'a> {
+pub(crate) struct StringOptions<'a> {
     /// Only set if absent.
-    pub nx: bool,
+    pub(crate) nx: bool,
     /// Only set if present.
-    pub xx: bool,
+    pub(crate) xx: bool,
     /// Reply with the old value.
-    pub get: bool,
+    pub(crate) get: bool,
     /// Keep the existing TTL.
-    pub keepttl: bool,
+    pub(crate) keepttl: bool,
     /// GETEX: drop the TTL.
-    pub persist: bool,
+    pub(crate) persist: bool,
     /// The expiry option and its unparsed argument.
-    pub expire: Option<(ExpireUnit, &'a [u8])>,
+    pub(crate) expire: Option<(ExpireUnit, &'a [u8])>,
 }
 
 /// Parses SET (`is_set`) or GETEX options, starting after the fixed args.
-pub fn parse_options<'a>(opts: &[&'a [u8]], is_set: bool) -> Result<StringOptions<'a>, CmdError> {
+pub(crate) fn parse_options<'a>(
+    opts: &[&'a [u8]],
+    is_set: bool,
+) -> Result<StringOptions<'a>, CmdError> {
     let mut o = StringOptions::default();
     let mut j = 0;
     while j < opts.len() {
@@ -82,7 +85,7 @@ pub fn parse_options<'a>(opts: &[&'a [u8]], is_set: bool) -> Result<StringOption
 
 /// Turns an expiry argument into an absolute time in ms, with Redis's
 /// checks: positive, and no overflow in unit conversion or adding `now`.
-pub fn resolve_expire(
+pub(crate) fn resolve_expire(
     unit: ExpireUnit,
     raw: &[u8],
     now: u64,

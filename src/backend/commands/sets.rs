@@ -24,7 +24,7 @@ fn reply_members(ctx: &mut Ctx, members: &[Elem], as_set: bool) {
 }
 
 /// SADD key member [member ...]
-pub fn sadd(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
+pub(crate) fn sadd(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     let n = ctx.write::<Set, _>(args[1], true, |s, t| {
         args[2..].iter().filter(|m| s.insert(m, t)).count()
     })?;
@@ -33,7 +33,7 @@ pub fn sadd(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
 }
 
 /// SREM key member [member ...]
-pub fn srem(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
+pub(crate) fn srem(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     let n = ctx.write::<Set, _>(args[1], false, |s, _| {
         args[2..].iter().filter(|m| s.remove(m)).count()
     })?;
@@ -42,21 +42,21 @@ pub fn srem(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
 }
 
 /// SMEMBERS key
-pub fn smembers(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
+pub(crate) fn smembers(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     let m = ctx.read::<Set, _>(args[1], |s| s.members())?;
     reply_members(ctx, &m.unwrap_or_default(), true);
     Ok(())
 }
 
 /// SISMEMBER key member
-pub fn sismember(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
+pub(crate) fn sismember(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     let n = ctx.read::<Set, _>(args[1], |s| s.contains(args[2]))?;
     encode::integer(ctx.out, n.unwrap_or(false) as i64);
     Ok(())
 }
 
 /// SMISMEMBER key member [member ...]
-pub fn smismember(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
+pub(crate) fn smismember(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     let ms = &args[2..];
     let hits = ctx.read::<Set, _>(args[1], |s| {
         ms.iter().map(|m| s.contains(m)).collect::<Vec<_>>()
@@ -69,14 +69,14 @@ pub fn smismember(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
 }
 
 /// SCARD key
-pub fn scard(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
+pub(crate) fn scard(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     let n = ctx.read::<Set, _>(args[1], |s| s.len())?;
     encode::integer(ctx.out, n.unwrap_or(0) as i64);
     Ok(())
 }
 
 /// SPOP key [count]
-pub fn spop(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
+pub(crate) fn spop(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     if args.len() > 3 {
         return Err(CmdError::Syntax);
     }
@@ -100,7 +100,7 @@ pub fn spop(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
 }
 
 /// SRANDMEMBER key [count]
-pub fn srandmember(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
+pub(crate) fn srandmember(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     if args.len() > 3 {
         return Err(CmdError::Syntax);
     }
@@ -124,7 +124,7 @@ pub fn srandmember(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
 }
 
 /// SMOVE source destination member
-pub fn smove(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
+pub(crate) fn smove(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     let (src, dst, m) = (args[1], args[2], args[3]);
     let t = ctx.node.thresholds();
     let mut many = ctx.lock_keys(&[src, dst]);
@@ -240,37 +240,37 @@ fn op_store(ctx: &mut Ctx, args: &[&[u8]], op: Op) -> CmdResult {
 }
 
 /// SINTER key [key ...]
-pub fn sinter(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
+pub(crate) fn sinter(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     op_reply(ctx, args, Op::Inter)
 }
 
 /// SUNION key [key ...]
-pub fn sunion(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
+pub(crate) fn sunion(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     op_reply(ctx, args, Op::Union)
 }
 
 /// SDIFF key [key ...]
-pub fn sdiff(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
+pub(crate) fn sdiff(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     op_reply(ctx, args, Op::Diff)
 }
 
 /// SINTERSTORE destination key [key ...]
-pub fn sinterstore(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
+pub(crate) fn sinterstore(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     op_store(ctx, args, Op::Inter)
 }
 
 /// SUNIONSTORE destination key [key ...]
-pub fn sunionstore(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
+pub(crate) fn sunionstore(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     op_store(ctx, args, Op::Union)
 }
 
 /// SDIFFSTORE destination key [key ...]
-pub fn sdiffstore(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
+pub(crate) fn sdiffstore(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     op_store(ctx, args, Op::Diff)
 }
 
 /// Parses `numkeys key... [LIMIT n]` of SINTERCARD and ZINTERCARD.
-pub fn parse_intercard<'a>(args: &[&'a [u8]]) -> Result<(Vec<&'a [u8]>, usize), CmdError> {
+pub(crate) fn parse_intercard<'a>(args: &[&'a [u8]]) -> Result<(Vec<&'a [u8]>, usize), CmdError> {
     let n = parse_at_least_one(args[1], "numkeys should be greater than 0")?;
     if n > args.len() - 2 {
         return Err(CmdError::err(
@@ -291,7 +291,7 @@ pub fn parse_intercard<'a>(args: &[&'a [u8]]) -> Result<(Vec<&'a [u8]>, usize), 
 }
 
 /// SINTERCARD numkeys key [key ...] [LIMIT limit]
-pub fn sintercard(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
+pub(crate) fn sintercard(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     let (keys, limit) = parse_intercard(args)?;
     let sets = inputs(ctx, &keys, None)?;
     let out = compute(ctx, sets, Op::Inter, limit);
@@ -300,7 +300,7 @@ pub fn sintercard(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
 }
 
 /// SSCAN key cursor [MATCH pattern] [COUNT count]
-pub fn sscan(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
+pub(crate) fn sscan(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     let cursor = parse_cursor(args[2])?;
     let found = ctx.read::<Set, _>(args[1], |s| (s.members(), s.encoding() != "hashtable"))?;
     let Some((members, compact)) = found else {

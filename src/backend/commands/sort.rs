@@ -227,11 +227,11 @@ fn sort_generic(ctx: &mut Ctx, args: &[&[u8]], readonly: bool) -> CmdResult {
 }
 
 /// SORT key [BY pattern] [LIMIT offset count] [GET pattern ...] [ASC|DESC] [ALPHA] [STORE dst]
-pub fn sort(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
+pub(crate) fn sort(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     sort_generic(ctx, args, false)
 }
 
 /// SORT_RO key [BY pattern] [LIMIT offset count] [GET pattern ...] [ASC|DESC] [ALPHA]
-pub fn sort_ro(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
+pub(crate) fn sort_ro(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     sort_generic(ctx, args, true)
 }

@@ -4,11 +4,12 @@
 use super::set_options::{parse_options, resolve_expire, ExpireUnit};
 use super::{parse_i64, CmdResult, Ctx};
 use crate::backend::error::CmdError;
-use crate::backend::store::{Entry, Store};
+use crate::backend::keyspace::entry::Entry;
+use crate::backend::keyspace::store::Store;
 use crate::resp::encode;
 
 /// GET key
-pub fn get(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
+pub(crate) fn get(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     let store = &ctx.node.store;
     let h = store.hash(args[1]);
     let mut s = store.lock(h, ctx.now);
@@ -20,7 +21,7 @@ pub fn get(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
 }
 
 /// SET key value [NX|XX] [GET] [EX s|PX ms|EXAT t|PXAT t|KEEPTTL]
-pub fn set(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
+pub(crate) fn set(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     let o = parse_options(&args[3..], true)?;
     let expire_at = match o.expire {
         Some((unit, raw)) => resolve_expire(unit, raw, ctx.now, "set")?,
@@ -76,7 +77,7 @@ fn put(ctx: &mut Ctx, key: &[u8], value: &[u8], expire_at: u64) {
 }
 
 /// SETNX key value
-pub fn setnx(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
+pub(crate) fn setnx(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     let store = &ctx.node.store;
     let h = store.hash(args[1]);
     let mut s = store.lock(h, ctx.now);
@@ -89,7 +90,7 @@ pub fn setnx(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
 }
 
 /// SETEX key seconds value
-pub fn setex(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
+pub(crate) fn setex(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     let at = resolve_expire(ExpireUnit::Ex, args[2], ctx.now, "setex")?;
     put(ctx, args[1], args[3], at);
     ctx.ok();
@@ -97,7 +98,7 @@ pub fn setex(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
 }
 
 /// PSETEX key milliseconds value
-pub fn psetex(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
+pub(crate) fn psetex(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     let at = resolve_expire(ExpireUnit::Px, args[2], ctx.now, "psetex")?;
     put(ctx, args[1], args[3], at);
     ctx.ok();
@@ -105,7 +106,7 @@ pub fn psetex(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
 }
 
 /// GETSET key value (drops the TTL, like SET)
-pub fn getset(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
+pub(crate) fn getset(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     let store = &ctx.node.store;
     let h = store.hash(args[1]);
     let mut s = store.lock(h, ctx.now);
@@ -118,7 +119,7 @@ pub fn getset(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
 }
 
 /// GETDEL key
-pub fn getdel(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
+pub(crate) fn getdel(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     let store = &ctx.node.store;
     let h = store.hash(args[1]);
     let mut s = store.lock(h, ctx.now);
@@ -130,7 +131,7 @@ pub fn getdel(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
 }
 
 /// GETEX key [EX s|PX ms|EXAT t|PXAT t|PERSIST]
-pub fn getex(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
+pub(crate) fn getex(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     let o = parse_options(&args[2..], false)?;
     let store = &ctx.node.store;
     let (key, now) = (args[1], ctx.now);
@@ -161,7 +162,7 @@ pub fn getex(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
 }
 
 /// MGET key [key ...]
-pub fn mget(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
+pub(crate) fn mget(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     let store = &ctx.node.store;
     encode::array_len(ctx.out, args.len() - 1);
     for key in &args[1..] {
@@ -212,17 +213,17 @@ fn mset_generic(ctx: &mut Ctx, args: &[&[u8]], nx: bool, name: &str) -> CmdResul
 }
 
 /// MSET key value [key value ...]
-pub fn mset(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
+pub(crate) fn mset(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     mset_generic(ctx, args, false, "mset")
 }
 
 /// MSETNX key value [key value ...]
-pub fn msetnx(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
+pub(crate) fn msetnx(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     mset_generic(ctx, args, true, "msetnx")
 }
 
 /// APPEND key value
-pub fn append(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
+pub(crate) fn append(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     let store = &ctx.node.store;
     let (key, add) = (args[1], args[2]);
     let h = store.hash(key);
@@ -248,7 +249,7 @@ pub fn append(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
 }
 
 /// STRLEN key
-pub fn strlen(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
+pub(crate) fn strlen(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     let store = &ctx.node.store;
     let h = store.hash(args[1]);
     let len = store
@@ -261,7 +262,7 @@ pub fn strlen(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
 
 /// The byte range GETRANGE returns, by Redis 7's rules for negative and
 /// out-of-range indexes.
-pub fn clamp_range(start: i64, end: i64, len: usize) -> Option<(usize, usize)> {
+pub(crate) fn clamp_range(start: i64, end: i64, len: usize) -> Option<(usize, usize)> {
     let len = len as i64;
     if (start < 0 && end < 0 && start > end) || len == 0 {
         return None;
@@ -280,7 +281,7 @@ pub fn clamp_range(start: i64, end: i64, len: usize) -> Option<(usize, usize)> {
 }
 
 /// GETRANGE key start end
-pub fn getrange(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
+pub(crate) fn getrange(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     let (start, end) = (parse_i64(args[2])?, parse_i64(args[3])?);
     let store = &ctx.node.store;
     let h = store.hash(args[1]);
@@ -292,7 +293,7 @@ pub fn getrange(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
 }
 
 /// SETRANGE key offset value
-pub fn setrange(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
+pub(crate) fn setrange(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     let offset = parse_i64(args[2])?;
     if offset < 0 {
         return Err(CmdError::OffsetOutOfRange);

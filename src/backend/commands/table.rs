@@ -15,7 +15,7 @@ pub use crate::catalogue::{BLOCKING, DENYOOM, FAST, READONLY, WRITE};
 
 /// How a command runs.
 #[derive(Clone, Copy)]
-pub enum Run {
+pub(crate) enum Run {
     /// In place, holding no lock across an `.await`.
     Sync(fn(&mut Ctx, &[&[u8]]) -> CmdResult),
     /// A blocking command: in place, or the connection waits (see
@@ -28,10 +28,10 @@ pub enum Run {
 }
 
 /// One row of the node's table: a catalogue row and its handler.
-pub struct Command {
-    pub id: Id,
+pub(crate) struct Command {
+    pub(crate) id: Id,
     /// The handler.
-    pub run: Run,
+    pub(crate) run: Run,
 }
 
 impl Deref for Command {
@@ -69,7 +69,7 @@ const fn row(id: Id, run: Run) -> Command {
 }
 
 /// Every command the node serves.
-pub static COMMANDS: &[Command] = &[
+pub(crate) static COMMANDS: &[Command] = &[
     // connection
     sync(Ping, connection::ping),
     sync(Echo, connection::echo),
@@ -286,7 +286,7 @@ static BY_ID: LazyLock<Vec<Option<&'static Command>>> = LazyLock::new(|| {
 });
 
 /// Looks a command up by name, any case, without allocating.
-pub fn lookup(name: &[u8]) -> Option<&'static Command> {
+pub(crate) fn lookup(name: &[u8]) -> Option<&'static Command> {
     BY_ID[catalogue::lookup(name)?.id as usize]
 }
 
@@ -295,7 +295,7 @@ pub fn lookup(name: &[u8]) -> Option<&'static Command> {
 /// backends serve it instead of calling it unknown. Derived from the two
 /// tables, so it stays true as either grows; CLUSTER is the proxy's own and
 /// is left to the generic error.
-pub fn not_served(name: &[u8]) -> Option<&'static str> {
+pub(crate) fn not_served(name: &[u8]) -> Option<&'static str> {
     let c = catalogue::lookup(name)?;
     (BY_ID[c.id as usize].is_none() && c.id != Id::Cluster).then_some(c.name)
 }

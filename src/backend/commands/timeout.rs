@@ -33,7 +33,7 @@ fn negative() -> CmdError {
 /// redis-server 7.0. (An `f64` carries 53 bits where the x87 `long double`
 /// carries 64, so within about 2^-52 of the 2^63 ms edge the answer may
 /// differ: a timeout of some 292 million years.)
-pub fn parse_secs(b: &[u8]) -> Result<u64, CmdError> {
+pub(crate) fn parse_secs(b: &[u8]) -> Result<u64, CmdError> {
     let v = parse_long_double(b).ok_or_else(not_float)?;
     let ms = (v * 1000.0).ceil();
     if !(-TWO_POW_63..TWO_POW_63).contains(&ms) || ms < 0.0 {
@@ -43,7 +43,7 @@ pub fn parse_secs(b: &[u8]) -> Result<u64, CmdError> {
 }
 
 /// WAIT's timeout: integer milliseconds, 0 = forever.
-pub fn parse_ms(b: &[u8]) -> Result<u64, CmdError> {
+pub(crate) fn parse_ms(b: &[u8]) -> Result<u64, CmdError> {
     let v = crate::resp::parse_i64(b)
         .ok_or_else(|| CmdError::err("timeout is not an integer or out of range"))?;
     u64::try_from(v).map_err(|_| negative())
@@ -53,7 +53,7 @@ pub fn parse_ms(b: &[u8]) -> Result<u64, CmdError> {
 /// where Redis says "not a float". A magnitude a `long double` holds but an
 /// `f64` does not comes back as infinity (huge) or the smallest normal
 /// `f64` (tiny), which gives the same timeout after the conversion to ms.
-pub fn parse_long_double(b: &[u8]) -> Option<f64> {
+pub(crate) fn parse_long_double(b: &[u8]) -> Option<f64> {
     if b.is_empty() || b.len() >= MAX_LONG_DOUBLE_CHARS {
         return None;
     }

@@ -5,8 +5,8 @@
 
 use super::{parse_i64, CmdResult, Ctx};
 use crate::backend::error::CmdError;
-use crate::backend::store::{hash_bytes, Locked, Store};
-use crate::backend::value::{Thresholds, Typed};
+use crate::backend::keyspace::store::{hash_bytes, Locked, Store};
+use crate::backend::value::{Elem, Thresholds, Typed};
 use crate::glob;
 use crate::resp::{encode, eq_ignore_case};
 use bytes::BytesMut;
@@ -14,7 +14,7 @@ use bytes::BytesMut;
 impl Ctx<'_> {
     /// Reads the collection of type `T` at `key` with `f`; `Ok(None)` if
     /// absent, WRONGTYPE if another type.
-    pub fn read<T: Typed, R>(
+    pub(crate) fn read<T: Typed, R>(
         &mut self,
         key: &[u8],
         f: impl FnOnce(&T) -> R,
@@ -27,7 +27,7 @@ impl Ctx<'_> {
 
     /// Changes the collection of type `T` at `key` with `f` (see
     /// [`Locked::write_coll`]); `f` also gets the encoding thresholds.
-    pub fn write<T: Typed, R>(
+    pub(crate) fn write<T: Typed, R>(
         &mut self,
         key: &[u8],
         create: bool,
@@ -42,25 +42,25 @@ impl Ctx<'_> {
 
     /// Locks the shards of all `keys` at once (in shard order), so a
     /// multi-key command reads and writes them atomically.
-    pub fn lock_keys(&self, keys: &[&[u8]]) -> Many<'_> {
+    pub(crate) fn lock_keys(&self, keys: &[&[u8]]) -> Many<'_> {
         Many::lock(&self.node.store, keys, self.now)
     }
 
     /// A score or other double reply: a bulk string in RESP2, `,` in RESP3.
-    pub fn double(&mut self, v: f64) {
+    pub(crate) fn double(&mut self, v: f64) {
         double(self.out, v, self.client.proto);
     }
 }
 
 /// Several shards locked together.
-pub struct Many<'a> {
+pub(crate) struct Many<'a> {
     locked: Vec<Option<Locked<'a>>>,
     store: &'a Store,
 }
 
 impl<'a> Many<'a> {
     /// Locks the shards of all `keys` (in shard order) at time `now`.
-    pub fn lock(store: &'a Store, keys: &[&[u8]], now: u64) -> Many<'a> {
+    pub(crate) fn lock(store: &'a Store, keys: &[&[u8]], now: u64) -> Many<'a> {
         let hashes: Vec<u64> = keys.iter().map(|k| store.hash(k)).collect();
         Many {
             locked: store.lock_many(&hashes, now),
@@ -69,7 +69,7 @@ impl<'a> Many<'a> {
     }
 
     /// The locked shard that holds `key`, and the key's hash.
-    pub fn shard(&mut self, key: &[u8]) -> (&mut Locked<'a>, u64) {
+    pub(crate) fn shard(&mut self, key: &[u8]) -> (&mut Locked<'a>, u64) {
         let h = self.store.hash(key);
         let s = self.locked[Store::shard_of(h)]
             .as_mut()
@@ -78,7 +78,7 @@ impl<'a> Many<'a> {
     }
 
     /// A copy of what `f` extracts from the `T` at `key` (None if absent).
-    pub fn read<T: Typed, R>(
+    pub(crate) fn read<T: Typed, R>(
         &mut self,
         key: &[u8],
         f: impl FnOnce(&T) -> R,
@@ -89,10 +89,10 @@ impl<'a> Many<'a> {
 }
 
 /// The message of `getPositiveLongFromObjectOrReply` without one of its own.
-pub const MUST_BE_POSITIVE: &str = "value is out of range, must be positive";
+pub(crate) const MUST_BE_POSITIVE: &str = "value is out of range, must be positive";
 
 /// Formats a double as Redis 7.0 replies with it (`%.17g`, `inf`, `-inf`).
-pub fn fmt_double(v: f64) -> String {
+pub(crate) fn fmt_double(v: f64) -> String {
     if v.is_infinite() {
         return if v > 0.0 { "inf" } else { "-inf" }.into();
     }
@@ -118,7 +118,7 @@ pub fn fmt_double(v: f64) -> String {
 }
 
 /// Appends a double reply.
-pub fn double(out: &mut BytesMut, v: f64, proto: u8) {
+pub(crate) fn double(out: &mut BytesMut, v: f64, proto: u8) {
     let s = fmt_double(v);
     if proto >= 3 {
         out.extend_from_slice(b",");
@@ -130,14 +130,14 @@ pub fn double(out: &mut BytesMut, v: f64, proto: u8) {
 }
 
 /// Parses a score as Redis's `strtod` check: a float or `[+-]inf`, no NaN.
-pub fn parse_score(b: &[u8]) -> Result<f64, CmdError> {
+pub(crate) fn parse_score(b: &[u8]) -> Result<f64, CmdError> {
     super::parse_f64(b)
 }
 
 /// `getPositiveLongFromObjectOrReply`: any failure (not an integer, or
 /// negative) gives `msg` (Redis's default: "value is out of range, must be
 /// positive").
-pub fn parse_positive(b: &[u8], msg: &str) -> Result<i64, CmdError> {
+pub(crate) fn parse_positive(b: &[u8], msg: &str) -> Result<i64, CmdError> {
     match crate::resp::parse_i64(b) {
         Some(v) if v >= 0 => Ok(v),
         _ => Err(CmdError::err(msg)),
@@ -146,11 +146,11 @@ pub fn parse_positive(b: &[u8], msg: &str) -> Result<i64, CmdError> {
 
 /// Most picks a negative *RANDMEMBER/HRANDFIELD count may ask for: the
 /// reply is built in memory, and Redis would stream billions of repeats.
-pub const MAX_REPEATED_PICKS: i64 = 1 << 24;
+pub(crate) const MAX_REPEATED_PICKS: i64 = 1 << 24;
 
 /// `getRangeLongFromObjectOrReply(-LONG_MAX, LONG_MAX)` (RANDFIELD counts),
 /// with repeats bounded by [`MAX_REPEATED_PICKS`].
-pub fn parse_count(b: &[u8]) -> Result<i64, CmdError> {
+pub(crate) fn parse_count(b: &[u8]) -> Result<i64, CmdError> {
     let v = parse_i64(b)?;
     if v == i64::MIN {
         return Err(CmdError::err(
@@ -167,7 +167,7 @@ pub fn parse_count(b: &[u8]) -> Result<i64, CmdError> {
 
 /// Redis's rank-range rule (LRANGE, ZRANGE): the inclusive `start..=end`
 /// clamped to `len`, or None when empty.
-pub fn rank_range(start: i64, end: i64, len: usize) -> Option<(usize, usize)> {
+pub(crate) fn rank_range(start: i64, end: i64, len: usize) -> Option<(usize, usize)> {
     let len = len as i64;
     let start = if start < 0 {
         (len + start).max(0)
@@ -182,15 +182,15 @@ pub fn rank_range(start: i64, end: i64, len: usize) -> Option<(usize, usize)> {
 }
 
 /// Parsed `[MATCH pattern] [COUNT n]` of H/S/ZSCAN.
-pub struct ScanOpts<'a> {
+pub(crate) struct ScanOpts<'a> {
     /// Only elements matching this.
-    pub pattern: Option<&'a [u8]>,
+    pub(crate) pattern: Option<&'a [u8]>,
     /// Elements per call.
-    pub count: usize,
+    pub(crate) count: usize,
 }
 
 /// Parses the options after `key cursor`.
-pub fn scan_opts<'a>(args: &[&'a [u8]]) -> Result<ScanOpts<'a>, CmdError> {
+pub(crate) fn scan_opts<'a>(args: &[&'a [u8]]) -> Result<ScanOpts<'a>, CmdError> {
     let mut o = ScanOpts {
         pattern: None,
         count: 10,
@@ -221,7 +221,12 @@ pub fn scan_opts<'a>(args: &[&'a [u8]]) -> Result<ScanOpts<'a>, CmdError> {
 /// returned whole with cursor 0, as Redis does; a large one is walked in
 /// the order of a fixed hash of each element, so an element present for
 /// the whole walk is returned exactly once whatever changes meanwhile.
-pub fn scan_step(names: &[&[u8]], cursor: u64, count: usize, compact: bool) -> (u64, Vec<usize>) {
+pub(crate) fn scan_step(
+    names: &[&[u8]],
+    cursor: u64,
+    count: usize,
+    compact: bool,
+) -> (u64, Vec<usize>) {
     if compact {
         return (0, (0..names.len()).collect());
     }
@@ -250,7 +255,7 @@ pub fn scan_step(names: &[&[u8]], cursor: u64, count: usize, compact: bool) -> (
 
 /// Writes a SCAN reply: `[cursor, [items...]]`, keeping items whose name
 /// (`name_of`) matches `pattern`.
-pub fn scan_reply(
+pub(crate) fn scan_reply(
     out: &mut BytesMut,
     next: u64,
     items: &[Vec<u8>],
@@ -270,14 +275,14 @@ pub fn scan_reply(
 }
 
 /// The empty SCAN reply for a missing key.
-pub fn empty_scan(ctx: &mut Ctx) -> CmdResult {
+pub(crate) fn empty_scan(ctx: &mut Ctx) -> CmdResult {
     ctx.out.extend_from_slice(b"*2\r\n$1\r\n0\r\n*0\r\n");
     Ok(())
 }
 
 /// `getRangeLongFromObjectOrReply(1, LONG_MAX, msg)`: numkeys and COUNT
 /// of the *MPOP and *INTERCARD commands; any failure gives `msg`.
-pub fn parse_at_least_one(b: &[u8], msg: &str) -> Result<usize, CmdError> {
+pub(crate) fn parse_at_least_one(b: &[u8], msg: &str) -> Result<usize, CmdError> {
     match crate::resp::parse_i64(b) {
         Some(v) if v >= 1 => Ok(v as usize),
         _ => Err(CmdError::err(msg)),
@@ -286,18 +291,18 @@ pub fn parse_at_least_one(b: &[u8], msg: &str) -> Result<usize, CmdError> {
 
 /// The arguments of LMPOP, ZMPOP and their blocking forms after the
 /// timeout: `numkeys key [key ...] <first>|<second> [COUNT count]`.
-pub struct MpopArgs {
+pub(crate) struct MpopArgs {
     /// Where the keys are in the arguments.
-    pub keys: std::ops::Range<usize>,
+    pub(crate) keys: std::ops::Range<usize>,
     /// Whether the side is `first` (LEFT, MIN).
-    pub first: bool,
+    pub(crate) first: bool,
     /// COUNT, 1 by default.
-    pub count: usize,
+    pub(crate) count: usize,
 }
 
 /// Parses [`MpopArgs`] starting at `args[numkeys_at]`, in the order and
 /// with the errors of Redis's `lmpopGenericCommand`/`zmpopGenericCommand`.
-pub fn parse_mpop(
+pub(crate) fn parse_mpop(
     args: &[&[u8]],
     numkeys_at: usize,
     first: &[u8],
@@ -333,6 +338,20 @@ pub fn parse_mpop(
         first: is_first,
         count: count.unwrap_or(1),
     })
+}
+
+/// Writes (member, score) pairs: flat in RESP2 (or when `flat`), as
+/// two-element arrays in RESP3.
+pub(crate) fn reply_pairs(ctx: &mut Ctx, items: &[(Elem, f64)], nested: bool) {
+    let nested = nested && ctx.client.proto >= 3;
+    encode::array_len(ctx.out, items.len() * if nested { 1 } else { 2 });
+    for (m, s) in items {
+        if nested {
+            encode::array_len(ctx.out, 2);
+        }
+        encode::bulk(ctx.out, m);
+        double(ctx.out, *s, ctx.client.proto);
+    }
 }
 
 #[cfg(test)]

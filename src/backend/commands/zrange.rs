@@ -4,12 +4,11 @@
 //! them, as in Redis 7.0's `zrangeGenericCommand`, so options, conflicts
 //! and errors are checked in the same order.
 
-use super::util::rank_range;
-use super::zsets::reply_pairs;
+use super::util::{rank_range, reply_pairs};
 use super::{parse_f64, parse_i64, CmdResult, Ctx};
 use crate::backend::error::CmdError;
+use crate::backend::value::zset::{LexBound, ScoreBound, ZSet};
 use crate::backend::value::{Coll, Elem};
-use crate::backend::zset::{LexBound, ScoreBound, ZSet};
 use crate::resp::{encode, eq_ignore_case};
 
 fn parse_bound(b: &[u8]) -> Option<ScoreBound> {
@@ -27,7 +26,10 @@ fn parse_bound(b: &[u8]) -> Option<ScoreBound> {
 }
 
 /// Parses `min max` of a score range.
-pub fn parse_score_range(min: &[u8], max: &[u8]) -> Result<(ScoreBound, ScoreBound), CmdError> {
+pub(crate) fn parse_score_range(
+    min: &[u8],
+    max: &[u8],
+) -> Result<(ScoreBound, ScoreBound), CmdError> {
     match (parse_bound(min), parse_bound(max)) {
         (Some(a), Some(b)) => Ok((a, b)),
         _ => Err(CmdError::err("min or max is not a float")),
@@ -45,7 +47,7 @@ fn parse_lex(b: &[u8]) -> Option<LexBound> {
 }
 
 /// Parses `min max` of a lex range.
-pub fn parse_lex_range(min: &[u8], max: &[u8]) -> Result<(LexBound, LexBound), CmdError> {
+pub(crate) fn parse_lex_range(min: &[u8], max: &[u8]) -> Result<(LexBound, LexBound), CmdError> {
     match (parse_lex(min), parse_lex(max)) {
         (Some(a), Some(b)) => Ok((a, b)),
         _ => Err(CmdError::err("min or max not valid string range item")),
@@ -194,37 +196,37 @@ fn range_generic(
 }
 
 /// ZRANGE key start stop [BYSCORE|BYLEX] [REV] [LIMIT offset count] [WITHSCORES]
-pub fn zrange(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
+pub(crate) fn zrange(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     range_generic(ctx, args, 1, By::Auto, None, None)
 }
 
 /// ZRANGESTORE dst src min max [BYSCORE|BYLEX] [REV] [LIMIT offset count]
-pub fn zrangestore(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
+pub(crate) fn zrangestore(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     range_generic(ctx, args, 2, By::Auto, None, Some(args[1]))
 }
 
 /// ZREVRANGE key start stop [WITHSCORES]
-pub fn zrevrange(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
+pub(crate) fn zrevrange(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     range_generic(ctx, args, 1, By::Rank, Some(true), None)
 }
 
 /// ZRANGEBYSCORE key min max [WITHSCORES] [LIMIT offset count]
-pub fn zrangebyscore(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
+pub(crate) fn zrangebyscore(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     range_generic(ctx, args, 1, By::Score, Some(false), None)
 }
 
 /// ZREVRANGEBYSCORE key max min [WITHSCORES] [LIMIT offset count]
-pub fn zrevrangebyscore(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
+pub(crate) fn zrevrangebyscore(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     range_generic(ctx, args, 1, By::Score, Some(true), None)
 }
 
 /// ZRANGEBYLEX key min max [LIMIT offset count]
-pub fn zrangebylex(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
+pub(crate) fn zrangebylex(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     range_generic(ctx, args, 1, By::Lex, Some(false), None)
 }
 
 /// ZREVRANGEBYLEX key max min [LIMIT offset count]
-pub fn zrevrangebylex(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
+pub(crate) fn zrevrangebylex(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     range_generic(ctx, args, 1, By::Lex, Some(true), None)
 }
 
@@ -245,19 +247,19 @@ fn remove_range(ctx: &mut Ctx, key: &[u8], range: Range) -> CmdResult {
 }
 
 /// ZREMRANGEBYRANK key start stop
-pub fn zremrangebyrank(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
+pub(crate) fn zremrangebyrank(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     let r = Range::Rank(parse_i64(args[2])?, parse_i64(args[3])?);
     remove_range(ctx, args[1], r)
 }
 
 /// ZREMRANGEBYSCORE key min max
-pub fn zremrangebyscore(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
+pub(crate) fn zremrangebyscore(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     let (a, b) = parse_score_range(args[2], args[3])?;
     remove_range(ctx, args[1], Range::Score(a, b))
 }
 
 /// ZREMRANGEBYLEX key min max
-pub fn zremrangebylex(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
+pub(crate) fn zremrangebylex(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     let (a, b) = parse_lex_range(args[2], args[3])?;
     remove_range(ctx, args[1], Range::Lex(a, b))
 }

@@ -7,14 +7,14 @@ use super::hashes::random_picks;
 use super::keys::parse_cursor;
 use super::util::{
     double, empty_scan, fmt_double, parse_count, parse_mpop, parse_positive, parse_score,
-    scan_opts, scan_reply, scan_step, MUST_BE_POSITIVE,
+    reply_pairs, scan_opts, scan_reply, scan_step, MUST_BE_POSITIVE,
 };
 use super::zrange::{parse_lex_range, parse_score_range};
 use super::{CmdResult, Ctx};
 use crate::backend::error::CmdError;
-use crate::backend::server::Node;
+use crate::backend::node::Node;
+use crate::backend::value::zset::ZSet;
 use crate::backend::value::Elem;
-use crate::backend::zset::ZSet;
 use crate::resp::{encode, eq_ignore_case};
 use bytes::BytesMut;
 
@@ -70,7 +70,7 @@ fn add_one(
 }
 
 /// ZADD key [NX|XX] [GT|LT] [CH] [INCR] score member [score member ...]
-pub fn zadd(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
+pub(crate) fn zadd(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     let mut f = AddFlags::default();
     let mut j = 2;
     while j < args.len() {
@@ -134,7 +134,7 @@ pub fn zadd(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
 }
 
 /// ZINCRBY key increment member
-pub fn zincrby(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
+pub(crate) fn zincrby(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     let incr = parse_score(args[2])?;
     let f = AddFlags {
         incr: true,
@@ -149,7 +149,7 @@ pub fn zincrby(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
 }
 
 /// ZREM key member [member ...]
-pub fn zrem(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
+pub(crate) fn zrem(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     let n = ctx.write::<ZSet, _>(args[1], false, |z, _| {
         args[2..].iter().filter(|m| z.remove(m)).count()
     })?;
@@ -158,14 +158,14 @@ pub fn zrem(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
 }
 
 /// ZCARD key
-pub fn zcard(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
+pub(crate) fn zcard(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     let n = ctx.read::<ZSet, _>(args[1], |z| z.len())?;
     encode::integer(ctx.out, n.unwrap_or(0) as i64);
     Ok(())
 }
 
 /// ZCOUNT key min max
-pub fn zcount(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
+pub(crate) fn zcount(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     let (min, max) = parse_score_range(args[2], args[3])?;
     let n = ctx.read::<ZSet, _>(args[1], |z| {
         let (a, b) = z.score_range(min, max);
@@ -176,7 +176,7 @@ pub fn zcount(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
 }
 
 /// ZLEXCOUNT key min max
-pub fn zlexcount(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
+pub(crate) fn zlexcount(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     let (min, max) = parse_lex_range(args[2], args[3])?;
     let n = ctx.read::<ZSet, _>(args[1], |z| {
         let (a, b) = z.lex_range(&min, &max);
@@ -187,7 +187,7 @@ pub fn zlexcount(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
 }
 
 /// ZSCORE key member
-pub fn zscore(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
+pub(crate) fn zscore(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     match ctx
         .read::<ZSet, _>(args[1], |z| z.score(args[2]))?
         .flatten()
@@ -199,7 +199,7 @@ pub fn zscore(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
 }
 
 /// ZMSCORE key member [member ...]
-pub fn zmscore(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
+pub(crate) fn zmscore(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     let ms = &args[2..];
     let scores = ctx.read::<ZSet, _>(args[1], |z| {
         ms.iter().map(|m| z.score(m)).collect::<Vec<_>>()
@@ -247,27 +247,13 @@ fn rank(ctx: &mut Ctx, args: &[&[u8]], rev: bool, name: &str) -> CmdResult {
 }
 
 /// ZRANK key member [WITHSCORE]
-pub fn zrank(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
+pub(crate) fn zrank(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     rank(ctx, args, false, "zrank")
 }
 
 /// ZREVRANK key member [WITHSCORE]
-pub fn zrevrank(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
+pub(crate) fn zrevrank(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     rank(ctx, args, true, "zrevrank")
-}
-
-/// Writes (member, score) pairs: flat in RESP2 (or when `flat`), as
-/// two-element arrays in RESP3.
-pub fn reply_pairs(ctx: &mut Ctx, items: &[(Elem, f64)], nested: bool) {
-    let nested = nested && ctx.client.proto >= 3;
-    encode::array_len(ctx.out, items.len() * if nested { 1 } else { 2 });
-    for (m, s) in items {
-        if nested {
-            encode::array_len(ctx.out, 2);
-        }
-        encode::bulk(ctx.out, m);
-        double(ctx.out, *s, ctx.client.proto);
-    }
 }
 
 fn pop_from(z: &mut ZSet, count: usize, max: bool) -> Vec<(Elem, f64)> {
@@ -291,17 +277,17 @@ fn zpop(ctx: &mut Ctx, args: &[&[u8]], max: bool) -> CmdResult {
 }
 
 /// ZPOPMIN key [count]
-pub fn zpopmin(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
+pub(crate) fn zpopmin(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     zpop(ctx, args, false)
 }
 
 /// ZPOPMAX key [count]
-pub fn zpopmax(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
+pub(crate) fn zpopmax(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     zpop(ctx, args, true)
 }
 
 /// ZMPOP numkeys key [key ...] MIN|MAX [COUNT count]
-pub fn zmpop(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
+pub(crate) fn zmpop(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     let a = parse_mpop(args, 1, b"min", b"max")?;
     for key in &args[a.keys] {
         if let Some(p) = zpop_many(ctx.node, ctx.now, key, !a.first, a.count)? {
@@ -343,7 +329,7 @@ pub(super) fn reply_key_and_pairs(out: &mut BytesMut, key: &[u8], p: &[(Elem, f6
 }
 
 /// ZRANDMEMBER key [count [WITHSCORES]]
-pub fn zrandmember(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
+pub(crate) fn zrandmember(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     let mut count = None;
     let mut withscores = false;
     if args.len() >= 3 {
@@ -388,7 +374,7 @@ pub fn zrandmember(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
 }
 
 /// ZSCAN key cursor [MATCH pattern] [COUNT count]
-pub fn zscan(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
+pub(crate) fn zscan(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     let cursor = parse_cursor(args[2])?;
     let found = ctx.read::<ZSet, _>(args[1], |z| {
         let items: Vec<(Vec<u8>, f64)> = z.iter().map(|(m, s)| (m.to_vec(), s)).collect();

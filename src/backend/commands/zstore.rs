@@ -4,12 +4,11 @@
 //! locked together, and inputs are looked up before options are parsed,
 //! as in Redis 7.0, so a WRONGTYPE wins over a syntax error.
 
-use super::util::parse_positive;
-use super::zsets::reply_pairs;
+use super::util::{parse_positive, reply_pairs};
 use super::{parse_f64, parse_i64, CmdResult, Ctx};
 use crate::backend::error::CmdError;
+use crate::backend::value::zset::ZSet;
 use crate::backend::value::{Coll, Elem, Kind, Set};
-use crate::backend::zset::ZSet;
 use crate::resp::{encode, eq_ignore_case};
 use std::collections::HashMap;
 
@@ -242,36 +241,36 @@ fn algebra(
 }
 
 /// ZUNION numkeys key [key ...] [WEIGHTS w ...] [AGGREGATE SUM|MIN|MAX] [WITHSCORES]
-pub fn zunion(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
+pub(crate) fn zunion(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     algebra(ctx, args, Op::Union, "zunion", false, false)
 }
 
 /// ZINTER numkeys key [key ...] [WEIGHTS w ...] [AGGREGATE SUM|MIN|MAX] [WITHSCORES]
-pub fn zinter(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
+pub(crate) fn zinter(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     algebra(ctx, args, Op::Inter, "zinter", false, false)
 }
 
 /// ZDIFF numkeys key [key ...] [WITHSCORES]
-pub fn zdiff(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
+pub(crate) fn zdiff(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     algebra(ctx, args, Op::Diff, "zdiff", false, false)
 }
 
 /// ZUNIONSTORE destination numkeys key [key ...] [WEIGHTS w ...] [AGGREGATE …]
-pub fn zunionstore(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
+pub(crate) fn zunionstore(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     algebra(ctx, args, Op::Union, "zunionstore", true, false)
 }
 
 /// ZINTERSTORE destination numkeys key [key ...] [WEIGHTS w ...] [AGGREGATE …]
-pub fn zinterstore(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
+pub(crate) fn zinterstore(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     algebra(ctx, args, Op::Inter, "zinterstore", true, false)
 }
 
 /// ZDIFFSTORE destination numkeys key [key ...]
-pub fn zdiffstore(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
+pub(crate) fn zdiffstore(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     algebra(ctx, args, Op::Diff, "zdiffstore", true, false)
 }
 
 /// ZINTERCARD numkeys key [key ...] [LIMIT limit]
-pub fn zintercard(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
+pub(crate) fn zintercard(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     algebra(ctx, args, Op::Inter, "zintercard", false, true)
 }

@@ -4,20 +4,20 @@
 //! changes only the classes it names. The node acts on the `pubsub` class
 //! (see `mailbox.rs`); `normal` and `slave` are kept and reported.
 //!
-//! Used by `backend/config.rs`; pure text, no I/O.
+//! Used by `backend/config/`; pure text, no I/O.
 
 use super::mailbox::Limits;
-use crate::backend::config::parse_memory;
+use crate::backend::config::memory::parse_memory;
 
 /// Redis's default.
-pub const DEFAULT_TEXT: &str =
+pub(crate) const DEFAULT_TEXT: &str =
     "normal 0 0 0 slave 268435456 67108864 60 pubsub 33554432 8388608 60";
 
 const CLASSES: [&str; 3] = ["normal", "slave", "pubsub"];
 
 /// Validates `value` as Redis does (all groups or none) and returns the new
 /// full text, `current` with the named classes replaced; or Redis's reason.
-pub fn merge(current: &str, value: &[u8]) -> Result<String, String> {
+pub(crate) fn merge(current: &str, value: &[u8]) -> Result<String, String> {
     let text = String::from_utf8_lossy(value);
     // Redis splits on single spaces: a doubled space is an empty argument.
     let words: Vec<&str> = if text.is_empty() {
@@ -54,7 +54,7 @@ pub fn merge(current: &str, value: &[u8]) -> Result<String, String> {
 }
 
 /// The `pubsub` class of a (valid) text.
-pub fn pubsub(text: &str) -> Limits {
+pub(crate) fn pubsub(text: &str) -> Limits {
     let [hard, soft, soft_secs] = parse(text)[2];
     Limits {
         hard,

@@ -21,18 +21,19 @@ use tokio::sync::Notify;
 
 /// The `pubsub` class of `client-output-buffer-limit`; 0 disables a limit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Limits {
+pub(crate) struct Limits {
     /// Bytes pending at which the subscriber is disconnected at once.
-    pub hard: u64,
+    pub(crate) hard: u64,
     /// Bytes pending that, held for longer than `soft_secs`, disconnect it.
-    pub soft: u64,
+    pub(crate) soft: u64,
     /// Seconds the soft limit may be exceeded continuously.
-    pub soft_secs: u64,
+    pub(crate) soft_secs: u64,
 }
 
+#[cfg(test)]
 impl Limits {
     /// Redis's default: `pubsub 32mb 8mb 60`.
-    pub const DEFAULT: Limits = Limits {
+    pub(crate) const DEFAULT: Limits = Limits {
         hard: 32 * 1024 * 1024,
         soft: 8 * 1024 * 1024,
         soft_secs: 60,
@@ -41,7 +42,7 @@ impl Limits {
 
 /// What a message push says it is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum PushKind {
+pub(crate) enum PushKind {
     /// `message channel payload` (PUBLISH to a channel).
     Message,
     /// `pmessage pattern channel payload` (PUBLISH matching a pattern).
@@ -52,7 +53,7 @@ pub enum PushKind {
 
 /// What [`Mailbox::take`] found.
 #[derive(Debug, PartialEq, Eq)]
-pub enum Taken {
+pub(crate) enum Taken {
     /// Nothing left after this take.
     Empty,
     /// More bytes wait: take again after writing these.
@@ -62,9 +63,9 @@ pub enum Taken {
 }
 
 /// One subscriber connection's pending messages.
-pub struct Mailbox {
+pub(crate) struct Mailbox {
     /// The connection's CLIENT ID.
-    pub id: u64,
+    pub(crate) id: u64,
     /// The protocol messages are encoded in; HELLO changes it, as it
     /// changes how Redis encodes later replies.
     proto: AtomicU8,
@@ -89,7 +90,7 @@ struct Inbox {
 
 impl Mailbox {
     /// An empty mailbox for connection `id` speaking `proto`.
-    pub fn new(id: u64, proto: u8) -> Mailbox {
+    pub(crate) fn new(id: u64, proto: u8) -> Mailbox {
         Mailbox {
             id,
             proto: AtomicU8::new(proto),
@@ -103,13 +104,13 @@ impl Mailbox {
     }
 
     /// Encodes later messages in `proto` (after HELLO).
-    pub fn set_proto(&self, proto: u8) {
+    pub(crate) fn set_proto(&self, proto: u8) {
         self.proto.store(proto, Relaxed);
     }
 
     /// Appends one message, then applies the limits (as Redis does after
     /// adding a reply). Never blocks on the subscriber.
-    pub fn deliver(
+    pub(crate) fn deliver(
         &self,
         kind: PushKind,
         pattern: &[u8],
@@ -145,7 +146,7 @@ impl Mailbox {
     /// Moves up to `max` pending bytes to the end of `out`. A take may end
     /// inside a message: the caller must take the rest before appending
     /// anything else to `out` (every take before a reply takes all).
-    pub fn take(&self, out: &mut BytesMut, max: usize) -> Taken {
+    pub(crate) fn take(&self, out: &mut BytesMut, max: usize) -> Taken {
         let mut inbox = self.lock();
         if inbox.closed {
             return Taken::Closed;
@@ -174,23 +175,23 @@ impl Mailbox {
     }
 
     /// Whether the mailbox was closed over its limit.
-    pub fn is_closed(&self) -> bool {
+    pub(crate) fn is_closed(&self) -> bool {
         self.lock().closed
     }
 
     /// Bytes waiting (CLIENT INFO `omem`).
-    pub fn pending(&self) -> usize {
+    pub(crate) fn pending(&self) -> usize {
         self.lock().bytes.len()
     }
 
     /// Resolves once something was delivered (or the mailbox closed) since
     /// the last wait; a delivery made while nobody waits is not lost.
-    pub async fn wait(&self) {
+    pub(crate) async fn wait(&self) {
         self.wake.notified().await
     }
 
     /// Wakes the serve loop again (it took a part and more waits).
-    pub fn rewake(&self) {
+    pub(crate) fn rewake(&self) {
         self.wake.notify_one();
     }
 }
@@ -217,7 +218,7 @@ impl Inbox {
 
 /// A message push: `*3`/`>3` `message channel payload`, `smessage …`, or
 /// `*4`/`>4` `pmessage pattern channel payload`.
-pub fn encode_message(
+pub(crate) fn encode_message(
     out: &mut BytesMut,
     proto: u8,
     kind: PushKind,
@@ -240,7 +241,7 @@ pub fn encode_message(
 }
 
 /// The bytes [`encode_message`] writes (the same in RESP2 and RESP3).
-pub fn message_len(kind: PushKind, pattern: &[u8], channel: &[u8], payload: &[u8]) -> usize {
+pub(crate) fn message_len(kind: PushKind, pattern: &[u8], channel: &[u8], payload: &[u8]) -> usize {
     fn bulk(n: usize) -> usize {
         let digits = std::iter::successors(Some(n), |&v| (v >= 10).then_some(v / 10)).count();
         1 + digits + 2 + n + 2
@@ -254,7 +255,7 @@ pub fn message_len(kind: PushKind, pattern: &[u8], channel: &[u8], payload: &[u8
 }
 
 /// `*n` in RESP2, `>n` (a push) in RESP3.
-pub fn push_header(out: &mut BytesMut, proto: u8, n: usize) {
+pub(crate) fn push_header(out: &mut BytesMut, proto: u8, n: usize) {
     out.put_u8(if proto >= 3 { b'>' } else { b'*' });
     out.put_u8(b'0' + n as u8);
     out.put_slice(b"\r\n");

@@ -7,12 +7,12 @@
 //! connection's side: its subscriptions in order, and on drop (RESET,
 //! disconnect, even a panic) it leaves everything it joined.
 //!
-//! Called by `commands/pubsub.rs` (the commands), `server.rs` (the serve
+//! Called by `commands/pubsub.rs` (the commands), `server/` (the serve
 //! loop waits on the mailbox) and INFO. Never blocks on a subscriber and
 //! never holds a lock across an `.await`.
 
-pub mod limits;
-pub mod mailbox;
+pub(crate) mod limits;
+pub(crate) mod mailbox;
 
 use bytes::Bytes;
 use indexmap::{IndexMap, IndexSet};
@@ -23,7 +23,7 @@ use std::sync::{Arc, Mutex};
 
 /// The three subscription namespaces.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Space {
+pub(crate) enum Space {
     /// SUBSCRIBE / PUBLISH.
     Channel,
     /// PSUBSCRIBE: glob patterns over the channels PUBLISH names.
@@ -45,7 +45,7 @@ struct Registry {
 
 /// Every subscription on the node.
 #[derive(Default)]
-pub struct Hub {
+pub(crate) struct Hub {
     /// A std mutex: held for a lookup or a fan-out, never across an
     /// `.await`. The node usually runs on one thread, where it is never
     /// contended.
@@ -111,7 +111,7 @@ impl Hub {
     /// subscriber's mailbox and returns how many deliveries were made (a
     /// connection subscribed to the channel and to two matching patterns
     /// receives it three times, as in Redis).
-    pub fn publish(
+    pub(crate) fn publish(
         &self,
         sharded: bool,
         channel: &[u8],
@@ -161,7 +161,7 @@ impl Hub {
 
     /// The channels (or shard channels) someone listens to, matching
     /// `pattern` if given (PUBSUB CHANNELS / SHARDCHANNELS).
-    pub fn names(&self, space: Space, pattern: Option<&[u8]>) -> Vec<Bytes> {
+    pub(crate) fn names(&self, space: Space, pattern: Option<&[u8]>) -> Vec<Bytes> {
         let reg = self.lock();
         let keys: Box<dyn Iterator<Item = &Bytes>> = match space {
             Space::Channel => Box::new(reg.channels.keys()),
@@ -174,7 +174,7 @@ impl Hub {
     }
 
     /// How many connections listen on `name` (PUBSUB NUMSUB / SHARDNUMSUB).
-    pub fn listeners(&self, space: Space, name: &[u8]) -> usize {
+    pub(crate) fn listeners(&self, space: Space, name: &[u8]) -> usize {
         let reg = self.lock();
         let audience = match space {
             Space::Channel => reg.channels.get(name),
@@ -186,7 +186,7 @@ impl Hub {
 
     /// Distinct names with at least one listener (INFO `pubsub_channels`,
     /// `pubsub_patterns`, `pubsubshard_channels`; PUBSUB NUMPAT).
-    pub fn count(&self, space: Space) -> usize {
+    pub(crate) fn count(&self, space: Space) -> usize {
         let reg = self.lock();
         match space {
             Space::Channel => reg.channels.len(),
@@ -211,10 +211,10 @@ fn leave_map(map: &mut HashMap<Bytes, Audience>, name: &Bytes, id: u64) -> bool 
 /// kept until RESET or disconnect, so messages already in its mailbox are
 /// still written after it unsubscribes (as Redis writes what is already in
 /// its output buffer).
-pub struct Subscriber {
+pub(crate) struct Subscriber {
     hub: Arc<Hub>,
     /// Where publishers put this connection's messages.
-    pub mailbox: Arc<Mailbox>,
+    pub(crate) mailbox: Arc<Mailbox>,
     /// In subscription order: a bare UNSUBSCRIBE confirms them in this
     /// order (Redis uses its hash table's order, which no client relies on).
     channels: IndexSet<Bytes>,
@@ -224,7 +224,7 @@ pub struct Subscriber {
 
 impl Subscriber {
     /// A connection with no subscriptions yet.
-    pub fn new(hub: Arc<Hub>, id: u64, proto: u8) -> Subscriber {
+    pub(crate) fn new(hub: Arc<Hub>, id: u64, proto: u8) -> Subscriber {
         Subscriber {
             hub,
             mailbox: Arc::new(Mailbox::new(id, proto)),
@@ -243,7 +243,7 @@ impl Subscriber {
     }
 
     /// Subscribes to `name`; false if already subscribed.
-    pub fn subscribe(&mut self, space: Space, name: &[u8]) -> bool {
+    pub(crate) fn subscribe(&mut self, space: Space, name: &[u8]) -> bool {
         if self.set(space).contains(name) {
             return false;
         }
@@ -254,7 +254,7 @@ impl Subscriber {
     }
 
     /// Unsubscribes from `name`; false if it was not subscribed.
-    pub fn unsubscribe(&mut self, space: Space, name: &[u8]) -> bool {
+    pub(crate) fn unsubscribe(&mut self, space: Space, name: &[u8]) -> bool {
         let Some(name) = self.set(space).shift_remove_full(name).map(|(_, n)| n) else {
             return false;
         };
@@ -263,7 +263,7 @@ impl Subscriber {
     }
 
     /// The names subscribed in `space`, in subscription order.
-    pub fn names(&self, space: Space) -> Vec<Bytes> {
+    pub(crate) fn names(&self, space: Space) -> Vec<Bytes> {
         match space {
             Space::Channel => self.channels.iter().cloned().collect(),
             Space::Pattern => self.patterns.iter().cloned().collect(),
@@ -273,7 +273,7 @@ impl Subscriber {
 
     /// The count a confirmation reports: channels and patterns together,
     /// shard channels on their own (Redis 7.0).
-    pub fn count(&self, space: Space) -> usize {
+    pub(crate) fn count(&self, space: Space) -> usize {
         match space {
             Space::Shard => self.shard.len(),
             _ => self.channels.len() + self.patterns.len(),
@@ -281,13 +281,13 @@ impl Subscriber {
     }
 
     /// `(channels, patterns, shard channels)`, for CLIENT INFO.
-    pub fn counts(&self) -> (usize, usize, usize) {
+    pub(crate) fn counts(&self) -> (usize, usize, usize) {
         (self.channels.len(), self.patterns.len(), self.shard.len())
     }
 
     /// Whether any subscription is left: the connection is in subscribe
     /// mode (restricted in RESP2) exactly while this holds.
-    pub fn is_active(&self) -> bool {
+    pub(crate) fn is_active(&self) -> bool {
         self.channels.len() + self.patterns.len() + self.shard.len() > 0
     }
 }

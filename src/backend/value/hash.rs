@@ -5,7 +5,7 @@ use indexmap::IndexMap;
 
 /// A hash: field → value.
 #[derive(Debug, Clone, Default)]
-pub struct Hash {
+pub(crate) struct Hash {
     /// Listpack form: pairs in insertion order; `None` once converted.
     small: Vec<(Elem, Elem)>,
     big: Option<IndexMap<Elem, Elem>>,
@@ -15,17 +15,12 @@ pub struct Hash {
 
 impl Hash {
     /// Number of fields.
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.big.as_ref().map_or(self.small.len(), |m| m.len())
     }
 
-    /// Whether it has no fields.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
     /// The value of `field`.
-    pub fn get(&self, field: &[u8]) -> Option<&[u8]> {
+    pub(crate) fn get(&self, field: &[u8]) -> Option<&[u8]> {
         match &self.big {
             Some(m) => m.get(field).map(|v| &v[..]),
             None => self
@@ -37,7 +32,7 @@ impl Hash {
     }
 
     /// Sets `field`; true if it is new.
-    pub fn insert(&mut self, field: &[u8], value: &[u8], t: &Thresholds) -> bool {
+    pub(crate) fn insert(&mut self, field: &[u8], value: &[u8], t: &Thresholds) -> bool {
         if self.big.is_none()
             && (field.len() > t.hash_value
                 || value.len() > t.hash_value
@@ -75,7 +70,7 @@ impl Hash {
     }
 
     /// Removes `field`; true if it was there.
-    pub fn remove(&mut self, field: &[u8]) -> bool {
+    pub(crate) fn remove(&mut self, field: &[u8]) -> bool {
         let removed = match &mut self.big {
             Some(m) => m.swap_remove_entry(field),
             None => self
@@ -94,7 +89,7 @@ impl Hash {
     }
 
     /// Every (field, value), in insertion order for the compact form.
-    pub fn iter(&self) -> Box<dyn Iterator<Item = (&[u8], &[u8])> + '_> {
+    pub(crate) fn iter(&self) -> Box<dyn Iterator<Item = (&[u8], &[u8])> + '_> {
         match &self.big {
             Some(m) => Box::new(m.iter().map(|(f, v)| (&f[..], &v[..]))),
             None => Box::new(self.small.iter().map(|(f, v)| (&f[..], &v[..]))),
@@ -103,7 +98,7 @@ impl Hash {
 
     /// The pair at position `i` of [`Hash::iter`]'s order, in O(1) (for
     /// random picks).
-    pub fn nth(&self, i: usize) -> Option<(&[u8], &[u8])> {
+    pub(crate) fn nth(&self, i: usize) -> Option<(&[u8], &[u8])> {
         match &self.big {
             Some(m) => m.get_index(i).map(|(f, v)| (&f[..], &v[..])),
             None => self.small.get(i).map(|(f, v)| (&f[..], &v[..])),
@@ -111,7 +106,7 @@ impl Hash {
     }
 
     /// OBJECT ENCODING
-    pub fn encoding(&self) -> &'static str {
+    pub(crate) fn encoding(&self) -> &'static str {
         if self.big.is_some() {
             "hashtable"
         } else {
@@ -120,7 +115,7 @@ impl Hash {
     }
 
     /// Whether it is in the compact form.
-    pub fn is_compact(&self) -> bool {
+    pub(crate) fn is_compact(&self) -> bool {
         self.big.is_none()
     }
 

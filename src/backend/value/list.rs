@@ -5,9 +5,9 @@ use std::collections::VecDeque;
 
 /// A list of items.
 #[derive(Debug, Clone, Default)]
-pub struct List {
+pub(crate) struct List {
     /// The items, head first.
-    pub items: VecDeque<Elem>,
+    pub(crate) items: VecDeque<Elem>,
     /// Sum of item lengths.
     payload: usize,
     /// Whether Redis would hold it as a quicklist (with hysteresis: back
@@ -17,17 +17,12 @@ pub struct List {
 
 impl List {
     /// Number of items.
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.items.len()
     }
 
-    /// Whether it has no items.
-    pub fn is_empty(&self) -> bool {
-        self.items.is_empty()
-    }
-
     /// Adds at the head or the tail.
-    pub fn push(&mut self, item: &[u8], head: bool) {
+    pub(crate) fn push(&mut self, item: &[u8], head: bool) {
         self.payload += item.len();
         if head {
             self.items.push_front(item.into());
@@ -37,13 +32,13 @@ impl List {
     }
 
     /// Inserts at `index` (0..=len).
-    pub fn insert(&mut self, index: usize, item: &[u8]) {
+    pub(crate) fn insert(&mut self, index: usize, item: &[u8]) {
         self.payload += item.len();
         self.items.insert(index, item.into());
     }
 
     /// Takes from the head or the tail.
-    pub fn pop(&mut self, head: bool) -> Option<Elem> {
+    pub(crate) fn pop(&mut self, head: bool) -> Option<Elem> {
         let e = if head {
             self.items.pop_front()
         } else {
@@ -54,21 +49,21 @@ impl List {
     }
 
     /// Removes the item at `index`.
-    pub fn remove(&mut self, index: usize) -> Option<Elem> {
+    pub(crate) fn remove(&mut self, index: usize) -> Option<Elem> {
         let e = self.items.remove(index)?;
         self.payload -= e.len();
         Some(e)
     }
 
     /// Replaces the item at `index` (which must exist).
-    pub fn set(&mut self, index: usize, item: &[u8]) {
+    pub(crate) fn set(&mut self, index: usize, item: &[u8]) {
         self.payload += item.len();
         let old = std::mem::replace(&mut self.items[index], item.into());
         self.payload -= old.len();
     }
 
     /// Keeps only items `start..end`.
-    pub fn keep(&mut self, start: usize, end: usize) {
+    pub(crate) fn keep(&mut self, start: usize, end: usize) {
         self.items.truncate(end);
         for e in self.items.drain(..start) {
             self.payload -= e.len();
@@ -78,7 +73,7 @@ impl List {
     }
 
     /// Recomputes the encoding after a change.
-    pub fn settle(&mut self, t: &Thresholds) {
+    pub(crate) fn settle(&mut self, t: &Thresholds) {
         let (n, b) = (self.items.len(), self.payload);
         if !self.quick && !t.list_fits(n, b) {
             self.quick = true;
@@ -95,7 +90,7 @@ impl List {
     }
 
     /// OBJECT ENCODING
-    pub fn encoding(&self) -> &'static str {
+    pub(crate) fn encoding(&self) -> &'static str {
         if self.quick {
             "quicklist"
         } else {

@@ -3,25 +3,27 @@
 //! and the large representation Redis switches between, the encoding name
 //! Redis reports for it, and an O(1) memory estimate.
 //!
-//! Used by `store.rs` (an entry holds at most one [`Coll`]) and the command
+//! Used by `keyspace/` (an entry holds at most one [`Coll`]) and the command
 //! families in `commands/`. Never locks anything and never sees a key.
 //!
 //! Compact forms keep insertion order (Redis's listpack does, and replies
 //! such as HGETALL show it); a collection moves to its large form once a
 //! [`Thresholds`] limit is passed and, like Redis, never moves back.
 
+pub(crate) mod chunked;
 mod hash;
 mod list;
 mod set;
+pub(crate) mod zset;
 
-pub use hash::Hash;
-pub use list::List;
-pub use set::Set;
+pub(crate) use hash::Hash;
+pub(crate) use list::List;
+pub(crate) use set::Set;
 
-use super::zset::ZSet;
+use zset::ZSet;
 
 /// One element: a member, a field, a value or a list item.
-pub type Elem = Box<[u8]>;
+pub(crate) type Elem = Box<[u8]>;
 
 /// Bytes counted per element on top of its own length: the `Box` pointer
 /// and length (16), its allocation's malloc header and rounding (~16), and
@@ -34,7 +36,7 @@ const COLL_BASE: usize = 64;
 
 /// The type of a key, as TYPE names it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Kind {
+pub(crate) enum Kind {
     /// A string (also bitmaps and HyperLogLogs).
     String,
     /// HSET and friends.
@@ -49,7 +51,7 @@ pub enum Kind {
 
 impl Kind {
     /// The name TYPE replies with.
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Kind::String => "string",
             Kind::Hash => "hash",
@@ -62,24 +64,24 @@ impl Kind {
 
 /// The encoding limits, Redis's config parameters of the same names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Thresholds {
+pub(crate) struct Thresholds {
     /// `hash-max-listpack-entries`
-    pub hash_entries: usize,
+    pub(crate) hash_entries: usize,
     /// `hash-max-listpack-value`
-    pub hash_value: usize,
+    pub(crate) hash_value: usize,
     /// `list-max-listpack-size`: entries if positive, else a size class
     /// (-1 = 4 KB … -5 = 64 KB).
-    pub list_size: i64,
+    pub(crate) list_size: i64,
     /// `set-max-intset-entries`
-    pub set_intset: usize,
+    pub(crate) set_intset: usize,
     /// `set-max-listpack-entries`
-    pub set_entries: usize,
+    pub(crate) set_entries: usize,
     /// `set-max-listpack-value`
-    pub set_value: usize,
+    pub(crate) set_value: usize,
     /// `zset-max-listpack-entries`
-    pub zset_entries: usize,
+    pub(crate) zset_entries: usize,
     /// `zset-max-listpack-value`
-    pub zset_value: usize,
+    pub(crate) zset_value: usize,
 }
 
 impl Default for Thresholds {
@@ -113,7 +115,7 @@ impl Thresholds {
 
 /// A non-string value.
 #[derive(Debug, Clone)]
-pub enum Coll {
+pub(crate) enum Coll {
     /// A hash.
     Hash(Hash),
     /// A list.
@@ -126,7 +128,7 @@ pub enum Coll {
 
 impl Coll {
     /// Its type.
-    pub fn kind(&self) -> Kind {
+    pub(crate) fn kind(&self) -> Kind {
         match self {
             Coll::Hash(_) => Kind::Hash,
             Coll::List(_) => Kind::List,
@@ -136,7 +138,7 @@ impl Coll {
     }
 
     /// Number of elements (fields, items, members).
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         match self {
             Coll::Hash(h) => h.len(),
             Coll::List(l) => l.len(),
@@ -146,12 +148,12 @@ impl Coll {
     }
 
     /// Whether it has no elements (such a key is deleted).
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.len() == 0
     }
 
     /// The name OBJECT ENCODING reports.
-    pub fn encoding(&self) -> &'static str {
+    pub(crate) fn encoding(&self) -> &'static str {
         match self {
             Coll::Hash(h) => h.encoding(),
             Coll::List(l) => l.encoding(),
@@ -161,7 +163,7 @@ impl Coll {
     }
 
     /// Estimated bytes, kept in O(1).
-    pub fn mem(&self) -> usize {
+    pub(crate) fn mem(&self) -> usize {
         COLL_BASE
             + match self {
                 Coll::Hash(h) => h.mem(),
@@ -173,7 +175,7 @@ impl Coll {
 }
 
 /// A collection type that commands can ask the store for by type.
-pub trait Typed: Sized {
+pub(crate) trait Typed: Sized {
     /// Its TYPE.
     const KIND: Kind;
     /// An empty one, wrapped.
@@ -212,6 +214,6 @@ typed!(Set, Set, Set);
 typed!(ZSet, ZSet, ZSet);
 
 /// An integer's decimal text as an element.
-pub fn int_elem(i: i64) -> Elem {
+pub(crate) fn int_elem(i: i64) -> Elem {
     i.to_string().into_bytes().into_boxed_slice()
 }

@@ -5,13 +5,13 @@ use indexmap::IndexSet;
 
 /// The canonical integer a set member is, if it is one (intset rule:
 /// exactly the text `string2ll` accepts).
-pub fn as_int(m: &[u8]) -> Option<i64> {
+pub(crate) fn as_int(m: &[u8]) -> Option<i64> {
     crate::resp::parse_i64(m)
 }
 
 /// A set of members.
 #[derive(Debug, Clone, Default)]
-pub struct Set {
+pub(crate) struct Set {
     /// Intset form: sorted integers (used while `compact` is empty and
     /// `big` is None and every member is an integer).
     ints: Vec<i64>,
@@ -25,7 +25,7 @@ pub struct Set {
 
 impl Set {
     /// Number of members.
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         match &self.big {
             Some(s) => s.len(),
             None if self.listpack => self.compact.len(),
@@ -33,13 +33,8 @@ impl Set {
         }
     }
 
-    /// Whether it has no members.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
     /// Whether `m` is a member.
-    pub fn contains(&self, m: &[u8]) -> bool {
+    pub(crate) fn contains(&self, m: &[u8]) -> bool {
         match &self.big {
             Some(s) => s.contains(m),
             None if self.listpack => self.compact.iter().any(|e| &e[..] == m),
@@ -48,7 +43,7 @@ impl Set {
     }
 
     /// Adds `m`; true if it is new.
-    pub fn insert(&mut self, m: &[u8], t: &Thresholds) -> bool {
+    pub(crate) fn insert(&mut self, m: &[u8], t: &Thresholds) -> bool {
         if self.contains(m) {
             return false;
         }
@@ -91,7 +86,7 @@ impl Set {
     }
 
     /// Removes `m`; true if it was there.
-    pub fn remove(&mut self, m: &[u8]) -> bool {
+    pub(crate) fn remove(&mut self, m: &[u8]) -> bool {
         let removed = match &mut self.big {
             Some(s) => s.swap_remove(m),
             None if self.listpack => match self.compact.iter().position(|e| &e[..] == m) {
@@ -116,7 +111,7 @@ impl Set {
     }
 
     /// Every member (integers ascending for an intset).
-    pub fn members(&self) -> Vec<Elem> {
+    pub(crate) fn members(&self) -> Vec<Elem> {
         match &self.big {
             Some(s) => s.iter().cloned().collect(),
             None if self.listpack => self.compact.clone(),
@@ -126,7 +121,7 @@ impl Set {
 
     /// The member at position `i` of [`Set::members`]'s order, for random
     /// picks without copying the whole set (O(1) in every form).
-    pub fn nth(&self, i: usize) -> Option<Elem> {
+    pub(crate) fn nth(&self, i: usize) -> Option<Elem> {
         match &self.big {
             Some(s) => s.get_index(i).cloned(),
             None if self.listpack => self.compact.get(i).cloned(),
@@ -135,7 +130,7 @@ impl Set {
     }
 
     /// OBJECT ENCODING
-    pub fn encoding(&self) -> &'static str {
+    pub(crate) fn encoding(&self) -> &'static str {
         match (&self.big, self.listpack) {
             (Some(_), _) => "hashtable",
             (None, true) => "listpack",

@@ -11,7 +11,7 @@
 //! 2^53, so clients that read them as a JavaScript number or an `i64` keep
 //! them exact. A redis-server node's cursor is its table's reverse-binary
 //! position (35 bits cover 2^35 buckets); the built-in node's is a 35-bit key
-//! hash prefix (`backend::scan::CURSOR_BITS`).
+//! hash prefix (`backend::keyspace::scan::CURSOR_BITS`).
 //!
 //! Pure: no I/O, no ring. Called by `proxy::scan`. Never trusts a cursor: a
 //! client's number that this proxy could not have issued is an error, and so

@@ -47,7 +47,7 @@ pub(crate) fn targets(routing: &Routing, m: &MigrationRoute) -> Vec<Arc<Node>> {
 }
 
 /// Moving keys gathered across SCAN calls of one source, copied in batches.
-struct Copy<'a> {
+struct Gathered<'a> {
     proxy: &'a Proxy,
     routing: &'a Routing,
     m: &'a MigrationRoute,
@@ -56,7 +56,7 @@ struct Copy<'a> {
     pending: Vec<(Arc<Node>, Arc<Node>, Vec<Bytes>)>,
 }
 
-impl Copy<'_> {
+impl Gathered<'_> {
     /// Copies gathered keys in MIGRATEs of at most `batch` keys (a MIGRATE
     /// blocks its source while it runs, so batches stay small), pacing each
     /// to the rate limit; a group keeps fewer than `min` keys for later.
@@ -92,7 +92,7 @@ impl Copy<'_> {
     }
 }
 
-impl AsyncBatch for Copy<'_> {
+impl AsyncBatch for Gathered<'_> {
     async fn batch(&mut self, conns: &mut Conns, keys: Vec<Bytes>) -> Result<(), NodeError> {
         self.proxy
             .migration
@@ -145,7 +145,7 @@ pub(crate) async fn copy_walk(
     let batch = proxy.config.migration.batch;
     let timeout = conns.timeout;
     let walks = sources.iter().map(|s| async move {
-        let step = Copy {
+        let step = Gathered {
             proxy,
             routing,
             m,

@@ -15,15 +15,15 @@
 //! Version 1 (`SHD1` + string bytes + CRC) is still read, so a node of the
 //! previous release can migrate strings to this one.
 
-use super::store::Entry;
-use super::value::{Coll, Hash, List, Set, Thresholds};
-use super::zset::ZSet;
+use super::entry::Entry;
+use crate::backend::value::zset::ZSet;
+use crate::backend::value::{Coll, Hash, List, Set, Thresholds};
 
 const MAGIC_V1: &[u8; 4] = b"SHD1";
 const MAGIC_V2: &[u8; 4] = b"SHD2";
 
 /// CRC-64/Jones (the polynomial Redis uses for its own DUMP payloads).
-pub fn crc64(data: &[u8]) -> u64 {
+pub(crate) fn crc64(data: &[u8]) -> u64 {
     const TABLE: [u64; 256] = {
         let mut t = [0u64; 256];
         let mut i = 0;
@@ -50,7 +50,7 @@ pub fn crc64(data: &[u8]) -> u64 {
 
 /// A decoded payload.
 #[derive(Debug)]
-pub enum Value<'a> {
+pub(crate) enum Value<'a> {
     /// A string, borrowed from the payload.
     Str(&'a [u8]),
     /// Any other type.
@@ -63,7 +63,7 @@ fn put_elem(p: &mut Vec<u8>, e: &[u8]) {
 }
 
 /// The payload of an entry's value.
-pub fn encode(e: &Entry) -> Vec<u8> {
+pub(crate) fn encode(e: &Entry) -> Vec<u8> {
     let mut p = Vec::with_capacity(e.value().len() + 32);
     p.extend_from_slice(MAGIC_V2);
     match e.coll() {
@@ -100,7 +100,7 @@ pub fn encode(e: &Entry) -> Vec<u8> {
 
 /// The version-1 payload of a string (what older nodes produced).
 #[cfg(test)]
-pub fn encode_v1(value: &[u8]) -> Vec<u8> {
+pub(crate) fn encode_v1(value: &[u8]) -> Vec<u8> {
     let mut p = Vec::with_capacity(value.len() + 12);
     p.extend_from_slice(MAGIC_V1);
     p.extend_from_slice(value);
@@ -137,7 +137,7 @@ impl<'a> Reader<'a> {
 }
 
 /// The value in a payload, if its magic, checksum and body are right.
-pub fn decode<'a>(p: &'a [u8], t: &Thresholds) -> Option<Value<'a>> {
+pub(crate) fn decode<'a>(p: &'a [u8], t: &Thresholds) -> Option<Value<'a>> {
     if p.len() < 12 {
         return None;
     }

@@ -10,14 +10,15 @@
 //! the table's layout. 0 starts and ends a walk; a cursor past the last
 //! prefix ends it too.
 
-use super::evict::random;
-use super::store::{Entry, Store, SHARDS};
+use super::entry::Entry;
+use super::lfu::random;
+use super::store::{Store, SHARDS};
 
 /// Bits of a cursor: the proxy packs a node's cursor into this many bits of
 /// its own (`proxy::cursor::NODE_CURSOR_BITS`). Prefixes of this width are
 /// shared by two keys of a node only past ~10^10 keys, so a step rarely
 /// takes more keys than asked.
-pub const CURSOR_BITS: u32 = 35;
+pub(crate) const CURSOR_BITS: u32 = 35;
 const PREFIX_SHIFT: u32 = 64 - CURSOR_BITS;
 const PREFIXES: u64 = 1 << CURSOR_BITS;
 
@@ -30,7 +31,7 @@ impl Store {
     /// and the keys of at least `count` entries in hash order (fewer at the
     /// end). `keep` filters what is returned without changing the walk
     /// (MATCH, TYPE).
-    pub fn scan(
+    pub(crate) fn scan(
         &self,
         cursor: u64,
         count: usize,
@@ -90,7 +91,7 @@ impl Store {
     }
 
     /// Every live key that `keep` accepts (KEYS).
-    pub fn keys(&self, now: u64, keep: impl Fn(&[u8]) -> bool) -> Vec<Vec<u8>> {
+    pub(crate) fn keys(&self, now: u64, keep: impl Fn(&[u8]) -> bool) -> Vec<Vec<u8>> {
         let mut out = Vec::new();
         for i in 0..SHARDS {
             let s = self.lock_shard(i, now);
@@ -104,7 +105,7 @@ impl Store {
     }
 
     /// A random live key, if there is one (RANDOMKEY).
-    pub fn random_key(&self, now: u64) -> Option<Vec<u8>> {
+    pub(crate) fn random_key(&self, now: u64) -> Option<Vec<u8>> {
         let start = random() as usize;
         (0..SHARDS).find_map(|k| {
             let mut s = self.lock_shard((start + k) % SHARDS, now);

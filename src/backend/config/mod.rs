@@ -7,73 +7,17 @@
 //! `client-output-buffer-limit`) and are mirrored in atomics read on
 //! the hot path; the rest (encoding thresholds, `timeout`, `save`, …) are
 //! validated and kept so tools that tune them get Redis's answers. Used by
-//! `commands/config.rs` (CONFIG), the dispatcher (`maxmemory`), `evict.rs`
+//! `commands/config.rs` (CONFIG), the dispatcher (`maxmemory`), eviction
 //! (policy) and the bit, LCS and HLL commands. Never does I/O.
 
-use super::pubsub::limits;
-use super::pubsub::mailbox::Limits;
+pub(crate) mod memory;
+
+use crate::backend::keyspace::policy::{Policy, POLICY_NAMES};
+use crate::backend::pubsub::limits;
+use crate::backend::pubsub::mailbox::Limits;
+use memory::parse_memory;
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering::Relaxed};
 use std::sync::Mutex;
-
-/// What to evict under `maxmemory`, in Redis's order (its error text lists
-/// them in this order).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[repr(u8)]
-pub enum Policy {
-    VolatileLru,
-    VolatileLfu,
-    VolatileRandom,
-    VolatileTtl,
-    AllkeysLru,
-    AllkeysLfu,
-    AllkeysRandom,
-    NoEviction,
-}
-
-/// Policy names, indexed by `Policy as u8`.
-pub const POLICY_NAMES: [&str; 8] = [
-    "volatile-lru",
-    "volatile-lfu",
-    "volatile-random",
-    "volatile-ttl",
-    "allkeys-lru",
-    "allkeys-lfu",
-    "allkeys-random",
-    "noeviction",
-];
-
-impl Policy {
-    const ALL: [Policy; 8] = [
-        Policy::VolatileLru,
-        Policy::VolatileLfu,
-        Policy::VolatileRandom,
-        Policy::VolatileTtl,
-        Policy::AllkeysLru,
-        Policy::AllkeysLfu,
-        Policy::AllkeysRandom,
-        Policy::NoEviction,
-    ];
-
-    /// Redis's name for the policy.
-    pub fn name(self) -> &'static str {
-        POLICY_NAMES[self as usize]
-    }
-
-    /// Whether access frequency (not recency) is tracked.
-    pub fn is_lfu(self) -> bool {
-        matches!(self, Policy::VolatileLfu | Policy::AllkeysLfu)
-    }
-
-    /// Whether the victim is any candidate rather than the best of a sample.
-    pub fn is_random(self) -> bool {
-        matches!(self, Policy::VolatileRandom | Policy::AllkeysRandom)
-    }
-
-    /// Whether only keys with a TTL may be evicted.
-    pub fn is_volatile(self) -> bool {
-        (self as u8) <= Policy::VolatileTtl as u8
-    }
-}
 
 /// How a parameter's value is checked and normalised.
 #[derive(Clone, Copy)]
@@ -122,12 +66,12 @@ const fn pa(name: &'static str, alias: &'static str, kind: Kind, default: &'stat
 }
 
 /// Default `proto-max-bulk-len` (Redis: 512 MB).
-pub const DEFAULT_PROTO_MAX_BULK_LEN: u64 = 512 * 1024 * 1024;
+pub(crate) const DEFAULT_PROTO_MAX_BULK_LEN: u64 = 512 * 1024 * 1024;
 /// Default `hll-sparse-max-bytes`.
-pub const DEFAULT_HLL_SPARSE_MAX_BYTES: u64 = 3000;
+pub(crate) const DEFAULT_HLL_SPARSE_MAX_BYTES: u64 = 3000;
 /// Default `maxmemory-samples`: more than Redis's 5, a closer LRU for
 /// little cost.
-pub const DEFAULT_SAMPLES: u64 = 16;
+pub(crate) const DEFAULT_SAMPLES: u64 = 16;
 
 /// Every parameter the node knows. The first entries are the live ones;
 /// their positions are used by [`Settings::apply`].
@@ -216,20 +160,20 @@ const LFU_DECAY: usize = 6;
 const OUTPUT_BUFFER: usize = 7;
 
 /// The node's parameters.
-pub struct Settings {
+pub(crate) struct Settings {
     /// Bytes; 0 = unlimited.
-    pub maxmemory: AtomicU64,
+    pub(crate) maxmemory: AtomicU64,
     policy: AtomicU8,
     /// Entries compared per eviction.
-    pub samples: AtomicU64,
+    pub(crate) samples: AtomicU64,
     /// Longest string and request argument (`proto-max-bulk-len`).
-    pub max_bulk_len: AtomicU64,
+    pub(crate) max_bulk_len: AtomicU64,
     /// Largest sparse HyperLogLog before it turns dense.
-    pub hll_sparse_max_bytes: AtomicU64,
+    pub(crate) hll_sparse_max_bytes: AtomicU64,
     /// LFU counter growth: higher is slower.
-    pub lfu_log_factor: AtomicU64,
+    pub(crate) lfu_log_factor: AtomicU64,
     /// Minutes per LFU counter decrement; 0 = never.
-    pub lfu_decay_time: AtomicU64,
+    pub(crate) lfu_decay_time: AtomicU64,
     /// The `pubsub` class of `client-output-buffer-limit`: hard bytes, soft
     /// bytes, soft seconds.
     pubsub_limits: [AtomicU64; 3],
@@ -240,7 +184,7 @@ pub struct Settings {
 
 /// Why CONFIG SET refused; rendered by `commands/config.rs`.
 #[derive(Debug, PartialEq, Eq)]
-pub enum SetError {
+pub(crate) enum SetError {
     /// Not a parameter: carries the name as typed.
     Unknown(String),
     /// `(argument as typed, reason)`.
@@ -251,7 +195,7 @@ pub enum SetError {
 
 impl Settings {
     /// Defaults, with the command line's `maxmemory`, bulk limit and port.
-    pub fn new(maxmemory: u64, max_bulk_len: usize, port: u16) -> Settings {
+    pub(crate) fn new(maxmemory: u64, max_bulk_len: usize, port: u16) -> Settings {
         let mut values: Vec<String> = PARAMS.iter().map(|p| p.default.to_string()).collect();
         values[MAXMEMORY] = maxmemory.to_string();
         values[BULK] = max_bulk_len.to_string();
@@ -281,12 +225,12 @@ impl Settings {
     }
 
     /// The eviction policy.
-    pub fn policy(&self) -> Policy {
+    pub(crate) fn policy(&self) -> Policy {
         Policy::ALL[self.policy.load(Relaxed) as usize]
     }
 
     /// What a subscriber may have pending before it is disconnected.
-    pub fn pubsub_limits(&self) -> Limits {
+    pub(crate) fn pubsub_limits(&self) -> Limits {
         let [hard, soft, soft_secs] = &self.pubsub_limits;
         Limits {
             hard: hard.load(Relaxed),
@@ -296,20 +240,20 @@ impl Settings {
     }
 
     /// `proto-max-bulk-len` in bytes.
-    pub fn max_bulk(&self) -> u64 {
+    pub(crate) fn max_bulk(&self) -> u64 {
         self.max_bulk_len.load(Relaxed)
     }
 
     /// A numeric parameter's current value by name or alias (the encoding
     /// thresholds are read this way by the commands that build values).
-    pub fn int(&self, name: &str) -> Option<i64> {
+    pub(crate) fn int(&self, name: &str) -> Option<i64> {
         let i = find(name.as_bytes())?;
         self.lock()[i].parse().ok()
     }
 
     /// `(name, value)` of every parameter whose name or alias matches.
     /// `exact` names (no glob characters) are reported as typed, like Redis.
-    pub fn get(&self, pattern: &[u8]) -> Vec<(String, String)> {
+    pub(crate) fn get(&self, pattern: &[u8]) -> Vec<(String, String)> {
         let values = self.lock();
         let is_glob = pattern.iter().any(|c| matches!(c, b'*' | b'?' | b'['));
         let lower = pattern.to_ascii_lowercase();
@@ -336,7 +280,7 @@ impl Settings {
 
     /// Validates every pair, then applies them all (Redis 7 sets several
     /// parameters atomically: either all change or none).
-    pub fn set(&self, pairs: &[(&[u8], &[u8])]) -> Result<(), SetError> {
+    pub(crate) fn set(&self, pairs: &[(&[u8], &[u8])]) -> Result<(), SetError> {
         let mut found: Vec<usize> = Vec::with_capacity(pairs.len());
         let mut first_bad: Option<SetError> = None;
         for (name, _) in pairs {
@@ -457,28 +401,6 @@ fn normalise(kind: Kind, value: &[u8], current: &str) -> Result<String, String> 
         Kind::Immutable => Err("can't set immutable config".into()),
         Kind::OutputBufferLimit => limits::merge(current, value),
     }
-}
-
-/// Parses a Redis memory value (`memtoull`): digits with an optional
-/// b/k/kb/m/mb/g/gb unit, any case; no sign; empty is 0, as in Redis.
-pub fn parse_memory(b: &[u8]) -> Option<u64> {
-    if b.is_empty() {
-        return Some(0);
-    }
-    let s = std::str::from_utf8(b).ok()?.to_ascii_lowercase();
-    let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
-    let (num, unit) = s.split_at(split);
-    let mul: u64 = match unit {
-        "" | "b" => 1,
-        "k" => 1000,
-        "kb" => 1024,
-        "m" => 1000 * 1000,
-        "mb" => 1024 * 1024,
-        "g" => 1000 * 1000 * 1000,
-        "gb" => 1024 * 1024 * 1024,
-        _ => return None,
-    };
-    num.parse::<u64>().ok()?.checked_mul(mul)
 }
 
 #[cfg(test)]

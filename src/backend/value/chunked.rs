@@ -12,7 +12,7 @@ const CHUNK: usize = 512;
 
 /// The sequence.
 #[derive(Debug, Clone)]
-pub struct Chunked<T> {
+pub(crate) struct Chunked<T> {
     chunks: Vec<Vec<T>>,
     len: usize,
 }
@@ -28,13 +28,8 @@ impl<T> Default for Chunked<T> {
 
 impl<T> Chunked<T> {
     /// Number of items.
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.len
-    }
-
-    /// Whether it is empty.
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
     }
 
     /// The chunk holding global index `i` (or the end), and the offset in it.
@@ -52,21 +47,21 @@ impl<T> Chunked<T> {
     }
 
     /// The item at index `i` (which must be below `len`).
-    pub fn get(&self, i: usize) -> &T {
+    pub(crate) fn get(&self, i: usize) -> &T {
         let (k, o) = self.locate(i);
         &self.chunks[k][o]
     }
 
     /// The number of leading items for which `pred` holds (the items must
     /// be partitioned by it, as a sorted sequence is by a bound).
-    pub fn partition_point(&self, pred: impl Fn(&T) -> bool) -> usize {
+    pub(crate) fn partition_point(&self, pred: impl Fn(&T) -> bool) -> usize {
         let k = self.chunks.partition_point(|c| c.last().is_some_and(&pred));
         let before: usize = self.chunks[..k].iter().map(Vec::len).sum();
         before + self.chunks.get(k).map_or(0, |c| c.partition_point(&pred))
     }
 
     /// Inserts `v` at index `i` (0..=len).
-    pub fn insert(&mut self, i: usize, v: T) {
+    pub(crate) fn insert(&mut self, i: usize, v: T) {
         if self.chunks.is_empty() {
             self.chunks.push(Vec::with_capacity(8));
         }
@@ -81,7 +76,7 @@ impl<T> Chunked<T> {
     }
 
     /// Removes and returns the item at index `i` (which must be below `len`).
-    pub fn remove(&mut self, i: usize) -> T {
+    pub(crate) fn remove(&mut self, i: usize) -> T {
         let (k, o) = self.locate(i);
         let v = self.chunks[k].remove(o);
         if self.chunks[k].is_empty() {
@@ -93,7 +88,7 @@ impl<T> Chunked<T> {
 
     /// Removes indexes `start..end`, returning them in order: whole runs of
     /// each chunk at once.
-    pub fn drain(&mut self, start: usize, end: usize) -> Vec<T> {
+    pub(crate) fn drain(&mut self, start: usize, end: usize) -> Vec<T> {
         let mut out = Vec::with_capacity(end.saturating_sub(start).min(4096));
         let mut left = end.saturating_sub(start);
         let (mut k, mut o) = self.locate(start);
@@ -113,7 +108,11 @@ impl<T> Chunked<T> {
     }
 
     /// Items `start..end` in order, without walking the ones before.
-    pub fn range(&self, start: usize, end: usize) -> impl DoubleEndedIterator<Item = &T> + '_ {
+    pub(crate) fn range(
+        &self,
+        start: usize,
+        end: usize,
+    ) -> impl DoubleEndedIterator<Item = &T> + '_ {
         let (k, o) = self.locate(start);
         let first = self.chunks.get(k).map_or(&[][..], |c| &c[o.min(c.len())..]);
         let rest = self.chunks.get(k + 1..).unwrap_or(&[]);
@@ -129,7 +128,7 @@ impl<T> Chunked<T> {
     }
 
     /// Every item in order.
-    pub fn iter(&self) -> impl DoubleEndedIterator<Item = &T> + '_ {
+    pub(crate) fn iter(&self) -> impl DoubleEndedIterator<Item = &T> + '_ {
         self.chunks.iter().flat_map(|c| c.iter())
     }
 }

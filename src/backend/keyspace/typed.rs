@@ -5,14 +5,19 @@
 //!
 //! Extends [`Locked`] from `store.rs`; holds no lock of its own.
 
-use super::error::CmdError;
-use super::store::{Entry, Locked};
-use super::value::{Coll, Kind, Typed};
+use super::entry::Entry;
+use super::store::Locked;
+use crate::backend::error::CmdError;
+use crate::backend::value::{Coll, Kind, Typed};
 
 impl Locked<'_> {
     /// Like [`Locked::read`] for a string: WRONGTYPE if the key holds
     /// another type.
-    pub fn read_string(&mut self, hash: u64, key: &[u8]) -> Result<Option<&mut Entry>, CmdError> {
+    pub(crate) fn read_string(
+        &mut self,
+        hash: u64,
+        key: &[u8],
+    ) -> Result<Option<&mut Entry>, CmdError> {
         match self.read(hash, key) {
             Some(e) if !e.is_string() => Err(CmdError::WrongType),
             found => Ok(found),
@@ -21,7 +26,11 @@ impl Locked<'_> {
 
     /// Like [`Locked::get`] for a string (a write's lookup: no hit or miss
     /// counted): WRONGTYPE if the key holds another type.
-    pub fn get_string(&mut self, hash: u64, key: &[u8]) -> Result<Option<&mut Entry>, CmdError> {
+    pub(crate) fn get_string(
+        &mut self,
+        hash: u64,
+        key: &[u8],
+    ) -> Result<Option<&mut Entry>, CmdError> {
         match self.get(hash, key) {
             Some(e) if !e.is_string() => Err(CmdError::WrongType),
             found => Ok(found),
@@ -30,7 +39,11 @@ impl Locked<'_> {
 
     /// The collection of type `T` at `key` (a read: counts a hit or miss);
     /// `Ok(None)` if absent, WRONGTYPE if it holds another type.
-    pub fn read_coll<T: Typed>(&mut self, hash: u64, key: &[u8]) -> Result<Option<&T>, CmdError> {
+    pub(crate) fn read_coll<T: Typed>(
+        &mut self,
+        hash: u64,
+        key: &[u8],
+    ) -> Result<Option<&T>, CmdError> {
         match self.read(hash, key) {
             None => Ok(None),
             Some(e) => e
@@ -42,7 +55,7 @@ impl Locked<'_> {
     }
 
     /// The type of the live value at `key`, if any, without counting a read.
-    pub fn kind_of(&mut self, hash: u64, key: &[u8]) -> Option<Kind> {
+    pub(crate) fn kind_of(&mut self, hash: u64, key: &[u8]) -> Option<Kind> {
         self.get(hash, key).map(|e| e.kind())
     }
 
@@ -50,7 +63,7 @@ impl Locked<'_> {
     /// one first if `create`; WRONGTYPE if the key holds another type.
     /// `Ok(None)`: absent and not created. Memory is re-accounted after
     /// `f`, and a collection `f` left empty is deleted with its key.
-    pub fn write_coll<T: Typed, R>(
+    pub(crate) fn write_coll<T: Typed, R>(
         &mut self,
         hash: u64,
         key: &[u8],
@@ -84,7 +97,7 @@ impl Locked<'_> {
 
     /// Stores `coll` at `key` (dropping any old value and TTL), or deletes
     /// the key if `coll` is empty (the STORE variants).
-    pub fn put_coll(&mut self, hash: u64, key: &[u8], coll: Coll, expire_at: u64) {
+    pub(crate) fn put_coll(&mut self, hash: u64, key: &[u8], coll: Coll, expire_at: u64) {
         self.remove(hash, key);
         if !coll.is_empty() {
             let e = Entry::with_coll(key, coll, expire_at, self.now);

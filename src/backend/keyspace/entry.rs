@@ -2,9 +2,9 @@
 //! allocation with its key, any other type is a boxed [`Coll`]. Owns the
 //! per-entry memory estimate; knows nothing of shards or locks.
 
-use super::error::CmdError;
-use super::store::lru_clock;
-use super::value::{Coll, Kind};
+use super::clock::lru_clock;
+use crate::backend::error::CmdError;
+use crate::backend::value::{Coll, Kind};
 
 /// Bytes counted per entry on top of key and value length: the 48-byte
 /// table slot at hashbrown's load factor (44%–87% between doublings: 55–109
@@ -12,7 +12,7 @@ use super::value::{Coll, Kind};
 /// allocation that holds key and value (~16). Measured with 40-byte slots:
 /// 1M keys of 16+16 bytes cost 140 bytes each in RSS just after a
 /// doubling, redis-server 118. A collection adds its own estimate.
-pub const ENTRY_OVERHEAD: usize = 104;
+pub(crate) const ENTRY_OVERHEAD: usize = 104;
 
 /// One key and its value. A string value shares one allocation with the
 /// key; any other type lives in `coll` (and the string part is empty).
@@ -21,22 +21,22 @@ pub const ENTRY_OVERHEAD: usize = 104;
 /// when the table grows and by SCAN), because at millions of small keys
 /// every slot byte counts.
 #[derive(Debug, Clone)]
-pub struct Entry {
+pub(crate) struct Entry {
     /// The key followed by the string value; a `Vec` so APPEND and
     /// SETRANGE can grow the value in place.
     data: Vec<u8>,
     /// The value when it is not a string.
     coll: Option<Box<Coll>>,
     /// Absolute expiry in ms since the Unix epoch; 0 = none.
-    pub expire_at: u64,
+    pub(crate) expire_at: u64,
     key_len: u32,
     /// Last access, in [`lru_clock`] ticks.
-    pub lru: u32,
+    pub(crate) lru: u32,
 }
 
 impl Entry {
     /// A fresh entry holding copies of `key` and `value`.
-    pub fn new(key: &[u8], value: &[u8], expire_at: u64, now: u64) -> Entry {
+    pub(crate) fn new(key: &[u8], value: &[u8], expire_at: u64, now: u64) -> Entry {
         let mut data = Vec::with_capacity(key.len() + value.len());
         data.extend_from_slice(key);
         data.extend_from_slice(value);
@@ -51,31 +51,31 @@ impl Entry {
     }
 
     /// A fresh entry holding a collection.
-    pub fn with_coll(key: &[u8], coll: Coll, expire_at: u64, now: u64) -> Entry {
+    pub(crate) fn with_coll(key: &[u8], coll: Coll, expire_at: u64, now: u64) -> Entry {
         let mut e = Entry::new(key, b"", expire_at, now);
         e.coll = Some(Box::new(coll));
         e
     }
 
     /// A copy of this entry under another key (RENAME, COPY).
-    pub fn with_key(&self, key: &[u8], now: u64) -> Entry {
+    pub(crate) fn with_key(&self, key: &[u8], now: u64) -> Entry {
         let mut e = Entry::new(key, self.value(), self.expire_at, now);
         e.coll = self.coll.clone();
         e
     }
 
     /// The value's type.
-    pub fn kind(&self) -> Kind {
+    pub(crate) fn kind(&self) -> Kind {
         self.coll.as_ref().map_or(Kind::String, |c| c.kind())
     }
 
     /// Whether the value is a string.
-    pub fn is_string(&self) -> bool {
+    pub(crate) fn is_string(&self) -> bool {
         self.coll.is_none()
     }
 
     /// The string value, or WRONGTYPE.
-    pub fn str_value(&self) -> Result<&[u8], CmdError> {
+    pub(crate) fn str_value(&self) -> Result<&[u8], CmdError> {
         if self.coll.is_some() {
             return Err(CmdError::WrongType);
         }
@@ -83,29 +83,29 @@ impl Entry {
     }
 
     /// The collection, if the value is not a string.
-    pub fn coll(&self) -> Option<&Coll> {
+    pub(crate) fn coll(&self) -> Option<&Coll> {
         self.coll.as_deref()
     }
 
     /// Mutable [`Entry::coll`].
-    pub fn coll_mut(&mut self) -> Option<&mut Coll> {
+    pub(crate) fn coll_mut(&mut self) -> Option<&mut Coll> {
         self.coll.as_deref_mut()
     }
 
     /// The key.
-    pub fn key(&self) -> &[u8] {
+    pub(crate) fn key(&self) -> &[u8] {
         &self.data[..self.key_len as usize]
     }
 
     /// The string value's bytes (empty when the value is a collection:
     /// string commands check [`Entry::is_string`] or use
     /// [`Entry::str_value`] / [`Locked::get_string`] first).
-    pub fn value(&self) -> &[u8] {
+    pub(crate) fn value(&self) -> &[u8] {
         &self.data[self.key_len as usize..]
     }
 
     /// Replaces the value with a string.
-    pub fn set_value(&mut self, value: &[u8]) {
+    pub(crate) fn set_value(&mut self, value: &[u8]) {
         self.coll = None;
         self.data.truncate(self.key_len as usize);
         self.data.extend_from_slice(value);
@@ -115,13 +115,13 @@ impl Entry {
     }
 
     /// Appends to the value (APPEND).
-    pub fn append(&mut self, more: &[u8]) {
+    pub(crate) fn append(&mut self, more: &[u8]) {
         self.data.extend_from_slice(more);
     }
 
     /// Replaces the value and the expiry, reusing the allocation when it is
     /// large enough and not more than twice what is needed.
-    pub fn replace_value(&mut self, value: &[u8], expire_at: u64) {
+    pub(crate) fn replace_value(&mut self, value: &[u8], expire_at: u64) {
         self.coll = None;
         let key_len = self.key_len as usize;
         let need = key_len + value.len();
@@ -135,7 +135,7 @@ impl Entry {
     }
 
     /// Writes `bytes` at `offset` in the value, zero-padding (SETRANGE).
-    pub fn write_at(&mut self, offset: usize, bytes: &[u8]) {
+    pub(crate) fn write_at(&mut self, offset: usize, bytes: &[u8]) {
         let start = self.key_len as usize + offset;
         if self.data.len() < start + bytes.len() {
             self.data.resize(start + bytes.len(), 0);
@@ -144,12 +144,12 @@ impl Entry {
     }
 
     /// Whether the entry has expired at `now` (ms).
-    pub fn is_expired(&self, now: u64) -> bool {
+    pub(crate) fn is_expired(&self, now: u64) -> bool {
         self.expire_at != 0 && self.expire_at <= now
     }
 
     /// Bytes this entry counts towards `used_memory`.
-    pub fn mem(&self) -> usize {
+    pub(crate) fn mem(&self) -> usize {
         self.data.capacity() + ENTRY_OVERHEAD + self.coll.as_ref().map_or(0, |c| c.mem())
     }
 }

@@ -1,16 +1,17 @@
 //! A connection's wait for the reply of its blocked request (BLPOP with
-//! nothing to pop, WAIT): the reply a push sends through `blocking.rs`, or
+//! nothing to pop, WAIT): the reply a push sends through `backend::blocking`, or
 //! the timeout reply; meanwhile the socket is read on, so a client that
 //! leaves is noticed and unregistered at once, and a subscriber's
 //! messages are written as they arrive.
 //!
-//! Called by the server loop (`server.rs`) between batches; owns nothing
+//! Called by the server loop (`mod.rs`) between batches; owns nothing
 //! beyond the wait, and never runs a command.
 
-use super::blocking::Waiting;
-use super::commands::blocking::Block;
-use super::commands::Client;
-use super::server::{wait_pushes, write_pushes, Node, BUFFER_BYTES};
+use super::output::{wait_pushes, write_pushes};
+use super::query::BUFFER_BYTES;
+use crate::backend::blocking::{Block, Waiting};
+use crate::backend::commands::Client;
+use crate::backend::node::Node;
 use bytes::{Bytes, BytesMut};
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 use std::time::Duration;
@@ -35,7 +36,9 @@ pub(super) async fn blocked(
     stop: &mut watch::Receiver<bool>,
 ) -> std::io::Result<Option<Bytes>> {
     let _counted = CountedBlocked::new(&node.stats.blocked_clients);
-    let mut waiting = block.ticket.map(|t| Waiting::new(node, t));
+    let mut waiting = block
+        .ticket
+        .map(|t| Waiting::new(&node.blocking, &node.store.ready, t));
     let deadline = match block.timeout_ms {
         0 => None,
         ms => Instant::now().checked_add(Duration::from_millis(ms)),

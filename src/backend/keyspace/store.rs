@@ -1,5 +1,5 @@
 //! The keyspace: 64 independently locked shards of entries (a string, or a
-//! collection from `value.rs`), with lazy expiry, an LRU clock per entry and
+//! collection from `value/`), with lazy expiry, an LRU clock per entry and
 //! memory accounting.
 //!
 //! Owns every key and value of the node. Command handlers lock one shard at a
@@ -8,62 +8,46 @@
 //! Sampling for eviction and active expiry lives in `evict.rs`, cursors in
 //! `scan.rs`.
 
-use super::blocking::ReadyKeys;
-pub use super::entry::Entry;
-#[cfg(test)]
-pub use super::entry::ENTRY_OVERHEAD;
-use super::value::Kind;
-use super::watch::Watched;
+use super::clock::{lru_clock, now_ms};
+use super::entry::Entry;
+use super::ready::ReadyKeys;
+use super::watched::Watched;
+use crate::backend::value::Kind;
 use hashbrown::raw::RawTable;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::sync::{Mutex, MutexGuard};
-use std::time::{SystemTime, UNIX_EPOCH};
 
 /// Number of shards; a power of two, the top bits of a key's hash pick one.
-pub const SHARDS: usize = 64;
+pub(crate) const SHARDS: usize = 64;
 const SHARD_BITS: u32 = SHARDS.trailing_zeros();
 
 /// Fixed bytes reported as used by an empty node (tables, buffers, runtime).
-pub const BASE_MEMORY: usize = 1024 * 1024;
-
-/// LRU ticks are 10 ms; a `u32` of them wraps after ~490 days, and ages are
-/// computed with wrapping subtraction.
-pub fn lru_clock(now_ms: u64) -> u32 {
-    (now_ms / 10) as u32
-}
-
-/// Milliseconds since the Unix epoch.
-pub fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or(0)
-}
+pub(crate) const BASE_MEMORY: usize = 1024 * 1024;
 
 /// Counters shared by all shards (all `Relaxed`: they are statistics and a
 /// memory estimate, never used to order other memory accesses).
 #[derive(Debug, Default)]
-pub struct Counters {
+pub(crate) struct Counters {
     /// Bytes of keys, values and per-entry overhead.
-    pub used_memory: AtomicUsize,
+    pub(crate) used_memory: AtomicUsize,
     /// Keys removed because their TTL passed.
-    pub expired_keys: AtomicU64,
+    pub(crate) expired_keys: AtomicU64,
     /// Keys removed to stay under `maxmemory`.
-    pub evicted_keys: AtomicU64,
+    pub(crate) evicted_keys: AtomicU64,
     /// Reads that found their key.
-    pub keyspace_hits: AtomicU64,
+    pub(crate) keyspace_hits: AtomicU64,
     /// Reads that did not.
-    pub keyspace_misses: AtomicU64,
+    pub(crate) keyspace_misses: AtomicU64,
     /// Whether accesses feed LFU counters instead of the LRU clock.
-    pub lfu: super::evict::Lfu,
+    pub(crate) lfu: super::lfu::Lfu,
     /// (key, client) WATCH records over all shards: zero lets a write skip
     /// looking for watchers. Changed only under the record's shard lock.
-    pub watching: AtomicUsize,
+    pub(crate) watching: AtomicUsize,
 }
 
 /// One shard's table plus what the background sweeps need.
 #[derive(Default)]
-pub struct Shard {
+pub(crate) struct Shard {
     pub(crate) table: RawTable<Entry>,
     /// Entries with a TTL (for `INFO keyspace` and to skip the expiry sweep).
     pub(crate) expires: usize,
@@ -74,7 +58,7 @@ pub struct Shard {
 }
 
 /// The node's keyspace.
-pub struct Store {
+pub(crate) struct Store {
     /// `std::sync::Mutex` rather than an async mutex: critical sections are a
     /// hash lookup plus a copy, never span an `.await`, and the lock is
     /// uncontended on a current-thread runtime, where it costs one atomic.
@@ -82,9 +66,9 @@ pub struct Store {
     shards: Vec<Mutex<Shard>>,
     seed: u64,
     /// Statistics and memory accounting.
-    pub counters: Counters,
-    /// Lists and sorted sets created while clients block (`blocking.rs`).
-    pub ready: ReadyKeys,
+    pub(crate) counters: Counters,
+    /// Lists and sorted sets created while clients block (`ready.rs`, `backend::blocking`).
+    pub(crate) ready: ReadyKeys,
 }
 
 impl Default for Store {
@@ -94,19 +78,19 @@ impl Default for Store {
 }
 
 /// A locked shard, with the time the current command runs at.
-pub struct Locked<'a> {
+pub(crate) struct Locked<'a> {
     pub(crate) shard: MutexGuard<'a, Shard>,
     seed: u64,
     pub(crate) counters: &'a Counters,
     ready: &'a ReadyKeys,
     /// The command's time, ms since the epoch.
-    pub now: u64,
+    pub(crate) now: u64,
 }
 
 impl Store {
     /// An empty store with a per-process random hash seed (keys come from the
     /// network, so the table layout must not be predictable).
-    pub fn new() -> Store {
+    pub(crate) fn new() -> Store {
         use std::hash::{BuildHasher, Hasher};
         let mut h = std::collections::hash_map::RandomState::new().build_hasher();
         h.write_u64(now_ms());
@@ -120,22 +104,22 @@ impl Store {
 
     /// The 64-bit hash of a key: top bits pick the shard, the top
     /// `scan::CURSOR_BITS` order keys for SCAN cursors.
-    pub fn hash(&self, key: &[u8]) -> u64 {
+    pub(crate) fn hash(&self, key: &[u8]) -> u64 {
         hash_bytes(self.seed, key)
     }
 
     /// Which shard a hash lives in.
-    pub fn shard_of(hash: u64) -> usize {
+    pub(crate) fn shard_of(hash: u64) -> usize {
         (hash >> (64 - SHARD_BITS)) as usize
     }
 
     /// Locks the shard that holds `hash`.
-    pub fn lock(&self, hash: u64, now: u64) -> Locked<'_> {
+    pub(crate) fn lock(&self, hash: u64, now: u64) -> Locked<'_> {
         self.lock_shard(Self::shard_of(hash), now)
     }
 
     /// Locks shard number `i`.
-    pub fn lock_shard(&self, i: usize, now: u64) -> Locked<'_> {
+    pub(crate) fn lock_shard(&self, i: usize, now: u64) -> Locked<'_> {
         // A panic while holding a shard leaves the table consistent (every
         // mutation is a single table call), so poisoning is ignored.
         let shard = self.shards[i].lock().unwrap_or_else(|e| e.into_inner());
@@ -150,7 +134,7 @@ impl Store {
 
     /// Locks every shard the hashes touch, in shard order so two multi-key
     /// commands cannot deadlock. Returns the guards indexed by shard.
-    pub fn lock_many(&self, hashes: &[u64], now: u64) -> Vec<Option<Locked<'_>>> {
+    pub(crate) fn lock_many(&self, hashes: &[u64], now: u64) -> Vec<Option<Locked<'_>>> {
         let mut wanted = [false; SHARDS];
         for &h in hashes {
             wanted[Self::shard_of(h)] = true;
@@ -163,13 +147,13 @@ impl Store {
     }
 
     /// Current memory estimate in bytes.
-    pub fn used_memory(&self) -> usize {
+    pub(crate) fn used_memory(&self) -> usize {
         BASE_MEMORY + self.counters.used_memory.load(Relaxed)
     }
 
     /// Keys and keys-with-TTL over all shards (expired but unreclaimed keys
     /// included, as Redis counts them).
-    pub fn counts(&self) -> (usize, usize) {
+    pub(crate) fn counts(&self) -> (usize, usize) {
         let now = now_ms();
         (0..SHARDS).fold((0, 0), |(k, e), i| {
             let s = self.lock_shard(i, now);
@@ -180,7 +164,7 @@ impl Store {
     /// Removes every key; returns the old tables so the caller chooses
     /// where to free them (FLUSHALL ASYNC frees on another thread). Watched
     /// keys that existed are touched; the watch records stay.
-    pub fn flush(&self) -> Vec<Shard> {
+    pub(crate) fn flush(&self) -> Vec<Shard> {
         let mut old = Vec::with_capacity(SHARDS);
         for i in 0..SHARDS {
             let mut s = self.lock_shard(i, 0);
@@ -207,7 +191,7 @@ impl Store {
     /// place, which the table does not see). Costs one atomic load while no
     /// client watches anything: a watch registered before this command's
     /// change took the same shard lock first, so its count is visible here.
-    pub fn touch(&self, key: &[u8], now: u64) {
+    pub(crate) fn touch(&self, key: &[u8], now: u64) {
         if self.counters.watching.load(Relaxed) == 0 {
             return;
         }
@@ -234,7 +218,7 @@ fn table_hash(hash: u64) -> u64 {
 impl Locked<'_> {
     /// The live entry for `key`, updating its LRU clock. An expired entry is
     /// deleted here (lazy expiry) and reported absent.
-    pub fn get(&mut self, hash: u64, key: &[u8]) -> Option<&mut Entry> {
+    pub(crate) fn get(&mut self, hash: u64, key: &[u8]) -> Option<&mut Entry> {
         let now = self.now;
         let bucket = self.shard.table.find(table_hash(hash), same_key(key))?;
         // SAFETY: `bucket` was just returned by `find` on this table and the
@@ -260,14 +244,14 @@ impl Locked<'_> {
 
     /// The live entry for `key` without touching its LRU clock or deleting
     /// anything (OBJECT, MEMORY USAGE).
-    pub fn peek(&self, hash: u64, key: &[u8]) -> Option<&Entry> {
+    pub(crate) fn peek(&self, hash: u64, key: &[u8]) -> Option<&Entry> {
         let e = self.shard.table.get(table_hash(hash), same_key(key))?;
         (!e.is_expired(self.now)).then_some(e)
     }
 
     /// Whether `key` is in the table but past its TTL (expired, not yet
     /// reclaimed).
-    pub fn is_expired_in_table(&self, hash: u64, key: &[u8]) -> bool {
+    pub(crate) fn is_expired_in_table(&self, hash: u64, key: &[u8]) -> bool {
         self.shard
             .table
             .get(table_hash(hash), same_key(key))
@@ -275,7 +259,7 @@ impl Locked<'_> {
     }
 
     /// Like [`Locked::get`], and counts a keyspace hit or miss.
-    pub fn read(&mut self, hash: u64, key: &[u8]) -> Option<&mut Entry> {
+    pub(crate) fn read(&mut self, hash: u64, key: &[u8]) -> Option<&mut Entry> {
         let counters = self.counters;
         let e = self.get(hash, key);
         let c = if e.is_some() {
@@ -289,7 +273,7 @@ impl Locked<'_> {
 
     /// Whether `key` exists (and has not expired), without touching its LRU.
     /// An expired entry found here is removed.
-    pub fn contains(&mut self, hash: u64, key: &[u8]) -> bool {
+    pub(crate) fn contains(&mut self, hash: u64, key: &[u8]) -> bool {
         match self.shard.table.get(table_hash(hash), same_key(key)) {
             None => false,
             Some(e) if !e.is_expired(self.now) => true,
@@ -299,7 +283,7 @@ impl Locked<'_> {
 
     /// Runs `f` on the live entry, keeping memory and TTL accounting right
     /// whatever `f` changes.
-    pub fn update<R>(
+    pub(crate) fn update<R>(
         &mut self,
         hash: u64,
         key: &[u8],
@@ -327,7 +311,7 @@ impl Locked<'_> {
 
     /// Stores `entry` (whose key hashes to `hash`), replacing any entry
     /// with its key; returns the old one if it was live.
-    pub fn insert(&mut self, hash: u64, entry: Entry) -> Option<Entry> {
+    pub(crate) fn insert(&mut self, hash: u64, entry: Entry) -> Option<Entry> {
         let old = self.remove(hash, entry.key());
         self.insert_absent(hash, entry);
         old
@@ -362,7 +346,7 @@ impl Locked<'_> {
     /// replacing any entry with its key. An existing entry keeps its
     /// allocation when it is large enough, so overwriting a value with one
     /// of the same size allocates and frees nothing (and looks the key up once).
-    pub fn put(&mut self, hash: u64, key: &[u8], value: &[u8], expire_at: u64) {
+    pub(crate) fn put(&mut self, hash: u64, key: &[u8], value: &[u8], expire_at: u64) {
         let now = self.now;
         let replaced = self
             .update(hash, key, |e| e.replace_value(value, expire_at))
@@ -375,7 +359,7 @@ impl Locked<'_> {
 
     /// Removes `key`; returns it if it was live (an expired entry is removed
     /// too, but reported absent).
-    pub fn remove(&mut self, hash: u64, key: &[u8]) -> Option<Entry> {
+    pub(crate) fn remove(&mut self, hash: u64, key: &[u8]) -> Option<Entry> {
         let e = self
             .shard
             .table
@@ -401,27 +385,22 @@ impl Locked<'_> {
     }
 
     /// Every entry in the shard, expired or not.
-    pub fn iter(&self) -> impl Iterator<Item = &Entry> + '_ {
+    pub(crate) fn iter(&self) -> impl Iterator<Item = &Entry> + '_ {
         // SAFETY: the iterator borrows `self`, so the table outlives it and
         // cannot be modified while it runs.
         unsafe { self.shard.table.iter() }.map(|b| unsafe { &*b.as_ptr() })
     }
 
     /// Number of entries in the shard, expired or not.
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.shard.table.len()
-    }
-
-    /// Whether the shard holds no entries at all.
-    pub fn is_empty(&self) -> bool {
-        self.shard.table.is_empty()
     }
 }
 
 /// A seeded 64-bit hash, wyhash-style: 128-bit multiply-fold per 8 bytes.
 /// Fast on short keys and well mixed in every bit, which both the shard
 /// choice (top bits) and hashbrown (middle bits) rely on.
-pub fn hash_bytes(seed: u64, key: &[u8]) -> u64 {
+pub(crate) fn hash_bytes(seed: u64, key: &[u8]) -> u64 {
     const P0: u64 = 0xa076_1d64_78bd_642f;
     const P1: u64 = 0xe703_7ed1_a0b4_28db;
     const P2: u64 = 0x8ebc_6af0_9c88_c6e3;
@@ -444,85 +423,5 @@ pub fn hash_bytes(seed: u64, key: &[u8]) -> u64 {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn put(store: &Store, key: &[u8], value: &[u8], expire_at: u64, now: u64) {
-        let h = store.hash(key);
-        store.lock(h, now).put(h, key, value, expire_at);
-    }
-
-    #[test]
-    fn insert_get_remove_keep_memory_accounting_exact() {
-        let store = Store::new();
-        put(&store, b"k", b"value", 0, 1000);
-        assert_eq!(store.used_memory(), BASE_MEMORY + 1 + 5 + ENTRY_OVERHEAD);
-        let h = store.hash(b"k");
-        let mut s = store.lock(h, 1000);
-        assert_eq!(
-            s.get(h, b"k").map(|e| e.value().to_vec()),
-            Some(b"value".to_vec())
-        );
-        s.update(h, b"k", |e| e.append(&[0; 100]));
-        drop(s);
-        assert!(store.used_memory() >= BASE_MEMORY + 106 + ENTRY_OVERHEAD);
-        store.lock(h, 1000).remove(h, b"k");
-        assert_eq!(store.used_memory(), BASE_MEMORY);
-    }
-
-    #[test]
-    fn overwriting_reuses_the_entry_and_keeps_accounting_exact() {
-        let store = Store::new();
-        let h = store.hash(b"k");
-        for (len, ttl) in [(100, 0), (100, 5000), (10, 0), (1000, 9000), (1000, 0)] {
-            put(&store, b"k", &vec![b'v'; len], ttl, 1000);
-            assert_eq!(store.used_memory(), BASE_MEMORY + 1 + len + ENTRY_OVERHEAD);
-            let mut s = store.lock(h, 1000);
-            assert_eq!(s.get(h, b"k").unwrap().value(), &vec![b'v'; len][..]);
-            assert_eq!(s.get(h, b"k").unwrap().expire_at, ttl);
-            assert_eq!(s.shard.expires, (ttl != 0) as usize);
-            assert_eq!(s.len(), 1);
-        }
-        // An expired entry is replaced by a fresh one, not revived.
-        put(&store, b"k", b"old", 1500, 1000);
-        put(&store, b"k", b"new", 0, 2000);
-        let mut s = store.lock(h, 2000);
-        assert_eq!(s.get(h, b"k").unwrap().value(), b"new");
-        assert_eq!(s.shard.expires, 0);
-    }
-
-    #[test]
-    fn expired_entries_are_absent_and_removed_on_access() {
-        let store = Store::new();
-        put(&store, b"gone", b"v", 1500, 1000);
-        put(&store, b"kept", b"v", 5000, 1000);
-        let now = 2000;
-        let (hg, hk) = (store.hash(b"gone"), store.hash(b"kept"));
-        assert!(store.lock(hg, now).get(hg, b"gone").is_none());
-        assert!(store.lock(hk, now).get(hk, b"kept").is_some());
-        assert_eq!(store.counts(), (1, 1));
-        assert_eq!(store.counters.expired_keys.load(Relaxed), 1);
-    }
-
-    #[test]
-    fn hash_spreads_keys_over_all_shards() {
-        let store = Store::new();
-        let mut seen = [0usize; SHARDS];
-        for i in 0..64_000 {
-            seen[Store::shard_of(store.hash(format!("key:{i}").as_bytes()))] += 1;
-        }
-        assert!(seen.iter().all(|&n| (800..1200).contains(&n)), "{seen:?}");
-    }
-
-    #[test]
-    fn flush_empties_every_shard() {
-        let store = Store::new();
-        for i in 0..1000 {
-            put(&store, format!("k{i}").as_bytes(), b"v", 0, 1);
-        }
-        assert_eq!(store.counts().0, 1000);
-        drop(store.flush());
-        assert_eq!(store.counts(), (0, 0));
-        assert_eq!(store.used_memory(), BASE_MEMORY);
-    }
-}
+#[path = "store_tests.rs"]
+mod tests;

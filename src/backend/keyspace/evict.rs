@@ -1,157 +1,37 @@
 //! Reclaiming memory: eviction under `maxmemory` by the configured
 //! `maxmemory-policy` (LRU, LFU, random or TTL, over all keys or only those
-//! with a TTL; or none), the LFU access counters, the active-expiry sweep,
-//! and random sampling of buckets.
+//! with a TTL; or none), the active-expiry sweep, and random sampling of
+//! buckets (the LFU counters are `lfu.rs`).
 //!
-//! Called by the dispatcher before commands that may grow memory, and by the
-//! background task in `server.rs` every [`EXPIRE_TICK_MS`]. Never holds more
-//! than one shard lock at a time.
+//! Called through `Node::make_room` before commands that may grow memory,
+//! and by the background task in `server/` every [`EXPIRE_TICK_MS`]. Never
+//! holds more than one shard lock at a time.
 
-use super::config::Policy;
-use super::server::Node;
-use super::store::{lru_clock, Entry, Locked, Store, SHARDS};
-use std::cell::Cell;
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering::Relaxed};
+use super::clock::lru_clock;
+use super::entry::Entry;
+use super::lfu::random;
+use super::policy::Policy;
+use super::store::{Locked, Store, SHARDS};
+use std::sync::atomic::Ordering::Relaxed;
 use std::time::Instant;
 
 /// How often the active-expiry sweep runs (Redis: `hz 10`).
-pub const EXPIRE_TICK_MS: u64 = 100;
+pub(crate) const EXPIRE_TICK_MS: u64 = 100;
 /// Buckets each shard's sweep inspects per tick before checking whether it
 /// found enough expired keys to keep going.
 const SWEEP_BUCKETS: usize = 64;
 /// Time budget of one sweep tick (Redis: 25% of a 100 ms tick).
 const SWEEP_BUDGET_MS: u128 = 25;
 
-thread_local! {
-    static RNG: Cell<u64> = Cell::new(seed());
-}
-
-fn seed() -> u64 {
-    use std::hash::{BuildHasher, Hasher};
-    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-    h.write_u64(super::store::now_ms());
-    h.finish() | 1
-}
-
-/// A fast non-cryptographic random number (xorshift64*).
-pub fn random() -> u64 {
-    RNG.with(|c| {
-        let mut x = c.get();
-        x ^= x >> 12;
-        x ^= x << 25;
-        x ^= x >> 27;
-        c.set(x);
-        x.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    })
-}
-
 /// Why eviction could not get under the limit.
 #[derive(Debug, PartialEq, Eq)]
-pub struct OutOfMemory;
-
-impl Node {
-    /// Makes room under `maxmemory` by the node's policy (the dispatcher
-    /// calls this before commands that may grow memory).
-    pub fn make_room(&self, now: u64) -> Result<(), OutOfMemory> {
-        let s = &self.settings;
-        self.store.evict_to_fit(
-            s.maxmemory.load(Relaxed),
-            s.policy(),
-            s.samples.load(Relaxed) as usize,
-            now,
-        )
-    }
-
-    /// Copies the LFU parameters into the store after CONFIG SET.
-    pub fn sync_lfu(&self) {
-        let (s, lfu) = (&self.settings, &self.store.counters.lfu);
-        lfu.enabled.store(s.policy().is_lfu(), Relaxed);
-        lfu.log_factor
-            .store(s.lfu_log_factor.load(Relaxed) as u32, Relaxed);
-        lfu.decay_time
-            .store(s.lfu_decay_time.load(Relaxed) as u32, Relaxed);
-    }
-}
-
-/// Under an LFU policy an entry's `lru` field holds Redis's LFU data
-/// instead of a clock: access time in minutes (16 bits) then a logarithmic
-/// access counter (8 bits), so no entry grows.
-#[derive(Debug)]
-pub struct Lfu {
-    /// An LFU policy is selected.
-    pub enabled: AtomicBool,
-    /// `lfu-log-factor`.
-    pub log_factor: AtomicU32,
-    /// `lfu-decay-time`, minutes.
-    pub decay_time: AtomicU32,
-}
-
-impl Default for Lfu {
-    fn default() -> Self {
-        Lfu {
-            enabled: AtomicBool::new(false),
-            log_factor: AtomicU32::new(10),
-            decay_time: AtomicU32::new(1),
-        }
-    }
-}
-
-/// Counter given to new keys, so they are not evicted at once (Redis
-/// `LFU_INIT_VAL`).
-const LFU_INIT_VAL: u32 = 5;
-
-fn lfu_minutes(now_ms: u64) -> u32 {
-    ((now_ms / 60_000) & 0xffff) as u32
-}
-
-impl Lfu {
-    /// Whether accesses update LFU data rather than the LRU clock.
-    pub fn is_on(&self) -> bool {
-        self.enabled.load(Relaxed)
-    }
-
-    /// The `lru` field of a new entry.
-    pub fn initial(&self, now_ms: u64) -> u32 {
-        (lfu_minutes(now_ms) << 8) | LFU_INIT_VAL
-    }
-
-    /// The counter after decay (OBJECT FREQ; Redis `LFUDecrAndReturn`).
-    pub fn decayed(&self, lru: u32, now_ms: u64) -> u32 {
-        // Masked to Redis's 24 bits: after a switch from an LRU policy the
-        // field still holds a clock, read as (arbitrary) LFU data.
-        let (ldt, counter) = ((lru >> 8) & 0xffff, lru & 255);
-        let now = lfu_minutes(now_ms);
-        let elapsed = if now >= ldt {
-            now - ldt
-        } else {
-            65535 - ldt + now
-        };
-        let decay = self.decay_time.load(Relaxed);
-        let periods = elapsed.checked_div(decay).unwrap_or(0);
-        counter.saturating_sub(periods)
-    }
-
-    /// The `lru` field after one access: decay, then a logarithmic
-    /// increment (Redis `updateLFU`).
-    pub fn touched(&self, lru: u32, now_ms: u64) -> u32 {
-        let mut counter = self.decayed(lru, now_ms);
-        if counter < 255 {
-            let r = (random() >> 11) as f64 / (1u64 << 53) as f64;
-            let base = counter.saturating_sub(LFU_INIT_VAL) as f64;
-            let p = 1.0 / (base * self.log_factor.load(Relaxed) as f64 + 1.0);
-            if r < p {
-                counter += 1;
-            }
-        }
-        (lfu_minutes(now_ms) << 8) | counter
-    }
-}
+pub(crate) struct OutOfMemory;
 
 impl Store {
     /// Evicts keys chosen by `policy` until memory is at or below
     /// `maxmemory` (0 = unlimited). Fails when the policy finds nothing
     /// to evict (`noeviction`, or a volatile policy with no TTL left).
-    pub fn evict_to_fit(
+    pub(crate) fn evict_to_fit(
         &self,
         maxmemory: u64,
         policy: Policy,
@@ -207,7 +87,7 @@ impl Store {
 
     /// One active-expiry tick over all shards, within a time budget.
     /// Returns how many keys it removed.
-    pub fn expire_tick(&self, now: u64) -> usize {
+    pub(crate) fn expire_tick(&self, now: u64) -> usize {
         let start = Instant::now();
         let mut removed = 0;
         for i in 0..SHARDS {
@@ -332,7 +212,7 @@ impl Locked<'_> {
 
     /// A random live entry of this shard, if it has any (tries a few times
     /// when it lands on expired ones, removing them).
-    pub fn random_entry(&mut self) -> Option<&Entry> {
+    pub(crate) fn random_entry(&mut self) -> Option<&Entry> {
         for _ in 0..8 {
             let i = self.random_full_bucket()?;
             // SAFETY: a full bucket index of this table, just found.
@@ -366,7 +246,8 @@ impl Locked<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::backend::store::{BASE_MEMORY, ENTRY_OVERHEAD};
+    use crate::backend::keyspace::entry::ENTRY_OVERHEAD;
+    use crate::backend::keyspace::store::BASE_MEMORY;
 
     fn fill(store: &Store, n: usize, now: u64, ttl_at: u64) {
         for i in 0..n {
@@ -423,21 +304,6 @@ mod tests {
             "recent keys evicted: {}",
             5_000 - recent_left
         );
-    }
-
-    #[test]
-    fn lfu_data_decays_and_survives_a_switch_from_lru() {
-        let lfu = Lfu::default();
-        let now = 10 * 60_000;
-        assert_eq!(lfu.decayed(lfu.initial(now), now), LFU_INIT_VAL);
-        // Three minutes later, one decrement per minute.
-        assert_eq!(lfu.decayed(lfu.initial(now), now + 3 * 60_000), 2);
-        // An LRU clock value left in the field must not overflow anything.
-        for lru in [u32::MAX, lru_clock(now), 0] {
-            assert!(lfu.decayed(lru, now) <= 255);
-            let t = lfu.touched(lru, now);
-            assert_eq!(t >> 8, lfu_minutes(now), "the access time is refreshed");
-        }
     }
 
     #[test]

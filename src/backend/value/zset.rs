@@ -7,7 +7,7 @@
 //! ENCODING) adds a member → score map so ZSCORE and membership are O(1).
 
 use super::chunked::Chunked;
-use super::value::{Elem, Thresholds};
+use super::{Elem, Thresholds};
 use std::cmp::Ordering;
 use std::collections::HashMap;
 
@@ -18,14 +18,14 @@ const INDEX_OVERHEAD: usize = 48;
 
 /// A sorted set.
 #[derive(Debug, Clone, Default)]
-pub struct ZSet {
+pub(crate) struct ZSet {
     sorted: Chunked<(f64, Elem)>,
     index: Option<HashMap<Elem, f64>>,
     payload: usize,
 }
 
 /// Redis's order: by score, then by member bytes.
-pub fn cmp(a: (f64, &[u8]), b: (f64, &[u8])) -> Ordering {
+pub(crate) fn cmp(a: (f64, &[u8]), b: (f64, &[u8])) -> Ordering {
     a.0.partial_cmp(&b.0)
         .unwrap_or(Ordering::Equal)
         .then_with(|| a.1.cmp(b.1))
@@ -33,16 +33,16 @@ pub fn cmp(a: (f64, &[u8]), b: (f64, &[u8])) -> Ordering {
 
 /// One end of a score range: the value and whether it is excluded (`(`).
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct ScoreBound {
+pub(crate) struct ScoreBound {
     /// The score.
-    pub value: f64,
+    pub(crate) value: f64,
     /// `(value`: the value itself is outside the range.
-    pub exclusive: bool,
+    pub(crate) exclusive: bool,
 }
 
 /// One end of a lex range.
 #[derive(Debug, Clone, PartialEq)]
-pub enum LexBound {
+pub(crate) enum LexBound {
     /// `-`
     Min,
     /// `+`
@@ -53,17 +53,12 @@ pub enum LexBound {
 
 impl ZSet {
     /// Number of members.
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.sorted.len()
     }
 
-    /// Whether it has no members.
-    pub fn is_empty(&self) -> bool {
-        self.sorted.is_empty()
-    }
-
     /// The score of `m`.
-    pub fn score(&self, m: &[u8]) -> Option<f64> {
+    pub(crate) fn score(&self, m: &[u8]) -> Option<f64> {
         match &self.index {
             Some(ix) => ix.get(m).copied(),
             None => self.sorted.iter().find(|(_, e)| &e[..] == m).map(|e| e.0),
@@ -86,7 +81,7 @@ impl ZSet {
     }
 
     /// Sets `m`'s score; returns the old one.
-    pub fn insert(&mut self, m: &[u8], score: f64, t: &Thresholds) -> Option<f64> {
+    pub(crate) fn insert(&mut self, m: &[u8], score: f64, t: &Thresholds) -> Option<f64> {
         let old = self.score(m);
         if let Some(o) = old {
             if o == score {
@@ -107,7 +102,7 @@ impl ZSet {
     }
 
     /// Removes `m`; true if it was there.
-    pub fn remove(&mut self, m: &[u8]) -> bool {
+    pub(crate) fn remove(&mut self, m: &[u8]) -> bool {
         let Some(score) = self.score(m) else {
             return false;
         };
@@ -118,7 +113,7 @@ impl ZSet {
     }
 
     /// Removes and returns the member at rank `i`.
-    pub fn remove_at(&mut self, i: usize) -> (Elem, f64) {
+    pub(crate) fn remove_at(&mut self, i: usize) -> (Elem, f64) {
         let (s, e) = self.sorted.remove(i);
         if let Some(ix) = &mut self.index {
             ix.remove(&e);
@@ -128,7 +123,7 @@ impl ZSet {
     }
 
     /// Removes ranks `start..end`; returns how many.
-    pub fn remove_range(&mut self, start: usize, end: usize) -> usize {
+    pub(crate) fn remove_range(&mut self, start: usize, end: usize) -> usize {
         for (_, e) in self.sorted.drain(start, end) {
             self.payload -= e.len();
             if let Some(ix) = &mut self.index {
@@ -139,19 +134,19 @@ impl ZSet {
     }
 
     /// The 0-based rank of `m` in ascending order.
-    pub fn rank(&self, m: &[u8]) -> Option<usize> {
+    pub(crate) fn rank(&self, m: &[u8]) -> Option<usize> {
         let s = self.score(m)?;
         self.position(s, m).ok()
     }
 
     /// The member and score at rank `i`.
-    pub fn at(&self, i: usize) -> (&[u8], f64) {
+    pub(crate) fn at(&self, i: usize) -> (&[u8], f64) {
         let (s, e) = self.sorted.get(i);
         (e, *s)
     }
 
     /// The ranks `[start, end)` whose scores lie within `min..max`.
-    pub fn score_range(&self, min: ScoreBound, max: ScoreBound) -> (usize, usize) {
+    pub(crate) fn score_range(&self, min: ScoreBound, max: ScoreBound) -> (usize, usize) {
         let start = self.sorted.partition_point(|(s, _)| {
             if min.exclusive {
                 *s <= min.value
@@ -171,7 +166,7 @@ impl ZSet {
 
     /// The ranks `[start, end)` whose members lie within `min..max` (the
     /// members are assumed to share one score, as Redis requires).
-    pub fn lex_range(&self, min: &LexBound, max: &LexBound) -> (usize, usize) {
+    pub(crate) fn lex_range(&self, min: &LexBound, max: &LexBound) -> (usize, usize) {
         let above_min = |m: &[u8]| match min {
             LexBound::Min => true,
             LexBound::Max => false,
@@ -188,7 +183,7 @@ impl ZSet {
     }
 
     /// Ranks `start..end` as (member, score), in order.
-    pub fn range(
+    pub(crate) fn range(
         &self,
         start: usize,
         end: usize,
@@ -197,12 +192,12 @@ impl ZSet {
     }
 
     /// Every (member, score) in order.
-    pub fn iter(&self) -> impl DoubleEndedIterator<Item = (&[u8], f64)> + '_ {
+    pub(crate) fn iter(&self) -> impl DoubleEndedIterator<Item = (&[u8], f64)> + '_ {
         self.sorted.iter().map(|(s, e)| (&e[..], *s))
     }
 
     /// OBJECT ENCODING
-    pub fn encoding(&self) -> &'static str {
+    pub(crate) fn encoding(&self) -> &'static str {
         if self.index.is_some() {
             "skiplist"
         } else {
@@ -211,7 +206,7 @@ impl ZSet {
     }
 
     /// Estimated bytes.
-    pub fn mem(&self) -> usize {
+    pub(crate) fn mem(&self) -> usize {
         let per = MEMBER_OVERHEAD
             + if self.index.is_some() {
                 INDEX_OVERHEAD

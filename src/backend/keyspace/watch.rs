@@ -13,70 +13,24 @@
 //! records. Never allocates for a client that watches nothing, and never
 //! holds a shard lock longer than one key's lookup.
 
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::Arc;
 
-use smallvec::SmallVec;
-
-use super::commands::Command;
-use super::error::CmdError;
 use super::store::Store;
+use super::watched::Watcher;
+use crate::backend::error::CmdError;
 
 /// Bytes of watched keys (plus [`KEY_OVERHEAD`] each) one client may hold.
 /// One WATCH is already bounded by the query buffer; this bounds a client
 /// that keeps adding keys with more WATCH calls.
-pub const MAX_WATCHED_BYTES: usize = 64 * 1024 * 1024;
+pub(crate) const MAX_WATCHED_BYTES: usize = 64 * 1024 * 1024;
 /// What one watched key costs beyond its bytes: the two records and the
 /// map slot.
-pub const KEY_OVERHEAD: usize = 96;
-
-/// One client's watch on one key.
-struct Watcher {
-    flag: Arc<AtomicBool>,
-    /// The key had already expired (still in the table) when WATCH ran:
-    /// its deletion by expiry is then no change (Redis 7.0's rule).
-    expired: bool,
-}
-
-/// A shard's watched keys. Guarded by the shard lock.
-#[derive(Default)]
-pub struct Watched(HashMap<Arc<[u8]>, SmallVec<[Watcher; 1]>>);
-
-impl Watched {
-    /// Whether nobody watches a key of this shard.
-    pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
-    }
-
-    /// Raises the flag of every client watching `key`, which was just
-    /// modified; `present` is whether the key is in the table now. A watch
-    /// taken on an already-expired key is not raised by that key's removal.
-    pub fn touch(&mut self, key: &[u8], present: bool) {
-        let Some(ws) = self.0.get_mut(key) else {
-            return;
-        };
-        for w in ws.iter_mut() {
-            if w.expired && !present {
-                w.expired = false;
-                continue;
-            }
-            w.flag.store(true, Relaxed);
-        }
-    }
-
-    /// FLUSHALL emptied the shard: touches the watched keys it held.
-    pub fn touch_flushed(&mut self, had: impl Fn(&[u8]) -> bool) {
-        let gone: Vec<Arc<[u8]>> = self.0.keys().filter(|k| had(k)).cloned().collect();
-        for k in gone {
-            self.touch(&k, false);
-        }
-    }
-}
+pub(crate) const KEY_OVERHEAD: usize = 96;
 
 /// The keys one client watches and the flag raised when one changes.
 #[derive(Debug, Default)]
-pub struct ClientWatch {
+pub(crate) struct ClientWatch {
     flag: Arc<AtomicBool>,
     keys: Vec<(u64, Arc<[u8]>)>,
     bytes: usize,
@@ -84,7 +38,7 @@ pub struct ClientWatch {
 
 impl ClientWatch {
     /// Watches `key` (once, however often it is named).
-    pub fn watch(&mut self, store: &Store, key: &[u8], now: u64) -> Result<(), CmdError> {
+    pub(crate) fn watch(&mut self, store: &Store, key: &[u8], now: u64) -> Result<(), CmdError> {
         let h = store.hash(key);
         let mut s = store.lock(h, now);
         let expired = s.is_expired_in_table(h, key);
@@ -123,7 +77,7 @@ impl ClientWatch {
 
     /// Whether EXEC must fail: a watched key was modified, or one that was
     /// alive at WATCH has expired since (even if not yet removed).
-    pub fn is_dirty(&self, store: &Store, now: u64) -> bool {
+    pub(crate) fn is_dirty(&self, store: &Store, now: u64) -> bool {
         if self.flag.load(Relaxed) {
             return true;
         }
@@ -141,7 +95,7 @@ impl ClientWatch {
     }
 
     /// Forgets every watched key (UNWATCH, EXEC, DISCARD, RESET, disconnect).
-    pub fn unwatch_all(&mut self, store: &Store) {
+    pub(crate) fn unwatch_all(&mut self, store: &Store) {
         for (h, key) in self.keys.drain(..) {
             let mut s = store.lock(h, 0);
             let map = &mut s.shard.watched.0;
@@ -156,39 +110,6 @@ impl ClientWatch {
         self.bytes = 0;
         // No record is left, so no writer can raise the flag again.
         self.flag.store(false, Relaxed);
-    }
-}
-
-/// Touches, for WATCH, every key a write command names (after it ran, so
-/// a watch taken before the change cannot miss it). Conservative: a write
-/// command that left its key unchanged (SADD of a present member, an error)
-/// touches it too. Removals and creations are also touched by the store.
-pub fn touch_written(store: &Store, cmd: &Command, args: &[&[u8]], now: u64) {
-    if store.counters.watching.load(Relaxed) == 0 {
-        return;
-    }
-    if matches!(cmd.name, "lmpop" | "zmpop") {
-        // numkeys key [key ...] …
-        let n = args
-            .get(1)
-            .and_then(|a| crate::resp::parse_i64(a))
-            .unwrap_or(0)
-            .clamp(0, args.len() as i64) as usize;
-        for key in args.iter().skip(2).take(n) {
-            store.touch(key, now);
-        }
-        return;
-    }
-    let (first, last, step) = cmd.key_range();
-    if first <= 0 || step <= 0 {
-        return;
-    }
-    let n = args.len() as i32;
-    let last = if last < 0 { n + last } else { last.min(n - 1) };
-    let mut i = first;
-    while i <= last && i < n {
-        store.touch(args[i as usize], now);
-        i += step;
     }
 }
 
