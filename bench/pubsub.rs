@@ -74,7 +74,8 @@ impl Drop for Kid {
 }
 
 fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
+    shardis::procs::bind_free()
+        .map_err(std::io::Error::other)
         .and_then(|l| l.local_addr())
         .map(|a| a.port())
         .expect("a free loopback port")

@@ -104,10 +104,46 @@ impl Drop for Proc {
     }
 }
 
-/// A port nothing listens on right now: bind port 0 and let the kernel choose.
+/// The range [`free_port`] and [`bind_free`] draw from: below Linux's
+/// ephemeral range (32768 and up), so a port chosen here is never the local
+/// end of some outgoing connection, which could not then be listened on.
+pub const FREE_PORTS: std::ops::Range<u16> = 20_000..32_768;
+
+/// A port nothing listens on right now, from [`FREE_PORTS`]. Each process
+/// walks the range from its own random start, so parallel test binaries
+/// rarely try the same port; the bind check settles the rest.
 pub fn free_port() -> Result<u16, String> {
-    let l = TcpListener::bind("127.0.0.1:0").map_err(|e| e.to_string())?;
+    let l = bind_free()?;
     Ok(l.local_addr().map_err(|e| e.to_string())?.port())
+}
+
+/// A loopback listener on a free port from [`FREE_PORTS`], held: no other
+/// process can take the port between choosing and binding it.
+pub fn bind_free() -> Result<TcpListener, String> {
+    use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
+    // Next offset into the range; seeded once per process from its PID and
+    // the clock, then advanced by a stride coprime to the range's length.
+    static NEXT: AtomicU32 = AtomicU32::new(u32::MAX);
+    const STRIDE: u32 = 7_919;
+    let len = u32::from(FREE_PORTS.end - FREE_PORTS.start);
+    if NEXT.load(Relaxed) == u32::MAX {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.subsec_nanos());
+        let seed = (std::process::id().wrapping_mul(2_654_435_761) ^ nanos) % len;
+        let _ = NEXT.compare_exchange(u32::MAX, seed, Relaxed, Relaxed);
+    }
+    for _ in 0..len {
+        let i = NEXT.fetch_add(STRIDE, Relaxed) % len;
+        let port = FREE_PORTS.start + i as u16;
+        if let Ok(l) = TcpListener::bind(("127.0.0.1", port)) {
+            return Ok(l);
+        }
+    }
+    Err(format!(
+        "no free loopback port in {}..{}",
+        FREE_PORTS.start, FREE_PORTS.end
+    ))
 }
 
 /// Waits until `port` answers PING with +PONG, or the child exits (no point
@@ -229,9 +265,16 @@ mod tests {
     use super::*;
 
     #[test]
-    fn free_port_is_bindable_on_loopback() {
-        let port = free_port().unwrap();
-        assert!(TcpListener::bind(("127.0.0.1", port)).is_ok());
+    fn free_port_is_bindable_on_loopback_below_the_ephemeral_range() {
+        for _ in 0..50 {
+            let port = free_port().unwrap();
+            assert!(FREE_PORTS.contains(&port), "{port}");
+            assert!(TcpListener::bind(("127.0.0.1", port)).is_ok());
+        }
+        let held = bind_free().unwrap();
+        let port = held.local_addr().unwrap().port();
+        assert!(FREE_PORTS.contains(&port), "{port}");
+        assert!(TcpListener::bind(("127.0.0.1", port)).is_err());
     }
 
     #[test]

@@ -6,7 +6,7 @@ mod common;
 use common::inproc::{command, node, start, Client};
 use shardis::backend::{run, NodeConfig};
 use std::time::Duration;
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpStream;
 use tokio::sync::oneshot;
 
 #[tokio::test]
@@ -405,7 +405,7 @@ async fn client_commands_track_the_connection() {
 
 #[tokio::test]
 async fn shutdown_stops_accepting_and_run_returns() {
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let listener = common::bind_free_tokio();
     let addr = listener.local_addr().unwrap();
     let (tx, rx) = oneshot::channel::<()>();
     let server = tokio::spawn(run(listener, NodeConfig::default(), async {

@@ -19,7 +19,6 @@ mod zsets;
 
 use harness::{apply_marker, normalize, Conn};
 use shardis::backend::{run, NodeConfig};
-use tokio::net::TcpListener;
 
 /// Each case starts from an empty keyspace on both servers. Replies that
 /// legitimately differ (versions, ids, times, DUMP payloads, key order of
@@ -332,7 +331,7 @@ async fn replies_match_redis_server_byte_for_byte() {
         return;
     }
     let redis = common::start_redis(common::free_port());
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let listener = common::bind_free_tokio();
     let node_port = listener.local_addr().unwrap().port();
     let (_stop, stopped) = tokio::sync::oneshot::channel::<()>();
     tokio::spawn(run(listener, NodeConfig::default(), async {
@@ -385,7 +384,7 @@ async fn large_collections_match_redis_server() {
         return;
     }
     let redis = common::start_redis(common::free_port());
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let listener = common::bind_free_tokio();
     let node_port = listener.local_addr().unwrap().port();
     let (_stop, stopped) = tokio::sync::oneshot::channel::<()>();
     tokio::spawn(run(listener, NodeConfig::default(), async {

@@ -59,7 +59,7 @@ fn a_dead_node_fails_only_its_keys_promptly_and_recovers_when_back() {
 fn silent_node() -> (u16, std::sync::Arc<std::sync::atomic::AtomicBool>) {
     use std::io::Read;
     use std::sync::atomic::{AtomicBool, Ordering};
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let listener = common::bind_free();
     let port = listener.local_addr().unwrap().port();
     listener.set_nonblocking(true).unwrap();
     let stop = std::sync::Arc::new(AtomicBool::new(false));

@@ -170,7 +170,7 @@ fn proxy_answers_edge_forms_in_the_same_class_as_redis() {
 #[test]
 fn a_backend_answering_a_bare_crlf_gets_an_error_not_a_panic() {
     use std::io::{Read, Write};
-    let fake = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let fake = common::bind_free();
     let fake_addr = fake.local_addr().unwrap().to_string();
     // The fake node: answers every read with "\r\n", for a bounded time.
     std::thread::spawn(move || {

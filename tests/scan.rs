@@ -147,7 +147,7 @@ fn bad_cursors_are_refused_with_invalid_cursor() {
 
 /// A node that answers every SCAN with a cursor wider than 35 bits.
 fn node_with_wide_cursors() -> (u16, std::thread::JoinHandle<()>) {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let listener = common::bind_free();
     let port = listener.local_addr().unwrap().port();
     let h = std::thread::spawn(move || {
         // One connection per upstream: serve at most a few, each bounded in time.

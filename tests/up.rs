@@ -58,7 +58,7 @@ fn nodes_exit_when_up_is_killed_outright() {
 
 #[test]
 fn up_with_its_port_taken_fails_clearly_and_starts_no_node() {
-    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let taken = common::bind_free();
     let port = taken.local_addr().unwrap().port();
     let first = free_block(2);
     let dir = tempdir::Dir::new();

@@ -231,7 +231,7 @@ pub fn fake_node(
 ) -> (u16, std::sync::Arc<std::sync::atomic::AtomicBool>) {
     use std::sync::atomic::{AtomicBool, Ordering};
     use std::sync::Arc;
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let listener = super::bind_free();
     let port = listener.local_addr().unwrap().port();
     listener.set_nonblocking(true).unwrap();
     let stop = Arc::new(AtomicBool::new(false));

@@ -20,7 +20,7 @@ pub struct TestNode {
 }
 
 pub async fn start(config: NodeConfig) -> TestNode {
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let listener = super::bind_free_tokio();
     let addr = listener.local_addr().unwrap();
     let (tx, rx) = oneshot::channel::<()>();
     tokio::spawn(run(listener, config, async {

@@ -34,6 +34,18 @@ pub use skip::*;
 pub const BIN: &str = env!("CARGO_BIN_EXE_shardis");
 
 /// A port nobody listens on right now.
+/// A std listener on a free loopback port below the ephemeral range.
+pub fn bind_free() -> std::net::TcpListener {
+    shardis::procs::bind_free().unwrap()
+}
+
+/// The same, for tokio.
+pub fn bind_free_tokio() -> tokio::net::TcpListener {
+    let l = bind_free();
+    l.set_nonblocking(true).unwrap();
+    tokio::net::TcpListener::from_std(l).unwrap()
+}
+
 pub fn free_port() -> u16 {
     shardis::procs::free_port().unwrap()
 }
