@@ -16,6 +16,7 @@ pub mod client;
 pub mod demo;
 pub(crate) mod glob;
 pub mod listen;
+pub mod nutcracker;
 pub mod procs;
 pub mod proxy;
 pub mod resp;

@@ -12,6 +12,11 @@
 //! - [`PointScheme::Vnode`] puts one 64-bit point per virtual node at
 //!   `md5("{name}:{i}")`, `vnodes × weight` per node.
 //!
+//! [`Ring::twemproxy`] builds a ring that places keys exactly as a twemproxy
+//! pool does for any `hash`, `distribution` (`ketama`, `modula`, `random`)
+//! and `hash_tag` ([`Placement`], see [`twemproxy`]); keys are then hashed by
+//! the pool's [`KeyHash`] instead of the scheme's.
+//!
 //! Lookup is the first point ≥ the key hash, wrapping to the first point.
 //! Points live in a sorted `Vec<u64>` with a parallel `Vec<u32>` of owners, so
 //! the binary search touches only the dense point array.
@@ -21,9 +26,12 @@ mod hash;
 mod points;
 #[cfg(test)]
 mod tests;
+pub mod twemproxy;
 
 pub(crate) use diff::losing_nodes;
+pub use hash::KeyHash;
 pub(crate) use hash::{hash_tag, md5_u32, md5_u64};
+pub use twemproxy::{Distribution, Placement};
 
 use std::fmt;
 use std::str::FromStr;
@@ -120,6 +128,10 @@ pub enum RingError {
     TooManyPoints,
     /// Not `ketama` or `vnode`.
     UnknownScheme(String),
+    /// A twemproxy ketama point label (`"{name}-{i}"`) longer than the 85
+    /// bytes twemproxy's label buffer holds: twemproxy would hash bytes past
+    /// its buffer there, which nothing can reproduce.
+    LabelTooLong(String),
 }
 
 impl fmt::Display for RingError {
@@ -141,6 +153,12 @@ impl fmt::Display for RingError {
             RingError::UnknownScheme(s) => {
                 write!(f, "unknown point scheme '{s}' (expected ketama or vnode)")
             }
+            RingError::LabelTooLong(n) => write!(
+                f,
+                "server name '{n}' is too long for twemproxy's ketama (its point labels \
+                 exceed {} bytes)",
+                twemproxy::MAX_LABEL_BYTES
+            ),
         }
     }
 }
@@ -168,6 +186,9 @@ pub struct Ring {
     point_counts: Vec<usize>,
     /// Fraction of the hash space each node owns.
     shares: Vec<f64>,
+    /// Set for a twemproxy-compatible ring: its key hash and distribution
+    /// replace the scheme's.
+    twem: Option<twemproxy::Twem>,
 }
 
 impl Ring {
@@ -179,56 +200,41 @@ impl Ring {
     /// placement never depends on the order of the node list: the node with
     /// the smaller name wins the tie.
     pub fn new(nodes: Vec<NodeSpec>, config: RingConfig, epoch: u64) -> Result<Ring, RingError> {
+        Ring::build(nodes, config, epoch, None)
+    }
+
+    /// Builds a ring that places keys exactly as a twemproxy pool with these
+    /// servers (in its `servers:` order; `name` as [`twemproxy::server_name`]
+    /// gives it) and this hash, distribution and hash tag.
+    pub fn twemproxy(
+        nodes: Vec<NodeSpec>,
+        placement: Placement,
+        epoch: u64,
+    ) -> Result<Ring, RingError> {
+        let twem = twemproxy::Twem::new(&nodes, placement)?;
+        Ring::build(nodes, RingConfig::default(), epoch, Some(twem))
+    }
+
+    fn build(
+        nodes: Vec<NodeSpec>,
+        config: RingConfig,
+        epoch: u64,
+        twem: Option<twemproxy::Twem>,
+    ) -> Result<Ring, RingError> {
         validate(&nodes, config)?;
-        let mut counts = Vec::with_capacity(nodes.len());
-        let mut total = 0u64;
-        for idx in 0..nodes.len() {
-            let n = points::count(&nodes, idx, config);
-            if n == 0 {
-                return Err(RingError::NoPoints(nodes[idx].name.clone()));
-            }
-            total = total.saturating_add(n);
-            if total > MAX_POINTS {
-                return Err(RingError::TooManyPoints);
-            }
-            counts.push(n);
-        }
-
-        // Generated in node order, label order within a node: a stable sort
-        // by (value, name rank) then keeps label order inside a tie.
-        let mut pairs = Vec::with_capacity(total as usize);
-        for (idx, node) in nodes.iter().enumerate() {
-            points::generate(node, idx as u32, counts[idx], config.scheme, &mut pairs);
-        }
-        let rank = name_ranks(&nodes);
-        pairs.sort_by_key(|&(value, idx)| (value, rank[idx as usize]));
-
-        let space = match config.scheme {
-            PointScheme::Ketama => 2f64.powi(32),
-            PointScheme::Vnode => 2f64.powi(64),
+        let built = match &twem {
+            Some(t) if !t.has_points() => t.slot_spread(&nodes),
+            _ => points::build(&nodes, config, twem.is_some())?,
         };
-        let mut shares = vec![0f64; nodes.len()];
-        let last = pairs.last().map_or(0, |p| p.0);
-        let mut prev: Option<u64> = None;
-        for &(value, idx) in &pairs {
-            // Point `value` owns (prev, value]; the first one also owns the wrap (last, end).
-            let arc = match prev {
-                Some(p) => (value - p) as f64,
-                None => space - last as f64 + value as f64,
-            };
-            shares[idx as usize] += arc / space;
-            prev = Some(value);
-        }
-
-        let points: Vec<u64> = pairs.iter().map(|p| p.0).collect();
-        let (index, shift) = bucket_index(&points, config.scheme);
+        let (index, shift) = bucket_index(&built.points, config.scheme);
         Ok(Ring {
-            point_counts: counts.iter().map(|&c| c as usize).collect(),
-            points,
-            owners: pairs.iter().map(|p| p.1).collect(),
+            point_counts: built.counts,
+            points: built.points,
+            owners: built.owners,
             index,
             shift,
-            shares,
+            shares: built.shares,
+            twem,
             nodes,
             config,
             epoch,
@@ -244,6 +250,11 @@ impl Ring {
     /// Index of the node owning hash `hash`: the first point ≥ `hash`, wrapping.
     #[inline]
     pub fn locate_hash(&self, hash: u64) -> usize {
+        if let Some(t) = &self.twem {
+            if !t.has_points() {
+                return t.locate_slot(hash);
+            }
+        }
         let b = (hash >> self.shift) as usize;
         let i = match (self.index.get(b), self.index.get(b + 1)) {
             (Some(&lo), Some(&hi)) => {
@@ -260,6 +271,9 @@ impl Ring {
     /// The hash of `key`'s tagged part under this ring's scheme (ketama: 32-bit).
     #[inline]
     pub fn key_hash(&self, key: &[u8]) -> u64 {
+        if let Some(t) = &self.twem {
+            return u64::from(t.key_hash(key));
+        }
         scheme_key_hash(self.config.scheme, key)
     }
 
@@ -314,7 +328,16 @@ impl Ring {
 
     /// A ring over `nodes` with the same config at the next epoch.
     pub(crate) fn with_nodes(&self, nodes: Vec<NodeSpec>) -> Result<Ring, RingError> {
-        Ring::new(nodes, self.config, self.epoch + 1)
+        match &self.twem {
+            Some(t) => Ring::twemproxy(nodes, t.placement(), self.epoch + 1),
+            None => Ring::new(nodes, self.config, self.epoch + 1),
+        }
+    }
+
+    /// The twemproxy placement this ring follows, if it was built by
+    /// [`Ring::twemproxy`].
+    pub fn placement(&self) -> Option<Placement> {
+        self.twem.as_ref().map(|t| t.placement())
     }
 }
 
@@ -368,17 +391,6 @@ fn validate(nodes: &[NodeSpec], config: RingConfig) -> Result<(), RingError> {
         return Err(RingError::DuplicateAddr(w[0].to_string()));
     }
     Ok(())
-}
-
-/// `rank[i]` = position of node `i`'s name in sorted name order.
-fn name_ranks(nodes: &[NodeSpec]) -> Vec<u32> {
-    let mut order: Vec<usize> = (0..nodes.len()).collect();
-    order.sort_by(|&a, &b| nodes[a].name.cmp(&nodes[b].name));
-    let mut rank = vec![0u32; nodes.len()];
-    for (r, &i) in order.iter().enumerate() {
-        rank[i] = r as u32;
-    }
-    rank
 }
 
 /// Builds [`Ring`]'s bucket index over sorted `points`: about two buckets per

@@ -7,11 +7,96 @@
 //! compatibility with a twemproxy pool over the same servers.
 
 use super::hash::{le_u32, md5, md5_u64};
-use super::{NodeSpec, PointScheme, RingConfig};
+use super::{NodeSpec, PointScheme, RingConfig, RingError, MAX_POINTS};
 use std::io::Write;
 
 /// Points per MD5 digest in ketama: four little-endian u32s.
 const KETAMA_POINTS_PER_HASH: u32 = 4;
+
+/// The points of a ring and what follows from them, before the lookup index.
+pub(super) struct Built {
+    /// Sorted point positions.
+    pub(super) points: Vec<u64>,
+    /// `owners[i]` is the node index of `points[i]`.
+    pub(super) owners: Vec<u32>,
+    /// Points per node.
+    pub(super) counts: Vec<usize>,
+    /// Fraction of the hash space each node owns.
+    pub(super) shares: Vec<f64>,
+}
+
+/// Generates, sorts and measures every node's points.
+///
+/// Equal point values (MD5 collisions of labels; twemproxy leaves their
+/// order to `qsort`) are ordered by node name, then label index, so the
+/// placement never depends on the order of the node list: the node with
+/// the smaller name wins the tie.
+///
+/// A node whose weight earns it no point is an error unless `allow_pointless`
+/// (twemproxy keeps such a server and never sends it a key).
+pub(super) fn build(
+    nodes: &[NodeSpec],
+    config: RingConfig,
+    allow_pointless: bool,
+) -> Result<Built, RingError> {
+    let mut counts = Vec::with_capacity(nodes.len());
+    let mut total = 0u64;
+    for idx in 0..nodes.len() {
+        let n = count(nodes, idx, config);
+        if n == 0 && !allow_pointless {
+            return Err(RingError::NoPoints(nodes[idx].name.clone()));
+        }
+        total = total.saturating_add(n);
+        if total > MAX_POINTS {
+            return Err(RingError::TooManyPoints);
+        }
+        counts.push(n);
+    }
+
+    // Generated in node order, label order within a node: a stable sort
+    // by (value, name rank) then keeps label order inside a tie.
+    let mut pairs = Vec::with_capacity(total as usize);
+    for (idx, node) in nodes.iter().enumerate() {
+        generate(node, idx as u32, counts[idx], config.scheme, &mut pairs);
+    }
+    let rank = name_ranks(nodes);
+    pairs.sort_by_key(|&(value, idx)| (value, rank[idx as usize]));
+
+    let space = match config.scheme {
+        PointScheme::Ketama => 2f64.powi(32),
+        PointScheme::Vnode => 2f64.powi(64),
+    };
+    let mut shares = vec![0f64; nodes.len()];
+    let last = pairs.last().map_or(0, |p| p.0);
+    let mut prev: Option<u64> = None;
+    for &(value, idx) in &pairs {
+        // Point `value` owns (prev, value]; the first one also owns the wrap (last, end).
+        let arc = match prev {
+            Some(p) => (value - p) as f64,
+            None => space - last as f64 + value as f64,
+        };
+        shares[idx as usize] += arc / space;
+        prev = Some(value);
+    }
+
+    Ok(Built {
+        points: pairs.iter().map(|p| p.0).collect(),
+        owners: pairs.iter().map(|p| p.1).collect(),
+        counts: counts.iter().map(|&c| c as usize).collect(),
+        shares,
+    })
+}
+
+/// `rank[i]` = position of node `i`'s name in sorted name order.
+fn name_ranks(nodes: &[NodeSpec]) -> Vec<u32> {
+    let mut order: Vec<usize> = (0..nodes.len()).collect();
+    order.sort_by(|&a, &b| nodes[a].name.cmp(&nodes[b].name));
+    let mut rank = vec![0u32; nodes.len()];
+    for (r, &i) in order.iter().enumerate() {
+        rank[i] = r as u32;
+    }
+    rank
+}
 
 /// Number of points node `idx` gets under `config`, before any are generated.
 pub(super) fn count(nodes: &[NodeSpec], idx: usize, config: RingConfig) -> u64 {

@@ -270,6 +270,35 @@ pub(crate) static COMMANDS: &[Command] = &[
     cmd!("zinterstore", -4, RW, KEY1, zstore::zinterstore),
     cmd!("zdiffstore", -4, RW, KEY1, zstore::zdiffstore),
     cmd!("zintercard", -3, READONLY, NOKEYS, zstore::zintercard),
+    // geo (sorted sets of geohash scores)
+    cmd!("geoadd", -5, RW, KEY1, geo::geoadd),
+    cmd!("geodist", -4, READONLY, KEY1, geo::geodist),
+    cmd!("geohash", -2, READONLY, KEY1, geo::geohash),
+    cmd!("geopos", -2, READONLY, KEY1, geo::geopos),
+    cmd!("georadius", -6, RW, KEY1, geosearch::georadius),
+    cmd!("georadius_ro", -6, READONLY, KEY1, geosearch::georadius_ro),
+    cmd!(
+        "georadiusbymember",
+        -5,
+        RW,
+        KEY1,
+        geosearch::georadiusbymember
+    ),
+    cmd!(
+        "georadiusbymember_ro",
+        -5,
+        READONLY,
+        KEY1,
+        geosearch::georadiusbymember_ro
+    ),
+    cmd!("geosearch", -7, READONLY, KEY1, geosearch::geosearch),
+    cmd!(
+        "geosearchstore",
+        -8,
+        RW,
+        (1, 2, 1),
+        geosearch::geosearchstore
+    ),
     cmd!("sort", -2, RW, KEY1, sort::sort),
     cmd!("sort_ro", -2, READONLY, KEY1, sort::sort_ro),
     // keys
