@@ -6,7 +6,7 @@
 use super::geohash;
 use super::{parse_f64, zsets, CmdResult, Ctx};
 use crate::backend::error::CmdError;
-use crate::backend::zset::ZSet;
+use crate::backend::value::zset::ZSet;
 use crate::resp::{encode, eq_ignore_case};
 
 /// A float as Redis's `string2d` (`strtod`) reads it: also hexadecimal

@@ -14,7 +14,7 @@ use super::partial_sort::{partial_sort, stable_sort};
 use super::{parse_i64, CmdResult, Ctx};
 use crate::backend::error::CmdError;
 use crate::backend::value::{Coll, Elem};
-use crate::backend::zset::{ScoreBound, ZSet};
+use crate::backend::value::zset::{ScoreBound, ZSet};
 use crate::resp::{encode, eq_ignore_case};
 use std::cmp::Ordering;
 
