@@ -78,6 +78,8 @@ pub(crate) struct Node {
     /// atomic add and subtract per command. Rust's lock lets a waiting
     /// EXEC in before new readers, so transactions are not starved.
     gate: RwLock<()>,
+    /// The Lua state and script cache (EVAL, FUNCTION).
+    pub(crate) scripting: crate::backend::scripting::Scripting,
 }
 
 impl Node {
@@ -140,6 +142,7 @@ impl Node {
             pubsub: Arc::default(),
             next_client_id: AtomicU64::new(1),
             gate: RwLock::new(()),
+            scripting: Default::default(),
         }
     }
 }

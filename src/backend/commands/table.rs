@@ -6,6 +6,7 @@
 //! [`not_served`] compares it with the proxy's table. Never runs anything.
 
 use super::*;
+use crate::backend::scripting;
 use std::sync::LazyLock;
 
 /// How a command runs.
@@ -20,6 +21,9 @@ pub(crate) enum Run {
     Migrate,
     /// EXEC: runs the queued commands with the node's gate held exclusively.
     Exec,
+    /// A script (EVAL, FCALL): in place, with the node's gate held
+    /// exclusively (see `backend::scripting`).
+    Script(fn(&mut Ctx, &[&[u8]]) -> CmdResult),
 }
 
 /// May grow memory: make room under `maxmemory` first (Redis `denyoom`).
@@ -68,6 +72,18 @@ macro_rules! blocking {
             flags: $flags,
             keys: $keys,
             run: Run::Block($f),
+        }
+    };
+}
+
+macro_rules! script {
+    ($name:literal, $flags:expr, $f:expr) => {
+        Command {
+            name: $name,
+            arity: -3,
+            flags: $flags,
+            keys: NOKEYS,
+            run: Run::Script($f),
         }
     };
 }
@@ -334,6 +350,12 @@ pub(crate) static COMMANDS: &[Command] = &[
     cmd!("publish", 3, FAST, NOKEYS, pubsub::publish),
     cmd!("spublish", 3, FAST, KEY1, pubsub::spublish),
     cmd!("pubsub", -2, 0, NOKEYS, pubsub::pubsub),
+    // scripting
+    script!("eval", 0, scripting::eval),
+    script!("evalsha", 0, scripting::evalsha),
+    script!("eval_ro", READONLY, scripting::eval_ro),
+    script!("evalsha_ro", READONLY, scripting::evalsha_ro),
+    cmd!("script", -2, 0, NOKEYS, scripting::script),
     // migration
     cmd!("dump", 2, READONLY, KEY1, migrate::dump),
     cmd!("restore", -4, RW, KEY1, migrate::restore),

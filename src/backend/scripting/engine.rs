@@ -1,0 +1,193 @@
+//! One Lua 5.1 state as Redis 7.0 prepares it for scripts: the libraries
+//! it loads, the `redis` table, the error handler that records where an
+//! error was raised, and globals that are read-only (`prelude.lua`).
+//!
+//! [`Engine::run`] runs one compiled script with its `KEYS` and `ARGV`
+//! and a caller-supplied `redis.call`; the node serializes runs (the
+//! caller holds the node's gate exclusively).
+
+use super::libs;
+use crate::backend::node::REDIS_VERSION;
+use mlua::{Function, Lua, LuaOptions, MultiValue, StdLib, Table, Value};
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering::Relaxed};
+use std::sync::{Arc, Mutex};
+
+/// What a script's Rust callbacks share with the caller.
+#[derive(Default)]
+pub(crate) struct RunState {
+    /// The protocol `redis.call` replies come back in (`redis.setresp`).
+    pub(crate) resp: AtomicU8,
+    /// Set by SCRIPT KILL / FUNCTION KILL: the next check raises this.
+    pub(crate) kill: Mutex<Option<String>>,
+    /// Set while a script runs.
+    pub(crate) running: AtomicBool,
+}
+
+/// How a script ended.
+pub(crate) enum Outcome {
+    /// Its return value.
+    Value(Value),
+    /// The error table the handler built (`err`, `source`, `line`), or
+    /// another value if the handler itself failed.
+    Error(Value),
+}
+
+/// A Lua state with the node's prelude loaded.
+pub(crate) struct Engine {
+    pub(crate) lua: Lua,
+    bridge: Table,
+    run: Function,
+    /// The hidden table `_G` reads through (where KEYS and ARGV go).
+    globals: Table,
+    pub(crate) state: Arc<RunState>,
+}
+
+impl Engine {
+    /// A fresh state: base, table, string, math and (for the prelude
+    /// only) debug libraries, plus cjson, bit, struct and cmsgpack.
+    pub(crate) fn new() -> mlua::Result<Engine> {
+        // Safety: the debug library is loaded for the prelude, which
+        // removes it from the globals before any script runs.
+        let lua = unsafe {
+            Lua::unsafe_new_with(
+                StdLib::TABLE | StdLib::STRING | StdLib::MATH | StdLib::DEBUG,
+                LuaOptions::default(),
+            )
+        };
+        libs::install(&lua)?;
+        let state = Arc::new(RunState::default());
+        state.resp.store(2, Relaxed);
+        let bridge = lua.create_table()?;
+        bridge.set(
+            "sha1hex",
+            lua.create_function(|lua, s: mlua::LuaString| {
+                lua.create_string(super::sha1::hex(&s.as_bytes()))
+            })?,
+        )?;
+        bridge.set(
+            "log",
+            lua.create_function(|_, (level, msg): (i64, mlua::LuaString)| {
+                let msg = String::from_utf8_lossy(&msg.as_bytes()).into_owned();
+                match level {
+                    3 => tracing::warn!(target: "script", "{msg}"),
+                    2 => tracing::info!(target: "script", "{msg}"),
+                    _ => tracing::debug!(target: "script", "{msg}"),
+                }
+                Ok(())
+            })?,
+        )?;
+        let s = state.clone();
+        bridge.set(
+            "setresp",
+            lua.create_function(move |_, v: u8| {
+                s.resp.store(v, Relaxed);
+                Ok(())
+            })?,
+        )?;
+        let s = state.clone();
+        bridge.set(
+            "killed",
+            lua.create_function(move |_, ()| {
+                Ok(s.kill.lock().unwrap_or_else(|e| e.into_inner()).clone())
+            })?,
+        )?;
+        bridge.set(
+            "known",
+            lua.create_function(|_, name: mlua::LuaString| {
+                Ok(crate::backend::commands::lookup(&name.as_bytes()).is_some())
+            })?,
+        )?;
+        for (name, f) in super::raising::ALL {
+            // Safety: each is a trampoline of `raising.rs`.
+            bridge.set(format!("c_{name}"), unsafe { lua.create_c_function(*f)? })?;
+        }
+        lua.set_named_registry_value(super::raising::BRIDGE_KEY, bridge.clone())?;
+        bridge.set("version", REDIS_VERSION)?;
+        bridge.set("version_num", version_num(REDIS_VERSION))?;
+        lua.load(include_str!("prelude.lua"))
+            .set_name("=redis")
+            .call::<()>(bridge.clone())?;
+        let run = bridge.get("run")?;
+        let globals = bridge.get("globals")?;
+        Ok(Engine {
+            lua,
+            bridge,
+            run,
+            globals,
+            state,
+        })
+    }
+
+    /// Compiles a script body as Redis does (chunk name `@user_script`);
+    /// the error is Lua's message.
+    pub(crate) fn compile(&self, body: &[u8], name: &str) -> Result<Function, String> {
+        self.lua
+            .load(body)
+            .set_name(name)
+            .into_function()
+            .map_err(|e| match e {
+                mlua::Error::SyntaxError { message, .. } => message,
+                e => e.to_string(),
+            })
+    }
+
+    /// Sets a global the scripts read (`KEYS`, `ARGV`, a library's
+    /// registry), bypassing the read-only guard.
+    pub(crate) fn set_global(&self, name: &str, v: impl mlua::IntoLua) -> mlua::Result<()> {
+        self.globals.raw_set(name, v)
+    }
+
+    /// A table of byte strings.
+    pub(crate) fn strings(&self, items: &[&[u8]]) -> mlua::Result<Table> {
+        let t = self.lua.create_table_with_capacity(items.len(), 0)?;
+        for (i, a) in items.iter().enumerate() {
+            t.raw_set(i + 1, self.lua.create_string(a)?)?;
+        }
+        Ok(t)
+    }
+
+    /// Runs `f(args...)` with `call` as `redis.call`'s way to the node.
+    pub(crate) fn run(
+        &self,
+        f: &Function,
+        args: MultiValue,
+        call: impl FnMut(&Lua, MultiValue) -> mlua::Result<(bool, Value)>,
+    ) -> mlua::Result<Outcome> {
+        self.state.resp.store(2, Relaxed);
+        *self.state.kill.lock().unwrap_or_else(|e| e.into_inner()) = None;
+        self.state.running.store(true, Relaxed);
+        let result = self.lua.scope(|scope| {
+            self.bridge.set("call", scope.create_function_mut(call)?)?;
+            let mut all = args;
+            all.push_front(Value::Function(f.clone()));
+            let mut r = self.run.call::<MultiValue>(all)?.into_iter();
+            let ok = matches!(r.next(), Some(Value::Boolean(true)));
+            let v = r.next().unwrap_or(Value::Nil);
+            Ok(if ok {
+                Outcome::Value(v)
+            } else {
+                Outcome::Error(v)
+            })
+        });
+        self.state.running.store(false, Relaxed);
+        result
+    }
+}
+
+/// `REDIS_VERSION_NUM`: 0x00MMmmpp.
+fn version_num(v: &str) -> i64 {
+    v.split('.')
+        .map(|p| p.parse::<i64>().unwrap_or(0))
+        .chain(std::iter::repeat(0))
+        .take(3)
+        .fold(0, |n, p| (n << 8) | p)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn version_numbers_pack_like_redis() {
+        assert_eq!(super::version_num("7.0.15"), 458767);
+        assert_eq!(super::version_num("7.0.0"), 0x070000);
+    }
+}

@@ -1,0 +1,60 @@
+//! Lua scripting on the built-in node: EVAL and its family, SCRIPT, and
+//! the Redis 7 functions (FUNCTION, FCALL), with Lua 5.1 as Redis runs
+//! it (the `mlua` crate, vendored Lua 5.1).
+//!
+//! ```text
+//!  EVAL body n k.. a..  ──► take the node's gate exclusively (hold)
+//!                        ──► compile once per SHA-1 (the node's cache) ──► run in the node's Lua state
+//!  redis.call(...)      ──► the node's dispatcher table, the script's own client ──► reply as a Lua value
+//!  return value         ──► Redis's Lua-to-RESP rules ──► the caller's reply
+//! ```
+//!
+//! A script runs atomically: the dispatcher holds the node's gate
+//! exclusively for it (as EXEC does, see `commands/multi.rs`), so no other
+//! client's command interleaves with the commands it calls. Inside EXEC
+//! the gate is already held and the script runs in place.
+
+mod bridge;
+mod convert;
+mod engine;
+mod eval;
+mod libs;
+mod raising;
+pub(crate) mod sha1;
+
+use crate::backend::commands::{Command, Run};
+use crate::backend::node::Node;
+use std::sync::{Mutex, MutexGuard, RwLockReadGuard, RwLockWriteGuard};
+
+pub(crate) use eval::{eval, eval_ro, evalsha, evalsha_ro, script};
+
+/// The node's scripting state: the Lua state EVAL runs in with its script
+/// cache, created at the first script.
+#[derive(Default)]
+pub(crate) struct Scripting {
+    eval: Mutex<Option<eval::Scripts>>,
+}
+
+impl Scripting {
+    fn scripts(&self) -> MutexGuard<'_, Option<eval::Scripts>> {
+        self.eval.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// The node's gate as a command holds it.
+pub(crate) enum Held<'a> {
+    #[allow(dead_code)]
+    Shared(RwLockReadGuard<'a, ()>),
+    #[allow(dead_code)]
+    Exclusive(RwLockWriteGuard<'a, ()>),
+}
+
+/// Takes the node's gate for `cmd`: exclusively for a script (which must
+/// not interleave with anything), shared for everything else.
+pub(crate) fn hold<'a>(node: &'a Node, cmd: &Command) -> Held<'a> {
+    if matches!(cmd.run, Run::Script(_)) {
+        Held::Exclusive(node.exclusive())
+    } else {
+        Held::Shared(node.shared())
+    }
+}
