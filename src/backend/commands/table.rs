@@ -356,6 +356,9 @@ pub(crate) static COMMANDS: &[Command] = &[
     script!("eval_ro", READONLY, scripting::eval_ro),
     script!("evalsha_ro", READONLY, scripting::evalsha_ro),
     cmd!("script", -2, 0, NOKEYS, scripting::script),
+    script!("fcall", 0, scripting::fcall),
+    script!("fcall_ro", READONLY, scripting::fcall_ro),
+    cmd!("function", -2, 0, NOKEYS, scripting::function),
     // migration
     cmd!("dump", 2, READONLY, KEY1, migrate::dump),
     cmd!("restore", -4, RW, KEY1, migrate::restore),

@@ -174,6 +174,67 @@ impl Engine {
     }
 }
 
+/// A function a library registered (`redis.register_function`).
+pub(crate) struct Registered {
+    pub(crate) name: String,
+    pub(crate) callback: Function,
+    pub(crate) flags: Vec<String>,
+    pub(crate) description: Option<String>,
+}
+
+impl Engine {
+    /// Runs a library's code (after its `#!lua` line) with the load-time
+    /// globals and returns the functions it registered, or Redis's error
+    /// text.
+    pub(crate) fn load_library(&self, code: &[u8]) -> Result<Vec<Registered>, String> {
+        let f = self
+            .compile(code, "@user_function")
+            .map_err(|m| format!("Error compiling function: {m}"))?;
+        let loading: Function = self.bridge.get("loading").map_err(|e| e.to_string())?;
+        loading.call::<()>(true).map_err(|e| e.to_string())?;
+        let ran = self.run.call::<MultiValue>(f);
+        loading.call::<()>(false).map_err(|e| e.to_string())?;
+        let mut r = ran.map_err(|e| e.to_string())?.into_iter();
+        if !matches!(r.next(), Some(Value::Boolean(true))) {
+            let msg = match r.next() {
+                Some(Value::Table(t)) => match t.raw_get::<Value>("err") {
+                    Ok(Value::String(s)) => String::from_utf8_lossy(&s.as_bytes()).into_owned(),
+                    _ => "ERR unknown error".into(),
+                },
+                v => format!("ERR {v:?}"),
+            };
+            return Err(format!("Error registering functions: {msg}"));
+        }
+        let list: Table = self.bridge.get("registered").map_err(|e| e.to_string())?;
+        let mut out = Vec::new();
+        for t in list.sequence_values::<Table>() {
+            let t = t.map_err(|e| e.to_string())?;
+            let text = |k: &str| -> Option<String> {
+                match t.raw_get::<Value>(k) {
+                    Ok(Value::String(s)) => {
+                        Some(String::from_utf8_lossy(&s.as_bytes()).into_owned())
+                    }
+                    _ => None,
+                }
+            };
+            let flags: Vec<String> = match t.raw_get::<Value>("flags") {
+                Ok(Value::Table(f)) => f
+                    .sequence_values::<String>()
+                    .filter_map(Result::ok)
+                    .collect(),
+                _ => Vec::new(),
+            };
+            out.push(Registered {
+                name: text("name").unwrap_or_default(),
+                callback: t.raw_get("callback").map_err(|e| e.to_string())?,
+                flags,
+                description: text("description"),
+            });
+        }
+        Ok(out)
+    }
+}
+
 /// `REDIS_VERSION_NUM`: 0x00MMmmpp.
 fn version_num(v: &str) -> i64 {
     v.split('.')

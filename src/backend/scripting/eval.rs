@@ -22,6 +22,8 @@ struct Script {
     f: Function,
     /// The shebang's `no-writes`.
     no_writes: bool,
+    /// Whether it has a shebang (`#!lua`): then EVAL_RO needs `no-writes`.
+    shebang: bool,
 }
 
 impl Scripts {
@@ -44,7 +46,15 @@ impl Scripts {
                 .map_err(|m| {
                     CmdError::err(format!("Error compiling script (new function): {m}"))
                 })?;
-            self.cache.insert(sha.clone(), Script { f, no_writes });
+            let shebang = skip > 0;
+            self.cache.insert(
+                sha.clone(),
+                Script {
+                    f,
+                    no_writes,
+                    shebang,
+                },
+            );
         }
         Ok(sha)
     }
@@ -57,13 +67,15 @@ fn shebang(body: &[u8]) -> Result<(bool, usize), CmdError> {
     if !body.starts_with(b"#!") {
         return Ok((false, 0));
     }
-    let end = memchr::memchr(b'\n', body).unwrap_or(body.len());
+    let Some(end) = memchr::memchr(b'\n', body) else {
+        return Err(CmdError::err("Invalid script shebang"));
+    };
     let line = String::from_utf8_lossy(&body[2..end]).into_owned();
     let mut parts = line.split(' ').filter(|p| !p.is_empty());
     let engine = parts.next().unwrap_or("");
     if engine != "lua" {
         return Err(CmdError::err(format!(
-            "Unexpected engine in script shebang: {engine}"
+            "Unexpected engine in script shebang: #!{engine}"
         )));
     }
     let mut no_writes = false;
@@ -181,6 +193,11 @@ fn eval_generic(ctx: &mut Ctx, args: &[&[u8]], by_sha: bool, ro: bool) -> CmdRes
     engine
         .set_global("ARGV", engine.strings(argv).map_err(lua_err)?)
         .map_err(lua_err)?;
+    if ro && script.shebang && !script.no_writes {
+        return Err(CmdError::err(
+            "Can not execute a script with write flag using *_ro command.",
+        ));
+    }
     let f = script.f.clone();
     let readonly = ro || script.no_writes;
     execute(ctx, engine, &f, MultiValue::new(), &sha, readonly)

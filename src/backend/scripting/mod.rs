@@ -18,6 +18,8 @@ mod bridge;
 mod convert;
 mod engine;
 mod eval;
+mod functions;
+mod library;
 mod libs;
 mod raising;
 pub(crate) mod sha1;
@@ -27,17 +29,24 @@ use crate::backend::node::Node;
 use std::sync::{Mutex, MutexGuard, RwLockReadGuard, RwLockWriteGuard};
 
 pub(crate) use eval::{eval, eval_ro, evalsha, evalsha_ro, script};
+pub(crate) use functions::{fcall, fcall_ro, function};
 
 /// The node's scripting state: the Lua state EVAL runs in with its script
 /// cache, created at the first script.
 #[derive(Default)]
 pub(crate) struct Scripting {
     eval: Mutex<Option<eval::Scripts>>,
+    /// The Lua state FCALL runs in, with the loaded libraries.
+    functions: Mutex<Option<library::Libraries>>,
 }
 
 impl Scripting {
     fn scripts(&self) -> MutexGuard<'_, Option<eval::Scripts>> {
         self.eval.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn functions(&self) -> MutexGuard<'_, Option<library::Libraries>> {
+        self.functions.lock().unwrap_or_else(|e| e.into_inner())
     }
 }
 

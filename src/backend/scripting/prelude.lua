@@ -6,6 +6,7 @@ local getinfo = debug.getinfo
 local type, tostring, error, select = type, tostring, error, select
 local pairs, setmetatable, rawset = pairs, setmetatable, rawset
 local sub, find, gsub = string.sub, string.find, string.gsub
+local xpcall, tonumber, concat = xpcall, tonumber, table.concat
 
 -- Where an error was raised: the first frame that is neither a C function
 -- nor this file, as Redis's __redis__err__handler reports it.
@@ -83,7 +84,7 @@ bridge.impl_log = function(...)
     local v = select(j, ...)
     if type(v) == 'string' or type(v) == 'number' then parts[#parts + 1] = tostring(v) end
   end
-  bridge.log(level, table.concat(parts, ' '))
+  bridge.log(level, concat(parts, ' '))
   return true
 end
 bridge.impl_setresp = function(...)
@@ -146,12 +147,13 @@ local function lock(t, missing)
       return v
     end
   end
-  setmetatable(t, {
+  local mt = {
     __index = index,
     __newindex = function() error('Attempt to modify a readonly table', 2) end,
     __metatable = false,
-  })
-  return backing
+  }
+  setmetatable(t, mt)
+  return backing, mt
 end
 
 -- pairs() walks a read-only table's entries, as on Redis.
@@ -166,6 +168,78 @@ for _, name in raw_pairs({'bit', 'cjson', 'cmsgpack', 'coroutine', 'math', 'redi
   local lib = _G[name]
   if type(lib) == 'table' then lock(lib) end
 end
-bridge.globals = lock(_G, function(k)
+local function missing_global(k)
   error("Script attempted to access nonexistent global variable '" .. tostring(k) .. "'", 3)
+end
+
+-- What a library's code sees while FUNCTION LOAD runs it: only a small
+-- `redis` table; the functions it registers see the full globals later.
+bridge.registered = {}
+local function valid_name(name)
+  return type(name) == 'string' and #name > 0 and not find(name, '[^%w_]')
+end
+local known_flags = {['no-writes'] = true, ['allow-oom'] = true, ['allow-stale'] = true,
+  ['no-cluster'] = true, ['allow-cross-slot-keys'] = true}
+bridge.impl_register_function = function(...)
+  local n = select('#', ...)
+  local name, callback, flags, description
+  if n == 1 and type((...)) == 'table' then
+    for k, v in raw_pairs((...)) do
+      if k == 'function_name' then name = v
+      elseif k == 'callback' then callback = v
+      elseif k == 'flags' then flags = v
+      elseif k == 'description' then description = v
+      else return fail('ERR unknown argument given to redis.register_function') end
+    end
+    if name == nil then return fail('ERR redis.register_function must get a function name argument') end
+    if type(callback) ~= 'function' then return fail('ERR redis.register_function must get a callback argument') end
+  elseif n == 2 then
+    name, callback = ...
+    if type(callback) ~= 'function' then return fail('ERR second argument to redis.register_function must be a function') end
+  else
+    return fail('ERR wrong number of arguments to redis.register_function')
+  end
+  if not valid_name(name) then
+    return fail('ERR Library names can only contain letters, numbers, or underscores(_) and must be at least one character long')
+  end
+  local list = {}
+  if flags ~= nil then
+    if type(flags) ~= 'table' then return fail('ERR flags argument to redis.register_function must be a table representing function flags') end
+    for _, f in raw_pairs(flags) do
+      if type(f) ~= 'string' or not known_flags[f] then return fail('ERR unknown flag given') end
+      list[#list + 1] = f
+    end
+  end
+  if description ~= nil and type(description) ~= 'string' and type(description) ~= 'number' then
+    return fail('ERR description argument given to redis.register_function must be a string')
+  end
+  local reg = bridge.registered
+  for _, r in raw_pairs(reg) do
+    if r.name == name then return fail('ERR Function already exists in the library') end
+  end
+  reg[#reg + 1] = {name = name, callback = callback, flags = list,
+    description = description and tostring(description)}
+  return true
+end
+local load_redis = {
+  register_function = bridge.c_register_function, log = redis.log,
+  LOG_DEBUG = 0, LOG_VERBOSE = 1, LOG_NOTICE = 2, LOG_WARNING = 3,
+  REDIS_VERSION = bridge.version, REDIS_VERSION_NUM = bridge.version_num,
+  setresp = redis.setresp,
+}
+lock(load_redis, missing_global)
+local load_api = {redis = load_redis}
+
+local run_api, mt = lock(_G, nil)
+local current = run_api
+rawset(mt, '__index', function(_, k)
+  local v = current[k]
+  if v == nil then v = missing_global(k) end
+  return v
 end)
+bridge.globals = run_api
+-- FUNCTION LOAD: library code runs with the load-time globals.
+bridge.loading = function(on)
+  current = on and load_api or run_api
+  if on then bridge.registered = {} end
+end
