@@ -102,6 +102,15 @@ impl Engine {
             bridge.set(format!("c_{name}"), unsafe { lua.create_c_function(*f)? })?;
         }
         lua.set_named_registry_value(super::raising::BRIDGE_KEY, bridge.clone())?;
+        bridge.set(
+            "errmsg",
+            lua.create_function(|_, v: Value| {
+                Ok(match v {
+                    Value::Error(e) => innermost(&e),
+                    v => format!("{v:?}"),
+                })
+            })?,
+        )?;
         bridge.set("version", REDIS_VERSION)?;
         bridge.set("version_num", version_num(REDIS_VERSION))?;
         lua.load(include_str!("prelude.lua"))
@@ -232,6 +241,15 @@ impl Engine {
             });
         }
         Ok(out)
+    }
+}
+
+/// The message of a Rust callback's error, without mlua's wrapping.
+fn innermost(e: &mlua::Error) -> String {
+    match e {
+        mlua::Error::CallbackError { cause, .. } => innermost(cause),
+        mlua::Error::RuntimeError(m) => m.clone(),
+        e => e.to_string(),
     }
 }
 

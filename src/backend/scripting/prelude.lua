@@ -19,6 +19,11 @@ bridge.handler = function(err)
     if not i or (i.what ~= 'C' and i.what ~= 'tail' and i.source ~= '=redis') then break end
     level = level + 1
   end
+  if type(err) == 'userdata' then
+    -- A library function's error: luaL_error puts the caller's position first.
+    local where = i and i.currentline > 0 and (i.short_src .. ':' .. i.currentline .. ': ') or ''
+    err = where .. bridge.errmsg(err)
+  end
   if type(err) ~= 'table' then err = {err = 'ERR ' .. tostring(err)} end
   if i then err.source = i.source; err.line = i.currentline end
   return err
