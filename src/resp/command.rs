@@ -429,6 +429,7 @@ pub const TABLE: &[CommandSpec] = &[
     row("fcall", -3, KEYED, NK2, true),
     row("fcall_ro", -3, KEYED, NK2, false),
     row("script", -2, Kind::FanOut(Aggregate::First), NONE, true),
+    row("function", -2, Kind::FanOut(Aggregate::First), NONE, true),
     // fan-out
     row("dbsize", 1, Kind::FanOut(Aggregate::Sum), NONE, false),
     row("flushall", -1, Kind::FanOut(Aggregate::AllOk), NONE, true),
@@ -499,7 +500,6 @@ pub const TABLE: &[CommandSpec] = &[
     row("latency", -2, SERVER, NONE, false),
     row("acl", -2, SERVER, NONE, false),
     row("module", -2, SERVER, NONE, false),
-    row("function", -2, SERVER, NONE, false),
     row("role", 1, SERVER, NONE, false),
     row("lolwut", -1, SERVER, NONE, false),
     row("pfdebug", 3, SERVER, NONE, false),

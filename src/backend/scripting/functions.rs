@@ -245,9 +245,10 @@ pub(crate) fn function(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
         }
         "flush" => {
             if args.len() > 3 {
-                return Err(CmdError::err(
-                    "unknown subcommand or wrong number of arguments for 'flush'. Try FUNCTION HELP.",
-                ));
+                return Err(CmdError::err(format!(
+                    "unknown subcommand or wrong number of arguments for '{}'. Try FUNCTION HELP.",
+                    String::from_utf8_lossy(args[1])
+                )));
             }
             if args.len() == 3
                 && !eq_ignore_case(args[2], b"sync")

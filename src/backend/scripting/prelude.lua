@@ -123,9 +123,26 @@ redis.REDIS_VERSION = bridge.version
 redis.REDIS_VERSION_NUM = bridge.version_num
 rawset(_G, 'redis', redis)
 
+-- Redis's pcall: an error table raised by redis.call and friends comes
+-- back as its `err` text.
+local raw_pcall = pcall
+local function pcall_result(ok, ...)
+  if ok then return true, ... end
+  local e = ...
+  if type(e) == 'table' and type(e.err) == 'string' then e = e.err end
+  if type(e) == 'userdata' then
+    local i = getinfo(3, 'Sl')
+    local where = i and i.currentline > 0 and (i.short_src .. ':' .. i.currentline .. ': ') or ''
+    e = where .. bridge.errmsg(e)
+  end
+  return false, e
+end
+rawset(_G, 'pcall', function(f, ...) return pcall_result(raw_pcall(f, ...)) end)
+rawset(_G, '__redis__err__handler', bridge.handler)
+
 -- Only what Redis 7.0 leaves to scripts.
 local allowed = {
-  _G = 1, _VERSION = 1, assert = 1, collectgarbage = 1, error = 1, gcinfo = 1,
+  _G = 1, _VERSION = 1, __redis__err__handler = 1, assert = 1, collectgarbage = 1, error = 1, gcinfo = 1,
   getmetatable = 1, ipairs = 1, load = 1, loadstring = 1, next = 1, pairs = 1,
   pcall = 1, rawequal = 1, rawget = 1, rawset = 1, select = 1, setmetatable = 1,
   tonumber = 1, tostring = 1, type = 1, unpack = 1, xpcall = 1,
