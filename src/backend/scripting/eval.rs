@@ -167,6 +167,11 @@ pub(crate) fn execute(
 
 /// EVAL / EVALSHA and their read-only forms.
 fn eval_generic(ctx: &mut Ctx, args: &[&[u8]], by_sha: bool, ro: bool) -> CmdResult {
+    if by_sha && args[1].len() != 40 {
+        return Err(CmdError::Other(
+            "NOSCRIPT No matching script. Please use EVAL.".into(),
+        ));
+    }
     let (keys, argv) = split_keys(args)?;
     let mut guard = ctx.node.scripting.scripts();
     if guard.is_none() {
