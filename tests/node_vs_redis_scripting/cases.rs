@@ -71,6 +71,8 @@ pub const EVAL: &[&[&[&str]]] = &[
         &["EVAL_RO", "return redis.call('get','a')", "0"],
         &["EVAL", "return redis.call('set', 1.5, 2)", "0"],
         &["EVAL", "return redis.call('get', 1.5)", "0"],
+        &["EVAL", "redis.call('set','foo',9007199254740991); return redis.call('get','foo')", "0"],
+        &["EVAL", "redis.call('set','foo',0.1); return redis.call('get','foo')", "0"],
     ],
     // errors raised and returned
     &[
@@ -95,6 +97,8 @@ pub const EVAL: &[&[&[&str]]] = &[
         &["EVAL", "error(123)", "0"],
         &["EVAL", "return redis.error_reply('foo')", "0"],
         &["EVAL", "return redis.error_reply('-FOO bar')", "0"],
+        &["EVAL", "return redis.error_reply('MY_ERR_CODE custom msg')", "0"],
+        &["EVAL", "return redis.error_reply('')", "0"],
         &["EVAL", "return redis.error_reply(1)", "0"],
         &["EVAL", "return redis.status_reply('fine')", "0"],
         &["EVAL", "return redis.status_reply()", "0"],
@@ -131,6 +135,10 @@ pub const EVAL: &[&[&[&str]]] = &[
             "0",
         ],
         &["EVAL", "return ('abc'):upper()", "0"],
+        &["EVAL", "setmetatable(_G, {})", "0"],
+        &["EVAL", "local g = getmetatable(_G); g.__index = {}", "0"],
+        &["EVAL", "return type(getmetatable(_G))", "0"],
+        &["EVAL", "return loadstring(string.dump(function() return 1 end))()", "0"],
         &["EVAL", "return math.floor(2.5)", "0"],
     ],
     // the redis table
@@ -207,6 +215,7 @@ pub const LIBS: &[&[&[&str]]] = &[
         &["EVAL", "return cjson.encode({1,2,3,'a'})", "0"],
         &["EVAL", "return cjson.encode({a=1})", "0"],
         &["EVAL", "return cjson.encode({})", "0"],
+        &["EVAL", "return cjson.encode_keep_buffer(false)", "0"],
         &["EVAL", "return cjson.encode('a/b\"c\\n\\1')", "0"],
         &["EVAL", "return cjson.encode({1.5, 0.1, 1e20, -3, true, false})", "0"],
         &["EVAL", "return cjson.encode({[1]=1,[20]=2})", "0"],

@@ -8,6 +8,7 @@
 
 use super::convert::{error_table, reply_to_lua};
 use super::engine::RunState;
+use crate::backend::commands::util::fmt_double;
 use crate::backend::commands::{self, arity_ok, lookup, Client, DENYOOM, WRITE};
 use crate::backend::node::Node;
 use bytes::BytesMut;
@@ -101,12 +102,9 @@ impl<'a> Caller<'a> {
         for a in args {
             match a {
                 Value::String(s) => owned.push(s.as_bytes().to_vec()),
-                v @ (Value::Integer(_) | Value::Number(_)) => match lua.coerce_string(v)? {
-                    Some(s) => owned.push(s.as_bytes().to_vec()),
-                    None => {
-                        return fail("Lua redis lib command arguments must be strings or integers")
-                    }
-                },
+                // Redis formats numbers with %.17g, not Lua's %.14g.
+                Value::Integer(i) => owned.push(i.to_string().into_bytes()),
+                Value::Number(n) => owned.push(fmt_double(n).into_bytes()),
                 _ => return fail("Lua redis lib command arguments must be strings or integers"),
             }
         }

@@ -5,6 +5,7 @@ local bridge = ...
 local getinfo = debug.getinfo
 local type, tostring, error, select = type, tostring, error, select
 local pairs, setmetatable, rawset = pairs, setmetatable, rawset
+local setmt = setmetatable
 local sub, find, gsub = string.sub, string.find, string.gsub
 local xpcall, tonumber, concat = xpcall, tonumber, table.concat
 
@@ -62,6 +63,7 @@ redis.error_reply = function(...)
   if select('#', ...) ~= 1 or type(e) ~= 'string' then
     return {err = 'ERR wrong number or type of arguments'}
   end
+  if sub(e, 1, 1) ~= '-' then e = '-' .. e end
   return {err = error_text(e)}
 end
 redis.status_reply = function(...)
@@ -140,6 +142,13 @@ end
 rawset(_G, 'pcall', function(f, ...) return pcall_result(raw_pcall(f, ...)) end)
 rawset(_G, '__redis__err__handler', bridge.handler)
 
+-- Redis refuses binary chunks.
+local raw_loadstring = loadstring
+rawset(_G, 'loadstring', function(s, ...)
+  if type(s) == 'string' and sub(s, 1, 1) == '\27' then return nil, 'binary chunks are not allowed' end
+  return raw_loadstring(s, ...)
+end)
+
 -- Only what Redis 7.0 leaves to scripts.
 local allowed = {
   _G = 1, _VERSION = 1, __redis__err__handler = 1, assert = 1, collectgarbage = 1, error = 1, gcinfo = 1,
@@ -156,6 +165,9 @@ end
 -- Makes `t` read-only: its entries move to a hidden table it reads
 -- through; `missing` (if given) answers a read of an absent key.
 local backings = setmetatable({}, {__mode = 'k'})
+local function readonly() error('Attempt to modify a readonly table', 2) end
+-- What getmetatable() shows of a read-only table: itself read-only.
+local shown = setmetatable({}, {__newindex = readonly, __metatable = false})
 local function lock(t, missing)
   local backing = {}
   backings[t] = backing
@@ -171,12 +183,19 @@ local function lock(t, missing)
   end
   local mt = {
     __index = index,
-    __newindex = function() error('Attempt to modify a readonly table', 2) end,
-    __metatable = false,
+    __newindex = readonly,
+    __metatable = shown,
   }
-  setmetatable(t, mt)
+  setmt(t, mt)
   return backing, mt
 end
+
+-- setmetatable() on a read-only table fails as Redis's does.
+local raw_setmetatable = setmetatable
+rawset(_G, 'setmetatable', function(t, mt)
+  if backings[t] or t == shown then error('Attempt to modify a readonly table', 0) end
+  return raw_setmetatable(t, mt)
+end)
 
 -- pairs() walks a read-only table's entries, as on Redis.
 local raw_pairs, next = pairs, next

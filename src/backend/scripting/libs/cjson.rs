@@ -370,6 +370,18 @@ pub(super) fn library(lua: &Lua) -> mlua::Result<Table> {
             Ok(v)
         })?,
     )?;
+    // Settings of lua-cjson; the node keeps its defaults.
+    for name in [
+        "encode_keep_buffer",
+        "encode_max_depth",
+        "decode_max_depth",
+        "encode_number_precision",
+        "encode_invalid_numbers",
+        "decode_invalid_numbers",
+        "encode_sparse_array",
+    ] {
+        t.set(name, lua.create_function(|_, v: mlua::MultiValue| Ok(v))?)?;
+    }
     t.set(
         "null",
         Value::LightUserData(LightUserData(std::ptr::null_mut())),
