@@ -98,4 +98,16 @@ pub const FUNCTIONS: &[&[&[&str]]] = &[
         &["FCALL", "rs", "1", "hh"],
         &["FUNCTION", "STATS"],
     ],
+    &[
+        &["FUNCTION", "LOAD", "#!lua name=t1\nredis.register_function('test', function() return 1 end)"],
+        &["FCALL", "TEST", "0"],
+        &["FUNCTION", "LOAD", "#!lua name=t4\nredis.register_function('Test', function() return 1 end)"],
+        &["FUNCTION", "RESTORE", "a", "b", "c"],
+        &["FUNCTION", "LOAD", "#!lua name=t2\nredis.register_function('foo')"],
+        &["FUNCTION", "LOAD", "#!lua name=t2\nredis.register_function(function() end, 'x')"],
+        &["FUNCTION", "LOAD", "#!lua name=t2\nredis.setresp(3)"],
+        &["FUNCTION", "LOAD", "#!lua name=t3\nlocal rf = redis.register_function\nredis.register_function('evil', function() rf('x', function() end) end)"],
+        &["FCALL", "evil", "0"],
+        &["EVAL", "local a = {} for i=1,7999 do a[i] = 1 end return redis.call('lpush', 'l', unpack(a))", "0"],
+    ],
 ];

@@ -94,6 +94,13 @@ impl<'a> Caller<'a> {
     /// `(false, {err=…})` for an error (which `redis.call` raises).
     pub(crate) fn call(&mut self, lua: &Lua, mut args: MultiValue) -> mlua::Result<(bool, Value)> {
         args.pop_front();
+        // The prelude packs the arguments into one table `{n = …, …}`.
+        if let Some(Value::Table(t)) = args.pop_front() {
+            let n: usize = t.raw_get::<Option<usize>>("n")?.unwrap_or(0);
+            for i in 1..=n {
+                args.push_back(t.raw_get::<Value>(i)?);
+            }
+        }
         let fail = |msg: &str| Ok((false, error_table(lua, msg.as_bytes())?));
         if args.is_empty() {
             return fail("Please specify at least one argument for this redis lib call");

@@ -267,7 +267,13 @@ pub(crate) fn function(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
             encode::bulk(ctx.out, &payload);
         }
         "restore" => {
-            arity(args.len() == 3 || args.len() == 4)?;
+            arity(args.len() >= 3)?;
+            if args.len() > 4 {
+                return Err(CmdError::err(format!(
+                    "unknown subcommand or wrong number of arguments for '{}'. Try FUNCTION HELP.",
+                    String::from_utf8_lossy(args[1])
+                )));
+            }
             restore(ctx, args)?;
         }
         "stats" => {

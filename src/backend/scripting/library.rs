@@ -69,9 +69,14 @@ impl Libraries {
         })
     }
 
-    /// The library that has function `name`.
+    /// The function named `name`, in any library.
     pub(crate) fn find(&self, name: &str) -> Option<&Registered> {
-        self.libs.values().find_map(|l| l.functions.get(name))
+        // Function names are case-insensitive, as in Redis.
+        self.libs.values().find_map(|l| {
+            l.functions
+                .values()
+                .find(|f| f.name.eq_ignore_ascii_case(name))
+        })
     }
 
     /// FUNCTION LOAD [REPLACE]: loads `code`, returns the library name.
@@ -88,10 +93,9 @@ impl Libraries {
             return Err(CmdError::err("No functions registered"));
         }
         for f in &registered {
-            let taken = self
-                .libs
-                .iter()
-                .any(|(lib, l)| *lib != name && l.functions.contains_key(&f.name));
+            let taken = self.libs.iter().any(|(lib, l)| {
+                *lib != name && l.functions.keys().any(|k| k.eq_ignore_ascii_case(&f.name))
+            });
             if taken {
                 return Err(CmdError::err(format!("Function {} already exists", f.name)));
             }

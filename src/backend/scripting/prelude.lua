@@ -6,7 +6,7 @@ local getinfo = debug.getinfo
 local type, tostring, error, select = type, tostring, error, select
 local pairs, setmetatable, rawset = pairs, setmetatable, rawset
 local setmt = setmetatable
-local sub, find, gsub = string.sub, string.find, string.gsub
+local sub, find, gsub, lower = string.sub, string.find, string.gsub, string.lower
 local xpcall, tonumber, concat = xpcall, tonumber, table.concat
 
 -- Where an error was raised: the first frame that is neither a C function
@@ -53,9 +53,10 @@ end
 local redis = {}
 -- The raising functions: Rust puts C functions named `c_<name>` in the
 -- bridge that call these and raise the error table they return.
-bridge.impl_call = function(...) return bridge.call(true, ...) end
+-- The arguments travel as one table: a Rust callback takes few values.
+bridge.impl_call = function(...) return bridge.call(true, {n = select('#', ...), ...}) end
 redis.pcall = function(...)
-  local _, v = bridge.call(false, ...)
+  local _, v = bridge.call(false, {n = select('#', ...), ...})
   return v
 end
 redis.error_reply = function(...)
@@ -221,7 +222,9 @@ local function valid_name(name)
 end
 local known_flags = {['no-writes'] = true, ['allow-oom'] = true, ['allow-stale'] = true,
   ['no-cluster'] = true, ['allow-cross-slot-keys'] = true}
+local loading = false
 bridge.impl_register_function = function(...)
+  if not loading then return fail('ERR redis.register_function can only be called on FUNCTION LOAD command') end
   local n = select('#', ...)
   local name, callback, flags, description
   if n == 1 and type((...)) == 'table' then
@@ -236,7 +239,10 @@ bridge.impl_register_function = function(...)
     if type(callback) ~= 'function' then return fail('ERR redis.register_function must get a callback argument') end
   elseif n == 2 then
     name, callback = ...
+    if type(name) ~= 'string' then return fail('ERR first argument to redis.register_function must be a string') end
     if type(callback) ~= 'function' then return fail('ERR second argument to redis.register_function must be a function') end
+  elseif n == 1 then
+    return fail('ERR calling redis.register_function with a single argument is only applicable to Lua table (representing named arguments).')
   else
     return fail('ERR wrong number of arguments to redis.register_function')
   end
@@ -256,7 +262,7 @@ bridge.impl_register_function = function(...)
   end
   local reg = bridge.registered
   for _, r in raw_pairs(reg) do
-    if r.name == name then return fail('ERR Function already exists in the library') end
+    if lower(r.name) == lower(name) then return fail('ERR Function already exists in the library') end
   end
   reg[#reg + 1] = {name = name, callback = callback, flags = list,
     description = description and tostring(description)}
@@ -266,7 +272,6 @@ local load_redis = {
   register_function = bridge.c_register_function, log = redis.log,
   LOG_DEBUG = 0, LOG_VERBOSE = 1, LOG_NOTICE = 2, LOG_WARNING = 3,
   REDIS_VERSION = bridge.version, REDIS_VERSION_NUM = bridge.version_num,
-  setresp = redis.setresp,
 }
 lock(load_redis, missing_global)
 local load_api = {redis = load_redis}
@@ -282,5 +287,6 @@ bridge.globals = run_api
 -- FUNCTION LOAD: library code runs with the load-time globals.
 bridge.loading = function(on)
   current = on and load_api or run_api
+  loading = on
   if on then bridge.registered = {} end
 end
