@@ -39,6 +39,14 @@ pub(crate) struct Stats {
     pub(crate) blocked_clients: AtomicUsize,
 }
 
+/// The node's gate as a command holds it (see [`Node::hold`]).
+pub(crate) enum Held<'a> {
+    #[allow(dead_code)]
+    Shared(RwLockReadGuard<'a, ()>),
+    #[allow(dead_code)]
+    Exclusive(RwLockWriteGuard<'a, ()>),
+}
+
 /// State shared by every connection of one node.
 pub(crate) struct Node {
     /// The keyspace.
@@ -94,6 +102,16 @@ impl Node {
     /// the guard drops.
     pub(crate) fn exclusive(&self) -> RwLockWriteGuard<'_, ()> {
         self.gate.write().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Holds the gate exclusively for a script (EVAL, FCALL: nothing may
+    /// interleave with it), shared for any other command.
+    pub(crate) fn hold(&self, script: bool) -> Held<'_> {
+        if script {
+            Held::Exclusive(self.exclusive())
+        } else {
+            Held::Shared(self.shared())
+        }
     }
 
     /// The current encoding thresholds, read from the live CONFIG

@@ -204,7 +204,7 @@ pub(crate) fn dispatch(
             return Next::Done;
         }
     }
-    let _gate = crate::backend::scripting::hold(node, cmd);
+    let _gate = node.hold(matches!(cmd.run, Run::Script(_)));
     if client.tx.is_queueing() && !multi::runs_immediately(cmd) {
         multi::queue(node, client, out, cmd, args, now);
         return Next::Done;

@@ -3,7 +3,7 @@
 //! it (the `mlua` crate, vendored Lua 5.1).
 //!
 //! ```text
-//!  EVAL body n k.. a..  ──► take the node's gate exclusively (hold)
+//!  EVAL body n k.. a..  ──► take the node's gate exclusively (Node::hold)
 //!                        ──► compile once per SHA-1 (the node's cache) ──► run in the node's Lua state
 //!  redis.call(...)      ──► the node's dispatcher table, the script's own client ──► reply as a Lua value
 //!  return value         ──► Redis's Lua-to-RESP rules ──► the caller's reply
@@ -24,9 +24,7 @@ mod libs;
 mod raising;
 pub(crate) mod sha1;
 
-use crate::backend::commands::{Command, Run};
-use crate::backend::node::Node;
-use std::sync::{Mutex, MutexGuard, RwLockReadGuard, RwLockWriteGuard};
+use std::sync::{Mutex, MutexGuard};
 
 pub(crate) use eval::{eval, eval_ro, evalsha, evalsha_ro, script};
 pub(crate) use functions::{fcall, fcall_ro, function};
@@ -47,23 +45,5 @@ impl Scripting {
 
     fn functions(&self) -> MutexGuard<'_, Option<library::Libraries>> {
         self.functions.lock().unwrap_or_else(|e| e.into_inner())
-    }
-}
-
-/// The node's gate as a command holds it.
-pub(crate) enum Held<'a> {
-    #[allow(dead_code)]
-    Shared(RwLockReadGuard<'a, ()>),
-    #[allow(dead_code)]
-    Exclusive(RwLockWriteGuard<'a, ()>),
-}
-
-/// Takes the node's gate for `cmd`: exclusively for a script (which must
-/// not interleave with anything), shared for everything else.
-pub(crate) fn hold<'a>(node: &'a Node, cmd: &Command) -> Held<'a> {
-    if matches!(cmd.run, Run::Script(_)) {
-        Held::Exclusive(node.exclusive())
-    } else {
-        Held::Shared(node.shared())
     }
 }
