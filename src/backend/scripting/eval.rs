@@ -256,16 +256,19 @@ pub(crate) fn help(ctx: &mut Ctx, lines: &[&str]) {
     }
 }
 
+/// A subcommand's arity check: `wrong number of arguments for 'parent|sub'`.
+pub(crate) fn sub_arity(parent: &str, sub: &str, ok: bool) -> Result<(), CmdError> {
+    if ok {
+        Ok(())
+    } else {
+        Err(CmdError::WrongArity(format!("{parent}|{sub}")))
+    }
+}
+
 /// SCRIPT LOAD|EXISTS|FLUSH|KILL|HELP
 pub(crate) fn script(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     let sub = String::from_utf8_lossy(args[1]).to_ascii_lowercase();
-    let arity = |ok: bool| {
-        if ok {
-            Ok(())
-        } else {
-            Err(CmdError::WrongArity(format!("script|{sub}")))
-        }
-    };
+    let arity = |ok: bool| sub_arity("script", &sub, ok);
     match sub.as_str() {
         "help" => {
             arity(args.len() == 2)?;

@@ -1,7 +1,7 @@
 //! FUNCTION LOAD|LIST|DELETE|FLUSH|DUMP|RESTORE|STATS|KILL|HELP, FCALL and
 //! FCALL_RO, as Redis 7.0 answers them.
 
-use super::eval::{execute, help};
+use super::eval::{execute, help, sub_arity};
 use super::library::{name_of, undump, Libraries};
 use crate::backend::commands::{CmdResult, Ctx};
 use crate::backend::error::CmdError;
@@ -207,13 +207,7 @@ fn restore(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
 /// FUNCTION <subcommand> ...
 pub(crate) fn function(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     let sub = String::from_utf8_lossy(args[1]).to_ascii_lowercase();
-    let arity = |ok: bool| {
-        if ok {
-            Ok(())
-        } else {
-            Err(CmdError::WrongArity(format!("function|{sub}")))
-        }
-    };
+    let arity = |ok: bool| sub_arity("function", &sub, ok);
     match sub.as_str() {
         "help" => {
             arity(args.len() == 2)?;
