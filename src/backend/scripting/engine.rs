@@ -11,6 +11,7 @@ use crate::backend::node::REDIS_VERSION;
 use mlua::{Function, Lua, LuaOptions, MultiValue, StdLib, Table, Value};
 use std::sync::atomic::{AtomicBool, AtomicU8, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
+use std::time::Instant;
 
 /// What a script's Rust callbacks share with the caller.
 #[derive(Default)]
@@ -21,7 +22,20 @@ pub(crate) struct RunState {
     pub(crate) kill: Mutex<Option<String>>,
     /// Set while a script runs.
     pub(crate) running: AtomicBool,
+    /// When the running script started.
+    pub(crate) started: Mutex<Option<Instant>>,
 }
+
+/// How long a script may run before the node stops it: Redis's default
+/// `busy-reply-threshold`. Redis then answers `-BUSY` to other clients and
+/// waits for SCRIPT KILL; the built-in node serves its connections on one
+/// thread, so it stops the script itself instead of hanging every client.
+/// Writes the script made before stay, as after any script error (Redis
+/// never rolls a script back), and no other client ran in between.
+pub(crate) const SCRIPT_TIME_LIMIT_MS: u64 = 5_000;
+
+/// How often (in Lua VM instructions) a running script's clock is read.
+const CLOCK_EVERY_INSTRUCTIONS: u32 = 10_000;
 
 /// How a script ended.
 pub(crate) enum Outcome {
@@ -102,6 +116,25 @@ impl Engine {
             bridge.set(format!("c_{name}"), unsafe { lua.create_c_function(*f)? })?;
         }
         lua.set_named_registry_value(super::raising::BRIDGE_KEY, bridge.clone())?;
+        let s = state.clone();
+        lua.set_global_hook(
+            mlua::HookTriggers::new().every_nth_instruction(CLOCK_EVERY_INSTRUCTIONS),
+            move |_, _| {
+                let over = s
+                    .started
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .is_some_and(|t| t.elapsed().as_millis() as u64 > SCRIPT_TIME_LIMIT_MS);
+                if !over || !s.running.load(Relaxed) {
+                    return Ok(mlua::VmState::Continue);
+                }
+                let msg = format!(
+                    "ERR Script killed: it ran longer than {SCRIPT_TIME_LIMIT_MS} ms (busy-reply-threshold); writes it made before stay"
+                );
+                *s.kill.lock().unwrap_or_else(|e| e.into_inner()) = Some(msg.clone());
+                Err(mlua::Error::RuntimeError(msg))
+            },
+        )?;
         bridge.set(
             "errmsg",
             lua.create_function(|_, v: Value| {
@@ -164,6 +197,7 @@ impl Engine {
     ) -> mlua::Result<Outcome> {
         self.state.resp.store(2, Relaxed);
         *self.state.kill.lock().unwrap_or_else(|e| e.into_inner()) = None;
+        *self.state.started.lock().unwrap_or_else(|e| e.into_inner()) = Some(Instant::now());
         self.state.running.store(true, Relaxed);
         let result = self.lua.scope(|scope| {
             self.bridge.set("call", scope.create_function_mut(call)?)?;
@@ -179,6 +213,7 @@ impl Engine {
             })
         });
         self.state.running.store(false, Relaxed);
+        *self.state.started.lock().unwrap_or_else(|e| e.into_inner()) = None;
         result
     }
 }
@@ -201,7 +236,13 @@ impl Engine {
             .map_err(|m| format!("Error compiling function: {m}"))?;
         let loading: Function = self.bridge.get("loading").map_err(|e| e.to_string())?;
         loading.call::<()>(true).map_err(|e| e.to_string())?;
+        // A library's load-time code is on the same clock as a script.
+        *self.state.kill.lock().unwrap_or_else(|e| e.into_inner()) = None;
+        *self.state.started.lock().unwrap_or_else(|e| e.into_inner()) = Some(Instant::now());
+        self.state.running.store(true, Relaxed);
         let ran = self.run.call::<MultiValue>(f);
+        self.state.running.store(false, Relaxed);
+        *self.state.started.lock().unwrap_or_else(|e| e.into_inner()) = None;
         loading.call::<()>(false).map_err(|e| e.to_string())?;
         let mut r = ran.map_err(|e| e.to_string())?.into_iter();
         if !matches!(r.next(), Some(Value::Boolean(true))) {
@@ -268,5 +309,26 @@ mod tests {
     fn version_numbers_pack_like_redis() {
         assert_eq!(super::version_num("7.0.15"), 458767);
         assert_eq!(super::version_num("7.0.0"), 0x070000);
+    }
+}
+
+#[cfg(test)]
+mod limit_tests {
+    use super::*;
+
+    #[test]
+    fn a_script_past_the_time_limit_is_stopped() {
+        let e = Engine::new().unwrap();
+        let f = e.compile(b"while true do end", "@user_script").unwrap();
+        let out = e
+            .run(&f, MultiValue::new(), |_, _| Ok((true, Value::Nil)))
+            .unwrap();
+        match out {
+            Outcome::Error(Value::Table(t)) => {
+                let err: String = t.get("err").unwrap();
+                assert!(err.starts_with("ERR Script killed"), "{err}");
+            }
+            _ => panic!("the script was not stopped with an error"),
+        }
     }
 }

@@ -131,6 +131,9 @@ rawset(_G, 'redis', redis)
 local raw_pcall = pcall
 local function pcall_result(ok, ...)
   if ok then return true, ... end
+  -- A script stopped for running too long cannot catch its way out.
+  local killed = bridge.killed()
+  if killed then error({err = killed}) end
   local e = ...
   if type(e) == 'table' and type(e.err) == 'string' then e = e.err end
   if type(e) == 'userdata' then
@@ -141,6 +144,16 @@ local function pcall_result(ok, ...)
   return false, e
 end
 rawset(_G, 'pcall', function(f, ...) return pcall_result(raw_pcall(f, ...)) end)
+local raw_xpcall = xpcall
+rawset(_G, 'xpcall', function(f, h)
+  return (function(ok, ...)
+    if not ok then
+      local killed = bridge.killed()
+      if killed then error({err = killed}) end
+    end
+    return ok, ...
+  end)(raw_xpcall(f, h))
+end)
 rawset(_G, '__redis__err__handler', bridge.handler)
 
 -- Redis refuses binary chunks.
