@@ -30,6 +30,7 @@ mod error;
 mod keyspace;
 mod node;
 mod pubsub;
+mod scripting;
 mod server;
 mod value;
 

@@ -39,6 +39,14 @@ pub(crate) struct Stats {
     pub(crate) blocked_clients: AtomicUsize,
 }
 
+/// The node's gate as a command holds it (see [`Node::hold`]).
+pub(crate) enum Held<'a> {
+    #[allow(dead_code)]
+    Shared(RwLockReadGuard<'a, ()>),
+    #[allow(dead_code)]
+    Exclusive(RwLockWriteGuard<'a, ()>),
+}
+
 /// State shared by every connection of one node.
 pub(crate) struct Node {
     /// The keyspace.
@@ -78,6 +86,8 @@ pub(crate) struct Node {
     /// atomic add and subtract per command. Rust's lock lets a waiting
     /// EXEC in before new readers, so transactions are not starved.
     gate: RwLock<()>,
+    /// The Lua state and script cache (EVAL, FUNCTION).
+    pub(crate) scripting: crate::backend::scripting::Scripting,
 }
 
 impl Node {
@@ -92,6 +102,16 @@ impl Node {
     /// the guard drops.
     pub(crate) fn exclusive(&self) -> RwLockWriteGuard<'_, ()> {
         self.gate.write().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Holds the gate exclusively for a script (EVAL, FCALL: nothing may
+    /// interleave with it), shared for any other command.
+    pub(crate) fn hold(&self, script: bool) -> Held<'_> {
+        if script {
+            Held::Exclusive(self.exclusive())
+        } else {
+            Held::Shared(self.shared())
+        }
     }
 
     /// The current encoding thresholds, read from the live CONFIG
@@ -140,6 +160,7 @@ impl Node {
             pubsub: Arc::default(),
             next_client_id: AtomicU64::new(1),
             gate: RwLock::new(()),
+            scripting: Default::default(),
         }
     }
 }

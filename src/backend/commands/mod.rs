@@ -34,7 +34,7 @@ mod sort;
 mod strings;
 mod table;
 mod timeout;
-mod util;
+pub(crate) mod util;
 mod zrange;
 mod zsets;
 mod zstore;
@@ -204,7 +204,7 @@ pub(crate) fn dispatch(
             return Next::Done;
         }
     }
-    let _shared = node.shared();
+    let _gate = node.hold(matches!(cmd.run, Run::Script(_)));
     if client.tx.is_queueing() && !multi::runs_immediately(cmd) {
         multi::queue(node, client, out, cmd, args, now);
         return Next::Done;
@@ -223,7 +223,7 @@ pub(crate) fn dispatch(
 /// command names. The caller holds the node's gate. A blocking command that
 /// finds nothing returns what to wait for (never while
 /// `client.never_block`, as inside EXEC).
-fn run(
+pub(crate) fn run(
     node: &Node,
     client: &mut Client,
     out: &mut BytesMut,
@@ -239,7 +239,7 @@ fn run(
         now,
     };
     let result = match cmd.run {
-        Run::Sync(f) => f(&mut ctx, args).map(|()| Next::Done),
+        Run::Sync(f) | Run::Script(f) => f(&mut ctx, args).map(|()| Next::Done),
         Run::Block(f) => f(&mut ctx, args).map(|b| b.map_or(Next::Done, Next::Block)),
         Run::Migrate | Run::Exec => Err(CmdError::err(format!("'{}' cannot run here", cmd.name))),
     };

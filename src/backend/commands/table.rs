@@ -7,6 +7,7 @@
 //! not serve. Never runs anything.
 
 use super::*;
+use crate::backend::scripting;
 use std::ops::Deref;
 use std::sync::LazyLock;
 
@@ -25,6 +26,9 @@ pub(crate) enum Run {
     Migrate,
     /// EXEC: runs the queued commands with the node's gate held exclusively.
     Exec,
+    /// A script (EVAL, FCALL): in place, with the node's gate held
+    /// exclusively (see `backend::scripting`).
+    Script(fn(&mut Ctx, &[&[u8]]) -> CmdResult),
 }
 
 /// One row of the node's table: a catalogue row and its handler.
@@ -270,6 +274,15 @@ pub(crate) static COMMANDS: &[Command] = &[
     sync(Publish, pubsub::publish),
     sync(Spublish, pubsub::spublish),
     sync(Pubsub, pubsub::pubsub),
+    // scripting
+    row(Eval, Run::Script(scripting::eval)),
+    row(Evalsha, Run::Script(scripting::evalsha)),
+    row(EvalRo, Run::Script(scripting::eval_ro)),
+    row(EvalshaRo, Run::Script(scripting::evalsha_ro)),
+    sync(Script, scripting::script),
+    row(Fcall, Run::Script(scripting::fcall)),
+    row(FcallRo, Run::Script(scripting::fcall_ro)),
+    sync(Function, scripting::function),
     // migration
     sync(Dump, migrate::dump),
     sync(Restore, migrate::restore),

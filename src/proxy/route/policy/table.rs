@@ -278,7 +278,7 @@ pub const TABLE: &[CommandSpec] = &[
     p(Latency, SERVER),
     p(Acl, SERVER),
     p(Module, SERVER),
-    p(Function, SERVER),
+    p(Function, Kind::FanOut(Aggregate::First)),
     p(Role, SERVER),
     p(Lolwut, SERVER),
     p(Pfdebug, SERVER),

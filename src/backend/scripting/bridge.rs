@@ -1,0 +1,151 @@
+//! `redis.call` and `redis.pcall`: a script's way to the node's commands.
+//!
+//! Each call is checked as Redis checks it (arguments, command, arity,
+//! commands scripts may not call, writes from read-only scripts), run
+//! through the dispatcher's table on the script's own client (no
+//! blocking, the protocol `redis.setresp` chose), and its reply read back
+//! as a Lua value.
+
+use super::convert::{error_table, reply_to_lua};
+use super::engine::RunState;
+use crate::backend::commands::util::fmt_double;
+use crate::backend::commands::{self, arity_ok, lookup, Client, DENYOOM, WRITE};
+use crate::backend::node::Node;
+use bytes::BytesMut;
+use mlua::{Lua, MultiValue, Value};
+use std::sync::atomic::Ordering::Relaxed;
+
+/// Commands a script may not call (Redis's `noscript` flag).
+const NOSCRIPT: &[&str] = &[
+    "auth",
+    "bgrewriteaof",
+    "bgsave",
+    "blmove",
+    "blpop",
+    "brpop",
+    "brpoplpush",
+    "bzpopmax",
+    "bzpopmin",
+    "client",
+    "debug",
+    "discard",
+    "eval",
+    "eval_ro",
+    "evalsha",
+    "evalsha_ro",
+    "exec",
+    "failover",
+    "fcall",
+    "fcall_ro",
+    "function",
+    "hello",
+    "migrate",
+    "monitor",
+    "multi",
+    "psubscribe",
+    "psync",
+    "punsubscribe",
+    "quit",
+    "replconf",
+    "replicaof",
+    "reset",
+    "role",
+    "save",
+    "script",
+    "shutdown",
+    "slaveof",
+    "ssubscribe",
+    "subscribe",
+    "sunsubscribe",
+    "sync",
+    "unsubscribe",
+    "unwatch",
+    "wait",
+    "watch",
+];
+
+/// What one script run's calls share.
+pub(crate) struct Caller<'a> {
+    pub(crate) node: &'a Node,
+    pub(crate) client: Client,
+    pub(crate) now: u64,
+    /// Under EVAL_RO, FCALL_RO or the `no-writes` flag.
+    pub(crate) readonly: bool,
+    /// Some call wrote (SCRIPT KILL then refuses).
+    pub(crate) wrote: bool,
+    pub(crate) state: &'a RunState,
+}
+
+impl<'a> Caller<'a> {
+    pub(crate) fn new(node: &'a Node, now: u64, readonly: bool, state: &'a RunState) -> Self {
+        let mut client = Client::new(0, String::new(), String::new(), now);
+        client.never_block = true;
+        Caller {
+            node,
+            client,
+            now,
+            readonly,
+            wrote: false,
+            state,
+        }
+    }
+
+    /// `bridge.call(raise, cmd, args...)`: `(true, reply)`, or
+    /// `(false, {err=…})` for an error (which `redis.call` raises).
+    pub(crate) fn call(&mut self, lua: &Lua, mut args: MultiValue) -> mlua::Result<(bool, Value)> {
+        args.pop_front();
+        // The prelude packs the arguments into one table `{n = …, …}`.
+        if let Some(Value::Table(t)) = args.pop_front() {
+            let n: usize = t.raw_get::<Option<usize>>("n")?.unwrap_or(0);
+            for i in 1..=n {
+                args.push_back(t.raw_get::<Value>(i)?);
+            }
+        }
+        let fail = |msg: &str| Ok((false, error_table(lua, msg.as_bytes())?));
+        if args.is_empty() {
+            return fail("Please specify at least one argument for this redis lib call");
+        }
+        let mut owned: Vec<Vec<u8>> = Vec::with_capacity(args.len());
+        for a in args {
+            match a {
+                Value::String(s) => owned.push(s.as_bytes().to_vec()),
+                // Redis formats numbers with %.17g, not Lua's %.14g.
+                Value::Integer(i) => owned.push(i.to_string().into_bytes()),
+                Value::Number(n) => owned.push(fmt_double(n).into_bytes()),
+                _ => return fail("Lua redis lib command arguments must be strings or integers"),
+            }
+        }
+        let argv: Vec<&[u8]> = owned.iter().map(|a| a.as_slice()).collect();
+        let Some(cmd) = lookup(argv[0]) else {
+            if let Some(name) = commands::not_served(argv[0]) {
+                return fail(&format!(
+                    "'{name}' is not served by the built-in nodes; use redis-server nodes (config/redis-servers.toml)"
+                ));
+            }
+            return fail("Unknown Redis command called from script");
+        };
+        if !arity_ok(cmd.arity, argv.len()) {
+            return fail("Wrong number of args calling Redis command from script");
+        }
+        if NOSCRIPT.contains(&cmd.name) {
+            return fail("This Redis command is not allowed from script");
+        }
+        if cmd.flags & WRITE != 0 {
+            if self.readonly {
+                return fail("-ERR Write commands are not allowed from read-only scripts.");
+            }
+            self.wrote = true;
+        }
+        if cmd.flags & DENYOOM != 0 && !self.wrote && self.node.make_room(self.now).is_err() {
+            return fail("-OOM command not allowed when used memory > 'maxmemory'.");
+        }
+        self.client.proto = self.state.resp.load(Relaxed);
+        self.node.stats.total_commands.fetch_add(1, Relaxed);
+        let mut out = BytesMut::new();
+        let _ = commands::run(self.node, &mut self.client, &mut out, cmd, &argv, self.now);
+        let mut pos = 0;
+        let v = reply_to_lua(lua, &out, &mut pos)?;
+        let is_err = out.first() == Some(&b'-');
+        Ok((!is_err, v))
+    }
+}

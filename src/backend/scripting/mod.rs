@@ -1,0 +1,49 @@
+//! Lua scripting on the built-in node: EVAL and its family, SCRIPT, and
+//! the Redis 7 functions (FUNCTION, FCALL), with Lua 5.1 as Redis runs
+//! it (the `mlua` crate, vendored Lua 5.1).
+//!
+//! ```text
+//!  EVAL body n k.. a..  ──► take the node's gate exclusively (Node::hold)
+//!                        ──► compile once per SHA-1 (the node's cache) ──► run in the node's Lua state
+//!  redis.call(...)      ──► the node's dispatcher table, the script's own client ──► reply as a Lua value
+//!  return value         ──► Redis's Lua-to-RESP rules ──► the caller's reply
+//! ```
+//!
+//! A script runs atomically: the dispatcher holds the node's gate
+//! exclusively for it (as EXEC does, see `commands/multi.rs`), so no other
+//! client's command interleaves with the commands it calls. Inside EXEC
+//! the gate is already held and the script runs in place.
+
+mod bridge;
+mod convert;
+mod engine;
+mod eval;
+mod functions;
+mod library;
+mod libs;
+mod raising;
+pub(crate) mod sha1;
+
+use std::sync::{Mutex, MutexGuard};
+
+pub(crate) use eval::{eval, eval_ro, evalsha, evalsha_ro, script};
+pub(crate) use functions::{fcall, fcall_ro, function};
+
+/// The node's scripting state: the Lua state EVAL runs in with its script
+/// cache, created at the first script.
+#[derive(Default)]
+pub(crate) struct Scripting {
+    eval: Mutex<Option<eval::Scripts>>,
+    /// The Lua state FCALL runs in, with the loaded libraries.
+    functions: Mutex<Option<library::Libraries>>,
+}
+
+impl Scripting {
+    fn scripts(&self) -> MutexGuard<'_, Option<eval::Scripts>> {
+        self.eval.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn functions(&self) -> MutexGuard<'_, Option<library::Libraries>> {
+        self.functions.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
