@@ -51,6 +51,8 @@ pub(crate) enum Op {
     ZPop { max: bool },
     /// BZMPOP: `[key, [[member, score]…]]`, up to `count`.
     ZMPop { max: bool, count: usize },
+    /// XREAD / XREADGROUP: entries after an ID, read or delivered.
+    XRead(Box<crate::backend::commands::streams_read::XReadOp>),
 }
 
 impl Op {
@@ -59,6 +61,7 @@ impl Op {
         match self {
             Op::Pop { .. } | Op::MPop { .. } | Op::Move { .. } => Kind::List,
             Op::ZPop { .. } | Op::ZMPop { .. } => Kind::ZSet,
+            Op::XRead(_) => Kind::Stream,
         }
     }
 }
@@ -291,7 +294,7 @@ impl Registry {
             let h = store.hash(key);
             store.lock(h, now).kind_of(h, key)
         };
-        let Some(kind @ (Kind::List | Kind::ZSet)) = kind else {
+        let Some(kind @ (Kind::List | Kind::ZSet | Kind::Stream)) = kind else {
             return;
         };
         let ids: Vec<u64> = queue.iter().copied().collect();
@@ -317,6 +320,8 @@ impl Registry {
                         store.touch(dst, now);
                     }
                 }
+                // A stream reader waiting past what was added stays.
+                Ok(false) if kind == Kind::Stream => continue,
                 Ok(false) => return,
                 Err(e) => e.write(&mut out),
             }

@@ -13,8 +13,8 @@ use super::geohash::{self, Shape, ShapeKind};
 use super::partial_sort::{partial_sort, stable_sort};
 use super::{parse_i64, CmdResult, Ctx};
 use crate::backend::error::CmdError;
-use crate::backend::value::{Coll, Elem};
 use crate::backend::value::zset::{ScoreBound, ZSet};
+use crate::backend::value::{Coll, Elem};
 use crate::resp::{encode, eq_ignore_case};
 use std::cmp::Ordering;
 

@@ -31,6 +31,8 @@ mod server;
 mod set_options;
 mod sets;
 mod sort;
+mod streams;
+pub(crate) mod streams_read;
 mod strings;
 mod table;
 mod timeout;

@@ -301,6 +301,28 @@ pub(crate) static COMMANDS: &[Command] = &[
     ),
     cmd!("sort", -2, RW, KEY1, sort::sort),
     cmd!("sort_ro", -2, READONLY, KEY1, sort::sort_ro),
+    // streams
+    cmd!("xadd", -5, RW | FAST, KEY1, streams::xadd),
+    cmd!("xlen", 2, READONLY | FAST, KEY1, streams::xlen),
+    cmd!("xrange", -4, READONLY, KEY1, streams::xrange),
+    cmd!("xrevrange", -4, READONLY, KEY1, streams::xrevrange),
+    cmd!("xdel", -3, WRITE | FAST, KEY1, streams::xdel),
+    cmd!("xtrim", -4, WRITE, KEY1, streams::xtrim),
+    cmd!("xsetid", -3, RW | FAST, KEY1, streams::xsetid),
+    blocking!(
+        "xread",
+        -4,
+        READONLY | BLOCKING,
+        NOKEYS,
+        streams_read::xread
+    ),
+    blocking!(
+        "xreadgroup",
+        -7,
+        RW | BLOCKING,
+        NOKEYS,
+        streams_read::xreadgroup
+    ),
     // keys
     cmd!("del", -2, WRITE, ALLKEYS, keys::del),
     cmd!("unlink", -2, WRITE | FAST, ALLKEYS, keys::del),
