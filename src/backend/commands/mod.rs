@@ -32,6 +32,8 @@ mod set_options;
 mod sets;
 mod sort;
 mod streams;
+mod streams_group;
+mod streams_info;
 pub(crate) mod streams_read;
 mod strings;
 mod table;

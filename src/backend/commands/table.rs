@@ -323,6 +323,18 @@ pub(crate) static COMMANDS: &[Command] = &[
         NOKEYS,
         streams_read::xreadgroup
     ),
+    cmd!("xgroup", -2, RW, (2, 2, 1), streams_group::xgroup),
+    cmd!("xack", -4, WRITE | FAST, KEY1, streams_group::xack),
+    cmd!("xpending", -3, READONLY, KEY1, streams_group::xpending),
+    cmd!("xclaim", -6, WRITE | FAST, KEY1, streams_group::xclaim),
+    cmd!(
+        "xautoclaim",
+        -6,
+        WRITE | FAST,
+        KEY1,
+        streams_group::xautoclaim
+    ),
+    cmd!("xinfo", -2, READONLY, (2, 2, 1), streams_info::xinfo),
     // keys
     cmd!("del", -2, WRITE, ALLKEYS, keys::del),
     cmd!("unlink", -2, WRITE | FAST, ALLKEYS, keys::del),
