@@ -221,11 +221,12 @@ fn next_id(s: &Stream, given: Option<(StreamId, bool)>, now: u64) -> Result<Stre
     };
     let id = match given {
         Some((id, true)) => id,
+        // Redis 7.0 reports an exhausted sequence this way.
         Some((id, false)) if id.ms == s.last_id.ms => s
             .last_id
             .incr()
             .filter(|n| n.ms == id.ms)
-            .ok_or_else(smaller)?,
+            .ok_or_else(|| CmdError::err("Elements are too large to be stored"))?,
         Some((id, false)) => id,
         None if now > s.last_id.ms => StreamId::new(now, 0),
         None => s.last_id.incr().ok_or_else(smaller)?,
@@ -307,13 +308,10 @@ fn range(ctx: &mut Ctx, args: &[&[u8]], rev: bool) -> CmdResult {
             return Err(CmdError::Syntax);
         }
     }
-    let (s, e) = if rev { (end, start) } else { (start, end) };
-    let _ = s;
     let n = count.max(0) as usize;
     let found = ctx.read::<Stream, _>(args[1], |st| {
         (count != 0).then(|| collect(st, start, end, rev, n))
     })?;
-    let _ = e;
     match found {
         None => encode::array_len(ctx.out, 0),
         Some(None) => encode::null_array(ctx.out, ctx.client.proto),

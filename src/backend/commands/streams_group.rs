@@ -31,7 +31,7 @@ pub(crate) fn sub_arity(args: &[&[u8]], cmd: &str, arity: i32) -> Result<String,
     Ok(sub)
 }
 
-fn sub_syntax(args: &[&[u8]], cmd: &str) -> CmdError {
+pub(crate) fn sub_syntax(args: &[&[u8]], cmd: &str) -> CmdError {
     CmdError::err(format!(
         "unknown subcommand or wrong number of arguments for '{}'. Try {cmd} HELP.",
         lossy(args[1])
@@ -438,8 +438,7 @@ pub(crate) fn xautoclaim(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
         if eq_ignore_case(args[j], b"count") && j + 1 < args.len() {
             count = match crate::resp::parse_i64(args[j + 1]) {
                 Some(n) if (1..=i64::MAX / 16).contains(&n) => n,
-                Some(_) => return Err(CmdError::err("COUNT must be > 0")),
-                None => return Err(CmdError::NotInteger),
+                _ => return Err(CmdError::err("COUNT must be > 0")),
             };
             j += 1;
         } else if eq_ignore_case(args[j], b"justid") {

@@ -2,7 +2,7 @@
 //! HELP, with Redis 7.0's fields in its order (maps in RESP3).
 
 use super::streams::{bulk_id, write_entry};
-use super::streams_group::{help, sub_arity};
+use super::streams_group::{help, sub_arity, sub_syntax};
 use super::{parse_i64, CmdResult, Ctx};
 use crate::backend::error::CmdError;
 use crate::backend::value::stream::{Group, Stream, StreamId};
@@ -36,12 +36,6 @@ fn opt_int(out: &mut BytesMut, n: Option<u64>, proto: u8) {
     }
 }
 
-/// Rax nodes Redis would report for the stream's node keys (estimated:
-/// one per key plus the root, which matches small streams).
-fn rax_nodes(s: &Stream) -> u64 {
-    s.node_count() as u64 + 1
-}
-
 /// XINFO subcommand ...
 pub(crate) fn xinfo(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     let arity = match String::from_utf8_lossy(args[1]).to_lowercase().as_str() {
@@ -62,12 +56,12 @@ pub(crate) fn xinfo(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     let mut full = None;
     if sub == "stream" && args.len() > 3 {
         if !eq_ignore_case(args[3], b"full") {
-            return Err(CmdError::Syntax);
+            return Err(sub_syntax(args, "XINFO"));
         }
         let mut count = 10;
         if args.len() > 4 {
             if args.len() != 6 || !eq_ignore_case(args[4], b"count") {
-                return Err(CmdError::Syntax);
+                return Err(sub_syntax(args, "XINFO"));
             }
             count = parse_i64(args[5])?.max(0) as usize;
         }
@@ -131,7 +125,7 @@ fn stream(out: &mut BytesMut, s: &Stream, full: Option<usize>, proto: u8) {
     name(out, "radix-tree-keys");
     int(out, s.node_count() as u64);
     name(out, "radix-tree-nodes");
-    int(out, rax_nodes(s));
+    int(out, s.rax_nodes() as u64);
     name(out, "last-generated-id");
     bulk_id(out, s.last_id);
     name(out, "max-deleted-entry-id");

@@ -45,7 +45,9 @@ fn str_size(s: &[u8]) -> usize {
 /// A new node's bytes without its two counters: header, end byte, the
 /// master field count, the master fields and the terminating 0.
 pub(super) fn master_bytes(fields: &[Elem]) -> usize {
-    7 + int_size(fields.len() as i64) + fields.iter().map(|f| str_size(f)).sum::<usize>() + 1
+    7 + int_size(fields.len() as i64)
+        + fields.iter().map(|f| str_size(f)).sum::<usize>()
+        + int_size(0)
 }
 
 /// The bytes one entry adds to a node.
@@ -54,7 +56,8 @@ pub(super) fn entry_bytes(master: StreamId, mfields: &[Elem], id: StreamId, fv: 
     let same = n == mfields.len() && fv.iter().step_by(2).zip(mfields).all(|(a, b)| a == b);
     let ms = id.ms.wrapping_sub(master.ms) as i64;
     let seq = id.seq.wrapping_sub(master.seq) as i64;
-    let mut b = 1 + int_size(ms) + int_size(seq);
+    // flags (1 byte and its back-length), then the ID deltas.
+    let mut b = 2 + int_size(ms) + int_size(seq);
     let lp_count = if same {
         b += fv
             .iter()

@@ -10,6 +10,7 @@
 mod codec;
 mod group;
 mod listpack;
+mod rax;
 
 pub(crate) use group::{Group, Pending};
 
@@ -153,6 +154,11 @@ impl Stream {
         self.nodes.len()
     }
 
+    /// Nodes of Redis's radix tree for them (`radix-tree-nodes`).
+    pub(crate) fn rax_nodes(&self) -> usize {
+        rax::nodes(&self.nodes.keys().copied().collect::<Vec<_>>())
+    }
+
     /// The encoding OBJECT ENCODING reports.
     pub(crate) fn encoding(&self) -> &'static str {
         "stream"
@@ -288,7 +294,7 @@ impl Stream {
 
     /// Recomputes `first_id` after entries were removed.
     pub(crate) fn reset_first_id(&mut self) {
-        self.first_id = self.edge(false).map_or(StreamId::MAX, |(id, _)| id);
+        self.first_id = self.edge(false).map_or(StreamId::MIN, |(id, _)| id);
     }
 
     /// Redis 7.0's `streamTrim`: drops whole nodes while the strategy
