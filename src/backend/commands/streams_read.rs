@@ -11,7 +11,7 @@ use super::{parse_i64, Ctx};
 use crate::backend::blocking::{Attempt, Block, Op};
 use crate::backend::error::CmdError;
 use crate::backend::node::Node;
-use crate::backend::value::stream::{Group, Stream, StreamId};
+use crate::backend::value::stream::{Stream, StreamId};
 use crate::backend::value::Elem;
 use crate::resp::{encode, eq_ignore_case};
 use bytes::BytesMut;
@@ -24,6 +24,13 @@ pub(crate) struct XReadOp {
     count: usize,
     /// XREADGROUP's group, consumer and NOACK.
     group: Option<(Elem, Elem, bool)>,
+}
+
+impl XReadOp {
+    /// Whether it is XREADGROUP's.
+    pub(crate) fn in_group(&self) -> bool {
+        self.group.is_some()
+    }
 }
 
 /// A reply element: `[key, entries]` (RESP2) or `key => entries` (RESP3).
@@ -61,11 +68,9 @@ fn deliver(
     let Some((gname, cname, noack)) = group else {
         return;
     };
-    let tomb = entries.last().map(|e| s.has_tombstones_from(e.0));
     let estimates: Vec<Option<u64>> = entries.iter().map(|e| s.estimate_read(e.0)).collect();
     let has_added = s.entries_added > 0;
     let tombs: Vec<bool> = entries.iter().map(|e| s.has_tombstones_from(e.0)).collect();
-    let _ = tomb;
     let Some(g) = s.groups.get_mut(gname) else {
         return;
     };
@@ -367,10 +372,4 @@ pub(crate) fn serve_blocked(
     }
     out.extend_from_slice(&body);
     Ok(true)
-}
-
-/// Unused helper kept for symmetry with the group commands.
-#[allow(dead_code)]
-fn group_of<'a>(s: &'a Stream, g: &[u8]) -> Option<&'a Group> {
-    s.groups.get(g)
 }

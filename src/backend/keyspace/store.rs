@@ -328,7 +328,7 @@ impl Locked<'_> {
         }
         // Every new list or sorted set passes here (pushes, STORE variants,
         // RENAME, COPY, RESTORE): a client blocked on its key may go on.
-        if matches!(entry.kind(), Kind::List | Kind::ZSet) {
+        if matches!(entry.kind(), Kind::List | Kind::ZSet | Kind::Stream) {
             self.ready.signal(entry.key());
         }
         let seed = self.seed;
@@ -381,6 +381,10 @@ impl Locked<'_> {
         }
         if !self.shard.watched.is_empty() {
             self.shard.watched.touch(e.key(), false);
+        }
+        // A stream's group readers are told when it goes away.
+        if e.kind() == Kind::Stream {
+            self.ready.signal(e.key());
         }
     }
 
