@@ -348,7 +348,7 @@ mod tests {
 
     #[test]
     fn commands_the_proxy_routes_but_the_node_lacks_are_named() {
-        assert_eq!(not_served(b"XADD"), Some("xadd"));
+        assert_eq!(not_served(b"HEXPIRE"), Some("hexpire"));
         assert_eq!(not_served(b"get"), None, "served");
         assert_eq!(not_served(b"cluster"), None, "the proxy's own");
         assert_eq!(not_served(b"nosuchcommand"), None, "not Redis");
