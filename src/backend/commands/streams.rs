@@ -133,7 +133,13 @@ pub(crate) struct TrimArgs {
 
 const BOTH: &str = "syntax error, MAXLEN and MINID options at the same time are not compatible";
 
-pub(crate) fn parse_trim(args: &[&[u8]], xadd: bool) -> Result<TrimArgs, CmdError> {
+/// Parses XADD's or XTRIM's options; `node_entries` is
+/// `stream-node-max-entries`, which sets the default LIMIT of `~`.
+pub(crate) fn parse_trim(
+    args: &[&[u8]],
+    xadd: bool,
+    node_entries: usize,
+) -> Result<TrimArgs, CmdError> {
     let mut a = TrimArgs {
         how: Trim::None,
         approx: false,
@@ -207,7 +213,12 @@ pub(crate) fn parse_trim(args: &[&[u8]], xadd: bool) -> Result<TrimArgs, CmdErro
             ));
         }
     } else {
-        a.limit = if a.approx { 10_000 } else { 0 };
+        let limit = node_entries.saturating_mul(100) as u64;
+        a.limit = match (a.approx, limit) {
+            (false, _) => 0,
+            (true, 1..=10_000) => limit,
+            (true, _) => 10_000,
+        };
     }
     Ok(a)
 }
@@ -239,7 +250,7 @@ fn next_id(s: &Stream, given: Option<(StreamId, bool)>, now: u64) -> Result<Stre
 
 /// XADD key [NOMKSTREAM] [MAXLEN|MINID [=|~] threshold [LIMIT count]] *|id field value [field value ...]
 pub(crate) fn xadd(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
-    let a = parse_trim(args, true)?;
+    let a = parse_trim(args, true, ctx.node.thresholds().stream_node_entries)?;
     let fields = &args[(a.at + 1).min(args.len())..];
     if fields.len() < 2 || fields.len() % 2 == 1 {
         return Err(CmdError::WrongArity("xadd".into()));
@@ -252,14 +263,14 @@ pub(crate) fn xadd(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
         }
     }
     let now = ctx.now;
-    let r = ctx.write::<Stream, _>(args[1], !a.nomkstream, |s, _| {
+    let r = ctx.write::<Stream, _>(args[1], !a.nomkstream, |s, t| {
         if s.last_id == StreamId::MAX {
             return Err(CmdError::err(
                 "The stream has exhausted the last possible ID, unable to add more items",
             ));
         }
         let id = next_id(s, a.id, now)?;
-        s.append(id, fields);
+        s.append(id, fields, t);
         s.trim(a.how, a.approx, a.limit);
         Ok(id)
     })?;
@@ -359,7 +370,7 @@ pub(crate) fn xdel(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
 
 /// XTRIM key MAXLEN|MINID [=|~] threshold [LIMIT count]
 pub(crate) fn xtrim(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
-    let a = parse_trim(args, false)?;
+    let a = parse_trim(args, false, ctx.node.thresholds().stream_node_entries)?;
     let n = ctx.write::<Stream, _>(args[1], false, |s, _| s.trim(a.how, a.approx, a.limit))?;
     encode::integer(ctx.out, n.unwrap_or(0) as i64);
     Ok(())
@@ -391,11 +402,6 @@ pub(crate) fn xsetid(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
         i += 2;
     }
     let r = ctx.write::<Stream, _>(args[1], false, |s, _| {
-        if id < s.max_deleted {
-            return Err(CmdError::err(
-                "The ID specified in XSETID is smaller than current max_deleted_entry_id",
-            ));
-        }
         if let Some((top, _)) = s.edge(true) {
             if id < top {
                 return Err(CmdError::err(
@@ -407,6 +413,11 @@ pub(crate) fn xsetid(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
                     "The entries_added specified in XSETID is smaller than the target stream length",
                 ));
             }
+        }
+        if id < s.max_deleted {
+            return Err(CmdError::err(
+                "The ID specified in XSETID is smaller than current max_deleted_entry_id",
+            ));
         }
         s.last_id = id;
         if let Some(a) = added {

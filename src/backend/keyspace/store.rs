@@ -348,10 +348,16 @@ impl Locked<'_> {
     /// of the same size allocates and frees nothing (and looks the key up once).
     pub(crate) fn put(&mut self, hash: u64, key: &[u8], value: &[u8], expire_at: u64) {
         let now = self.now;
-        let replaced = self
-            .update(hash, key, |e| e.replace_value(value, expire_at))
-            .is_some();
-        if !replaced {
+        let replaced = self.update(hash, key, |e| {
+            let was_stream = e.kind() == Kind::Stream;
+            e.replace_value(value, expire_at);
+            was_stream
+        });
+        if replaced == Some(true) {
+            // A stream overwritten: its group readers are told.
+            self.ready.signal(key);
+        }
+        if replaced.is_none() {
             // `update` found no live entry, and removed an expired one.
             self.insert_absent(hash, Entry::new(key, value, expire_at, now));
         }

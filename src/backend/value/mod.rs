@@ -87,6 +87,10 @@ pub(crate) struct Thresholds {
     pub(crate) zset_entries: usize,
     /// `zset-max-listpack-value`
     pub(crate) zset_value: usize,
+    /// `stream-node-max-bytes` (0 = the 1 GB cap)
+    pub(crate) stream_node_bytes: usize,
+    /// `stream-node-max-entries` (0 = no limit)
+    pub(crate) stream_node_entries: usize,
 }
 
 impl Default for Thresholds {
@@ -101,6 +105,8 @@ impl Default for Thresholds {
             set_value: 64,
             zset_entries: 128,
             zset_value: 64,
+            stream_node_bytes: 4096,
+            stream_node_entries: 100,
         }
     }
 }

@@ -12,6 +12,7 @@
 //! after the last ID, a pending entry of an unknown consumer.
 
 use super::{Group, Pending, Stream, StreamId};
+use crate::backend::value::Thresholds;
 
 fn put_u64(p: &mut Vec<u8>, v: u64) {
     p.extend_from_slice(&v.to_le_bytes());
@@ -108,7 +109,7 @@ impl Stream {
             for _ in 0..n {
                 fields.push(r.elem()?);
             }
-            s.append(id, &fields);
+            s.append(id, &fields, &Thresholds::default());
         }
         if (s.len() as u64) > entries_added {
             return None;
@@ -152,5 +153,38 @@ impl Stream {
             }
         }
         r.0.is_empty().then_some(s)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_stream_with_groups_round_trips_and_lies_are_refused() {
+        let t = Thresholds::default();
+        let mut s = Stream::default();
+        for i in 1..=5 {
+            s.append(StreamId::new(i, 0), &[b"f", b"v", b"g", b""], &t);
+        }
+        s.delete(StreamId::new(2, 0));
+        s.max_deleted = StreamId::new(2, 0);
+        let mut g = Group::new(StreamId::new(4, 0), Some(4));
+        g.consumer(b"alice", 7);
+        g.consumer(b"bob", 8);
+        g.deliver(StreamId::new(3, 0), b"alice", 9, true);
+        g.deliver(StreamId::new(4, 0), b"bob", 10, true);
+        s.groups.insert(b"g".to_vec().into(), g);
+        let mut p = Vec::new();
+        s.encode(&mut p);
+        let back = Stream::decode(&p).expect("decodes");
+        let mut again = Vec::new();
+        back.encode(&mut again);
+        assert_eq!(again, p);
+        assert_eq!(back.len(), 4);
+        assert_eq!(back.groups[&b"g"[..]].consumers[&b"bob"[..]].pel.len(), 1);
+        for cut in 0..p.len() {
+            assert!(Stream::decode(&p[..cut]).is_none(), "cut at {cut}");
+        }
     }
 }

@@ -14,7 +14,7 @@ mod rax;
 
 pub(crate) use group::{Group, Pending};
 
-use super::{Elem, ELEM_OVERHEAD};
+use super::{Elem, Thresholds, ELEM_OVERHEAD};
 use std::collections::BTreeMap;
 use std::fmt;
 
@@ -121,9 +121,8 @@ pub(crate) enum Trim {
 const ITEM_OVERHEAD: usize = 48;
 /// Bytes counted per node.
 const NODE_OVERHEAD: usize = 96;
-/// Redis's `stream-node-max-bytes` and `stream-node-max-entries` defaults.
-const NODE_MAX_BYTES: usize = 4096;
-const NODE_MAX_ENTRIES: usize = 100;
+/// The largest listpack Redis makes (`STREAM_LISTPACK_MAX_SIZE`).
+const LISTPACK_MAX: usize = 1 << 30;
 
 /// A stream.
 #[derive(Debug, Clone, Default)]
@@ -175,13 +174,20 @@ impl Stream {
     }
 
     /// Appends an entry with `id` (greater than `last_id`, checked by the
-    /// caller) and flattened field-value pairs.
-    pub(crate) fn append(&mut self, id: StreamId, fields: &[&[u8]]) {
+    /// caller) and flattened field-value pairs; a node is full at `t`'s
+    /// `stream-node-max-bytes` / `-entries`, as in Redis.
+    pub(crate) fn append(&mut self, id: StreamId, fields: &[&[u8]], t: &Thresholds) {
+        let max_bytes = match t.stream_node_bytes {
+            0 => LISTPACK_MAX,
+            b => b.min(LISTPACK_MAX),
+        };
+        let max_entries = t.stream_node_entries;
         let fields: Box<[Elem]> = fields.iter().map(|f| Elem::from(*f)).collect();
         let data: usize = fields.iter().map(|f| f.len()).sum();
         self.mem += ITEM_OVERHEAD + data + fields.len() * ELEM_OVERHEAD;
         let full = self.nodes.values().next_back().is_none_or(|n| {
-            n.lp_bytes() + data >= NODE_MAX_BYTES || n.live + n.deleted >= NODE_MAX_ENTRIES
+            n.lp_bytes() + data >= max_bytes
+                || (max_entries != 0 && n.live + n.deleted >= max_entries)
         });
         if full {
             let master_fields: Box<[Elem]> = fields.iter().step_by(2).cloned().collect();

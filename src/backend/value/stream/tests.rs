@@ -1,5 +1,18 @@
 use super::*;
 
+const T: Thresholds = Thresholds {
+    hash_entries: 512,
+    hash_value: 64,
+    list_size: -2,
+    set_intset: 512,
+    set_entries: 128,
+    set_value: 64,
+    zset_entries: 128,
+    zset_value: 64,
+    stream_node_bytes: 4096,
+    stream_node_entries: 100,
+};
+
 fn id(ms: u64, seq: u64) -> StreamId {
     StreamId::new(ms, seq)
 }
@@ -8,7 +21,7 @@ fn id(ms: u64, seq: u64) -> StreamId {
 fn nodes_hold_one_hundred_entries_and_approximate_trims_drop_whole_nodes() {
     let mut s = Stream::default();
     for i in 1..=250 {
-        s.append(id(i, 0), &[b"f", b"v"]);
+        s.append(id(i, 0), &[b"f", b"v"], &T);
     }
     assert_eq!((s.len(), s.node_count()), (250, 3));
     assert_eq!(s.trim(Trim::MaxLen(120), true, 10_000), 100);
@@ -24,7 +37,7 @@ fn nodes_hold_one_hundred_entries_and_approximate_trims_drop_whole_nodes() {
 fn deleting_leaves_tombstones_until_a_node_is_empty() {
     let mut s = Stream::default();
     for i in 1..=3 {
-        s.append(id(1, i), &[b"a", b"1", b"b", b"2"]);
+        s.append(id(1, i), &[b"a", b"1", b"b", b"2"], &T);
     }
     assert!(s.delete(id(1, 2)));
     assert!(!s.delete(id(1, 2)));
@@ -38,7 +51,7 @@ fn deleting_leaves_tombstones_until_a_node_is_empty() {
     assert_eq!((s.len(), s.node_count()), (0, 0));
     assert_eq!(s.last_id, id(1, 3));
     let before = s.mem();
-    s.append(id(2, 0), &[b"x", b"y"]);
+    s.append(id(2, 0), &[b"x", b"y"], &T);
     assert!(s.mem() > before);
 }
 
