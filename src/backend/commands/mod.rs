@@ -32,6 +32,7 @@ mod set_options;
 mod sets;
 mod sort;
 mod streams;
+mod streams_claim;
 mod streams_group;
 mod streams_info;
 pub(crate) mod streams_read;

@@ -326,13 +326,13 @@ pub(crate) static COMMANDS: &[Command] = &[
     cmd!("xgroup", -2, RW, (2, 2, 1), streams_group::xgroup),
     cmd!("xack", -4, WRITE | FAST, KEY1, streams_group::xack),
     cmd!("xpending", -3, READONLY, KEY1, streams_group::xpending),
-    cmd!("xclaim", -6, WRITE | FAST, KEY1, streams_group::xclaim),
+    cmd!("xclaim", -6, WRITE | FAST, KEY1, streams_claim::xclaim),
     cmd!(
         "xautoclaim",
         -6,
         WRITE | FAST,
         KEY1,
-        streams_group::xautoclaim
+        streams_claim::xautoclaim
     ),
     cmd!("xinfo", -2, READONLY, (2, 2, 1), streams_info::xinfo),
     // keys

@@ -168,7 +168,16 @@ impl Store {
         let mut old = Vec::with_capacity(SHARDS);
         for i in 0..SHARDS {
             let mut s = self.lock_shard(i, 0);
-            let freed: usize = s.iter().map(|e| e.mem()).sum();
+            // A flushed stream's group readers are told (see `forget`).
+            let freed: usize = s
+                .iter()
+                .inspect(|e| {
+                    if e.kind() == Kind::Stream {
+                        self.ready.signal(e.key());
+                    }
+                })
+                .map(|e| e.mem())
+                .sum();
             let watched = std::mem::take(&mut s.shard.watched);
             let mut table = std::mem::take(&mut *s.shard);
             s.shard.watched = watched;
