@@ -97,8 +97,7 @@ fn deliver(
 /// deleted entries come as `[id, nil]`.
 fn history(
     s: &mut Stream,
-    gname: &[u8],
-    cname: &[u8],
+    (gname, cname): (&[u8], &[u8]),
     gt: StreamId,
     count: usize,
     now: u64,
@@ -177,7 +176,7 @@ fn read(ctx: &mut Ctx, args: &[&[u8]], xgroup: bool) -> BlockResult {
             i += 1;
         } else if eq_ignore_case(o, b"streams") && more > 0 {
             streams = i + 1;
-            if (args.len() - streams) % 2 != 0 {
+            if !(args.len() - streams).is_multiple_of(2) {
                 let (name, sym) = if xgroup {
                     ("xreadgroup", '>')
                 } else {
@@ -329,7 +328,7 @@ fn serve_key(
         };
         if gt != StreamId::MAX {
             key_header(out, key, proto);
-            history(s, g, c, gt, op.count, now, proto, out);
+            history(s, (g, c), gt, op.count, now, proto, out);
             return Ok(true);
         }
         let last = grp.last_id;

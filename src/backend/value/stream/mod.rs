@@ -309,10 +309,7 @@ impl Stream {
     /// entries removed. Returns how many were removed.
     pub(crate) fn trim(&mut self, how: Trim, approx: bool, limit: u64) -> u64 {
         let mut removed = 0u64;
-        loop {
-            let Some((&key, node)) = self.nodes.iter_mut().next() else {
-                break;
-            };
+        while let Some((&key, node)) = self.nodes.iter_mut().next() {
             if let Trim::MaxLen(max) = how {
                 if self.len as u64 <= max {
                     break;
