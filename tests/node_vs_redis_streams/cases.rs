@@ -160,6 +160,8 @@ pub const CASES: &[&[&str]] = &[
         "xack s g bad",
         "xack s nog 1-1",
         "xack nos g bad",
+        "xack nokey g bad bad",
+        "xack s nog bad",
         "xpending s g",
         "~xclaim s g c2 0 3-0 4-0",
         "~xclaim s g c2 0 3-0 justid",

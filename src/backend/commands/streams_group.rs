@@ -187,14 +187,15 @@ pub(crate) fn xgroup(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
 /// XACK key group id [id ...]
 pub(crate) fn xack(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     let present = ctx.read::<Stream, _>(args[1], |s| s.groups.contains_key(args[2]))?;
-    let ids = args[3..]
-        .iter()
-        .map(|a| parse_strict_id(a, 0))
-        .collect::<Result<Vec<_>, _>>()?;
+    // Redis 7.0 answers 0 for a missing key or group before it looks at the IDs.
     if present != Some(true) {
         encode::integer(ctx.out, 0);
         return Ok(());
     }
+    let ids = args[3..]
+        .iter()
+        .map(|a| parse_strict_id(a, 0))
+        .collect::<Result<Vec<_>, _>>()?;
     let n = ctx.write::<Stream, _>(args[1], false, |s, _| {
         let g = s.groups.get_mut(args[2]).expect("checked");
         ids.iter().filter(|id| g.ack(**id)).count()
