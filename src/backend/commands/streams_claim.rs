@@ -71,10 +71,13 @@ pub(crate) fn xclaim(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     let store = &ctx.node.store;
     let h = store.hash(key);
     let mut sh = store.lock(h, now as u64);
-    sh.write_coll::<Stream, _>(h, key, false, |s| {
+    let done = sh.write_coll::<Stream, _>(h, key, false, |s| {
         let mut claimed = Vec::new();
         let exists: Vec<bool> = ids.iter().map(|id| s.get(*id).is_some()).collect();
-        let g = s.groups.get_mut(gname).expect("checked");
+        // Looked up again: the group may have gone since the check.
+        let Some(g) = s.groups.get_mut(gname) else {
+            return Err(nogroup(key, gname));
+        };
         if last_id > g.last_id {
             g.last_id = last_id;
         }
@@ -120,8 +123,9 @@ pub(crate) fn xclaim(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
                 }
             }
         }
+        Ok(())
     })?;
-    Ok(())
+    done.unwrap_or_else(|| Err(nogroup(key, gname)))
 }
 
 /// Sets a claimed entry's delivery time and count, as XCLAIM does.
@@ -173,14 +177,15 @@ pub(crate) fn xautoclaim(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     let store = &ctx.node.store;
     let h = store.hash(key);
     let mut sh = store.lock(h, now);
-    sh.write_coll::<Stream, _>(h, key, false, |s| {
-        let pel: Vec<StreamId> = s.groups[gname]
-            .pel
-            .range(start..)
-            .map(|(id, _)| *id)
-            .collect();
+    let done = sh.write_coll::<Stream, _>(h, key, false, |s| {
+        let Some(g) = s.groups.get(gname) else {
+            return Err(nogroup(key, gname));
+        };
+        let pel: Vec<StreamId> = g.pel.range(start..).map(|(id, _)| *id).collect();
         let exists: Vec<bool> = pel.iter().map(|id| s.get(*id).is_some()).collect();
-        let g = s.groups.get_mut(gname).expect("checked");
+        let Some(g) = s.groups.get_mut(gname) else {
+            return Err(nogroup(key, gname));
+        };
         let (mut claimed, mut deleted) = (Vec::new(), Vec::new());
         let mut attempts = count.saturating_mul(10);
         let mut at = 0;
@@ -194,7 +199,10 @@ pub(crate) fn xautoclaim(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
                 count -= 1;
                 continue;
             }
-            let idle = now as i64 - g.pel[&id].delivery_time as i64;
+            let Some(p) = g.pel.get(&id) else {
+                continue;
+            };
+            let idle = now as i64 - p.delivery_time as i64;
             if minidle > 0 && idle < minidle {
                 continue;
             }
@@ -218,6 +226,7 @@ pub(crate) fn xautoclaim(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
         }
         encode::array_len(out, deleted.len());
         deleted.into_iter().for_each(|id| bulk_id(out, id));
+        Ok(())
     })?;
-    Ok(())
+    done.unwrap_or_else(|| Err(nogroup(key, gname)))
 }

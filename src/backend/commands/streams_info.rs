@@ -195,10 +195,14 @@ fn full_group(out: &mut BytesMut, s: &Stream, gname: &[u8], g: &Group, count: us
         name(out, "pel-count");
         int(out, c.pel.len() as u64);
         name(out, "pending");
-        let ids: Vec<_> = c.pel.iter().take(count).collect();
+        let ids: Vec<_> = c
+            .pel
+            .iter()
+            .filter_map(|id| g.pel.get(id).map(|p| (id, p)))
+            .take(count)
+            .collect();
         encode::array_len(out, ids.len());
-        for id in ids {
-            let p = &g.pel[id];
+        for (id, p) in ids {
             encode::array_len(out, 3);
             bulk_id(out, *id);
             int(out, p.delivery_time);
