@@ -29,9 +29,9 @@ fn int(out: &mut BytesMut, n: u64) {
     encode::integer(out, n as i64);
 }
 
-fn opt_int(out: &mut BytesMut, n: Option<u64>, proto: u8) {
+fn opt_int(out: &mut BytesMut, n: Option<i64>, proto: u8) {
     match n {
-        Some(n) => int(out, n),
+        Some(n) => encode::integer(out, n),
         None => encode::null(out, proto),
     }
 }
@@ -108,7 +108,7 @@ pub(crate) fn xinfo(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
                 name(out, "last-delivered-id");
                 bulk_id(out, g.last_id);
                 name(out, "entries-read");
-                opt_int(out, g.entries_read, proto);
+                opt_int(out, g.entries_read.map(|r| r as i64), proto);
                 name(out, "lag");
                 opt_int(out, s.lag(g), proto);
             }
@@ -169,7 +169,7 @@ fn full_group(out: &mut BytesMut, s: &Stream, gname: &[u8], g: &Group, count: us
     name(out, "last-delivered-id");
     bulk_id(out, g.last_id);
     name(out, "entries-read");
-    opt_int(out, g.entries_read, proto);
+    opt_int(out, g.entries_read.map(|r| r as i64), proto);
     name(out, "lag");
     opt_int(out, s.lag(g), proto);
     name(out, "pel-count");

@@ -394,18 +394,20 @@ impl Stream {
         start <= self.max_deleted
     }
 
-    /// A group's lag, None when unknown (`streamReplyWithCGLag`).
-    pub(crate) fn lag(&self, g: &Group) -> Option<u64> {
+    /// A group's lag, None when unknown (`streamReplyWithCGLag`); negative
+    /// when a group was told it read more than was ever added.
+    pub(crate) fn lag(&self, g: &Group) -> Option<i64> {
         if self.entries_added == 0 {
             return Some(0);
         }
+        let added = self.entries_added as i64;
         if let Some(read) = g.entries_read {
             if !self.has_tombstones_from(g.last_id) {
-                return Some(self.entries_added.saturating_sub(read));
+                return Some(added.wrapping_sub(read as i64));
             }
         }
         self.estimate_read(g.last_id)
-            .map(|r| self.entries_added.saturating_sub(r))
+            .map(|r| added.wrapping_sub(r as i64))
     }
 }
 
