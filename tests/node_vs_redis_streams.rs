@@ -223,7 +223,7 @@ fn random_consumer_group_traffic_matches_redis_server() {
         for i in 0..1500 {
             let g = r.below(3);
             let who = ["a", "b", "c"][r.below(3)];
-            let mut id = |r: &mut Rng| format!("{}-{}", r.below(ms + 1), r.below(2));
+            let id = |r: &mut Rng| format!("{}-{}", r.below(ms + 1), r.below(2));
             let step = match r.below(100) {
                 0..=29 => {
                     ms += [0, 1, 1, 2][r.below(4)];

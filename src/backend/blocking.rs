@@ -52,7 +52,7 @@ pub(crate) enum Op {
     /// BZMPOP: `[key, [[member, score]…]]`, up to `count`.
     ZMPop { max: bool, count: usize },
     /// XREAD / XREADGROUP: entries after an ID, read or delivered.
-    XRead(Box<crate::backend::commands::streams_read::XReadOp>),
+    XRead(Box<super::value::stream::XReadOp>),
 }
 
 impl Op {

@@ -35,7 +35,7 @@ mod streams;
 mod streams_claim;
 mod streams_group;
 mod streams_info;
-pub(crate) mod streams_read;
+mod streams_read;
 mod strings;
 mod table;
 mod timeout;

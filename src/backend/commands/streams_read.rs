@@ -4,34 +4,19 @@
 //! when XADD (or XGROUP DESTROY) makes its stream ready (see
 //! `backend/blocking.rs`).
 
-use super::blocking::BlockResult;
 use super::streams::{bulk_id, parse_strict_id, write_entry};
 use super::timeout::parse_ms;
 use super::{parse_i64, Ctx};
 use crate::backend::blocking::{Attempt, Block, Op};
 use crate::backend::error::CmdError;
+
+/// A blocking handler's result (`blocking::BlockResult`).
+type BlockResult = Result<Option<Block>, CmdError>;
 use crate::backend::node::Node;
-use crate::backend::value::stream::{Stream, StreamId};
+use crate::backend::value::stream::{Stream, StreamId, XReadOp};
 use crate::backend::value::Elem;
 use crate::resp::{encode, eq_ignore_case};
 use bytes::BytesMut;
-
-/// What a blocked XREAD / XREADGROUP waits for.
-pub(crate) struct XReadOp {
-    /// Per key, the ID entries must be greater than (`$` resolved).
-    ids: Vec<(Box<[u8]>, StreamId)>,
-    /// COUNT, or 1000 when blocking without one, as Redis.
-    count: usize,
-    /// XREADGROUP's group, consumer and NOACK.
-    group: Option<(Elem, Elem, bool)>,
-}
-
-impl XReadOp {
-    /// Whether it is XREADGROUP's.
-    pub(crate) fn in_group(&self) -> bool {
-        self.group.is_some()
-    }
-}
 
 /// A reply element: `[key, entries]` (RESP2) or `key => entries` (RESP3).
 fn key_header(out: &mut BytesMut, key: &[u8], proto: u8) {

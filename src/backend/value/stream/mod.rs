@@ -11,8 +11,10 @@ mod codec;
 mod group;
 mod listpack;
 mod rax;
+mod wait;
 
 pub(crate) use group::{Group, Pending};
+pub(crate) use wait::XReadOp;
 
 use super::{Elem, Thresholds, ELEM_OVERHEAD};
 use std::collections::BTreeMap;
