@@ -14,11 +14,11 @@ use std::hint::black_box;
 use std::time::Instant;
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
-use shardis::proxy::hotkeys::HotKeys;
-use shardis::proxy::metrics::{command_index, Metrics, NodeMetrics};
-use shardis::proxy::monitor::Monitors;
-use shardis::proxy::slowlog::SlowLog;
-use shardis::resp::lookup;
+use shardis::proxy::commands::monitor::Monitors;
+use shardis::proxy::ops::hotkeys::HotKeys;
+use shardis::proxy::ops::metrics::{command_index, Metrics, NodeMetrics};
+use shardis::proxy::ops::slowlog::SlowLog;
+use shardis::proxy::route::policy::lookup;
 
 const KEYS: usize = 10_000;
 

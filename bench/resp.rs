@@ -17,8 +17,9 @@ use std::hint::black_box;
 
 use bytes::BytesMut;
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
+use shardis::proxy::route::policy::lookup;
 use shardis::resp::reply::ReplyFramer;
-use shardis::resp::{decode_request, encode, lookup, reply_len, Limits, RequestDecoder};
+use shardis::resp::{decode_request, encode, reply_len, Limits, RequestDecoder};
 
 /// A multibulk request of `args`.
 fn frame(args: &[&[u8]]) -> Vec<u8> {

@@ -141,7 +141,7 @@ fn main() -> ExitCode {
         Cmd::Node(a) => node(a),
         Cmd::Sim(a) => shardis::sim::run(&a, &mut std::io::stdout().lock()),
         Cmd::Commands => {
-            print!("{}", shardis::resp::command::markdown_table());
+            print!("{}", shardis::proxy::route::policy::markdown_table());
             Ok(())
         }
         Cmd::Check(a) => match shardis::check::run(&a) {
@@ -228,6 +228,30 @@ fn print_config(c: &Config) {
     }
 }
 
+/// For `--check-config`: every address the start would listen on can be
+/// bound now (bound, then let go), so a port already taken is reported
+/// here rather than by the real start.
+fn check_binds<'a>(addrs: impl IntoIterator<Item = (&'a str, String)>) -> Result<(), String> {
+    for (what, addr) in addrs {
+        if let Err(e) = std::net::TcpListener::bind(addr.as_str()) {
+            return Err(format!(
+                "{what} {addr}: cannot listen there: {e} (is another shardis or redis-server running?)"
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The listen addresses of `config`: the proxy's, and the admin listener's
+/// when configured (a defaulted one that is taken is only skipped, by `up`).
+fn listen_addrs(config: &Config) -> Vec<(&'static str, String)> {
+    let mut addrs = vec![("proxy listen", config.listen.clone())];
+    if let Some((admin, true)) = config.ops.admin_listen() {
+        addrs.push(("admin listen", admin));
+    }
+    addrs
+}
+
 fn run_proxy(a: ProxyArgs) -> Result<(), String> {
     let mut config = Config::load(&a.config)?;
     if let Some(l) = a.listen {
@@ -235,7 +259,7 @@ fn run_proxy(a: ProxyArgs) -> Result<(), String> {
         config.listen = l;
     }
     let saved = match &config.state_file {
-        Some(path) => proxy::state::load(path)
+        Some(path) => proxy::admin::state::load(path)
             .map_err(|e| e.to_string())?
             .is_some(),
         None => false,
@@ -247,6 +271,7 @@ fn run_proxy(a: ProxyArgs) -> Result<(), String> {
         ));
     }
     if a.check_config {
+        check_binds(listen_addrs(&config))?;
         print_config(&config);
         return Ok(());
     }
@@ -345,9 +370,12 @@ fn run_up(a: UpArgs) -> Result<(), String> {
     }
     up::check_backend(a.backend)?;
     if a.check_config {
+        // What a start would run (the state file's ring, when it says
+        // otherwise), and that it could listen on every port of it.
+        let nodes = up::topology(&config)?;
+        let ports = nodes.into_iter().map(|n| ("node", n.addr));
+        check_binds(listen_addrs(&config).into_iter().chain(ports))?;
         print_config(&config);
-        // What a start would run instead, when a state file says otherwise.
-        up::topology(&config)?;
         return Ok(());
     }
     runtime(config.threads)?.block_on(up::run(config, a.backend, stop_signal()))

@@ -17,7 +17,8 @@ use std::time::Duration;
 
 use tokio::process::{Child, Command};
 
-use shardis::proxy::{self, state, state::topology_difference, Config};
+use shardis::proxy::admin::state::{self, topology_difference};
+use shardis::proxy::{self, Config};
 use shardis::ring::NodeSpec;
 
 /// How long a node may take to answer its first PING.

@@ -5,9 +5,11 @@
 mod common;
 
 use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::http::{get, request};
+use common::http::{get, request, sample};
 use common::*;
 use redis::Commands;
 
@@ -20,29 +22,6 @@ fn cluster(nodes: usize, extra: &str) -> (Cluster, String) {
     );
     let addr = admin_addr(&mut c.client());
     (c, addr)
-}
-
-/// The admin listener's address, as `CLUSTER RINGINFO` reports it.
-fn admin_addr(con: &mut redis::Connection) -> String {
-    let info: String = redis::cmd("CLUSTER").arg("RINGINFO").query(con).unwrap();
-    let addr = info
-        .lines()
-        .find_map(|l| l.strip_prefix("admin_listen:"))
-        .expect("CLUSTER RINGINFO has admin_listen")
-        .trim()
-        .to_string();
-    assert!(addr.starts_with("127.0.0.1:"), "{info}");
-    addr
-}
-
-/// The value of the sample `series` (name with its labels, exactly) in a scrape.
-fn sample(text: &str, series: &str) -> f64 {
-    text.lines()
-        .find_map(|l| l.strip_prefix(series)?.strip_prefix(' '))
-        .unwrap_or_else(|| panic!("no sample {series} in:\n{text}"))
-        .trim()
-        .parse()
-        .unwrap()
 }
 
 fn scrape(addr: &str) -> String {
@@ -137,7 +116,7 @@ fn metrics_pass_promtool_and_count_the_traffic() {
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
-        .spawn()
+        .spawn_dying()
         .unwrap();
     use std::io::Write;
     child
@@ -198,11 +177,7 @@ fn rest_cache_api_shares_the_ring_with_resp() {
     assert!(!con.exists::<_, bool>("user:1").unwrap());
     assert_eq!(get(&admin, "/cache/").status, 400);
     // The owner is down: 502 with the node's error, as RESP gets -ERR.
-    let owner: String = redis::cmd("CLUSTER")
-        .arg("KEYNODE")
-        .arg("down:key")
-        .query(&mut con)
-        .unwrap();
+    let owner = keynode(&mut con, "down:key");
     let idx: usize = owner.trim_start_matches("node").parse::<usize>().unwrap() - 1;
     let mut c = c;
     c.nodes[idx].kill();
@@ -247,6 +222,37 @@ fn admin_listener_is_off_unless_configured_for_shardis_proxy() {
     assert!(info.contains("admin_listen:-\r\n"), "{info}");
 }
 
+/// Runs headless Chromium on `url` (its stdout into a file of `dir`: a pipe
+/// could fill and stall it) and returns what it printed.
+fn chromium(dir: &tempdir::Dir, url: &str, extra: &[&str]) -> Vec<u8> {
+    let dump = dir.path().join("dom.html");
+    let mut args = vec![
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--window-size=1400,1000",
+        "--virtual-time-budget=3000",
+    ];
+    args.extend_from_slice(extra);
+    args.push(url);
+    let mut child = Command::new("chromium")
+        .args(&args)
+        .stdout(std::fs::File::create(&dump).unwrap())
+        .stderr(Stdio::null())
+        .spawn_dying()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(90);
+    while child.try_wait().unwrap().is_none() {
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("chromium did not finish within 90 s");
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    std::fs::read(&dump).unwrap()
+}
+
 #[test]
 fn status_page_renders_the_nodes_in_headless_chromium() {
     if !have_tool("chromium") {
@@ -270,38 +276,7 @@ fn status_page_renders_the_nodes_in_headless_chromium() {
     let dir = tempdir::Dir::new();
     let shot = dir.path().join("status.png");
     let url = format!("http://{admin}/");
-    let dump = dir.path().join("dom.html");
-    let chromium = |extra: &[&str]| {
-        let mut args = vec![
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--window-size=1400,1000",
-            "--virtual-time-budget=3000",
-        ];
-        args.extend_from_slice(extra);
-        args.push(&url);
-        // Output to a file: a pipe could fill and stall chromium.
-        let mut child = Command::new("chromium")
-            .args(&args)
-            .stdout(std::fs::File::create(&dump).unwrap())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let deadline = Instant::now() + Duration::from_secs(90);
-        loop {
-            if let Some(_status) = child.try_wait().unwrap() {
-                break;
-            }
-            if Instant::now() > deadline {
-                let _ = child.kill();
-                let _ = child.wait();
-                panic!("chromium did not finish within 90 s");
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        std::fs::read(&dump).unwrap()
-    };
+    let chromium = |extra: &[&str]| chromium(&dir, &url, extra);
     let screenshot_arg = format!("--screenshot={}", shot.display());
     chromium(&[&screenshot_arg]);
     let png = std::fs::read(&shot).expect("chromium wrote the screenshot");
@@ -318,4 +293,76 @@ fn status_page_renders_the_nodes_in_headless_chromium() {
         );
     }
     assert!(dom.contains("<path d=\"M"), "the ring is drawn");
+}
+
+/// GETs of `key` among a few others through `port` until `stop` is set.
+fn hammer(port: u16, key: &'static str, stop: Arc<AtomicBool>) -> std::thread::JoinHandle<()> {
+    std::thread::spawn(move || {
+        let mut con = connect(port);
+        let mut round = 0;
+        while !stop.load(Ordering::Relaxed) {
+            let mut p = redis::pipe();
+            for i in 0..200 {
+                p.get(key);
+                if i % 10 == 0 {
+                    p.get(format!("cold:{round}:{i}"));
+                }
+            }
+            // The cluster is gone once the test ends (or failed).
+            if p.query::<Vec<Option<String>>>(&mut con).is_err() {
+                return;
+            }
+            round += 1;
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    })
+}
+
+#[test]
+fn status_page_badge_warns_of_a_hot_shard_and_names_the_hot_key() {
+    let (c, admin) = cluster(4, "");
+    let owner = keynode(&mut c.client(), "hot:key");
+    let stop = Arc::new(AtomicBool::new(false));
+    let load = hammer(c.proxy.port, "hot:key", stop.clone());
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let stats = loop {
+        let stats: serde_json::Value = serde_json::from_slice(&get(&admin, "/stats").body).unwrap();
+        let hot: Vec<&str> = stats["nodes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|n| n["hot"] == true)
+            .map(|n| n["name"].as_str().unwrap())
+            .collect();
+        if !hot.is_empty() {
+            assert_eq!(hot, [owner.as_str()], "{stats}");
+            break stats;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the tripwire never fired: {stats}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    // /stats names each hot key's owner, which the page matches to the hot node.
+    let top = &stats["hot_keys"][0];
+    assert_eq!(top["key"], "hot:key", "{stats}");
+    assert_eq!(top["node"], owner.as_str(), "{stats}");
+
+    if have_tool("chromium") {
+        let dir = tempdir::Dir::new();
+        let dom = chromium(&dir, &format!("http://{admin}/"), &["--dump-dom"]);
+        let dom = String::from_utf8_lossy(&dom);
+        assert!(
+            dom.contains(r#"<div class="badge busy" id="state">hot shard</div>"#),
+            "the badge warns:\n{dom}"
+        );
+        assert!(!dom.contains(">healthy<"), "{dom}");
+        assert!(
+            dom.contains(r#"<code id="hot-culprit">hot:key</code>"#),
+            "the alarm names the key:\n{dom}"
+        );
+    }
+    stop.store(true, Ordering::Relaxed);
+    load.join().unwrap();
 }

@@ -144,13 +144,7 @@ fn a_reply_longer_than_proto_max_bulk_len_poisons_only_its_node() {
     let (path, port) = write_proxy_config(&dir, &nodes, "");
     let proxy = start_proxy_with(&path, port);
     let mut con = connect(port);
-    let owner = |con: &mut redis::Connection, key: &str| -> String {
-        redis::cmd("CLUSTER")
-            .arg("KEYNODE")
-            .arg(key)
-            .query(con)
-            .unwrap()
-    };
+    let owner = keynode;
     let keys: Vec<String> = (0..100).map(|i| format!("k:{i}")).collect();
     let bad = keys.iter().find(|k| owner(&mut con, k) == "node1").unwrap();
     let fine = keys.iter().find(|k| owner(&mut con, k) == "node2").unwrap();

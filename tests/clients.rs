@@ -2,10 +2,10 @@
 //! redis-py 5 and 8 (`scan_iter`), ioredis 5 (`scanStream`), node-redis 4
 //! and 6 (`scanIterator`), over built-in nodes and over redis-servers.
 //!
-//! The libraries are installed by `.ci/run` (redis-py into
+//! The tests install the libraries on first use (redis-py into
 //! `target/clients/py5` and `py8`, the Node.js ones with `npm ci` in
-//! `tests/clients/node`). Missing ones skip with a printed reason, and fail
-//! under `SHARDIS_REQUIRE_REDIS=1`.
+//! `tests/clients/node`); when that fails they skip, named at the end of
+//! `cargo test`, and fail under `SHARDIS_REQUIRE_REDIS=1`.
 
 mod common;
 
@@ -19,15 +19,10 @@ const SCAN_KEYS: &str = "20000";
 
 fn redis_py(port: u16, types: bool) {
     let script = manifest().join("tests/clients/redis_py.py");
-    for v in ["5", "8"] {
-        let lib = manifest().join(format!("target/clients/py{v}"));
-        let install = format!(
-            "python3 -m pip install --target target/clients/py{v} 'redis>={v},<{}'",
-            v.parse::<u32>().unwrap() + 1
-        );
-        if !have(&lib, &install) {
+    for v in [5, 8] {
+        let Some(lib) = common::redis_py(v) else {
             continue;
-        }
+        };
         let mut cmd = Command::new("timeout");
         cmd.args(["120", "python3"])
             .arg(&script)
@@ -42,13 +37,9 @@ fn redis_py(port: u16, types: bool) {
 }
 
 fn node_clients(port: u16, types: bool) {
-    let dir = manifest().join("tests/clients/node");
-    if !have(
-        &dir.join("node_modules"),
-        "npm ci --prefix tests/clients/node",
-    ) {
+    let Some(dir) = common::node_clients() else {
         return;
-    }
+    };
     let mut cmd = Command::new("timeout");
     cmd.args(["120", "node"])
         .arg(dir.join("clients.js"))

@@ -70,6 +70,42 @@ fn cluster_views_describe_the_proxy_as_one_node_owning_every_slot() {
 }
 
 #[test]
+fn cluster_help_lists_every_subcommand_in_redis_layout() {
+    let c = Cluster::builtin(1);
+    let mut s =
+        RespConn::connect_loopback(c.proxy.port, std::time::Duration::from_secs(10)).unwrap();
+    let help = text(&s.cmd(&["CLUSTER", "HELP"]));
+    assert!(
+        help.starts_with(
+            "*23\r\n+CLUSTER <subcommand> [<arg> [value] [opt] ...]. Subcommands are:\r\n"
+        ),
+        "{help}"
+    );
+    assert!(
+        help.ends_with("+HELP\r\n+    Print this help.\r\n"),
+        "{help}"
+    );
+    for sub in [
+        "ADDNODE",
+        "SPAWNNODE",
+        "REMOVENODE",
+        "PLAN",
+        "RING",
+        "RINGINFO",
+        "KEYNODE",
+    ] {
+        assert!(help.contains(&format!("\r\n+{sub}")), "{sub} in {help}");
+    }
+    for sub in ["HOTKEYS", "SLOTS", "KEYSLOT"] {
+        assert!(help.contains(&format!("\r\n+{sub}")), "{sub} in {help}");
+    }
+    assert_eq!(
+        text(&s.cmd(&["CLUSTER", "HELP", "x"])),
+        "-ERR wrong number of arguments for 'cluster|help' command\r\n"
+    );
+}
+
+#[test]
 fn the_ring_views_live_under_cluster_ring_and_ringinfo() {
     let c = Cluster::builtin(3);
     let mut s =
@@ -87,13 +123,9 @@ fn the_ring_views_live_under_cluster_ring_and_ringinfo() {
 #[test]
 fn redis_py_cluster_client_works_through_the_proxy() {
     let c = Cluster::builtin(10);
-    let lib = manifest().join("target/clients/py8");
-    if !have(
-        &lib,
-        "python3 -m pip install --target target/clients/py8 'redis>=8,<9'",
-    ) {
+    let Some(lib) = redis_py(8) else {
         return;
-    }
+    };
     let out = run_ok(
         Command::new("timeout")
             .args(["120", "python3"])
@@ -106,16 +138,9 @@ fn redis_py_cluster_client_works_through_the_proxy() {
 
 #[test]
 fn ioredis_and_node_redis_cluster_clients_work_through_the_proxy() {
-    if !have_tool("node") {
+    let Some(dir) = node_clients() else {
         return;
-    }
-    let dir = manifest().join("tests/clients/node");
-    if !have(
-        &dir.join("node_modules"),
-        "npm ci --prefix tests/clients/node",
-    ) {
-        return;
-    }
+    };
     let c = Cluster::builtin(10);
     let out = run_ok(
         Command::new("timeout")

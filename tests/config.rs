@@ -13,7 +13,7 @@ fn shardis(args: &[&str]) -> Output {
     Command::new(BIN)
         .current_dir(dir.path())
         .args(args)
-        .output()
+        .output_dying()
         .unwrap()
 }
 
@@ -25,6 +25,23 @@ fn fails(args: &[&str]) -> String {
     assert!(!err.contains("panicked at"), "{err}");
     assert!(!String::from_utf8_lossy(&out.stdout).contains("config ok"));
     err
+}
+
+/// Whether every one of `ports` can be bound now: the shipped configs use
+/// 7000…, which another program on this machine may hold, and then
+/// `--check-config` rightly fails. Records the skip when they cannot.
+fn free_now(ports: std::ops::RangeInclusive<u16>) -> bool {
+    let (lo, hi) = (*ports.start(), *ports.end());
+    let free = ports
+        .into_iter()
+        .all(|p| std::net::TcpListener::bind(("127.0.0.1", p)).is_ok());
+    if !free {
+        skip_busy(
+            &format!("a port of 127.0.0.1:{lo}-{hi} is in use"),
+            "stop what listens there",
+        );
+    }
+    free
 }
 
 fn write(dir: &tempdir::Dir, name: &str, text: &str) -> String {
@@ -49,6 +66,9 @@ fn up_with_a_config_that_does_not_exist_names_the_file() {
 
 #[test]
 fn up_without_a_config_uses_the_defaults() {
+    if !free_now(7000..=7010) {
+        return;
+    }
     let out = shardis(&["up", "--check-config"]);
     assert!(out.status.success());
     let text = String::from_utf8_lossy(&out.stdout);
@@ -58,6 +78,9 @@ fn up_without_a_config_uses_the_defaults() {
 
 #[test]
 fn up_starts_the_nodes_a_config_lists_with_their_names_and_weights() {
+    if !free_now(7000..=7003) {
+        return;
+    }
     let out = shardis(&[
         "up",
         "--config",
@@ -222,6 +245,9 @@ fn the_up_config_given_to_proxy_says_it_is_for_up() {
 
 #[test]
 fn every_shipped_config_passes_its_check() {
+    if !free_now(7000..=7010) {
+        return;
+    }
     for (cmd, file) in [
         ("up", "default.toml"),
         ("up", "weighted.toml"),
@@ -276,4 +302,62 @@ fn a_relative_state_file_lives_next_to_the_config() {
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
     assert!(!run_dir.path().join("topo.toml").exists());
+}
+
+#[test]
+fn check_config_fails_when_a_port_it_would_listen_on_is_taken() {
+    let dir = tempdir::Dir::new();
+    // Three free ports; the test holds the middle one.
+    let block = free_block(3);
+    let taken = block + 1;
+    let held = std::net::TcpListener::bind(("127.0.0.1", taken)).unwrap();
+    let (free, first) = (free_port(), free_block(3));
+    let up_check = |port: u16, first: u16| {
+        let (port, first) = (port.to_string(), first.to_string());
+        let args = [
+            "up",
+            "--nodes",
+            "3",
+            "--port",
+            &port,
+            "--first-node-port",
+            &first,
+        ];
+        shardis(&[&args[..], &["--check-config"]].concat())
+    };
+    let refused = |out: Output, what: &str| {
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{what} is taken: {err}");
+        assert!(!String::from_utf8_lossy(&out.stdout).contains("config ok"));
+        let want = format!("{what} 127.0.0.1:{taken}: cannot listen there");
+        assert!(err.contains(&want), "{err}");
+    };
+
+    let out = up_check(free, first);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    refused(up_check(taken, first), "proxy listen");
+    // node2 of that block would start on the taken port.
+    refused(up_check(free, block), "node");
+
+    // `proxy`: its listen address, and a configured admin listener.
+    let node = start_node(free_port());
+    for (listen, admin, what) in [(taken, free, "proxy listen"), (free, taken, "admin listen")] {
+        let cfg = write(
+            &dir,
+            "p.toml",
+            &format!(
+                "[proxy]\nlisten = \"127.0.0.1:{listen}\"\n[admin]\nlisten = \"127.0.0.1:{admin}\"\n[[nodes]]\naddr = \"{}\"\n",
+                node.addr()
+            ),
+        );
+        refused(
+            shardis(&["proxy", "--config", &cfg, "--check-config"]),
+            what,
+        );
+    }
+    drop(held);
 }

@@ -1,18 +1,20 @@
 //! `shardis demo`: the tour runs end to end on a small data set, loses no key
 //! through a join and a leave, and leaves no process behind.
 
+mod common;
+
 use std::io::Read;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-const BIN: &str = env!("CARGO_BIN_EXE_shardis");
+use common::{DieWithTest, BIN};
 
 /// Runs the command, killing it past `limit`; returns (success, stdout, stderr).
 fn run_bounded(cmd: &mut Command, limit: Duration) -> (bool, String, String) {
     let mut child = cmd
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
-        .spawn()
+        .spawn_dying()
         .expect("start shardis demo");
     let mut out = child.stdout.take().unwrap();
     let mut err = child.stderr.take().unwrap();
@@ -78,6 +80,7 @@ fn demo_tours_join_and_leave_without_losing_keys() {
         "GET at 1000 rps",
         "SET max c8 P16",
         "stopped the proxy and 11 nodes",
+        "10 built-in nodes on 127.0.0.1",
     ] {
         assert!(out.contains(want), "no {want:?} in the report:\n{out}");
     }
@@ -85,6 +88,12 @@ fn demo_tours_join_and_leave_without_losing_keys() {
         !out.contains(" 1 missing") && !out.contains("wrong, 1"),
         "{out}"
     );
+    // Free ports are no range: listed, not shown as "first .. last".
+    let nodes = out
+        .lines()
+        .find(|l| l.contains("built-in nodes on"))
+        .unwrap();
+    assert!(!nodes.contains(" .. "), "{nodes}");
 
     let text = std::fs::read_to_string(&json).expect("--json file");
     let _ = std::fs::remove_file(&json);

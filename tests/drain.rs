@@ -130,11 +130,7 @@ fn sigterm_to_up_drains_the_proxy_before_the_nodes_stop() {
     wait_ping(port);
     let mut con = connect(port);
     let _: () = redis::cmd("SET").arg("k").arg("v").query(&mut con).unwrap();
-    let owner: String = redis::cmd("CLUSTER")
-        .arg("KEYNODE")
-        .arg("k")
-        .query(&mut con)
-        .unwrap();
+    let owner = keynode(&mut con, "k");
     let index: u16 = owner.trim_start_matches("node").parse().unwrap();
     let node = node_pid(first + index - 1);
     // The owner stops answering: the GET stays in flight.

@@ -21,30 +21,16 @@ fn cluster_over(node: Proc, hot_keys: &str) -> (Cluster, String) {
         vec![node],
         &format!("[hot_keys]\n{hot_keys}\n[admin]\nlisten = \"127.0.0.1:0\"\n"),
     );
-    let info: String = redis::cmd("CLUSTER")
-        .arg("RINGINFO")
-        .query(&mut c.client())
-        .unwrap();
-    let addr = info
-        .lines()
-        .find_map(|l| l.strip_prefix("admin_listen:"))
-        .expect("CLUSTER RINGINFO has admin_listen")
-        .trim()
-        .to_string();
+    let addr = admin_addr(&mut c.client());
     (c, addr)
 }
 
 /// The value of an unlabelled sample in a `/metrics` scrape.
+/// One sample of a fresh `/metrics` scrape.
 fn metric(addr: &str, series: &str) -> f64 {
     let r = get(addr, "/metrics");
     assert_eq!(r.status, 200);
-    let text = r.text();
-    text.lines()
-        .find_map(|l| l.strip_prefix(series)?.strip_prefix(' '))
-        .unwrap_or_else(|| panic!("no sample {series} in:\n{text}"))
-        .trim()
-        .parse()
-        .unwrap()
+    common::http::sample(&r.text(), series)
 }
 
 fn node_hits(c: &Cluster) -> u64 {
@@ -281,11 +267,7 @@ fn a_topology_change_clears_the_cache() {
     // cleared at the new epoch, every next GET sees it.
     let mut moved = 0;
     for k in &keys {
-        let owner: String = redis::cmd("CLUSTER")
-            .arg("KEYNODE")
-            .arg(k)
-            .query(&mut con)
-            .unwrap();
+        let owner = keynode(&mut con, k);
         let port = match owner.as_str() {
             "node1" => c.nodes[0].port,
             "node2" => {

@@ -10,11 +10,7 @@ use redis::Commands;
 
 /// The redis-server process that owns `key` (by the proxy's `CLUSTER KEYNODE`).
 fn owner<'a>(c: &'a Cluster, con: &mut redis::Connection, key: &str) -> &'a Proc {
-    let name: String = redis::cmd("CLUSTER")
-        .arg("KEYNODE")
-        .arg(key)
-        .query(con)
-        .unwrap();
+    let name = keynode(con, key);
     let i: usize = name.strip_prefix("node").unwrap().parse().unwrap();
     &c.nodes[i - 1]
 }
@@ -51,13 +47,13 @@ fn sort_store_lands_on_the_destinations_owner_or_is_refused() {
     let _: () = con.rpush("src", &[3, 1, 2]).unwrap();
     let dst = key_elsewhere(&c, &mut con, "dst", "src");
     let e = err(&mut con, &["SORT", "src", "STORE", &dst]);
-    assert!(e.contains("same node"), "{e}");
+    assert!(e.contains("same slot"), "{e}");
     assert!(held_by(&c, &dst).is_empty(), "no node got {dst}");
     let e = err(
         &mut con,
         &["SORT", "src", "ALPHA", "STORE", "x", "STORE", &dst],
     );
-    assert!(e.contains("same node"), "the last STORE counts: {e}");
+    assert!(e.contains("same slot"), "the last STORE counts: {e}");
 
     // Hash-tagged together: stored, on its owner only.
     let _: () = con.rpush("{t}src", &[3, 1, 2]).unwrap();
@@ -105,7 +101,7 @@ fn sort_store_lands_on_the_destinations_owner_or_is_refused() {
         &mut con,
         &["SORT", "{t}src", "BY", &format!("{other_tag}w_*")],
     );
-    assert!(e.contains("same node"), "a tag on another node: {e}");
+    assert!(e.contains("same slot"), "a tag on another node: {e}");
 }
 
 #[test]
@@ -159,7 +155,7 @@ fn georadius_store_lands_on_the_destinations_owner_or_is_refused() {
             &far,
         ],
     );
-    assert!(e.contains("same node"), "{e}");
+    assert!(e.contains("same slot"), "{e}");
     assert!(held_by(&c, &far).is_empty());
     let e = err(
         &mut con,
@@ -174,7 +170,7 @@ fn georadius_store_lands_on_the_destinations_owner_or_is_refused() {
             "km",
         ],
     );
-    assert!(e.contains("same node"), "{e}");
+    assert!(e.contains("same slot"), "{e}");
     let n: i64 = redis::cmd("GEOSEARCHSTORE")
         .arg(&[
             "{g}s",

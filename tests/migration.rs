@@ -10,23 +10,11 @@ use std::time::{Duration, Instant};
 use common::*;
 use redis::Commands;
 
-fn cluster_info(con: &mut redis::Connection) -> String {
-    redis::cmd("CLUSTER").arg("RINGINFO").query(con).unwrap()
-}
-
-fn field(info: &str, key: &str) -> String {
-    info.lines()
-        .find_map(|l| l.strip_prefix(&format!("{key}:")))
-        .unwrap_or("")
-        .trim()
-        .to_string()
-}
-
 fn wait_ok(con: &mut redis::Connection) -> String {
     let deadline = Instant::now() + Duration::from_secs(120);
     loop {
         let info = cluster_info(con);
-        if field(&info, "state") == "ok" {
+        if ring_field(&info, "state") == "ok" {
             return info;
         }
         assert!(
@@ -37,40 +25,12 @@ fn wait_ok(con: &mut redis::Connection) -> String {
     }
 }
 
-fn dbsize(port: u16) -> i64 {
-    redis::cmd("DBSIZE").query(&mut connect(port)).unwrap()
-}
-
-fn write_keys(con: &mut redis::Connection, n: usize) {
-    for chunk in (0..n).collect::<Vec<_>>().chunks(500) {
-        let pairs: Vec<(String, String)> = chunk
-            .iter()
-            .map(|i| (format!("user:{i}"), format!("v{i}")))
-            .collect();
-        let _: () = con.mset(&pairs).unwrap();
-    }
-}
-
-fn all_keys_readable(con: &mut redis::Connection, n: usize) -> usize {
-    let mut found = 0;
-    for chunk in (0..n).collect::<Vec<_>>().chunks(500) {
-        let keys: Vec<String> = chunk.iter().map(|i| format!("user:{i}")).collect();
-        let vals: Vec<Option<String>> = con.mget(&keys).unwrap();
-        for (i, v) in chunk.iter().zip(vals) {
-            if v.as_deref() == Some(format!("v{i}").as_str()) {
-                found += 1;
-            }
-        }
-    }
-    found
-}
-
 #[test]
 fn adding_and_removing_nodes_moves_only_the_keys_that_must_move() {
     let n = 40_000;
     let mut c = Cluster::builtin(10);
     let mut con = c.client();
-    write_keys(&mut con, n);
+    mset_keys(&mut con, "user:", n);
     let extra = start_node(free_port());
     let before: Vec<i64> = c.nodes.iter().map(|x| dbsize(x.port)).collect();
     let _: () = redis::cmd("CLUSTER")
@@ -82,13 +42,13 @@ fn adding_and_removing_nodes_moves_only_the_keys_that_must_move() {
         .unwrap();
     // Readable throughout the change.
     assert_eq!(
-        all_keys_readable(&mut con, n),
+        mset_keys_readable(&mut con, "user:", n),
         n,
         "every key readable during the migration"
     );
     let info = wait_ok(&mut con);
     assert_eq!(
-        all_keys_readable(&mut con, n),
+        mset_keys_readable(&mut con, "user:", n),
         n,
         "every key readable after the migration"
     );
@@ -103,7 +63,10 @@ fn adding_and_removing_nodes_moves_only_the_keys_that_must_move() {
         (0.05..=0.12).contains(&fraction),
         "moved fraction {fraction}"
     );
-    assert_eq!(field(&info, "migration_keys_copied"), moved.to_string());
+    assert_eq!(
+        ring_field(&info, "migration_keys_copied"),
+        moved.to_string()
+    );
     // Only the keys the new node took left their old nodes, and each old node lost some.
     let after: Vec<i64> = c.nodes.iter().map(|x| dbsize(x.port)).collect();
     assert_eq!(
@@ -114,11 +77,7 @@ fn adding_and_removing_nodes_moves_only_the_keys_that_must_move() {
         before.iter().zip(&after).all(|(b, a)| a < b),
         "keys come from every old node: {before:?} -> {after:?}"
     );
-    let owner: String = redis::cmd("CLUSTER")
-        .arg("KEYNODE")
-        .arg("user:1")
-        .query(&mut con)
-        .unwrap();
+    let owner = keynode(&mut con, "user:1");
     assert!(owner.starts_with("node"));
     let nodes: String = redis::cmd("CLUSTER").arg("RING").query(&mut con).unwrap();
     assert_eq!(nodes.lines().count(), 11, "{nodes}");
@@ -132,12 +91,12 @@ fn adding_and_removing_nodes_moves_only_the_keys_that_must_move() {
         .unwrap();
     let info = wait_ok(&mut con);
     assert_eq!(
-        field(&info, "migration_keys_copied"),
+        ring_field(&info, "migration_keys_copied"),
         node3_keys.to_string()
     );
     assert_eq!(dbsize(c.nodes[2].port), 0, "the removed node was emptied");
-    assert_eq!(all_keys_readable(&mut con, n), n);
-    let rebuild_us: u64 = field(&info, "ring_rebuild_us").parse().unwrap();
+    assert_eq!(mset_keys_readable(&mut con, "user:", n), n);
+    let rebuild_us: u64 = ring_field(&info, "ring_rebuild_us").parse().unwrap();
     eprintln!("ring rebuild on remove: {rebuild_us} us");
     assert!(rebuild_us < 1_000_000);
     c.nodes.push(extra);
@@ -170,7 +129,7 @@ fn bad_topology_changes_are_refused_with_clear_errors() {
     assert!(err(&mut con, &["CLUSTER", "REMOVENODE", "node2"]).contains("last node"));
     assert!(err(&mut con, &["CLUSTER", "RINGINFO", "x"]).contains("wrong number of arguments"));
     let info = cluster_info(&mut con);
-    assert_eq!(field(&info, "nodes"), "1");
+    assert_eq!(ring_field(&info, "nodes"), "1");
 }
 
 #[test]
@@ -194,7 +153,7 @@ fn a_restarted_proxy_routes_exactly_as_before_including_added_nodes() {
     std::fs::write(&path, cfg).unwrap();
     let mut proxy = start_proxy_with(&path, port);
     let mut con = connect(port);
-    write_keys(&mut con, 3000);
+    mset_keys(&mut con, "user:", 3000);
     let extra = start_node(free_port());
     let _: () = redis::cmd("CLUSTER")
         .arg("ADDNODE")
@@ -217,16 +176,12 @@ fn a_restarted_proxy_routes_exactly_as_before_including_added_nodes() {
     let _proxy = start_proxy_with(&path, port);
     let mut con = connect(port);
     let info = cluster_info(&mut con);
-    assert_eq!(field(&info, "nodes"), "4", "{info}");
+    assert_eq!(ring_field(&info, "nodes"), "4", "{info}");
     for (i, want) in owners.iter().enumerate() {
-        let got: String = redis::cmd("CLUSTER")
-            .arg("KEYNODE")
-            .arg(format!("user:{i}"))
-            .query(&mut con)
-            .unwrap();
+        let got = keynode(&mut con, &format!("user:{i}"));
         assert_eq!(&got, want);
     }
-    assert_eq!(all_keys_readable(&mut con, 3000), 3000);
+    assert_eq!(mset_keys_readable(&mut con, "user:", 3000), 3000);
 }
 
 fn run_check(args: &[&str], env: &[(&str, &str)]) -> (bool, String) {
@@ -234,7 +189,7 @@ fn run_check(args: &[&str], env: &[(&str, &str)]) -> (bool, String) {
         .arg("check")
         .args(args)
         .envs(env.iter().copied())
-        .output()
+        .output_dying()
         .unwrap();
     let text = String::from_utf8_lossy(&out.stdout).to_string();
     eprintln!(

@@ -96,7 +96,7 @@ fn spawn_proxy(dir: &tempdir::Dir, port: u16, env: &[(&str, &str)]) -> ProxyProc
         .envs(env.iter().copied())
         .stdout(Stdio::null())
         .stderr(err)
-        .spawn()
+        .spawn_dying()
         .expect("start proxy");
     let p = ProxyProc(child);
     wait_ping(port);
@@ -112,23 +112,11 @@ fn signal(p: &Proc, sig: &str) {
     assert!(ok, "kill {sig} {}", p.pid());
 }
 
-fn info(con: &mut redis::Connection) -> String {
-    redis::cmd("CLUSTER").arg("RINGINFO").query(con).unwrap()
-}
-
-fn field(info: &str, key: &str) -> String {
-    info.lines()
-        .find_map(|l| l.strip_prefix(&format!("{key}:")))
-        .unwrap_or("")
-        .trim()
-        .to_string()
-}
-
 /// Waits (bounded) until `pred` holds on CLUSTER RINGINFO; returns it.
 fn wait_info(con: &mut redis::Connection, what: &str, pred: impl Fn(&str) -> bool) -> String {
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
-        let i = info(con);
+        let i = cluster_info(con);
         if pred(&i) {
             return i;
         }
@@ -138,13 +126,13 @@ fn wait_info(con: &mut redis::Connection, what: &str, pred: impl Fn(&str) -> boo
 }
 
 fn wait_state(con: &mut redis::Connection, state: &str) -> String {
-    wait_info(con, state, |i| field(i, "state") == state)
+    wait_info(con, state, |i| ring_field(i, "state") == state)
 }
 
 fn wait_copying(con: &mut redis::Connection) -> String {
     wait_info(con, "a copy under way", |i| {
-        field(i, "state") == "copying"
-            && field(i, "migration_keys_copied")
+        ring_field(i, "state") == "copying"
+            && ring_field(i, "migration_keys_copied")
                 .parse::<u64>()
                 .unwrap_or(0)
                 > 0
@@ -153,36 +141,6 @@ fn wait_copying(con: &mut redis::Connection) -> String {
 
 fn admin(con: &mut redis::Connection, args: &[&str]) -> redis::RedisResult<()> {
     redis::cmd(args[0]).arg(&args[1..]).query(con)
-}
-
-fn dbsize(port: u16) -> i64 {
-    redis::cmd("DBSIZE").query(&mut connect(port)).unwrap()
-}
-
-fn write_keys(con: &mut redis::Connection, n: usize) {
-    for chunk in (0..n).collect::<Vec<_>>().chunks(500) {
-        let pairs: Vec<(String, String)> = chunk
-            .iter()
-            .map(|i| (format!("k:{i}"), format!("v{i}")))
-            .collect();
-        let _: () = con.mset(&pairs).unwrap();
-    }
-}
-
-fn readable(con: &mut redis::Connection, n: usize) -> usize {
-    (0..n)
-        .collect::<Vec<_>>()
-        .chunks(500)
-        .map(|chunk| {
-            let keys: Vec<String> = chunk.iter().map(|i| format!("k:{i}")).collect();
-            let vals: Vec<Option<String>> = con.mget(&keys).unwrap();
-            chunk
-                .iter()
-                .zip(vals)
-                .filter(|(i, v)| v.as_deref() == Some(format!("v{i}").as_str()))
-                .count()
-        })
-        .sum()
 }
 
 /// Waits (bounded) until `port`'s node holds no key.
@@ -204,7 +162,7 @@ fn a_stopped_joining_node_aborts_the_add_its_copies_are_deleted_and_it_can_join_
     }
     let rig = Rig::start(3, &[]);
     let mut con = rig.con();
-    write_keys(&mut con, 4000);
+    mset_keys(&mut con, "k:", 4000);
     let joining = start_redis(free_port());
     admin(
         &mut con,
@@ -214,7 +172,7 @@ fn a_stopped_joining_node_aborts_the_add_its_copies_are_deleted_and_it_can_join_
     wait_copying(&mut con);
     signal(&joining, "-STOP");
     let i = wait_state(&mut con, "aborted");
-    let err = field(&i, "last_error");
+    let err = ring_field(&i, "last_error");
     assert!(
         err.contains("node node4"),
         "the abort names the stopped node: {err}"
@@ -230,14 +188,14 @@ fn a_stopped_joining_node_aborts_the_add_its_copies_are_deleted_and_it_can_join_
         0,
         "the partial copies are deleted once node4 answers again"
     );
-    assert_eq!(field(&info(&mut con), "sweep_pending"), "-");
+    assert_eq!(ring_field(&cluster_info(&mut con), "sweep_pending"), "-");
     admin(
         &mut con,
         &["CLUSTER", "ADDNODE", &joining.addr(), "NAME", "node4"],
     )
     .unwrap();
     wait_state(&mut con, "ok");
-    assert_eq!(readable(&mut con, 4000), 4000);
+    assert_eq!(mset_keys_readable(&mut con, "k:", 4000), 4000);
     assert!(dbsize(joining.port) > 0);
 }
 
@@ -248,7 +206,7 @@ fn a_joining_node_stopped_before_its_copies_are_deleted_is_flushed_when_added_ag
     }
     let rig = Rig::start(3, &[]);
     let mut con = rig.con();
-    write_keys(&mut con, 4000);
+    mset_keys(&mut con, "k:", 4000);
     let joining = start_redis(free_port());
     admin(
         &mut con,
@@ -258,7 +216,7 @@ fn a_joining_node_stopped_before_its_copies_are_deleted_is_flushed_when_added_ag
     wait_copying(&mut con);
     signal(&joining, "-STOP");
     let i = wait_state(&mut con, "aborted");
-    assert_eq!(field(&i, "sweep_pending"), "node4", "{i}");
+    assert_eq!(ring_field(&i, "sweep_pending"), "node4", "{i}");
     // Straight back and re-added before the background retry got to it.
     signal(&joining, "-CONT");
     admin(
@@ -267,7 +225,7 @@ fn a_joining_node_stopped_before_its_copies_are_deleted_is_flushed_when_added_ag
     )
     .unwrap();
     wait_state(&mut con, "ok");
-    assert_eq!(readable(&mut con, 4000), 4000);
+    assert_eq!(mset_keys_readable(&mut con, "k:", 4000), 4000);
 }
 
 #[test]
@@ -277,7 +235,7 @@ fn an_old_owner_killed_mid_copy_aborts_naming_it_and_leaves_the_joining_node_emp
     }
     let mut rig = Rig::start(3, &[]);
     let mut con = rig.con();
-    write_keys(&mut con, 4000);
+    mset_keys(&mut con, "k:", 4000);
     let joining = start_redis(free_port());
     admin(
         &mut con,
@@ -287,7 +245,7 @@ fn an_old_owner_killed_mid_copy_aborts_naming_it_and_leaves_the_joining_node_emp
     wait_copying(&mut con);
     rig.nodes[0].kill();
     let i = wait_state(&mut con, "aborted");
-    let err = field(&i, "last_error");
+    let err = ring_field(&i, "last_error");
     assert!(
         err.contains("node node1"),
         "the abort names the dead node: {err}"
@@ -299,14 +257,14 @@ fn an_old_owner_killed_mid_copy_aborts_naming_it_and_leaves_the_joining_node_emp
     );
     // The operator drops the dead node; its keys are lost with it.
     admin(&mut con, &["CLUSTER", "REMOVENODE", "node1"]).unwrap();
-    assert_eq!(field(&info(&mut con), "nodes"), "2");
+    assert_eq!(ring_field(&cluster_info(&mut con), "nodes"), "2");
     admin(
         &mut con,
         &["CLUSTER", "ADDNODE", &joining.addr(), "NAME", "node4"],
     )
     .unwrap();
     wait_state(&mut con, "ok");
-    let alive = readable(&mut con, 4000);
+    let alive = mset_keys_readable(&mut con, "k:", 4000);
     assert!(
         alive > 2000 && alive < 4000,
         "node1's keys are lost, the others kept: {alive}"
@@ -320,7 +278,7 @@ fn removing_a_dead_node_mid_copy_aborts_the_copy_and_drops_it() {
     }
     let mut rig = Rig::start(3, &[]);
     let mut con = rig.con();
-    write_keys(&mut con, 4000);
+    mset_keys(&mut con, "k:", 4000);
     let joining = start_redis(free_port());
     admin(
         &mut con,
@@ -331,9 +289,9 @@ fn removing_a_dead_node_mid_copy_aborts_the_copy_and_drops_it() {
     signal(&rig.nodes[1], "-STOP");
     rig.nodes[1].kill();
     admin(&mut con, &["CLUSTER", "REMOVENODE", "node2"]).unwrap();
-    let i = info(&mut con);
-    assert_eq!(field(&i, "state"), "ok", "{i}");
-    assert_eq!(field(&i, "nodes"), "2", "{i}");
+    let i = cluster_info(&mut con);
+    assert_eq!(ring_field(&i, "state"), "ok", "{i}");
+    assert_eq!(ring_field(&i, "nodes"), "2", "{i}");
     assert_eq!(dbsize(joining.port), 0);
 }
 
@@ -344,7 +302,7 @@ fn a_node_dead_during_the_sweep_does_not_block_the_next_change() {
     }
     let mut rig = Rig::start(3, &[("SHARDIS_FAULT_PHASE_DELAY_MS", "1500")]);
     let mut con = rig.con();
-    write_keys(&mut con, 2000);
+    mset_keys(&mut con, "k:", 2000);
     let joining = start_redis(free_port());
     admin(
         &mut con,
@@ -354,11 +312,11 @@ fn a_node_dead_during_the_sweep_does_not_block_the_next_change() {
     wait_state(&mut con, "sweeping");
     rig.nodes[0].kill();
     let i = wait_state(&mut con, "ok");
-    assert_eq!(field(&i, "sweep_pending"), "node1", "{i}");
-    assert!(field(&i, "last_error").contains("node1"), "{i}");
+    assert_eq!(ring_field(&i, "sweep_pending"), "node1", "{i}");
+    assert!(ring_field(&i, "last_error").contains("node1"), "{i}");
     // The dead node can be removed, and changes go on.
     admin(&mut con, &["CLUSTER", "REMOVENODE", "node1"]).unwrap();
-    assert_eq!(field(&info(&mut con), "nodes"), "3");
+    assert_eq!(ring_field(&cluster_info(&mut con), "nodes"), "3");
     let extra = start_redis(free_port());
     admin(
         &mut con,
@@ -369,9 +327,9 @@ fn a_node_dead_during_the_sweep_does_not_block_the_next_change() {
     wait_state(&mut con, "sweeping");
     rig.nodes[1].kill();
     admin(&mut con, &["CLUSTER", "REMOVENODE", "node2"]).unwrap();
-    let i = info(&mut con);
-    assert_eq!(field(&i, "state"), "ok", "{i}");
-    assert_eq!(field(&i, "nodes"), "3", "{i}");
+    let i = cluster_info(&mut con);
+    assert_eq!(ring_field(&i, "state"), "ok", "{i}");
+    assert_eq!(ring_field(&i, "nodes"), "3", "{i}");
     // A proxy restarted mid-sweep, with a node dead, finishes the change too.
     let extra2 = start_redis(free_port());
     admin(
@@ -385,14 +343,14 @@ fn a_node_dead_during_the_sweep_does_not_block_the_next_change() {
     rig.proxy = spawn_proxy(&rig.dir, rig.port, &[]);
     let mut con = rig.con();
     let i = wait_state(&mut con, "ok");
-    assert_eq!(field(&i, "nodes"), "4", "{i}");
-    assert!(field(&i, "sweep_pending").contains("node3"), "{i}");
+    assert_eq!(ring_field(&i, "nodes"), "4", "{i}");
+    assert!(ring_field(&i, "sweep_pending").contains("node3"), "{i}");
     let _: () = con.set("after", "1").unwrap();
     admin(&mut con, &["CLUSTER", "REMOVENODE", "node3"]).unwrap();
     admin(&mut con, &["CLUSTER", "REMOVENODE", "node3"]).unwrap();
-    let i = info(&mut con);
-    assert_eq!(field(&i, "nodes"), "3", "{i}");
-    assert_eq!(field(&i, "sweep_pending"), "node1,node2", "{i}");
+    let i = cluster_info(&mut con);
+    assert_eq!(ring_field(&i, "nodes"), "3", "{i}");
+    assert_eq!(ring_field(&i, "sweep_pending"), "node1,node2", "{i}");
 }
 
 #[test]
@@ -402,7 +360,7 @@ fn a_stopped_joining_node_stalls_the_sources_clients_briefly_not_for_the_migrate
     }
     let rig = Rig::start(3, &[]);
     let mut con = rig.con();
-    write_keys(&mut con, 4000);
+    mset_keys(&mut con, "k:", 4000);
     let joining = start_redis(free_port());
     admin(
         &mut con,
@@ -440,7 +398,7 @@ fn an_unwritable_state_file_refuses_the_change_and_the_proxy_keeps_serving() {
     }
     let rig = Rig::start(3, &[]);
     let mut con = rig.con();
-    write_keys(&mut con, 500);
+    mset_keys(&mut con, "k:", 500);
     std::fs::remove_dir_all(rig.dir.path().join("state")).unwrap();
     let joining = start_redis(free_port());
     let err = admin(
@@ -453,10 +411,13 @@ fn an_unwritable_state_file_refuses_the_change_and_the_proxy_keeps_serving() {
         err.contains("topology.toml") && err.contains("No such file or directory"),
         "{err}"
     );
-    let i = info(&mut con);
-    assert_eq!(field(&i, "state"), "ok", "{i}");
-    assert!(field(&i, "last_error").contains("topology.toml"), "{i}");
-    assert_eq!(readable(&mut con, 500), 500);
+    let i = cluster_info(&mut con);
+    assert_eq!(ring_field(&i, "state"), "ok", "{i}");
+    assert!(
+        ring_field(&i, "last_error").contains("topology.toml"),
+        "{i}"
+    );
+    assert_eq!(mset_keys_readable(&mut con, "k:", 500), 500);
 }
 
 #[test]
@@ -466,7 +427,7 @@ fn a_state_file_lost_mid_copy_aborts_the_change_at_cutover_naming_the_file() {
     }
     let rig = Rig::start(3, &[]);
     let mut con = rig.con();
-    write_keys(&mut con, 3000);
+    mset_keys(&mut con, "k:", 3000);
     let joining = start_redis(free_port());
     admin(
         &mut con,
@@ -476,13 +437,13 @@ fn a_state_file_lost_mid_copy_aborts_the_change_at_cutover_naming_the_file() {
     wait_copying(&mut con);
     std::fs::remove_dir_all(rig.dir.path().join("state")).unwrap();
     let i = wait_state(&mut con, "aborted");
-    let err = field(&i, "last_error");
+    let err = ring_field(&i, "last_error");
     assert!(
         err.contains("topology.toml") && err.contains("No such file or directory"),
         "{err}"
     );
-    assert_eq!(field(&i, "nodes"), "3");
+    assert_eq!(ring_field(&i, "nodes"), "3");
     assert_eq!(dbsize(joining.port), 0);
-    assert_eq!(readable(&mut con, 3000), 3000);
+    assert_eq!(mset_keys_readable(&mut con, "k:", 3000), 3000);
     let _: () = con.set("after", "1").unwrap();
 }

@@ -190,7 +190,7 @@ fn redis_cli_monitor_prints_other_clients_commands_with_their_node() {
         .args(["-p", &port.to_string(), "monitor"])
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
-        .spawn()
+        .spawn_dying()
         .unwrap();
     let stdout = cli.stdout.take().unwrap();
     let (tx, rx) = std::sync::mpsc::channel();
@@ -226,13 +226,9 @@ fn redis_cli_monitor_prints_other_clients_commands_with_their_node() {
 
 #[test]
 fn redis_py_monitor_parses_lines_and_sees_the_node() {
-    let lib = manifest().join("target/clients/py8");
-    if !have(
-        &lib,
-        "python3 -m pip install --target target/clients/py8 'redis>=8,<9'",
-    ) {
+    let Some(lib) = redis_py(8) else {
         return;
-    }
+    };
     let c = Cluster::builtin(3);
     let port = c.proxy.port;
     let script = r#"

@@ -5,6 +5,7 @@
 
 mod common;
 
+use common::DieWithTest;
 use redis::Connection;
 
 fn used_memory(c: &mut Connection) -> u64 {
@@ -195,7 +196,7 @@ fn redis_cli_hotkeys_finds_the_most_read_key() {
     let _: () = pipe.query(&mut c).unwrap();
     let out = std::process::Command::new("timeout")
         .args(["30", "redis-cli", "-p", &node.port.to_string(), "--hotkeys"])
-        .output()
+        .output_dying()
         .unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{text}");

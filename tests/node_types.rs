@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::{free_port, have_tool, start_node, Proc, Raw, BIN};
+use common::{free_port, have_tool, start_node, DieWithTest, Proc, Raw, BIN};
 use std::process::{Command, Stdio};
 
 fn node() -> Proc {
@@ -308,7 +308,7 @@ fn redis_benchmark_default_suite_runs_without_errors() {
             "2000",
             "--csv",
         ])
-        .output()
+        .output_dying()
         .unwrap();
     let text = String::from_utf8_lossy(&out.stdout).into_owned();
     let errors = String::from_utf8_lossy(&out.stderr).into_owned();

@@ -222,7 +222,7 @@ fn geo_with_hash_tagged_store_keys_works_through_the_proxy() {
         ],
     ] {
         let reply = admin.call(&req);
-        assert!(reply.contains("same node"), "{req:?}: {reply}");
+        assert!(reply.contains("same slot"), "{req:?}: {reply}");
         assert_eq!(admin.call(&["EXISTS", &far]), ":0\r\n");
     }
     c.finish("through the proxy");

@@ -9,20 +9,12 @@ use std::time::{Duration, Instant};
 use common::*;
 use redis::{Commands, Value};
 
-fn cluster_info(con: &mut redis::Connection) -> String {
-    redis::cmd("CLUSTER").arg("RINGINFO").query(con).unwrap()
-}
-
 fn field(text: &str, key: &str) -> String {
     text.lines()
         .find_map(|l| l.strip_prefix(&format!("{key}:")))
         .unwrap_or_else(|| panic!("no {key} in {text}"))
         .trim()
         .to_string()
-}
-
-fn dbsize(port: u16) -> i64 {
-    redis::cmd("DBSIZE").query(&mut connect(port)).unwrap()
 }
 
 fn bulk(v: &Value) -> String {
@@ -43,11 +35,7 @@ fn slowlog_keeps_redis_shape_with_the_serving_node() {
         .query(&mut con)
         .unwrap();
     let _: () = redis::cmd("SLOWLOG").arg("RESET").query(&mut con).unwrap();
-    let owner: String = redis::cmd("CLUSTER")
-        .arg("KEYNODE")
-        .arg("user:7")
-        .query(&mut con)
-        .unwrap();
+    let owner = keynode(&mut con, "user:7");
     let long = "v".repeat(200);
     let _: () = con.set("user:7", &long).unwrap();
     let entries: Vec<Value> = redis::cmd("SLOWLOG")
@@ -151,11 +139,7 @@ fn hotkeys_and_the_hot_shard_tripwire_find_a_hammered_key() {
     let nodes: Vec<Proc> = (0..4).map(|_| start_node(free_port())).collect();
     let c = Cluster::over(nodes, "");
     let mut con = c.client();
-    let owner: String = redis::cmd("CLUSTER")
-        .arg("KEYNODE")
-        .arg("hot:key")
-        .query(&mut con)
-        .unwrap();
+    let owner = keynode(&mut con, "hot:key");
     let _: () = con.set("hot:key", "x").unwrap();
     // Up to 8 000 GETs of one key among 800 of others, pipelined in batches.
     let deadline = Instant::now() + Duration::from_secs(60);
@@ -317,7 +301,10 @@ fn plan_refuses_bad_requests_with_clear_errors() {
 #[test]
 fn shardis_up_serves_the_admin_api_by_default() {
     if std::net::TcpListener::bind("127.0.0.1:7070").is_err() {
-        eprintln!("skipping: 127.0.0.1:7070 is in use, so `up` would serve without it");
+        skip_busy(
+            "127.0.0.1:7070 is in use, so `up` would serve without it",
+            "stop what listens on 127.0.0.1:7070",
+        );
         return;
     }
     let up = Up::start(2, &[]);
@@ -327,7 +314,10 @@ fn shardis_up_serves_the_admin_api_by_default() {
     if admin != "127.0.0.1:7070" {
         // Another `shardis up` took the default port between the check and the start.
         assert_eq!(admin, "-", "{info}");
-        eprintln!("skipping: 127.0.0.1:7070 was taken meanwhile");
+        skip_busy(
+            "127.0.0.1:7070 was taken meanwhile",
+            "stop what listens on 127.0.0.1:7070",
+        );
         return;
     }
     let r = common::http::get(&admin, "/cluster");

@@ -4,7 +4,7 @@ mod common;
 
 use std::io::Write;
 use std::net::TcpStream;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::*;
 use redis::Commands;
@@ -28,11 +28,7 @@ fn each_key_lives_only_on_its_owner(c: &Cluster) {
     for i in 0..300 {
         let key = format!("owner:{i}");
         let _: () = con.set(&key, i).unwrap();
-        let owner: String = redis::cmd("CLUSTER")
-            .arg("KEYNODE")
-            .arg(&key)
-            .query(&mut con)
-            .unwrap();
+        let owner = keynode(&mut con, &key);
         let idx: usize = owner.trim_start_matches("node").parse::<usize>().unwrap() - 1;
         per_node[idx] += 1;
         for (j, n) in nodes.iter_mut().enumerate() {
@@ -205,7 +201,7 @@ fn redis_cli_and_redis_benchmark_work_against_the_proxy() {
         let out = std::process::Command::new("redis-cli")
             .args(["-p", &port])
             .args(args)
-            .output()
+            .output_dying()
             .unwrap();
         String::from_utf8_lossy(&out.stdout).trim_end().to_string()
     };
@@ -225,7 +221,7 @@ fn redis_cli_and_redis_benchmark_work_against_the_proxy() {
             "-q",
             "--csv",
         ])
-        .output()
+        .output_dying()
         .unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "redis-benchmark failed: {text}");
@@ -233,62 +229,6 @@ fn redis_cli_and_redis_benchmark_work_against_the_proxy() {
         assert!(text.contains(&format!("\"{t}")), "no {t} row in {text}");
     }
     assert!(!text.to_lowercase().contains("error"), "{text}");
-}
-
-#[test]
-fn a_dead_node_fails_only_its_keys_promptly_and_recovers_when_back() {
-    let mut c = Cluster::builtin(4);
-    let mut con = c.client();
-    for i in 0..100 {
-        let _: () = con.set(format!("f:{i}"), i).unwrap();
-    }
-    let victim_port = c.nodes[1].port;
-    c.nodes[1].kill();
-    let (mut failed, mut served) = (0, 0);
-    for i in 0..100 {
-        let key = format!("f:{i}");
-        let owner: String = redis::cmd("CLUSTER")
-            .arg("KEYNODE")
-            .arg(&key)
-            .query(&mut con)
-            .unwrap();
-        let t = Instant::now();
-        let r: redis::RedisResult<Option<i64>> = con.get(&key);
-        assert!(
-            t.elapsed() < Duration::from_secs(2),
-            "a down node must fail fast"
-        );
-        if owner == "node2" {
-            let e = r.unwrap_err().to_string();
-            assert!(e.contains("node2") && e.contains("unavailable"), "{e}");
-            failed += 1;
-        } else {
-            assert_eq!(r.unwrap(), Some(i));
-            served += 1;
-        }
-    }
-    assert!(failed > 0 && served > 0);
-    // Back on the same port: the proxy reconnects by itself.
-    c.nodes[1] = start_node(victim_port);
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let r: redis::RedisResult<()> = con.set("f:probe{f:1}", 1);
-        let owner: String = redis::cmd("CLUSTER")
-            .arg("KEYNODE")
-            .arg("f:1")
-            .query(&mut con)
-            .unwrap();
-        let _ = owner;
-        let all_ok = (0..100).all(|i| con.set::<_, _, ()>(format!("f:{i}"), i).is_ok());
-        if r.is_ok() && all_ok {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "proxy did not recover after the node returned"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
 }
 
 #[test]
@@ -414,24 +354,15 @@ fn binary_safe_keys_and_values_round_trip() {
 
 #[test]
 fn redis_py_works_unchanged_over_resp2_and_resp3() {
-    let have = std::process::Command::new("python3")
-        .args(["-c", "import redis"])
-        .status()
-        .map(|s| s.success())
-        .unwrap_or(false);
-    if !have {
-        assert!(
-            !redis_required(),
-            "redis-py is required (SHARDIS_REQUIRE_REDIS=1): pip install redis"
-        );
-        eprintln!("skipping: python3 module 'redis' not installed");
+    let Some(lib) = redis_py(8) else {
         return;
-    }
+    };
     let c = Cluster::builtin(10);
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/clients/redis_py.py");
     let out = std::process::Command::new("python3")
         .args([script, &c.proxy.port.to_string()])
-        .output()
+        .env("PYTHONPATH", lib)
+        .output_dying()
         .unwrap();
     assert!(
         out.status.success(),
@@ -439,97 +370,4 @@ fn redis_py_works_unchanged_over_resp2_and_resp3() {
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
-}
-
-/// A node that accepts connections and reads requests but never answers.
-fn silent_node() -> (u16, std::sync::Arc<std::sync::atomic::AtomicBool>) {
-    use std::io::Read;
-    use std::sync::atomic::{AtomicBool, Ordering};
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = listener.local_addr().unwrap().port();
-    listener.set_nonblocking(true).unwrap();
-    let stop = std::sync::Arc::new(AtomicBool::new(false));
-    let stopped = stop.clone();
-    std::thread::spawn(move || {
-        let mut held = Vec::new();
-        // Bounded: the test sets `stop`, and 60 s is the most it lives anyway.
-        let end = Instant::now() + Duration::from_secs(60);
-        while !stopped.load(Ordering::Relaxed) && Instant::now() < end {
-            if let Ok((s, _)) = listener.accept() {
-                s.set_nonblocking(true).unwrap();
-                held.push(s);
-            }
-            let mut buf = [0u8; 4096];
-            for s in &mut held {
-                let _ = s.read(&mut buf);
-            }
-            std::thread::sleep(Duration::from_millis(5));
-        }
-    });
-    (port, stop)
-}
-
-#[test]
-fn a_node_that_never_answers_times_out_its_keys_only() {
-    let (silent_port, stop) = silent_node();
-    let good = start_node(free_port());
-    let dir = tempdir::Dir::new();
-    let port = free_port();
-    let cfg = format!(
-        "[proxy]\nlisten = \"127.0.0.1:{port}\"\nconnect_timeout_ms = 500\nrequest_timeout_ms = 400\n\
-         [[nodes]]\naddr = \"127.0.0.1:{silent_port}\"\nname = \"silent\"\n\
-         [[nodes]]\naddr = \"{}\"\nname = \"good\"\n",
-        good.addr()
-    );
-    let path = dir.path().join("proxy.toml");
-    std::fs::write(&path, cfg).unwrap();
-    let _proxy = start_proxy_with(&path, port);
-    let mut admin = connect(port);
-    let owner = |con: &mut redis::Connection, key: &str| -> String {
-        redis::cmd("CLUSTER")
-            .arg("KEYNODE")
-            .arg(key)
-            .query(con)
-            .unwrap()
-    };
-    let silent_key = (0..1000)
-        .map(|i| format!("t:{i}"))
-        .find(|k| owner(&mut admin, k) == "silent")
-        .unwrap();
-    let good_key = (0..1000)
-        .map(|i| format!("t:{i}"))
-        .find(|k| owner(&mut admin, k) == "good")
-        .unwrap();
-
-    // One client waits on the silent node; another keeps being served meanwhile.
-    let waiter = std::thread::spawn(move || {
-        let mut con = connect(port);
-        let t = Instant::now();
-        let r: redis::RedisResult<Option<String>> = con.get(&silent_key);
-        (r, t.elapsed())
-    });
-    std::thread::sleep(Duration::from_millis(50));
-    let mut con = connect(port);
-    let t = Instant::now();
-    let _: () = con.set(&good_key, "v").unwrap();
-    let v: String = con.get(&good_key).unwrap();
-    assert_eq!(v, "v");
-    assert!(
-        t.elapsed() < Duration::from_millis(340),
-        "a hung node delayed another node's keys"
-    );
-    let (r, took) = waiter.join().unwrap();
-    let e = r.unwrap_err().to_string();
-    assert!(
-        e.contains("silent") && e.contains("no reply within 400 ms"),
-        "{e}"
-    );
-    assert!(
-        took >= Duration::from_millis(400) && took < Duration::from_secs(3),
-        "timed out after {took:?}"
-    );
-    // After the timeout the good node is still untouched.
-    let v: String = con.get(&good_key).unwrap();
-    assert_eq!(v, "v");
-    stop.store(true, std::sync::atomic::Ordering::Relaxed);
 }

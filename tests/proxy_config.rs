@@ -121,3 +121,20 @@ fn config_set_names_the_nodes_that_refused_and_the_ones_that_did_not_answer() {
         "{text}"
     );
 }
+
+#[test]
+fn config_get_requirepass_answers_the_empty_password_as_redis_server_does() {
+    let cluster = Cluster::builtin(2);
+    let want = vec!["requirepass".to_string(), String::new()];
+    assert_eq!(get(&mut cluster.client(), "requirepass"), want, "the proxy");
+    let mut node = common::connect(cluster.nodes[0].port);
+    assert_eq!(get(&mut node, "requirepass"), want, "a built-in node");
+    if common::have_tool("redis-server") {
+        let redis = start_redis(common::free_port());
+        assert_eq!(
+            get(&mut common::connect(redis.port), "requirepass"),
+            want,
+            "redis-server"
+        );
+    }
+}

@@ -12,26 +12,8 @@ use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use common::frames::{call, conn, text, TIMEOUT};
 use common::*;
-
-const TIMEOUT: Duration = Duration::from_secs(10);
-
-fn conn(port: u16) -> RespConn {
-    RespConn::connect_loopback(port, TIMEOUT).unwrap()
-}
-
-fn text(r: &[u8]) -> String {
-    String::from_utf8_lossy(r).into_owned()
-}
-
-/// Sends one request and reads `frames` frames: its whole reply.
-fn call(c: &mut RespConn, args: &[&str], frames: usize) -> String {
-    let args: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
-    c.send(&args).unwrap();
-    (0..frames)
-        .map(|_| text(&c.read_reply().unwrap()))
-        .collect()
-}
 
 /// The replies to `script` (request, frames of its reply) on a fresh connection.
 fn run(port: u16, script: &[(&[&str], usize)]) -> Vec<String> {
@@ -260,7 +242,7 @@ fn redis_cli_subscribe_receives_what_another_client_publishes(b: Backend) {
         ])
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
-        .spawn()
+        .spawn_dying()
         .unwrap());
     let out = kid.0.stdout.take().unwrap();
     let (tx, rx) = std::sync::mpsc::channel();
@@ -357,15 +339,10 @@ fn unmodified_clients_subscribe_through_the_proxy(b: Backend) {
     let c = b.cluster(3);
     let port = c.proxy.port.to_string();
     let script = manifest().join("tests/clients/pubsub_py.py");
-    for (v, protos) in [("5", &["2"][..]), ("8", &["3", "2"][..])] {
-        let lib = manifest().join(format!("target/clients/py{v}"));
-        let install = format!(
-            "python3 -m pip install --target target/clients/py{v} 'redis>={v},<{}'",
-            v.parse::<u32>().unwrap() + 1
-        );
-        if !have(&lib, &install) {
+    for (v, protos) in [(5, &["2"][..]), (8, &["3", "2"][..])] {
+        let Some(lib) = redis_py(v) else {
             continue;
-        }
+        };
         let out = run_ok(
             Command::new("timeout")
                 .args(["120", "python3"])
@@ -376,11 +353,7 @@ fn unmodified_clients_subscribe_through_the_proxy(b: Backend) {
         );
         assert!(out.contains(&format!("redis-py {v}.")), "{out}");
     }
-    let dir = manifest().join("tests/clients/node");
-    if have(
-        &dir.join("node_modules"),
-        "npm ci --prefix tests/clients/node",
-    ) {
+    if let Some(dir) = node_clients() {
         let out = run_ok(
             Command::new("timeout")
                 .args(["120", "node"])

@@ -14,26 +14,8 @@ use std::io::{BufRead, BufReader, ErrorKind, Read, Write};
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
+use common::frames::{call, conn, text, TIMEOUT};
 use common::*;
-
-const TIMEOUT: Duration = Duration::from_secs(10);
-
-fn conn(port: u16) -> RespConn {
-    RespConn::connect_loopback(port, TIMEOUT).unwrap()
-}
-
-fn text(r: &[u8]) -> String {
-    String::from_utf8_lossy(r).into_owned()
-}
-
-/// Sends one request and reads `frames` frames: its whole reply.
-fn call(c: &mut RespConn, args: &[&str], frames: usize) -> String {
-    let args: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
-    c.send(&args).unwrap();
-    (0..frames)
-        .map(|_| text(&c.read_reply().unwrap()))
-        .collect()
-}
 
 /// The value of `name=` in one CLIENT LIST line.
 fn field<'a>(line: &'a str, name: &str) -> &'a str {

@@ -31,7 +31,7 @@ fn cli_with(port: u16, args: &[&str], input: &[u8]) -> Output {
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
-        .spawn()
+        .spawn_dying()
         .unwrap();
     let mut stdin = child.stdin.take().unwrap();
     let input = input.to_vec();
@@ -54,7 +54,7 @@ fn cli_for(port: u16, secs: &str, args: &[&str]) -> String {
     let out = Command::new("timeout")
         .args([secs, "stdbuf", "-oL", "redis-cli", "-p", &port.to_string()])
         .args(args)
-        .output()
+        .output_dying()
         .unwrap();
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
@@ -386,7 +386,7 @@ fn redis_benchmark(backend: &[&str]) {
     // INCR, LPUSH, RPUSH, LPOP, RPOP, SADD, HSET, SPOP, ZADD, ZPOPMIN, LPUSH
     // (for LRANGE), LRANGE_100/300/500/600, MSET.
     let expected = 20;
-    let out = Command::new("timeout").args(args).output().unwrap();
+    let out = Command::new("timeout").args(args).output_dying().unwrap();
     let t = all(&out);
     assert!(out.status.success(), "{t}");
     assert!(!t.to_lowercase().contains("error"), "{t}");

@@ -324,36 +324,21 @@ fn a_scan_walk_across_removenode_returns_every_key() {
     assert_eq!(left, 0, "the removed node was emptied");
 }
 
-fn have_redis_py() -> bool {
-    let ok = std::process::Command::new("python3")
-        .args(["-c", "import redis"])
-        .status()
-        .map(|s| s.success())
-        .unwrap_or(false);
-    if !ok {
-        assert!(
-            !redis_required(),
-            "redis-py is required (SHARDIS_REQUIRE_REDIS=1): pip install redis"
-        );
-        eprintln!("skipping: python3 module 'redis' not installed");
-    }
-    ok
-}
-
 #[test]
 fn redis_py_scan_iter_and_redis_cli_scan_walk_every_key() {
     let c = Cluster::builtin(4);
     let mut con = c.client();
     load(&mut con, "k:", 20_000);
     load(&mut con, "other:", 500);
-    if have_redis_py() {
+    if let Some(lib) = redis_py(8) {
         let script = concat!(
             env!("CARGO_MANIFEST_DIR"),
             "/tests/clients/redis_py_scan.py"
         );
         let out = std::process::Command::new("python3")
             .args([script, &c.proxy.port.to_string(), "k:", "20000"])
-            .output()
+            .env("PYTHONPATH", lib)
+            .output_dying()
             .unwrap();
         assert!(
             out.status.success(),
@@ -371,7 +356,7 @@ fn redis_py_scan_iter_and_redis_cli_scan_walk_every_key() {
                 "--pattern",
                 "other:*",
             ])
-            .output()
+            .output_dying()
             .unwrap();
         assert!(out.status.success());
         let got: HashSet<String> = String::from_utf8_lossy(&out.stdout)

@@ -62,7 +62,9 @@ fn up_with_its_port_taken_fails_clearly_and_starts_no_node() {
     let port = taken.local_addr().unwrap().port();
     let first = free_block(2);
     let dir = tempdir::Dir::new();
-    let out = Up::command(port, first, 2, dir.path()).output().unwrap();
+    let out = Up::command(port, first, 2, dir.path())
+        .output_dying()
+        .unwrap();
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
@@ -78,7 +80,9 @@ fn up_with_a_node_port_taken_fails_and_reaps_the_other_nodes() {
     let _taken = std::net::TcpListener::bind(("127.0.0.1", first + 1)).unwrap();
     let port = free_port();
     let dir = tempdir::Dir::new();
-    let out = Up::command(port, first, 3, dir.path()).output().unwrap();
+    let out = Up::command(port, first, 3, dir.path())
+        .output_dying()
+        .unwrap();
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("error:"), "{err}");
@@ -92,7 +96,7 @@ fn invalid_config_is_one_line_naming_file_and_field() {
     std::fs::write(&path, "[ring]\npoints = \"modulo\"\n").unwrap();
     let out = Command::new(BIN)
         .args(["proxy", "--config", path.to_str().unwrap()])
-        .output()
+        .output_dying()
         .unwrap();
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
@@ -250,7 +254,7 @@ fn restarted_up_starts_the_state_files_topology_and_says_how_it_differs_from_the
     let dir = tempdir::Dir::new();
     let check = Up::command(port, first, 3, dir.path())
         .args(["--config", &cfg, "--check-config"])
-        .output()
+        .output_dying()
         .unwrap();
     let said = String::from_utf8_lossy(&check.stdout);
     assert!(
@@ -261,7 +265,7 @@ fn restarted_up_starts_the_state_files_topology_and_says_how_it_differs_from_the
         .args(["--config", &cfg])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
-        .spawn()
+        .spawn_dying()
         .unwrap();
     // Killed if an assertion below fails, so no `up` outlives the test.
     let mut child = KillOnDrop(Some(child));
@@ -333,7 +337,7 @@ fn redis_server_backend_without_redis_server_installed_fails_clearly() {
     let out = Command::new(BIN)
         .args(["up", "--backend", "redis-server", "--check-config"])
         .env("PATH", "/nonexistent")
-        .output()
+        .output_dying()
         .unwrap();
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);

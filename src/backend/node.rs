@@ -15,12 +15,12 @@ use crate::backend::keyspace::store::Store;
 use crate::backend::pubsub::Hub;
 use crate::backend::value::Thresholds;
 use crate::backend::NodeConfig;
+use crate::client::Conn;
 use crate::resp::Limits;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::Instant;
-use tokio::net::TcpStream;
 
 /// The version reported by INFO and HELLO: the Redis release whose commands
 /// and replies the node reproduces.
@@ -174,5 +174,5 @@ impl Node {
 /// mutex, which is what serializes MIGRATEs.
 #[derive(Default)]
 pub(crate) struct MigrateState {
-    pub(crate) conns: HashMap<(String, u16), (TcpStream, Instant)>,
+    pub(crate) conns: HashMap<(String, u16), (Conn, Instant)>,
 }

@@ -186,6 +186,11 @@ impl Conn {
         })
     }
 
+    /// The socket, to read its addresses.
+    pub(crate) fn stream(&self) -> &TcpStream {
+        &self.sock
+    }
+
     /// Changes the bound on each later write and wait for a reply.
     pub(crate) fn set_timeout(&mut self, timeout: Duration) {
         self.timeout = timeout;

@@ -78,8 +78,10 @@ impl Progress {
 
 /// `label [██████░░░░]  52%  520k/1.0M  310k/s  ETA 2s`
 pub(crate) fn bar_line(label: &str, done: u64, total: u64, elapsed: Duration) -> String {
+    // A total not known yet (a change that has not counted its keys) is no
+    // work done: 0 %, not 100 %.
     let frac = if total == 0 {
-        1.0
+        0.0
     } else {
         (done as f64 / total as f64).min(1.0)
     };
@@ -96,7 +98,11 @@ pub(crate) fn bar_line(label: &str, done: u64, total: u64, elapsed: Duration) ->
         "░".repeat(BAR_WIDTH - filled),
         frac * 100.0,
         short(done as f64),
-        short(total as f64),
+        if total == 0 {
+            "?".to_string()
+        } else {
+            short(total as f64)
+        },
         short(rate),
     )
 }
@@ -125,5 +131,12 @@ mod tests {
         assert!(line.contains(" 50%"), "{line}");
         assert!(line.contains("ETA 1s"), "{line}");
         assert_eq!(short(1_234_567.0), "1.2M");
+    }
+
+    #[test]
+    fn a_bar_whose_total_is_not_known_yet_starts_empty() {
+        let line = bar_line("adding node11", 0, 0, Duration::from_secs(1));
+        assert!(line.contains(&"░".repeat(BAR_WIDTH)), "{line}");
+        assert!(line.contains("  0%  0/?"), "{line}");
     }
 }

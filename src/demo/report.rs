@@ -343,9 +343,50 @@ pub(crate) fn summary(r: &DemoReport) -> String {
     out
 }
 
+/// Where the nodes listen, briefly: `127.0.0.1:7001..7010` when the ports
+/// run consecutively, else every port (free ports are picked one by one, so
+/// the first and the last say nothing of the others).
+pub(crate) fn addr_span(addrs: &[&str]) -> String {
+    let split: Vec<Option<(&str, u16)>> = addrs
+        .iter()
+        .map(|a| {
+            a.rsplit_once(':')
+                .and_then(|(h, p)| Some((h, p.parse().ok()?)))
+        })
+        .collect();
+    let Some(Some((host, first))) = split.first().copied() else {
+        return addrs.join(", ");
+    };
+    let same_host = split.iter().all(|s| s.is_some_and(|(h, _)| h == host));
+    let consecutive = split
+        .iter()
+        .enumerate()
+        .all(|(i, s)| s.is_some_and(|(_, p)| p as usize == first as usize + i));
+    match (same_host, consecutive) {
+        (true, true) if addrs.len() > 1 => {
+            format!("{host}:{first}..{}", first as usize + addrs.len() - 1)
+        }
+        (true, _) => {
+            let ports: Vec<String> = split.iter().map(|s| s.unwrap().1.to_string()).collect();
+            format!("{host} ports {}", ports.join(", "))
+        }
+        _ => addrs.join(", "),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_span_of_addresses_is_a_range_only_when_the_ports_are_consecutive() {
+        let range = ["127.0.0.1:7001", "127.0.0.1:7002", "127.0.0.1:7003"];
+        assert_eq!(addr_span(&range), "127.0.0.1:7001..7003");
+        let scattered = ["127.0.0.1:39035", "127.0.0.1:41000", "127.0.0.1:37893"];
+        assert_eq!(addr_span(&scattered), "127.0.0.1 ports 39035, 41000, 37893");
+        assert_eq!(addr_span(&["127.0.0.1:7001"]), "127.0.0.1 ports 7001");
+        assert_eq!(addr_span(&["a:1", "b:2"]), "a:1, b:2");
+    }
 
     #[test]
     fn groups_digits_by_three() {

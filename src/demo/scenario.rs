@@ -47,11 +47,11 @@ pub(crate) async fn run(args: &DemoArgs) -> Result<DemoReport, String> {
         conn::field(&info, "scheme").unwrap_or("?"),
         conn::field(&info, "points").unwrap_or("?")
     );
+    let addrs: Vec<&str> = cluster.nodes.iter().map(|n| n.addr.as_str()).collect();
     println!(
-        "  {} built-in nodes ({} .. {}), proxy on {}; ring {ring}",
+        "  {} built-in nodes on {}, proxy on {}; ring {ring}",
         args.nodes,
-        cluster.nodes[0].addr,
-        cluster.nodes[args.nodes - 1].addr,
+        super::report::addr_span(&addrs),
         proxy
     );
     let mut members: Vec<String> = cluster.nodes.iter().map(|n| n.name.clone()).collect();

@@ -11,36 +11,13 @@
 //! Entry point: [`run`]. Uses `resp` and `ring`; never clap or signals.
 
 pub mod admin;
-mod admin_error;
-pub mod blocking;
-pub mod budget;
-pub mod clients;
-pub mod cluster;
+pub mod commands;
 pub mod config;
-pub mod config_cmd;
-pub mod cursor;
-pub mod error;
-pub mod hot_cache;
-pub mod hotkeys;
-pub mod http;
-pub mod info;
-pub mod local;
-pub mod merge;
-pub mod metrics;
-pub mod migration;
-pub mod monitor;
-pub mod operator;
-pub mod pinned;
-pub mod plan;
-pub mod pubsub;
+pub(crate) mod conn;
+pub mod ops;
 pub mod route;
-pub mod scan;
-pub mod session;
-pub mod slowlog;
-pub mod state;
-pub mod topology;
-pub mod transaction;
-pub mod upstream;
+pub(crate) mod session;
+pub(crate) mod upstream;
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -55,36 +32,36 @@ use tokio::net::TcpListener;
 
 pub use config::Config;
 use session::ClientSession;
-use topology::{Node, Routing};
+use upstream::topology::{Node, Routing};
 
 use crate::ring::{NodeSpec, Ring};
 
 /// Counters shown by INFO.
 #[derive(Default)]
-pub struct Stats {
-    pub clients: AtomicUsize,
-    pub connections: AtomicU64,
-    pub rejected: AtomicU64,
-    pub commands: AtomicU64,
+pub(crate) struct Stats {
+    pub(crate) clients: AtomicUsize,
+    pub(crate) connections: AtomicU64,
+    pub(crate) rejected: AtomicU64,
+    pub(crate) commands: AtomicU64,
     /// Requests whose handling panicked (answered `-ERR internal error`).
-    pub internal_errors: AtomicU64,
+    pub(crate) internal_errors: AtomicU64,
     /// INFO `instantaneous_ops_per_sec`.
-    pub ops: crate::resp::info::OpsMeter,
+    pub(crate) ops: crate::resp::info::OpsMeter,
     /// Clients closed for owing too many reply bytes.
-    pub output_limit_closes: AtomicU64,
+    pub(crate) output_limit_closes: AtomicU64,
     /// Clients closed for their own or the proxy-wide query buffer limit.
-    pub query_limit_closes: AtomicU64,
+    pub(crate) query_limit_closes: AtomicU64,
 }
 
 /// One client's place under `max_clients`, given back when dropped — also
 /// when the session's task ends by a panic, so a failing client can never
 /// leak its slot and lock the others out.
-pub struct ClientSlot(Arc<Proxy>);
+pub(crate) struct ClientSlot(Arc<Proxy>);
 
 impl ClientSlot {
     /// Takes a slot, or `None` when `max_clients` are connected. Only the
     /// accept loop calls this, so checking then adding cannot race.
-    pub fn take(proxy: &Arc<Proxy>) -> Option<ClientSlot> {
+    pub(crate) fn take(proxy: &Arc<Proxy>) -> Option<ClientSlot> {
         if proxy.stats.clients.load(Ordering::Relaxed) >= proxy.config.max_clients {
             return None;
         }
@@ -100,41 +77,45 @@ impl Drop for ClientSlot {
 }
 
 /// State shared by every session of one proxy.
-pub struct Proxy {
-    pub config: Config,
+pub(crate) struct Proxy {
+    pub(crate) config: Config,
     /// The port actually bound (config may say 0).
-    pub port: u16,
+    pub(crate) port: u16,
     /// Read on every request; replaced whole on topology change.
-    pub routing: ArcSwap<Routing>,
-    pub stats: Stats,
-    pub next_client_id: AtomicU64,
-    pub started: Instant,
+    pub(crate) routing: ArcSwap<Routing>,
+    pub(crate) stats: Stats,
+    pub(crate) next_client_id: AtomicU64,
+    pub(crate) started: Instant,
     /// Nodes by name, so a node keeps its connections across epochs. A std
     /// mutex: held only to look up or insert, never across `.await`.
     pool: Mutex<HashMap<String, Arc<Node>>>,
     /// One topology change at a time (held across the change's awaits).
-    pub admin_lock: tokio::sync::Mutex<()>,
-    pub migration: migration::Tracker,
+    pub(crate) admin_lock: tokio::sync::Mutex<()>,
+    pub(crate) migration: admin::migration::Tracker,
     /// Query buffer bytes of all clients, under `max_query_buffer_total`.
-    pub query_buffers: budget::QueryBuffers,
+    pub(crate) query_buffers: conn::budget::QueryBuffers,
     /// Set when the proxy starts draining: sessions read no more requests,
     /// answer what they owe, and end.
-    pub draining: AtomicBool,
+    pub(crate) draining: AtomicBool,
     /// Each live session's entry: what CLIENT LIST shows, the budget through
     /// which the drain and CLIENT KILL wake it. A std mutex: taken when a
     /// session starts or ends, by the drain, and by CLIENT LIST / KILL to
     /// copy the entries out; never per request, never across `.await`.
-    pub sessions: Mutex<HashMap<u64, Arc<clients::ClientEntry>>>,
+    pub(crate) sessions: Mutex<HashMap<u64, Arc<commands::clients::ClientEntry>>>,
     /// The clients in MONITOR mode.
-    pub monitors: monitor::Monitors,
+    pub(crate) monitors: commands::monitor::Monitors,
     /// Starts a new built-in node on request (`CLUSTER SPAWNNODE`); present
     /// only when the proxy runs under `shardis up`, which owns the processes.
-    pub spawner: Option<Arc<dyn Spawner>>,
+    pub(crate) spawner: Option<Arc<dyn Spawner>>,
     /// Metrics, hot keys, hot-shard tripwire, slow log (the operator plane).
-    pub ops: operator::Ops,
+    pub(crate) ops: ops::Ops,
+    /// Where the topology is kept between runs (`None`: nowhere).
+    pub(crate) store: Option<Arc<dyn admin::store::TopologyStore>>,
+    /// The step every request passes before dispatch.
+    pub(crate) auth: conn::auth::Auth,
     /// The channels and patterns the proxy's subscribers hold (PUBSUB
     /// NUMPAT, INFO).
-    pub subscriptions: pubsub::Held,
+    pub(crate) subscriptions: commands::pubsub::Held,
 }
 
 /// Starts a node process and returns its address once it answers PING.
@@ -151,11 +132,11 @@ pub trait Spawner: Send + Sync {
 #[derive(Debug)]
 pub(crate) enum StartError {
     /// The state file could not be read.
-    State(state::StateError),
+    State(admin::state::StateError),
     /// The nodes do not make a ring.
     Ring(crate::ring::RingError),
     /// The unfinished change the state file records could not be resumed.
-    Resume(migration::MigrationError),
+    Resume(admin::migration::MigrationError),
 }
 
 impl std::fmt::Display for StartError {
@@ -177,16 +158,18 @@ impl Proxy {
         port: u16,
         spawner: Option<Arc<dyn Spawner>>,
     ) -> Result<Arc<Proxy>, StartError> {
-        let saved = match &config.state_file {
-            Some(path) => state::load(path).map_err(StartError::State)?,
+        let store = admin::store::open(config.state_file.as_deref());
+        let saved = match &store {
+            Some(store) => store.load().map_err(StartError::State)?,
             None => None,
         };
         let (specs, epoch) = match &saved {
             Some(s) => (s.nodes.clone(), s.epoch),
             None => (config.nodes.clone(), 1),
         };
-        if let (Some(s), Some(path)) = (&saved, &config.state_file) {
-            let diff = state::topology_difference(&config.nodes, &s.nodes);
+        if let (Some(s), Some(store)) = (&saved, &store) {
+            let path = store.name();
+            let diff = admin::state::topology_difference(&config.nodes, &s.nodes);
             if diff.is_empty() {
                 tracing::info!(state_file = %path, epoch = s.epoch, nodes = s.nodes.len(), "topology from the state file, as the config lists it");
             } else {
@@ -212,24 +195,26 @@ impl Proxy {
             started: Instant::now(),
             pool: Mutex::new(pool),
             admin_lock: tokio::sync::Mutex::new(()),
-            migration: migration::Tracker::default(),
-            query_buffers: budget::QueryBuffers::new(config.max_query_buffer_total),
+            migration: admin::migration::Tracker::default(),
+            query_buffers: conn::budget::QueryBuffers::new(config.max_query_buffer_total),
             draining: AtomicBool::new(false),
             sessions: Mutex::new(HashMap::new()),
-            monitors: monitor::Monitors::default(),
+            monitors: commands::monitor::Monitors::default(),
             spawner,
-            ops: operator::Ops::new(&config.ops),
+            ops: ops::Ops::new(&config.ops),
+            store,
+            auth: conn::auth::Auth::Open,
             subscriptions: Default::default(),
             config,
         });
         if let Some(s) = saved {
-            migration::resume(&proxy, s).map_err(StartError::Resume)?;
+            admin::migration::resume(&proxy, s).map_err(StartError::Resume)?;
         }
         Ok(proxy)
     }
 
     /// The pooled node for each of `ring`'s nodes, creating missing ones.
-    pub fn nodes_for(&self, ring: &Ring) -> Vec<Arc<Node>> {
+    pub(crate) fn nodes_for(&self, ring: &Ring) -> Vec<Arc<Node>> {
         let mut pool = self.pool.lock().expect("pool lock");
         ring.nodes()
             .iter()
@@ -243,7 +228,7 @@ impl Proxy {
 
     /// Drops a node's pooled connections (after it left the ring and was
     /// swept), and stops its process if this proxy's `up` started it.
-    pub fn release(&self, name: &str) {
+    pub(crate) fn release(&self, name: &str) {
         let node = self.pool.lock().expect("pool lock").remove(name);
         if let (Some(node), Some(spawner)) = (node, &self.spawner) {
             spawner.retire(&node.spec.addr);
@@ -291,7 +276,7 @@ pub async fn run_with(
         let stop = async move {
             let _ = stopped.await;
         };
-        match http::start(proxy.clone(), &listen, stop).await {
+        match ops::http::start(proxy.clone(), &listen, stop).await {
             Ok(_) => {}
             Err(e) if configured => return Err(e),
             // The default port is taken (another `shardis up`, say): serve
@@ -299,14 +284,18 @@ pub async fn run_with(
             Err(e) => tracing::warn!("{e}; the admin HTTP API is off (set [admin] listen)"),
         }
     }
-    tokio::spawn(hotkeys::run_ticker(Arc::downgrade(&proxy)));
+    tokio::spawn(ops::hotkeys::run_ticker(Arc::downgrade(&proxy)));
     serve(listener, proxy, shutdown).await;
     drop(stop);
     Ok(())
 }
 
 /// Accept loop over an already-built proxy.
-pub async fn serve(listener: TcpListener, proxy: Arc<Proxy>, shutdown: impl Future<Output = ()>) {
+pub(crate) async fn serve(
+    listener: TcpListener,
+    proxy: Arc<Proxy>,
+    shutdown: impl Future<Output = ()>,
+) {
     tokio::pin!(shutdown);
     loop {
         let accepted = tokio::select! {

@@ -18,19 +18,17 @@
 //! client is closed; its query buffer counts towards the proxy-wide total.
 //! A protocol error is answered, then that client alone is closed; a bad
 //! argument is answered and the session goes on; a panicking handler costs
-//! one `-ERR internal error` reply. Handlers get the client's [`ClientState`],
+//! one `-ERR internal error` reply. Every request passes the
+//! authentication step (`auth`) before dispatch. Handlers get the client's [`ClientState`],
 //! never the session: the socket and the FIFO are this task's alone.
 //!
 //! Must never: wait on a client while holding anything another client needs,
 //! or let a reply overtake an earlier one.
 
 use std::collections::VecDeque;
-use std::future::{poll_fn, Future};
 use std::panic::AssertUnwindSafe;
-use std::pin::Pin;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::task::Poll;
 use std::time::Duration;
 
 use bytes::{Buf, Bytes, BytesMut};
@@ -40,83 +38,21 @@ use tokio::net::TcpStream;
 use tokio::sync::oneshot;
 use tokio::time::Instant;
 
-use super::budget::{Exceeded, ReplyBudget, SoftClock};
-use super::error::ProxyError;
-use super::metrics::{ServedCell, Timing};
-use super::Proxy;
-use crate::resp::{encode, ProtocolError, Request, RequestDecoder};
+use crate::proxy::commands::monitor::serve as serve_monitor;
+use crate::proxy::conn::after::after_request;
+use crate::proxy::conn::budget::{Exceeded, ReplyBudget, SoftClock};
+use crate::proxy::conn::client::{ClientState, QueryCharge};
+use crate::proxy::conn::error::ProxyError;
+use crate::proxy::conn::pending::{front_reply, lost_reply, sleep_until_some, Pending};
+use crate::proxy::ops::metrics::Timing;
+use crate::proxy::Proxy;
+use crate::resp::{ProtocolError, Request, RequestDecoder};
 
 /// Replies gathered before they are written, at most (one reply may exceed it).
 const MAX_OUT_BYTES: usize = 256 * 1024;
 
-/// A reply the client is owed, in request order.
-pub enum Pending {
-    /// Built by the proxy, ready now.
-    Ready(Bytes),
-    /// Its reply arrives on the channel (not charged to the client's budget
-    /// until the session takes it).
-    One(oneshot::Receiver<Bytes>),
-    /// Forwarded to one node with the client's budget: the reply was charged
-    /// when it arrived.
-    Charged(oneshot::Receiver<Bytes>),
-    /// Anything that needs more work (merges, fan-outs, admin): a future.
-    Later(Pin<Box<dyn Future<Output = Bytes> + Send>>),
-    /// Write this last reply and what is owed before it, then close (QUIT,
-    /// protocol errors).
-    Close(Bytes),
-    /// Pub/sub messages that arrived while this was the last slot, charged
-    /// to the client's budget on arrival (see `pubsub`).
-    Pushed(BytesMut),
-}
-
-impl Pending {
-    /// A reply the proxy built.
-    pub fn ready(out: BytesMut) -> Pending {
-        Pending::Ready(out.freeze())
-    }
-
-    /// An error reply; `msg` carries its `ERR`/code prefix.
-    pub fn error(msg: &str) -> Pending {
-        let mut b = BytesMut::new();
-        encode::error(&mut b, msg);
-        Pending::Ready(b.freeze())
-    }
-}
-
-/// What the handlers of one client's requests read and change: the
-/// connection's identity and the choices it made (HELLO, CLIENT SETNAME).
-/// Handlers get this, never the session, so they cannot reach its socket or
-/// its FIFO of owed replies.
-pub struct ClientState {
-    pub id: u64,
-    /// Protocol version chosen by HELLO: 2 or 3.
-    pub proto: u8,
-    pub name: Option<Bytes>,
-    pub peer: String,
-    /// The proxy address this client connected to (announced by CLUSTER SLOTS).
-    pub local: String,
-    /// MULTI / WATCH state and the connection it pins.
-    pub tx: super::transaction::TxState,
-    /// Its subscriber connection and the messages it receives.
-    pub pubsub: super::pubsub::Subscriber,
-    /// Blocking commands of this client waiting on a node right now.
-    pub blocked: Arc<std::sync::atomic::AtomicUsize>,
-    /// Reply bytes held for this client; replies forwarded with it are
-    /// charged on arrival.
-    pub budget: Arc<ReplyBudget>,
-    /// The request being dispatched: its command and the nodes routing sent it to.
-    pub served: ServedCell,
-    /// What CLIENT LIST and CLIENT KILL see of this client.
-    pub entry: Arc<super::clients::ClientEntry>,
-    /// CLIENT REPLY.
-    pub reply: super::clients::ReplyMode,
-    /// MONITOR was run: once its `+OK` is written the session serves the
-    /// monitor loop.
-    pub monitor: bool,
-}
-
 /// One client connection: its socket, its state and the replies it is owed.
-pub struct ClientSession {
+pub(crate) struct ClientSession {
     proxy: Arc<Proxy>,
     state: ClientState,
     /// Replies owed, oldest first. Owned by this task alone: nothing else
@@ -131,38 +67,6 @@ pub struct ClientSession {
     query: QueryCharge,
 }
 
-/// A session's query buffer bytes as counted in the proxy-wide total; the
-/// count is given back, and the session leaves the proxy's registry, when
-/// the session ends, however it ends.
-struct QueryCharge {
-    proxy: Arc<Proxy>,
-    id: u64,
-    budget: Arc<ReplyBudget>,
-    bytes: usize,
-    entry: Arc<super::clients::ClientEntry>,
-}
-
-impl QueryCharge {
-    fn resize(&mut self, bytes: usize) {
-        self.entry.qbuf.store(bytes, Ordering::Relaxed);
-        let q = &self.proxy.query_buffers;
-        q.resize(self.id, &self.budget, self.bytes, bytes);
-        self.bytes = bytes;
-    }
-}
-
-impl Drop for QueryCharge {
-    fn drop(&mut self) {
-        self.resize(0);
-        let mut sessions = self
-            .proxy
-            .sessions
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
-        sessions.remove(&self.id);
-    }
-}
-
 /// What woke a session.
 enum Event {
     Read(std::io::Result<usize>),
@@ -174,71 +78,52 @@ enum Event {
     /// A byte limit may have been crossed, or the proxy began to drain.
     Woken,
     /// A pub/sub message (or the end of the subscriber).
-    Push(Option<super::pubsub::Push>),
+    Push(Option<crate::proxy::commands::pubsub::Push>),
+}
+
+/// The loop's buffers and read state between events.
+struct Io {
+    /// Bytes read and not yet decoded.
+    buf: BytesMut,
+    /// Replies gathered and not yet written.
+    out: BytesMut,
+    /// The client sent EOF (or its socket failed), or the proxy drains:
+    /// answer what is owed, then close.
+    eof: bool,
+    /// `buf` holds no complete request until more bytes arrive.
+    need_bytes: bool,
+}
+
+impl Io {
+    /// Room for the next read: a fresh buffer when the last was drained,
+    /// else more capacity behind what is buffered.
+    fn make_room(&mut self) {
+        if self.need_bytes && self.buf.capacity() - self.buf.len() < 4096 {
+            if self.buf.is_empty() {
+                self.buf = BytesMut::with_capacity(16 * 1024);
+            } else {
+                self.buf.reserve(16 * 1024);
+            }
+        }
+    }
 }
 
 impl ClientSession {
     /// Serves one client until it disconnects, errs, exceeds a byte budget,
     /// or the proxy drains.
-    pub async fn run(proxy: Arc<Proxy>, mut sock: TcpStream) {
+    pub(crate) async fn run(proxy: Arc<Proxy>, mut sock: TcpStream) {
         let _ = sock.set_nodelay(true);
-        let peer = sock.peer_addr().map(|a| a.to_string()).unwrap_or_default();
-        let local = sock.local_addr().map(|a| a.to_string()).unwrap_or_default();
-        let fd = std::os::fd::AsRawFd::as_raw_fd(&sock) as i64;
+        let mut session = ClientSession::open(proxy, &sock);
         let (mut rd, mut wr) = sock.split();
-        let depth = proxy.config.pipeline_depth.max(1);
-        let mut decoder = RequestDecoder::new(proxy.config.limits);
-        let id = proxy.next_client_id.fetch_add(1, Ordering::Relaxed);
-        let budget = ReplyBudget::new(proxy.config.output_limits);
-        let entry = Arc::new(super::clients::ClientEntry::new(
-            id,
-            peer.clone(),
-            local.clone(),
-            fd,
-            budget.clone(),
-        ));
-        // Registered before the first look at `draining`, so a drain that
-        // starts after that look wakes this session.
-        proxy
-            .sessions
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(id, entry.clone());
-        let mut session = ClientSession {
-            state: ClientState {
-                id,
-                proto: 2,
-                name: None,
-                peer,
-                local,
-                tx: Default::default(),
-                pubsub: Default::default(),
-                blocked: entry.blocked.clone(),
-                budget: budget.clone(),
-                served: ServedCell::default(),
-                entry: entry.clone(),
-                reply: Default::default(),
-                monitor: false,
-            },
-            owed: VecDeque::new(),
-            timings: VecDeque::new(),
-            closing: false,
-            query: QueryCharge {
-                proxy: proxy.clone(),
-                id,
-                budget: budget.clone(),
-                bytes: 0,
-                entry,
-            },
-            proxy,
+        let depth = session.proxy.config.pipeline_depth.max(1);
+        let mut decoder = RequestDecoder::new(session.proxy.config.limits);
+        let budget = session.state.budget.clone();
+        let mut io = Io {
+            buf: BytesMut::with_capacity(16 * 1024),
+            out: BytesMut::with_capacity(16 * 1024),
+            eof: false,
+            need_bytes: true,
         };
-        let mut buf = BytesMut::with_capacity(16 * 1024);
-        let mut out = BytesMut::with_capacity(16 * 1024);
-        // The client sent EOF (or its socket failed), or the proxy drains:
-        // answer what is owed, then close.
-        let mut eof = false;
-        // `buf` holds no complete request until more bytes arrive.
-        let mut need_bytes = true;
         let mut soft = SoftClock::default();
         // Kept armed across iterations: registering a waiter afresh on every
         // pass would cost two lock round trips per batch of requests.
@@ -254,57 +139,25 @@ impl ClientSession {
                 // closed with what is complete, as Redis closes blocked
                 // clients when it shuts down.
                 if session.state.blocked.load(Ordering::SeqCst) > 0 {
-                    session.collect(&mut out, &budget);
+                    session.collect(&mut io.out, &budget);
                     break;
                 }
-                eof = true;
+                io.eof = true;
             }
-            // Dispatch what is buffered, up to the pipeline depth. One clock
-            // read stamps every request that arrived together.
-            let mut arrived = None;
-            while !need_bytes
-                && !session.closing
-                && !session.state.monitor
-                && session.owed.len() < depth
-            {
-                match decoder.decode(&mut buf) {
-                    Ok(Some(req)) => {
-                        session.proxy.stats.commands.fetch_add(1, Ordering::Relaxed);
-                        let started = *arrived.get_or_insert_with(std::time::Instant::now);
-                        let raw = req.raw.clone();
-                        let p = dispatch(&session.proxy, &mut session.state, req).await;
-                        let served = session.state.served.get();
-                        let (proxy, state) = (&session.proxy, &mut session.state);
-                        let p =
-                            super::clients::after_request(proxy, state, p, &raw, served, started);
-                        session.push(p);
-                        session.timings.push_back(Some(Timing {
-                            started,
-                            raw,
-                            served,
-                        }));
-                    }
-                    Ok(None) => need_bytes = true,
-                    Err(e) => {
-                        if e == ProtocolError::QueryBufferFull {
-                            let stats = &session.proxy.stats;
-                            stats.query_limit_closes.fetch_add(1, Ordering::Relaxed);
-                        }
-                        session.push(Pending::Close(ProxyError::Protocol(e).reply()));
-                        session.timings.push_back(None);
-                    }
-                }
-            }
-            session.query.resize(buf.len());
+            session
+                .dispatch_buffered(&mut decoder, &mut io, depth)
+                .await;
+            session.query.resize(io.buf.len());
             // Gather every reply that is complete at the front.
-            let closed = session.collect(&mut out, &budget);
-            if closed || (eof && session.owed.is_empty()) {
+            let closed = session.collect(&mut io.out, &budget);
+            if closed || (io.eof && session.owed.is_empty()) {
                 break;
             }
-            if session.state.monitor && session.owed.is_empty() && out.is_empty() {
+            if session.state.monitor && session.owed.is_empty() && io.out.is_empty() {
                 let (p, s) = (&session.proxy, &mut session.state);
-                match super::monitor::serve(p, s, &mut decoder, &mut buf, &mut rd, &mut wr).await {
-                    Some(rest) => (out, need_bytes) = (rest, false),
+                let (buf, out) = (&mut io.buf, &mut io.out);
+                match serve_monitor(p, s, &mut decoder, buf, &mut rd, &mut wr).await {
+                    Some(rest) => (*out, io.need_bytes) = (rest, false),
                     None => return,
                 }
                 continue;
@@ -317,21 +170,16 @@ impl ClientSession {
                 // The proxy-wide query buffer limit chose this client: its
                 // buffer goes now; what it is owed is answered, then it closes.
                 session.exceeded(Exceeded::QueryTotal);
-                buf = BytesMut::new();
+                io.buf = BytesMut::new();
                 session.query.resize(0);
                 session.push(Pending::Close(ProxyError::QueryBufferTotal.reply()));
                 session.timings.push_back(None);
                 continue;
             }
-            if need_bytes && buf.capacity() - buf.len() < 4096 {
-                if buf.is_empty() {
-                    buf = BytesMut::with_capacity(16 * 1024);
-                } else {
-                    buf.reserve(16 * 1024);
-                }
-            }
-            let want_read = need_bytes && !eof && !session.closing && session.owed.len() < depth;
-            let want_reply = !session.owed.is_empty() && out.len() < MAX_OUT_BYTES;
+            io.make_room();
+            let want_read =
+                io.need_bytes && !io.eof && !session.closing && session.owed.len() < depth;
+            let want_reply = !session.owed.is_empty() && io.out.len() < MAX_OUT_BYTES;
             let owed = &mut session.owed;
             let pubsub = &mut session.state.pubsub;
             let listening = pubsub.is_listening();
@@ -340,71 +188,136 @@ impl ClientSession {
                 // A limit crossed, or a drain began: re-checked at the top.
                 _ = &mut woken => Event::Woken,
                 _ = sleep_until_some(soft_deadline), if soft_deadline.is_some() => Event::Budget,
-                r = wr.write(&out), if !out.is_empty() => Event::Wrote(r),
+                r = wr.write(&io.out), if !io.out.is_empty() => Event::Wrote(r),
                 (r, charged) = front_reply(owed), if want_reply => Event::Reply(r, charged),
                 p = pubsub.next(), if listening => Event::Push(p),
-                r = rd.read_buf(&mut buf), if want_read => Event::Read(r),
+                r = rd.read_buf(&mut io.buf), if want_read => Event::Read(r),
                 // Not reached: with nothing owed and nothing to write, the
                 // session either reads or has ended above. Ending beats a panic.
                 else => break,
             };
             match event {
-                // A client that leaves while blocked is gone, as Redis treats
-                // it: dropping what it is owed closes the pinned connections,
-                // so no node pops an element for it.
-                Event::Read(Ok(0)) | Event::Read(Err(_))
-                    if session.state.blocked.load(Ordering::SeqCst) > 0 =>
-                {
-                    return
-                }
-                Event::Read(Ok(0)) | Event::Read(Err(_)) => eof = true,
-                Event::Read(Ok(n)) => {
-                    need_bytes = false;
-                    let m = &session.proxy.ops.metrics;
-                    m.bytes_in.fetch_add(n as u64, Ordering::Relaxed);
-                    session.query.resize(buf.len());
-                }
-                Event::Wrote(Ok(n)) if n > 0 => {
-                    budget.release(n);
-                    let m = &session.proxy.ops.metrics;
-                    m.bytes_out.fetch_add(n as u64, Ordering::Relaxed);
-                    if n == out.len() {
-                        out.clear();
-                    } else {
-                        out.advance(n);
-                    }
-                }
-                // The client is gone: nobody reads what is owed.
-                Event::Wrote(_) => return,
-                Event::Reply(r, charged) => {
-                    session.owed.pop_front();
-                    session.answered(&r, std::time::Instant::now());
-                    if !charged {
-                        budget.charge(r.len());
-                    }
-                    out.extend_from_slice(&r);
-                }
-                Event::Budget => {}
                 Event::Woken => woken.set(budget.woken()),
-                Event::Push(p) => {
-                    // Take every message already waiting in one pass.
-                    let mut next = p;
-                    while let Some(p) = next {
-                        if !session.pushed(p) {
-                            return;
-                        }
-                        next = session.state.pubsub.try_next();
+                event => {
+                    if !session.on_event(event, &mut io, &budget) {
+                        return;
                     }
                 }
             }
         }
         // The last replies (after QUIT or a protocol error), bounded in time:
         // a client that does not read them must not keep its slot.
-        if !out.is_empty() {
+        if !io.out.is_empty() {
             let grace = Duration::from_millis(session.proxy.config.request_timeout_ms);
-            let _ = tokio::time::timeout(grace, wr.write_all(&out)).await;
+            let _ = tokio::time::timeout(grace, wr.write_all(&io.out)).await;
         }
         let _ = wr.shutdown().await;
+    }
+
+    /// A new session for `sock`, registered with the proxy (before the
+    /// first look at `draining`, so a drain that starts after that look
+    /// wakes it).
+    fn open(proxy: Arc<Proxy>, sock: &TcpStream) -> ClientSession {
+        let (state, query) = ClientState::register(&proxy, sock);
+        ClientSession {
+            state,
+            owed: VecDeque::new(),
+            timings: VecDeque::new(),
+            closing: false,
+            query,
+            proxy,
+        }
+    }
+
+    /// Dispatches what is buffered, up to the pipeline depth, each request
+    /// through the authentication step first. One clock read stamps every
+    /// request that arrived together.
+    async fn dispatch_buffered(&mut self, decoder: &mut RequestDecoder, io: &mut Io, depth: usize) {
+        let mut arrived = None;
+        while !io.need_bytes && !self.closing && !self.state.monitor && self.owed.len() < depth {
+            match decoder.decode(&mut io.buf) {
+                Ok(Some(req)) => {
+                    self.proxy.stats.commands.fetch_add(1, Ordering::Relaxed);
+                    let started = *arrived.get_or_insert_with(std::time::Instant::now);
+                    let raw = req.raw.clone();
+                    let p = match self.proxy.auth.admit(&self.state, &req) {
+                        Ok(()) => dispatch(&self.proxy, &mut self.state, req).await,
+                        Err(refused) => refused,
+                    };
+                    let served = self.state.served.get();
+                    let p = after_request(&self.proxy, &mut self.state, p, &raw, served, started);
+                    self.push(p);
+                    self.timings.push_back(Some(Timing {
+                        started,
+                        raw,
+                        served,
+                    }));
+                }
+                Ok(None) => io.need_bytes = true,
+                Err(e) => {
+                    if e == ProtocolError::QueryBufferFull {
+                        let stats = &self.proxy.stats;
+                        stats.query_limit_closes.fetch_add(1, Ordering::Relaxed);
+                    }
+                    self.push(Pending::Close(ProxyError::Protocol(e).reply()));
+                    self.timings.push_back(None);
+                }
+            }
+        }
+    }
+
+    /// Acts on what woke the loop; false when the session must end now,
+    /// without writing what is left.
+    fn on_event(&mut self, event: Event, io: &mut Io, budget: &ReplyBudget) -> bool {
+        match event {
+            // A client that leaves while blocked is gone, as Redis treats
+            // it: dropping what it is owed closes the pinned connections,
+            // so no node pops an element for it.
+            Event::Read(Ok(0)) | Event::Read(Err(_))
+                if self.state.blocked.load(Ordering::SeqCst) > 0 =>
+            {
+                return false
+            }
+            Event::Read(Ok(0)) | Event::Read(Err(_)) => io.eof = true,
+            Event::Read(Ok(n)) => {
+                io.need_bytes = false;
+                let m = &self.proxy.ops.metrics;
+                m.bytes_in.fetch_add(n as u64, Ordering::Relaxed);
+                self.query.resize(io.buf.len());
+            }
+            Event::Wrote(Ok(n)) if n > 0 => {
+                budget.release(n);
+                let m = &self.proxy.ops.metrics;
+                m.bytes_out.fetch_add(n as u64, Ordering::Relaxed);
+                if n == io.out.len() {
+                    io.out.clear();
+                } else {
+                    io.out.advance(n);
+                }
+            }
+            // The client is gone: nobody reads what is owed.
+            Event::Wrote(_) => return false,
+            Event::Reply(r, charged) => {
+                self.owed.pop_front();
+                self.answered(&r, std::time::Instant::now());
+                if !charged {
+                    budget.charge(r.len());
+                }
+                io.out.extend_from_slice(&r);
+            }
+            Event::Budget | Event::Woken => {}
+            Event::Push(p) => {
+                // Take every message already waiting in one pass.
+                let mut next = p;
+                while let Some(p) = next {
+                    if !self.pushed(p) {
+                        return false;
+                    }
+                    next = self.state.pubsub.try_next();
+                }
+            }
+        }
+        true
     }
 
     /// Counts and logs a client over its budget. For output limits the
@@ -480,15 +393,15 @@ impl ClientSession {
     /// Queues a pub/sub message behind every reply owed now (never inside
     /// one); consecutive messages share one slot.
     /// False when the subscriber must be closed.
-    fn pushed(&mut self, p: super::pubsub::Push) -> bool {
+    fn pushed(&mut self, p: crate::proxy::commands::pubsub::Push) -> bool {
         let m = match p {
-            super::pubsub::Push::Message(m) => m,
-            super::pubsub::Push::OverLimit => {
+            crate::proxy::commands::pubsub::Push::Message(m) => m,
+            crate::proxy::commands::pubsub::Push::OverLimit => {
                 self.exceeded(Exceeded::OutputHard);
                 return false;
             }
-            super::pubsub::Push::ClosedByNode => return false,
-            super::pubsub::Push::Lost => {
+            crate::proxy::commands::pubsub::Push::ClosedByNode => return false,
+            crate::proxy::commands::pubsub::Push::Lost => {
                 tracing::warn!(
                     client = self.state.id,
                     "closing a subscriber whose subscriptions no node could take"
@@ -525,7 +438,7 @@ async fn dispatch(proxy: &Arc<Proxy>, state: &mut ClientState, req: Request) -> 
     let id = state.id;
     let routed = AssertUnwindSafe(async {
         fault_panic(&name);
-        super::route::dispatch(proxy, state, req).await
+        crate::proxy::route::dispatch(proxy, state, req).await
     })
     .catch_unwind()
     .await;
@@ -570,34 +483,4 @@ fn fault_panic(command: &[u8]) {
             panic!("fault injected by SHARDIS_FAULT_PANIC_ON={on}");
         }
     }
-}
-
-/// Waits for the reply at the front of the FIFO (never a `Close`: `collect`
-/// has taken it).
-fn front_reply(owed: &mut VecDeque<Pending>) -> impl Future<Output = (Bytes, bool)> + '_ {
-    poll_fn(move |cx| match owed.front_mut() {
-        Some(Pending::One(rx)) => Pin::new(rx)
-            .poll(cx)
-            .map(|r| (r.unwrap_or_else(|_| lost_reply()), false)),
-        Some(Pending::Charged(rx)) => Pin::new(rx).poll(cx).map(|r| match r {
-            Ok(b) => (b, true),
-            Err(_) => (lost_reply(), false),
-        }),
-        Some(Pending::Later(f)) => f.as_mut().poll(cx).map(|b| (b, false)),
-        Some(Pending::Ready(b)) => Poll::Ready((b.clone(), false)),
-        Some(Pending::Pushed(b)) => Poll::Ready((std::mem::take(b).freeze(), true)),
-        _ => Poll::Pending,
-    })
-}
-
-/// Sleeps until `deadline`; never resolves without one.
-async fn sleep_until_some(deadline: Option<Instant>) {
-    match deadline {
-        Some(d) => tokio::time::sleep_until(d).await,
-        None => std::future::pending().await,
-    }
-}
-
-fn lost_reply() -> Bytes {
-    Bytes::from_static(b"-ERR upstream connection lost before the reply arrived\r\n")
 }

@@ -5,7 +5,7 @@
 //! Called by the request decoder ([`super::request`]); no sockets, no state
 //! beyond what the caller keeps between calls.
 
-use super::request::{Parsed, ProtocolError};
+use super::parsed::{Parsed, ProtocolError};
 use super::Limits;
 
 /// Parses the inline request at the front of `buf`. `scanned` is how many

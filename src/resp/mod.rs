@@ -10,12 +10,10 @@ pub mod command;
 pub mod encode;
 pub(crate) mod info;
 mod inline;
-pub(crate) mod keywords;
+mod parsed;
 pub mod reply;
 pub(crate) mod request;
 
-pub(crate) use command::KeySpec;
-pub use command::{lookup, CommandSpec, Kind};
 pub use reply::reply_len;
 pub(crate) use request::ProtocolError;
 pub use request::{decode_request, next_frame, Frame, Request, RequestDecoder, Spans};

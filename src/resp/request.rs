@@ -11,12 +11,11 @@
 //! Redis skips those two bytes unchecked; a proxy that did the same could be
 //! desynchronised from its backends by one malformed frame.
 
-use std::fmt;
-
 use bytes::{Bytes, BytesMut};
 use smallvec::SmallVec;
 
 use super::inline::parse_inline;
+pub(crate) use super::parsed::{Parsed, ProtocolError};
 use super::{encode, parse_i64, Limits};
 
 /// Argument spans of one multibulk: up to eight without a heap allocation.
@@ -50,40 +49,6 @@ impl Request {
         &self.args[0]
     }
 }
-
-/// Why a request could not be decoded. The session replies
-/// `-ERR Protocol error: …` (this type's `Display`) and closes that client.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum ProtocolError {
-    TooBigMultibulkCount,
-    InvalidMultibulkLength,
-    TooBigBulkCount,
-    ExpectedDollar(u8),
-    InvalidBulkLength,
-    BulkNotTerminated,
-    TooBigInline,
-    UnbalancedQuotes,
-    QueryBufferFull,
-}
-
-impl fmt::Display for ProtocolError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        use ProtocolError::*;
-        match self {
-            TooBigMultibulkCount => write!(f, "Protocol error: too big mbulk count string"),
-            InvalidMultibulkLength => write!(f, "Protocol error: invalid multibulk length"),
-            TooBigBulkCount => write!(f, "Protocol error: too big bulk count string"),
-            ExpectedDollar(c) => write!(f, "Protocol error: expected '$', got '{}'", *c as char),
-            InvalidBulkLength => write!(f, "Protocol error: invalid bulk length"),
-            BulkNotTerminated => write!(f, "Protocol error: bulk string not terminated by CRLF"),
-            TooBigInline => write!(f, "Protocol error: too big inline request"),
-            UnbalancedQuotes => write!(f, "Protocol error: unbalanced quotes in request"),
-            QueryBufferFull => write!(f, "Protocol error: query buffer limit reached"),
-        }
-    }
-}
-
-impl std::error::Error for ProtocolError {}
 
 /// Takes one complete request off the front of `buf`; `Ok(None)` until it has
 /// all arrived. Empty inline lines and empty multibulks (`*0`, `*-1`) are
@@ -267,20 +232,6 @@ fn parse_front_from(
         return Err(ProtocolError::QueryBufferFull);
     }
     Ok(parsed)
-}
-
-pub(crate) enum Parsed {
-    Incomplete,
-    /// Consume this many bytes, nothing to execute.
-    Skip(usize),
-    /// A complete multibulk of `len` bytes; its spans are in the caller's [`Spans`].
-    Multibulk {
-        len: usize,
-    },
-    Inline {
-        len: usize,
-        args: Vec<Vec<u8>>,
-    },
 }
 
 /// Finds "\r\n" at or after `from`; returns the index of '\r'.

@@ -90,3 +90,14 @@ fn dechunk(mut b: &[u8]) -> Vec<u8> {
         b = &b[nl + 2 + size + 2..];
     }
 }
+
+/// The value of the sample `series` (name with its labels, exactly) in a
+/// `/metrics` scrape.
+pub fn sample(text: &str, series: &str) -> f64 {
+    text.lines()
+        .find_map(|l| l.strip_prefix(series)?.strip_prefix(' '))
+        .unwrap_or_else(|| panic!("no sample {series} in:\n{text}"))
+        .trim()
+        .parse()
+        .unwrap()
+}

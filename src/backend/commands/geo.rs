@@ -135,7 +135,7 @@ pub(super) fn human_double(ctx: &mut Ctx, v: f64) {
 }
 
 /// GEOADD key [NX|XX] [CH] longitude latitude member [...]
-pub fn geoadd(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
+pub(crate) fn geoadd(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     let (mut nx, mut xx, mut at) = (false, false, 2);
     while at < args.len() {
         let a = args[at];
@@ -163,7 +163,7 @@ pub fn geoadd(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
 }
 
 /// GEOPOS key member [member ...]
-pub fn geopos(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
+pub(crate) fn geopos(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     let found = ctx.read::<ZSet, _>(args[1], |z| {
         args[2..]
             .iter()
@@ -186,7 +186,7 @@ pub fn geopos(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
 }
 
 /// GEOHASH key member [member ...]
-pub fn geohash(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
+pub(crate) fn geohash(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     let found = ctx.read::<ZSet, _>(args[1], |z| {
         args[2..]
             .iter()
@@ -202,7 +202,7 @@ pub fn geohash(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
 }
 
 /// GEODIST key member1 member2 [M|KM|FT|MI]
-pub fn geodist(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
+pub(crate) fn geodist(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     let to_m = match args.len() {
         5 => unit(args[4])?,
         n if n > 5 => return Err(CmdError::Syntax),

@@ -10,15 +10,15 @@
 //! digit (the trigonometry is the platform's libm in both).
 
 /// Longitude range.
-pub const LONG_MIN: f64 = -180.0;
+pub(crate) const LONG_MIN: f64 = -180.0;
 /// Longitude range.
-pub const LONG_MAX: f64 = 180.0;
+pub(crate) const LONG_MAX: f64 = 180.0;
 /// Latitude range (the Web Mercator limits: no cell at the poles).
-pub const LAT_MIN: f64 = -85.05112878;
+pub(crate) const LAT_MIN: f64 = -85.05112878;
 /// Latitude range.
-pub const LAT_MAX: f64 = 85.05112878;
+pub(crate) const LAT_MAX: f64 = 85.05112878;
 /// Bits per coordinate in a stored score.
-pub const STEP_MAX: u8 = 26;
+pub(crate) const STEP_MAX: u8 = 26;
 /// The sphere distances are measured on (WGS84 quadratic mean radius).
 const EARTH_RADIUS_M: f64 = 6372797.560856;
 /// Where the radius doubling of [`estimate_steps`] stops.
@@ -36,21 +36,21 @@ fn rad_deg(a: f64) -> f64 {
 /// A cell: its interleaved bits and how many bits per coordinate. The
 /// all-zero cell (`step` 0) stands for "no cell".
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
-pub struct Cell {
+pub(crate) struct Cell {
     /// Interleaved latitude (even) and longitude (odd) bits.
-    pub bits: u64,
+    pub(crate) bits: u64,
     /// Bits per coordinate, 1..=32.
-    pub step: u8,
+    pub(crate) step: u8,
 }
 
 impl Cell {
     /// Whether this stands for no cell (an excluded neighbour).
-    pub fn is_none(&self) -> bool {
+    pub(crate) fn is_none(&self) -> bool {
         self.bits == 0 && self.step == 0
     }
 
     /// The score range `[min, max)` of the members inside this cell.
-    pub fn score_range(&self) -> (f64, f64) {
+    pub(crate) fn score_range(&self) -> (f64, f64) {
         let shift = 52 - 2 * self.step as u32;
         (
             (self.bits << shift) as f64,
@@ -101,12 +101,12 @@ fn encode_in(lon_r: (f64, f64), lat_r: (f64, f64), lon: f64, lat: f64, step: u8)
 }
 
 /// The cell of `step` bits holding (lon, lat) on the WGS84 ranges.
-pub fn encode(lon: f64, lat: f64, step: u8) -> Option<Cell> {
+pub(crate) fn encode(lon: f64, lat: f64, step: u8) -> Option<Cell> {
     encode_in((LONG_MIN, LONG_MAX), (LAT_MIN, LAT_MAX), lon, lat, step)
 }
 
 /// The score GEOADD stores for (lon, lat), already range-checked.
-pub fn score_of(lon: f64, lat: f64) -> u64 {
+pub(crate) fn score_of(lon: f64, lat: f64) -> u64 {
     encode(lon, lat, STEP_MAX).map_or(0, |c| c.bits)
 }
 
@@ -146,7 +146,7 @@ fn score_bits(score: f64) -> u64 {
 
 /// The (lon, lat) a stored score decodes to: its cell's centre, clamped
 /// to the WGS84 ranges.
-pub fn decode(score: f64) -> (f64, f64) {
+pub(crate) fn decode(score: f64) -> (f64, f64) {
     let a = decode_area(Cell {
         bits: score_bits(score),
         step: STEP_MAX,
@@ -158,7 +158,7 @@ pub fn decode(score: f64) -> (f64, f64) {
 
 /// The standard 11-character geohash of a stored score (re-encoded over
 /// ±90° latitude; the last character carries no bits and is `0`).
-pub fn hash_string(score: f64) -> [u8; 11] {
+pub(crate) fn hash_string(score: f64) -> [u8; 11] {
     const ALPHABET: &[u8; 32] = b"0123456789bcdefghjkmnpqrstuvwxyz";
     let (lon, lat) = decode(score);
     let bits = encode_in((-180.0, 180.0), (-90.0, 90.0), lon, lat, STEP_MAX).map_or(0, |c| c.bits);
@@ -200,20 +200,20 @@ fn neighbour(c: Cell, dlon: i8, dlat: i8) -> Cell {
 /// What is searched: a circle or an axis-aligned box around a centre, in
 /// the unit the command named (`to_m` metres each).
 #[derive(Clone, Copy, Debug)]
-pub struct Shape {
+pub(crate) struct Shape {
     /// Centre longitude.
-    pub lon: f64,
+    pub(crate) lon: f64,
     /// Centre latitude.
-    pub lat: f64,
+    pub(crate) lat: f64,
     /// Metres per unit.
-    pub to_m: f64,
+    pub(crate) to_m: f64,
     /// The extent.
-    pub kind: ShapeKind,
+    pub(crate) kind: ShapeKind,
 }
 
 /// A circle's radius, or a box's width and height.
 #[derive(Clone, Copy, Debug)]
-pub enum ShapeKind {
+pub(crate) enum ShapeKind {
     /// BYRADIUS / GEORADIUS.
     Radius(f64),
     /// BYBOX width height.
@@ -263,7 +263,7 @@ impl Shape {
     /// The cells to scan, in Redis's order: the centre's, then north,
     /// south, east, west, north-east, north-west, south-east, south-west;
     /// neighbours the area cannot reach are [`Cell::is_none`].
-    pub fn cells(&self) -> [Cell; 9] {
+    pub(crate) fn cells(&self) -> [Cell; 9] {
         let (min_lon, min_lat, max_lon, max_lat) = self.bounds();
         let radius_m = match self.kind {
             ShapeKind::Radius(r) => r,
@@ -314,7 +314,7 @@ impl Shape {
 
     /// The distance in metres from the centre to (lon, lat), if that point
     /// lies in the shape.
-    pub fn distance_if_within(&self, lon: f64, lat: f64) -> Option<f64> {
+    pub(crate) fn distance_if_within(&self, lon: f64, lat: f64) -> Option<f64> {
         match self.kind {
             ShapeKind::Radius(r) => {
                 // Written as Redis tests it, so a NaN distance (antipodes
@@ -342,7 +342,7 @@ fn lat_distance(lat1: f64, lat2: f64) -> f64 {
 }
 
 /// The haversine distance in metres between two points.
-pub fn distance(lon1: f64, lat1: f64, lon2: f64, lat2: f64) -> f64 {
+pub(crate) fn distance(lon1: f64, lat1: f64, lon2: f64, lat2: f64) -> f64 {
     let v = ((deg_rad(lon2) - deg_rad(lon1)) / 2.0).sin();
     if v == 0.0 {
         return lat_distance(lat1, lat2);
@@ -355,7 +355,7 @@ pub fn distance(lon1: f64, lat1: f64, lon2: f64, lat2: f64) -> f64 {
 
 /// A distance as Redis replies with it: rounded (ties to even) to four
 /// decimals, always with all four.
-pub fn fmt_distance(d: f64) -> String {
+pub(crate) fn fmt_distance(d: f64) -> String {
     if d == 0.0 {
         return "0.0000".into();
     }
@@ -373,7 +373,7 @@ pub fn fmt_distance(d: f64) -> String {
 
 /// A coordinate as Redis replies with it: seventeen decimals with the
 /// trailing zeros (and a bare dot) trimmed, and `-0` as `0`.
-pub fn fmt_coord(v: f64) -> String {
+pub(crate) fn fmt_coord(v: f64) -> String {
     let mut s = format!("{v:.17}");
     if s.contains('.') {
         let keep = s.trim_end_matches('0').trim_end_matches('.').len();

@@ -355,31 +355,31 @@ fn radius_generic(ctx: &mut Ctx, args: &[&[u8]], form: Form, ro: bool) -> CmdRes
 }
 
 /// GEORADIUS key longitude latitude radius unit [options] [STORE|STOREDIST key]
-pub fn georadius(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
+pub(crate) fn georadius(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     radius_generic(ctx, args, Form::Coords, false)
 }
 
 /// GEORADIUS_RO key longitude latitude radius unit [options]
-pub fn georadius_ro(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
+pub(crate) fn georadius_ro(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     radius_generic(ctx, args, Form::Coords, true)
 }
 
 /// GEORADIUSBYMEMBER key member radius unit [options] [STORE|STOREDIST key]
-pub fn georadiusbymember(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
+pub(crate) fn georadiusbymember(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     radius_generic(ctx, args, Form::Member, false)
 }
 
 /// GEORADIUSBYMEMBER_RO key member radius unit [options]
-pub fn georadiusbymember_ro(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
+pub(crate) fn georadiusbymember_ro(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     radius_generic(ctx, args, Form::Member, true)
 }
 
 /// GEOSEARCH key FROMMEMBER m|FROMLONLAT lon lat BYRADIUS r unit|BYBOX w h unit [options]
-pub fn geosearch(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
+pub(crate) fn geosearch(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     radius_generic(ctx, args, Form::Search, true)
 }
 
 /// GEOSEARCHSTORE destination source … [STOREDIST]
-pub fn geosearchstore(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
+pub(crate) fn geosearchstore(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     radius_generic(ctx, args, Form::SearchStore, false)
 }

@@ -17,10 +17,10 @@ use crate::backend::error::CmdError;
 use crate::backend::keyspace::clock::now_ms;
 use crate::backend::keyspace::dump::{self, Value};
 use crate::backend::node::Node;
+use crate::client::{ClientError, Conn};
 use crate::resp::{encode, eq_ignore_case};
 use bytes::{Bytes, BytesMut};
 use std::time::{Duration, Instant};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 /// Keys sent per round trip, so a large `KEYS` list cannot build an
@@ -30,8 +30,6 @@ const BATCH_KEYS: usize = 128;
 const BATCH_BYTES: usize = 16 * 1024 * 1024;
 /// Cached target connections idle longer than this are dropped (Redis: 10 s).
 const IDLE_CONNECTION: Duration = Duration::from_secs(10);
-/// Largest single reply line accepted from a target.
-const MAX_REPLY_LINE: usize = 64 * 1024;
 
 /// DUMP key
 pub(crate) fn dump(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
@@ -186,29 +184,12 @@ impl IoFail {
     }
 }
 
-fn push_command(buf: &mut BytesMut, parts: &[&[u8]]) {
-    encode::array_len(buf, parts.len());
-    parts.iter().for_each(|p| encode::bulk(buf, p));
-}
-
-/// Reads one reply line from the target; `Err` on I/O, timeout or a reply
-/// that is not a single line.
-async fn read_line(
-    sock: &mut TcpStream,
-    buf: &mut BytesMut,
-    timeout: Duration,
-) -> Result<Bytes, IoFail> {
-    loop {
-        if let Some(i) = buf.windows(2).position(|w| w == b"\r\n") {
-            let line = buf.split_to(i + 2).freeze();
-            return Ok(line.slice(..i));
-        }
-        if buf.len() > MAX_REPLY_LINE {
-            return Err(IoFail::Read);
-        }
-        match tokio::time::timeout(timeout, sock.read_buf(buf)).await {
-            Ok(Ok(n)) if n > 0 => {}
-            _ => return Err(IoFail::Read),
+impl From<ClientError> for IoFail {
+    fn from(e: ClientError) -> IoFail {
+        match e {
+            ClientError::Connect { .. } | ClientError::ConnectTimeout { .. } => IoFail::Connect,
+            ClientError::Write(_) | ClientError::WriteTimeout => IoFail::Write,
+            _ => IoFail::Read,
         }
     }
 }
@@ -222,27 +203,14 @@ struct Sent {
     expire_at: u64,
 }
 
-/// Sends one batch and reads its replies. Returns the number of RESTORE
-/// replies read before an I/O failure (for the retry decision) on error.
-async fn round_trip(
-    sock: &mut TcpStream,
-    m: &Migrate,
-    batch: &[Sent],
-    preamble: usize,
-    out: &mut BytesMut,
-    replies: &mut Vec<Bytes>,
-) -> Result<(), (IoFail, usize)> {
-    tokio::time::timeout(m.timeout, sock.write_all(out))
-        .await
-        .map_err(|_| (IoFail::Write, 0))?
-        .map_err(|_| (IoFail::Write, 0))?;
-    out.clear();
-    let mut buf = BytesMut::with_capacity(1024);
-    for i in 0..preamble + batch.len() {
-        let line = read_line(sock, &mut buf, m.timeout)
-            .await
-            .map_err(|e| (e, i))?;
-        replies.push(line);
+/// Writes the queued batch and reads its replies, each without its CRLF.
+/// Returns the number of replies read before an I/O failure (for the
+/// retry decision) on error.
+async fn round_trip(conn: &mut Conn, replies: &mut Vec<Bytes>) -> Result<(), (IoFail, usize)> {
+    let n = conn.flush().await.map_err(|e| (e.into(), 0))?;
+    for i in 0..n {
+        let reply = conn.read_reply().await.map_err(|e| (e.into(), i))?;
+        replies.push(reply.slice(..reply.len() - 2));
     }
     Ok(())
 }
@@ -320,6 +288,15 @@ pub(crate) async fn migrate(node: &Node, args: &[&[u8]]) -> Result<BytesMut, Cmd
     Ok(out)
 }
 
+/// `host:port` as a connect address (an IPv6 host in brackets).
+fn target(host: &str, port: u16) -> String {
+    if host.contains(':') && !host.starts_with('[') {
+        format!("[{host}]:{port}")
+    } else {
+        format!("{host}:{port}")
+    }
+}
+
 /// Whether `sock` is connected to this node's own listener: the same host
 /// (a connection to oneself has equal local and peer addresses) and port.
 fn is_self(sock: &TcpStream, own_port: u16) -> bool {
@@ -341,37 +318,33 @@ async fn send_batch(
 ) -> Result<Vec<Bytes>, CmdError> {
     let addr = (m.host.clone(), m.port);
     for attempt in 0..2 {
-        let (mut sock, fresh) = match state.conns.remove(&addr) {
-            Some((sock, _)) => (sock, false),
-            None => {
-                let connect = TcpStream::connect((m.host.as_str(), m.port));
-                match tokio::time::timeout(m.timeout, connect).await {
-                    Ok(Ok(s)) if is_self(&s, own_port) => {
-                        // RESTORE REPLACE on ourselves, then the DEL that
-                        // ends a MIGRATE, would delete the key.
-                        return Err(CmdError::err("MIGRATE target is this node itself"));
-                    }
-                    Ok(Ok(s)) => {
-                        let _ = s.set_nodelay(true);
-                        (s, true)
-                    }
-                    _ => return Err(IoFail::Connect.error()),
-                }
+        let (mut conn, fresh) = match state.conns.remove(&addr) {
+            Some((mut conn, _)) => {
+                conn.set_timeout(m.timeout);
+                (conn, false)
             }
+            None => match Conn::connect(&target(&m.host, m.port), m.timeout).await {
+                Ok(c) if is_self(c.stream(), own_port) => {
+                    // RESTORE REPLACE on ourselves, then the DEL that
+                    // ends a MIGRATE, would delete the key.
+                    return Err(CmdError::err("MIGRATE target is this node itself"));
+                }
+                Ok(c) => (c, true),
+                Err(_) => return Err(IoFail::Connect.error()),
+            },
         };
-        let mut out = BytesMut::new();
         let mut preamble = 0;
         // Every round trip re-sends AUTH and SELECT: a cached connection
         // may have been reset by a RESET or another client of the target.
         if let Some((user, pass)) = &m.auth {
             match user {
-                Some(u) => push_command(&mut out, &[b"AUTH", u, pass]),
-                None => push_command(&mut out, &[b"AUTH", pass]),
+                Some(u) => conn.queue(&[b"AUTH", u, pass]),
+                None => conn.queue(&[b"AUTH", pass]),
             }
             preamble += 1;
         }
         if m.db != 0 {
-            push_command(&mut out, &[b"SELECT", m.db.to_string().as_bytes()]);
+            conn.queue(&[b"SELECT", m.db.to_string().as_bytes()]);
             preamble += 1;
         }
         let now = now_ms();
@@ -386,12 +359,12 @@ async fn send_batch(
             if m.replace {
                 parts.push(b"REPLACE");
             }
-            push_command(&mut out, &parts);
+            conn.queue(&parts);
         }
         let mut replies = Vec::new();
-        match round_trip(&mut sock, m, batch, preamble, &mut out, &mut replies).await {
+        match round_trip(&mut conn, &mut replies).await {
             Ok(()) => {
-                state.conns.insert(addr, (sock, Instant::now()));
+                state.conns.insert(addr, (conn, Instant::now()));
                 if let Some(err) = replies[..preamble].iter().find(|r| r.starts_with(b"-")) {
                     let e = String::from_utf8_lossy(&err[1..]).into_owned();
                     return Err(CmdError::err(format!(

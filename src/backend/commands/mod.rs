@@ -305,7 +305,7 @@ pub(crate) fn touch_written(store: &Store, cmd: &Command, args: &[&[u8]], now: u
         }
         return;
     }
-    let (first, last, step) = cmd.keys;
+    let (first, last, step) = cmd.key_range();
     if first <= 0 || step <= 0 {
         return;
     }
@@ -353,9 +353,9 @@ mod tests {
         assert_eq!(not_served(b"get"), None, "served");
         assert_eq!(not_served(b"cluster"), None, "the proxy's own");
         assert_eq!(not_served(b"nosuchcommand"), None, "not Redis");
-        for spec in crate::resp::command::TABLE {
+        for spec in crate::catalogue::TABLE {
             let served = lookup(spec.name.as_bytes()).is_some();
-            let admin = spec.kind == crate::resp::Kind::Admin;
+            let admin = spec.id == crate::catalogue::Id::Cluster;
             assert_eq!(
                 not_served(spec.name.as_bytes()).is_some(),
                 !served && !admin,

@@ -15,14 +15,14 @@ use std::cmp::Ordering;
 /// Puts the elements of ranks `0..=last` of `v` in order (by `cmp`) at
 /// the front of `v`, as Redis's `pqsort(v, n, size, cmp, 0, last)` leaves
 /// them; the rest of `v` is left in some order.
-pub fn partial_sort<T>(v: &mut [T], last: usize, cmp: &impl Fn(&T, &T) -> Ordering) {
+pub(crate) fn partial_sort<T>(v: &mut [T], last: usize, cmp: &impl Fn(&T, &T) -> Ordering) {
     sort_range(v, 0, v.len(), last, cmp);
 }
 
 /// Sorts `v` stably by `cmp`, splitting and merging as glibc's `qsort`
 /// (a top-down merge sort) does, so even a comparator that is not a total
 /// order (NaN distances) leaves the same order.
-pub fn stable_sort<T>(v: &mut Vec<T>, cmp: &impl Fn(&T, &T) -> Ordering) {
+pub(crate) fn stable_sort<T>(v: &mut Vec<T>, cmp: &impl Fn(&T, &T) -> Ordering) {
     let mut idx: Vec<usize> = (0..v.len()).collect();
     let mut tmp = vec![0; v.len()];
     merge_sort(&mut idx, &mut tmp, &|a: &usize, b: &usize| {

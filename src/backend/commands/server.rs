@@ -70,9 +70,9 @@ fn command_info(out: &mut BytesMut, c: &Command, proto: u8) {
     let flags = flag_names(c);
     encode::set_len(out, flags.len(), proto);
     flags.iter().for_each(|f| encode::simple(out, f));
-    encode::integer(out, c.keys.0 as i64);
-    encode::integer(out, c.keys.1 as i64);
-    encode::integer(out, c.keys.2 as i64);
+    encode::integer(out, c.key_range().0 as i64);
+    encode::integer(out, c.key_range().1 as i64);
+    encode::integer(out, c.key_range().2 as i64);
     encode::set_len(out, 0, proto); // ACL categories
     encode::set_len(out, 0, proto); // tips
     encode::array_len(out, 0); // key specs

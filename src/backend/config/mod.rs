@@ -141,6 +141,8 @@ static PARAMS: &[Param] = &[
     p("port", Kind::Immutable, "0"),
     p("bind", Kind::Immutable, "127.0.0.1"),
     p("cluster-enabled", Kind::Immutable, "no"),
+    // No authentication: redis-server without a password reports it empty.
+    p("requirepass", Kind::Immutable, ""),
     p(
         "client-query-buffer-limit",
         Kind::Memory(1024 * 1024, LONG_MAX),

@@ -1,0 +1,387 @@
+//! `CLUSTER …` on the proxy port: inspect and change the topology.
+//!
+//! | command | reply |
+//! |---|---|
+//! | `CLUSTER ADDNODE host:port [WEIGHT w] [NAME n]` | `+OK` once the new epoch routes |
+//! | `CLUSTER REMOVENODE name-or-addr` | `+OK` once the new epoch routes |
+//! | `CLUSTER RING` | one line per node of the ring |
+//! | `CLUSTER RINGINFO` | `key:value` lines: the change state and its progress |
+//! | `CLUSTER KEYNODE key` | the owner's name |
+//! | `CLUSTER SLOTS` / `SHARDS` / `NODES` / `INFO` / `MYID` / `KEYSLOT` | the proxy as one Redis Cluster node owning every slot (cluster.rs) |
+//!
+//! Changes are validated before the ring changes, one at a time; a node that
+//! is down can be removed at any time (see [`remove_node`]).
+
+pub(crate) mod error;
+pub(crate) mod migration;
+pub(crate) mod plan;
+pub mod state;
+pub(crate) mod store;
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+
+use crate::client::probe;
+pub(crate) use crate::proxy::admin::error::AdminError;
+use crate::proxy::admin::migration::Change;
+use crate::proxy::conn::client::ClientState;
+use crate::proxy::conn::pending::Pending;
+use crate::proxy::Proxy;
+use crate::resp::reply::integer;
+use crate::resp::{encode, eq_ignore_case, Request};
+use crate::ring::NodeSpec;
+
+pub(crate) async fn handle(proxy: &Arc<Proxy>, s: &ClientState, req: Request) -> Pending {
+    let args = req.args;
+    let sub = String::from_utf8_lossy(&args[1]).to_ascii_lowercase();
+    let proto = s.proto;
+    let proxy = proxy.clone();
+    let client = s.id;
+    if let Some(p) = crate::proxy::commands::cluster::handle(s, &sub, &args) {
+        return p;
+    }
+    match sub.as_str() {
+        "addslots" | "meet" | "reset" | "failover" | "replicate" => {
+            Pending::error("ERR This instance has cluster support disabled")
+        }
+        "plan" | "hotkeys" => crate::proxy::ops::cluster_command(&proxy, s, args),
+        "keynode" if args.len() == 3 => {
+            let routing = proxy.routing.load();
+            let mut out = BytesMut::new();
+            encode::bulk(&mut out, routing.owner(&args[2]).spec.name.as_bytes());
+            Pending::ready(out)
+        }
+        "ringinfo" if args.len() == 2 => {
+            let text = cluster_info(&proxy);
+            let mut out = BytesMut::new();
+            encode::verbatim(&mut out, text.as_bytes(), proto);
+            Pending::ready(out)
+        }
+        "ring" if args.len() == 2 => {
+            let (tx, rx) = tokio::sync::oneshot::channel();
+            tokio::spawn(async move {
+                let _ = tx.send(cluster_nodes(&proxy, proto, client).await);
+            });
+            Pending::One(rx)
+        }
+        "addnode" if args.len() >= 3 => {
+            let (tx, rx) = tokio::sync::oneshot::channel();
+            tokio::spawn(async move {
+                let r = add_node(&proxy, &args[2..]).await;
+                let _ = tx.send(ok_or_err(r));
+            });
+            Pending::One(rx)
+        }
+        "spawnnode" => {
+            let (tx, rx) = tokio::sync::oneshot::channel();
+            tokio::spawn(async move {
+                let _ = tx.send(match spawn_node(&proxy, &args[2..]).await {
+                    Ok(line) => {
+                        let mut out = BytesMut::new();
+                        encode::bulk(&mut out, line.as_bytes());
+                        out.freeze()
+                    }
+                    Err(e) => e.reply(),
+                });
+            });
+            Pending::One(rx)
+        }
+        "removenode" if args.len() == 3 => {
+            let (tx, rx) = tokio::sync::oneshot::channel();
+            tokio::spawn(async move {
+                let r = remove_node(&proxy, &String::from_utf8_lossy(&args[2])).await;
+                let _ = tx.send(ok_or_err(r));
+            });
+            Pending::One(rx)
+        }
+        "keynode" | "ringinfo" | "ring" | "addnode" | "removenode" => {
+            Pending::error(&format!("ERR wrong number of arguments for 'cluster|{sub}' command"))
+        }
+        _ => {
+            Pending::error(&format!(
+                "ERR unknown subcommand '{}'. Try CLUSTER ADDNODE, SPAWNNODE, REMOVENODE, RING, RINGINFO, KEYNODE, PLAN, HOTKEYS, SLOTS, SHARDS, NODES or INFO.",
+                String::from_utf8_lossy(&args[1])
+            ))
+        }
+    }
+}
+
+fn ok_or_err(r: Result<(), AdminError>) -> Bytes {
+    match r {
+        Ok(()) => {
+            let mut out = BytesMut::new();
+            encode::simple(&mut out, "OK");
+            out.freeze()
+        }
+        Err(e) => e.reply(),
+    }
+}
+
+async fn add_node(
+    proxy: &std::sync::Arc<crate::proxy::Proxy>,
+    args: &[Bytes],
+) -> Result<(), AdminError> {
+    // The same parsing, and so the same errors, as CLUSTER PLAN ADDNODE.
+    let NodeSpec { name, addr, weight } = crate::proxy::admin::plan::parse_add(args)?;
+    let (_lock, routing) = start_change(proxy).await?;
+    for n in routing.ring.nodes() {
+        if n.addr == addr {
+            return Err(AdminError::AddrPresent {
+                addr,
+                name: n.name.clone(),
+            });
+        }
+        if n.name == name {
+            return Err(AdminError::NamePresent(name));
+        }
+    }
+    // A node this proxy left copies on (an aborted add, a removed node that
+    // was down) holds only keys it does not own: delete them first.
+    for which in [&name, &addr] {
+        migration::sweep_before_readd(proxy, which)
+            .await
+            .map_err(AdminError::StraysRemain)?;
+    }
+    let timeout = Duration::from_millis(proxy.config.connect_timeout_ms.max(1000));
+    let size = probe(&addr, &[b"DBSIZE"], timeout)
+        .await
+        .map_err(|e| AdminError::Unreachable {
+            addr: addr.clone(),
+            why: e.terse(),
+        })?;
+    match integer(&size) {
+        Some(0) => {}
+        Some(keys) => return Err(AdminError::NotEmpty { addr, keys }),
+        None => {
+            return Err(AdminError::BadDbsize {
+                addr,
+                reply: String::from_utf8_lossy(&size).trim_end().to_string(),
+            })
+        }
+    }
+    migration::begin(proxy, Change::Add(NodeSpec { name, addr, weight })).await?;
+    Ok(())
+}
+
+/// `CLUSTER SPAWNNODE [WEIGHT w] [NAME n]` under `shardis up`: starts a new
+/// built-in node process and adds it; replies `name addr`.
+async fn spawn_node(
+    proxy: &std::sync::Arc<crate::proxy::Proxy>,
+    opts: &[Bytes],
+) -> Result<String, AdminError> {
+    let spawner = proxy.spawner.clone().ok_or(AdminError::SpawnUnsupported)?;
+    // Refuse before starting a process; ADDNODE below checks again under the lock.
+    drop(start_change(proxy).await?);
+    let addr = spawner.spawn().await.map_err(AdminError::Spawn)?;
+    // Named after the nodes `up` started (node1…nodeN): the next number up.
+    let last = proxy
+        .routing
+        .load()
+        .ring
+        .nodes()
+        .iter()
+        .filter_map(|n| n.name.strip_prefix("node")?.parse::<u64>().ok())
+        .max()
+        .unwrap_or(0);
+    let mut name = format!("node{}", last + 1);
+    let mut args = vec![Bytes::from(addr.clone())];
+    let mut i = 0;
+    while i < opts.len() {
+        if eq_ignore_case(&opts[i], b"NAME") && i + 1 < opts.len() {
+            name = String::from_utf8_lossy(&opts[i + 1]).to_string();
+            i += 2;
+        } else if eq_ignore_case(&opts[i], b"WEIGHT") && i + 1 < opts.len() {
+            args.push(opts[i].clone());
+            args.push(opts[i + 1].clone());
+            i += 2;
+        } else {
+            return Err(AdminError::SyntaxNear(
+                String::from_utf8_lossy(&opts[i]).to_string(),
+            ));
+        }
+    }
+    args.push(Bytes::from_static(b"NAME"));
+    args.push(Bytes::from(name.clone()));
+    add_node(proxy, &args).await?;
+    Ok(format!("{name} {addr}"))
+}
+
+/// How long a change request waits for the admin lock (held briefly by a
+/// background sweep retry).
+const ADMIN_LOCK_WAIT_MS: u64 = 10_000;
+
+/// How long `REMOVENODE` of an unreachable node waits for a running change to
+/// abort or finish.
+const REMOVE_WAIT_MS: u64 = 60_000;
+
+/// Takes the admin lock and checks no change is running; the lock is held
+/// until the new change has started.
+async fn start_change(
+    proxy: &crate::proxy::Proxy,
+) -> Result<
+    (
+        tokio::sync::MutexGuard<'_, ()>,
+        std::sync::Arc<crate::proxy::upstream::topology::Routing>,
+    ),
+    AdminError,
+> {
+    let lock = tokio::time::timeout(
+        Duration::from_millis(ADMIN_LOCK_WAIT_MS),
+        proxy.admin_lock.lock(),
+    )
+    .await
+    .map_err(|_| AdminError::LockBusy)?;
+    let routing = proxy.routing.load_full();
+    if routing.migration.is_some() || proxy.migration.is_changing() {
+        return Err(AdminError::InProgress);
+    }
+    Ok((lock, routing))
+}
+
+/// `CLUSTER REMOVENODE`. A reachable node's keys move to their new owners
+/// first (refused while another change runs). An unreachable node can be
+/// removed at any time: a copy in progress is aborted (naming the node), a
+/// cutover or sweep in progress is waited out (both are bounded by the
+/// timeouts), then the ring drops the node at once — its keys are lost with
+/// it. A node that is no longer in the ring but still has copies recorded
+/// as pending is forgotten.
+async fn remove_node(
+    proxy: &std::sync::Arc<crate::proxy::Proxy>,
+    which: &str,
+) -> Result<(), AdminError> {
+    let routing = proxy.routing.load_full();
+    let Some(idx) = routing.ring.index_of(which) else {
+        if migration::forget_pending(proxy, which).await? {
+            return Ok(());
+        }
+        return Err(AdminError::NoSuchNode(which.to_string()));
+    };
+    if routing.ring.nodes().len() == 1 {
+        return Err(AdminError::LastNode);
+    }
+    let spec = routing.ring.node(idx).clone();
+    let timeout = Duration::from_millis(proxy.config.connect_timeout_ms.max(1000));
+    if probe(&spec.addr, &[b"PING"], timeout).await.is_ok() {
+        let (_lock, _) = start_change(proxy).await?;
+        migration::begin(proxy, Change::Remove(spec.name)).await?;
+        return Ok(());
+    }
+    if proxy.migration.is_copying() {
+        proxy
+            .migration
+            .request_abort(&spec.name, "unreachable, removed by CLUSTER REMOVENODE");
+    }
+    if !migration::wait_idle(proxy, Duration::from_millis(REMOVE_WAIT_MS)).await {
+        return Err(AdminError::WaitTimedOut);
+    }
+    let (_lock, routing) = start_change(proxy).await?;
+    if routing.ring.index_of(&spec.name).is_none() {
+        return Ok(());
+    }
+    if routing.ring.nodes().len() == 1 {
+        return Err(AdminError::LastNode);
+    }
+    migration::remove_unreachable(proxy, &spec).await?;
+    Ok(())
+}
+
+fn cluster_info(proxy: &crate::proxy::Proxy) -> String {
+    let routing = proxy.routing.load();
+    let m = &proxy.migration;
+    let t = m.text();
+    let copied = m.keys_copied.load(Ordering::Relaxed);
+    let scanned = m.keys_scanned.load(Ordering::Relaxed);
+    let to_scan = m.keys_to_scan.load(Ordering::Relaxed);
+    let busy = routing.migration.is_some() || m.is_changing();
+    let pending: Vec<String> = m.pending().into_iter().map(|n| n.name).collect();
+    let progress = match (busy, to_scan) {
+        (false, _) => 100.0,
+        (true, 0) => 0.0,
+        (true, n) => (scanned as f64 / n as f64 * 100.0).min(99.9),
+    };
+    let elapsed = match (busy, t.started) {
+        (true, Some(s)) => s.elapsed().as_millis() as u64,
+        _ => t.last_duration_ms,
+    };
+    let next = routing.migration.as_ref().map(|m| m.next.clone());
+    let ops = proxy.ops.info_lines();
+    format!(
+        "state:{}\r\nepoch:{}\r\nnodes:{}\r\npoints:{}\r\nscheme:{}\r\nnext_epoch:{}\r\nlast_change:{}\r\nring_rebuild_us:{}\r\nmigration_keys_to_scan:{to_scan}\r\nmigration_keys_scanned:{scanned}\r\nmigration_keys_copied:{copied}\r\nmigration_keys_resynced:{}\r\nmigration_keys_dirty:{}\r\nmigration_keys_swept:{}\r\nmigration_progress:{progress:.1}%\r\nmigration_moved_fraction:{:.4}\r\nmigration_cutover_pause_ms:{}\r\nmigration_cutover_persist_us:{}\r\nsweep_pending:{}\r\nmigration_ms:{elapsed}\r\nlast_error:{}\r\n{ops}",
+        t.state,
+        routing.ring.epoch(),
+        routing.ring.nodes().len(),
+        routing.ring.total_points(),
+        routing.ring.config().scheme,
+        next.as_ref().map(|r| r.epoch().to_string()).unwrap_or_else(|| "-".into()),
+        if t.change.is_empty() { "none" } else { &t.change },
+        m.last_rebuild_us.load(Ordering::Relaxed),
+        m.keys_resynced.load(Ordering::Relaxed),
+        routing.migration.as_ref().map(|m| m.dirty.len()).unwrap_or(0),
+        m.keys_swept.load(Ordering::Relaxed),
+        if to_scan == 0 { 0.0 } else { copied as f64 / to_scan as f64 },
+        m.last_pause_ms.load(Ordering::Relaxed),
+        m.last_persist_us.load(Ordering::Relaxed),
+        if pending.is_empty() { "-".to_string() } else { pending.join(",") },
+        t.last_error,
+    )
+}
+
+async fn cluster_nodes(proxy: &crate::proxy::Proxy, proto: u8, client: u64) -> Bytes {
+    let routing = proxy.routing.load_full();
+    // Members first; during a change, also the node joining (or leaving).
+    let mut nodes: Vec<(std::sync::Arc<crate::proxy::upstream::topology::Node>, &str)> = Vec::new();
+    for n in &routing.nodes {
+        let leaving = routing
+            .migration
+            .as_ref()
+            .is_some_and(|m| m.next.index_of(&n.spec.name).is_none());
+        nodes.push((n.clone(), if leaving { "leaving" } else { "member" }));
+    }
+    if let Some(m) = &routing.migration {
+        for n in &m.next_nodes {
+            if routing.ring.index_of(&n.spec.name).is_none() {
+                nodes.push((n.clone(), "joining"));
+            }
+        }
+    }
+    let mut waits = Vec::new();
+    for (n, _) in &nodes {
+        waits.push(
+            n.upstream(2, client)
+                .send(Bytes::from_static(b"*1\r\n$6\r\nDBSIZE\r\n"))
+                .await,
+        );
+    }
+    let mut text = String::new();
+    for ((n, role), w) in nodes.iter().zip(waits) {
+        let keys = match w.await.ok().as_deref().and_then(integer) {
+            Some(k) => k.to_string(),
+            None => "?".into(),
+        };
+        let ring = match (&routing.migration, *role) {
+            (Some(m), "joining") => &m.next,
+            _ => &routing.ring,
+        };
+        let (points, share) = match ring.index_of(&n.spec.name) {
+            Some(i) => (ring.points_of(i), ring.share_of(i) * 100.0),
+            None => (0, 0.0),
+        };
+        text.push_str(&format!(
+            "{} {} weight={} points={} share={:.2}% keys={} state={} role={}\n",
+            n.spec.name,
+            n.spec.addr,
+            n.spec.weight,
+            points,
+            share,
+            keys,
+            n.health.state(),
+            role
+        ));
+    }
+    let mut out = BytesMut::new();
+    encode::verbatim(&mut out, text.as_bytes(), proto);
+    out.freeze()
+}

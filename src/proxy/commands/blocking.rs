@@ -1,0 +1,190 @@
+//! Blocking commands (BLPOP, BRPOP, BLMOVE, BLMPOP, BRPOPLPUSH, BZPOPMIN,
+//! BZPOPMAX, BZMPOP, XREAD/XREADGROUP with BLOCK, WAIT): each blocked
+//! client holds its own pinned connection to its keys' node for as long as
+//! it blocks, so a blocked client never stalls the shared pipelined
+//! connections other clients use.
+//!
+//! The node honours the timeout (0 = forever); the proxy adds none. When the
+//! client leaves, its session drops the pending reply, which drops the
+//! [`Pinned`] and closes that connection: the node unblocks the client and
+//! pops nothing for it. When a topology change moves the keys while the
+//! command blocks, the command is aborted with an error (after a short grace
+//! for a reply already on its way), since pushes now go to the new owner.
+//! Called by `route::dispatch` (and for XREAD/XREADGROUP with BLOCK).
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+
+use crate::catalogue::Id;
+use crate::proxy::conn::client::ClientState;
+use crate::proxy::conn::pending::Pending;
+use crate::proxy::route::policy::CommandSpec;
+use crate::proxy::upstream::pinned::Pinned;
+use crate::proxy::upstream::topology;
+use crate::proxy::Proxy;
+use crate::resp::reply::integer;
+use crate::resp::Request;
+
+/// How often a blocked command checks that its keys still live where it blocks.
+const OWNER_CHECK_MS: u64 = 100;
+/// After the keys moved: how long a reply already sent by the old owner may
+/// take to arrive before the command is aborted.
+const MOVED_GRACE_MS: u64 = 200;
+
+/// Counts a client's commands blocked right now; the session ends at once
+/// (instead of answering what is owed) when its client leaves while any is.
+pub(crate) struct BlockedGuard(Arc<AtomicUsize>);
+
+impl BlockedGuard {
+    fn new(count: &Arc<AtomicUsize>) -> BlockedGuard {
+        count.fetch_add(1, Ordering::SeqCst);
+        BlockedGuard(count.clone())
+    }
+}
+
+impl Drop for BlockedGuard {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// Routes a blocking command to a pinned connection of its keys' node.
+pub(crate) async fn handle(
+    proxy: &Arc<Proxy>,
+    client: &mut ClientState,
+    spec: &'static CommandSpec,
+    req: Request,
+) -> Pending {
+    if spec.id == Id::Wait {
+        return wait(proxy, client, req).await;
+    }
+    let keys: Vec<Bytes> = match spec.key_positions(&req.args) {
+        Ok(ps) => ps.iter().map(|&p| req.args[p].clone()).collect(),
+        Err(e) => return Pending::error(&e.to_string()),
+    };
+    if keys.is_empty() {
+        return Pending::error(&crate::catalogue::arity_error(spec));
+    }
+    blocked(proxy, client, keys, req.raw, spec.is_write()).await
+}
+
+/// Sends `raw` (blocking on `keys`) on a new pinned connection and waits.
+pub(crate) async fn blocked(
+    proxy: &Arc<Proxy>,
+    client: &mut ClientState,
+    keys: Vec<Bytes>,
+    raw: Bytes,
+    write: bool,
+) -> Pending {
+    let routing = topology::enter(&proxy.routing, || keys.iter()).await;
+    let node = routing.owner(&keys[0]).clone();
+    if keys.iter().any(|k| !Arc::ptr_eq(routing.owner(k), &node)) {
+        return Pending::error(crate::proxy::conn::error::CROSSSLOT);
+    }
+    let pin = match node.pin(client.proto) {
+        Ok(p) => p,
+        Err(e) => return Pending::error(&e.to_string()),
+    };
+    invalidate(proxy, &keys, write);
+    let rx = pin.send_for(raw, &client.budget).await;
+    drop(routing);
+    let guard = BlockedGuard::new(&client.blocked);
+    let proxy = proxy.clone();
+    Pending::Later(Box::pin(async move {
+        let _guard = guard;
+        let reply = wait_reply(&proxy, &pin, &keys, rx).await;
+        if write {
+            mark_moving(&proxy, &keys);
+        }
+        // A pop may write long after it was sent: forget again once it did.
+        invalidate(&proxy, &keys, write);
+        reply
+    }))
+}
+
+/// The blocked command's reply, or an error once its keys moved away.
+async fn wait_reply(
+    proxy: &Proxy,
+    pin: &Pinned,
+    keys: &[Bytes],
+    mut rx: tokio::sync::oneshot::Receiver<Bytes>,
+) -> Bytes {
+    let mut tick = tokio::time::interval(Duration::from_millis(OWNER_CHECK_MS));
+    loop {
+        tokio::select! {
+            r = &mut rx => return r.unwrap_or_else(|_| crate::proxy::route::merge::lost()),
+            _ = tick.tick() => {
+                let routing = proxy.routing.load();
+                if keys.iter().all(|k| pin.is_to(routing.owner(k))) {
+                    continue;
+                }
+                let grace = Duration::from_millis(MOVED_GRACE_MS);
+                if let Ok(Ok(r)) = tokio::time::timeout(grace, &mut rx).await {
+                    return r;
+                }
+                return Bytes::from_static(b"-ERR the blocking command was aborted: a topology change moved its keys to another node while it blocked; retry it\r\n");
+            }
+        }
+    }
+}
+
+/// A pop or move on keys being migrated changed them at their old owner:
+/// mark them for the migration's re-sync, as `route` does for writes.
+/// Forgets cached GETs of the keys a blocking write changes.
+fn invalidate(proxy: &Proxy, keys: &[Bytes], write: bool) {
+    if let (Some(cache), true) = (&proxy.ops.hot_cache, write) {
+        for k in keys {
+            cache.invalidate(k);
+        }
+    }
+}
+
+fn mark_moving(proxy: &Proxy, keys: &[Bytes]) {
+    let routing = proxy.routing.load();
+    if let Some(m) = &routing.migration {
+        for k in keys.iter().filter(|k| routing.is_moving(k)) {
+            m.dirty.mark(k.clone());
+        }
+    }
+}
+
+/// WAIT numreplicas timeout: asked of every node on a pinned connection of
+/// its own (WAIT blocks its connection); the reply is the smallest count,
+/// since the client's writes went to any of them.
+async fn wait(proxy: &Arc<Proxy>, client: &mut ClientState, req: Request) -> Pending {
+    let routing = topology::enter(&proxy.routing, std::iter::empty).await;
+    let mut pins = Vec::with_capacity(routing.nodes.len());
+    for node in &routing.nodes {
+        match node.pin(client.proto) {
+            Ok(p) => pins.push(p),
+            Err(e) => return Pending::error(&e.to_string()),
+        }
+    }
+    let mut waits = Vec::with_capacity(pins.len());
+    for p in &pins {
+        waits.push(p.send(req.raw.clone()).await);
+    }
+    drop(routing);
+    let guard = BlockedGuard::new(&client.blocked);
+    Pending::Later(Box::pin(async move {
+        let _guard = guard;
+        let _pins = pins;
+        let mut least: Option<(i64, Bytes)> = None;
+        for w in waits {
+            let r = w
+                .await
+                .unwrap_or_else(|_| crate::proxy::route::merge::lost());
+            match integer(&r) {
+                Some(n) if least.as_ref().is_none_or(|(m, _)| n < *m) => least = Some((n, r)),
+                Some(_) => {}
+                None => return r,
+            }
+        }
+        least
+            .map(|(_, r)| r)
+            .unwrap_or_else(|| Bytes::from_static(b":0\r\n"))
+    }))
+}

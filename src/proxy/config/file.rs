@@ -1,0 +1,136 @@
+//! The TOML file as written: every section and field optional, unknown
+//! ones refused. Only `Config::load` (in `mod.rs`) reads these; it turns
+//! them into a validated [`super::Config`].
+
+use serde::Deserialize;
+
+use super::*;
+
+/// The whole file as written; every section optional.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct FileConfig {
+    #[serde(default)]
+    pub(super) proxy: ProxySection,
+    #[serde(default)]
+    pub(super) ring: RingSection,
+    #[serde(default)]
+    pub(super) migration: MigrationSection,
+    #[serde(default)]
+    pub(super) up: UpSection,
+    #[serde(default)]
+    pub(super) nodes: Vec<NodeSection>,
+    #[serde(default)]
+    pub(super) admin: AdminSection,
+    #[serde(default)]
+    pub(super) hot_keys: HotKeysSection,
+    #[serde(default)]
+    pub(super) slowlog: SlowlogSection,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub(super) struct ProxySection {
+    pub(super) listen: String,
+    pub(super) connect_timeout_ms: u64,
+    pub(super) request_timeout_ms: u64,
+    pub(super) max_clients: usize,
+    pub(super) pipeline_depth: usize,
+    pub(super) connections_per_node: usize,
+    pub(super) max_pinned_per_node: usize,
+    pub(super) threads: usize,
+    pub(super) max_bulk_len: usize,
+    pub(super) max_args: usize,
+    pub(super) max_query_buffer: usize,
+    pub(super) max_query_buffer_total: usize,
+    pub(super) client_output_hard_limit: usize,
+    pub(super) client_output_soft_limit: usize,
+    pub(super) client_output_soft_seconds: u64,
+    pub(super) drain_timeout_ms: u64,
+    pub(super) state_file: Option<String>,
+}
+
+impl Default for ProxySection {
+    fn default() -> Self {
+        let limits = Limits::default();
+        ProxySection {
+            listen: DEFAULT_LISTEN.into(),
+            connect_timeout_ms: DEFAULT_CONNECT_TIMEOUT_MS,
+            request_timeout_ms: DEFAULT_REQUEST_TIMEOUT_MS,
+            max_clients: DEFAULT_MAX_CLIENTS,
+            pipeline_depth: DEFAULT_PIPELINE_DEPTH,
+            connections_per_node: DEFAULT_CONNECTIONS_PER_NODE,
+            max_pinned_per_node: DEFAULT_MAX_PINNED_PER_NODE,
+            threads: DEFAULT_THREADS,
+            max_bulk_len: limits.max_bulk_len,
+            max_args: limits.max_args,
+            max_query_buffer: limits.max_query_buffer,
+            max_query_buffer_total: DEFAULT_MAX_QUERY_BUFFER_TOTAL,
+            client_output_hard_limit: DEFAULT_CLIENT_OUTPUT_HARD_LIMIT,
+            client_output_soft_limit: DEFAULT_CLIENT_OUTPUT_SOFT_LIMIT,
+            client_output_soft_seconds: DEFAULT_CLIENT_OUTPUT_SOFT_SECONDS,
+            drain_timeout_ms: DEFAULT_DRAIN_TIMEOUT_MS,
+            state_file: None,
+        }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub(super) struct RingSection {
+    pub(super) points: String,
+    pub(super) vnodes: u32,
+}
+
+impl Default for RingSection {
+    fn default() -> Self {
+        RingSection {
+            points: "ketama".into(),
+            vnodes: DEFAULT_VNODES,
+        }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub(super) struct MigrationSection {
+    pub(super) batch: usize,
+    pub(super) max_keys_per_sec: u64,
+    pub(super) timeout_ms: u64,
+}
+
+impl Default for MigrationSection {
+    fn default() -> Self {
+        MigrationSection {
+            batch: DEFAULT_MIGRATION_BATCH,
+            max_keys_per_sec: 0,
+            timeout_ms: 5_000,
+        }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub(super) struct UpSection {
+    pub(super) nodes: usize,
+    pub(super) first_node_port: u16,
+    pub(super) node_maxmemory: u64,
+}
+
+impl Default for UpSection {
+    fn default() -> Self {
+        UpSection {
+            nodes: DEFAULT_UP_NODES,
+            first_node_port: DEFAULT_FIRST_NODE_PORT,
+            node_maxmemory: 0,
+        }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct NodeSection {
+    pub(super) addr: String,
+    pub(super) name: Option<String>,
+    pub(super) weight: Option<u32>,
+}

@@ -1,0 +1,473 @@
+//! Proxy configuration: the TOML file, its defaults, and validation into a
+//! [`Config`] whose every field is known good.
+//!
+//! Read by `main.rs` (`shardis up`, `shardis proxy`, `--check-config`); errors
+//! name the file and the field so a user can fix them in one look.
+
+use std::path::Path;
+use std::time::Duration;
+
+mod file;
+
+use file::*;
+
+use crate::proxy::conn::budget::OutputLimits;
+use crate::proxy::ops::{AdminSection, HotKeysSection, OpsConfig, SlowlogSection};
+use crate::resp::Limits;
+use crate::ring::{NodeSpec, PointScheme, RingConfig, DEFAULT_VNODES};
+
+/// Where the proxy listens unless told otherwise.
+pub const DEFAULT_LISTEN: &str = "127.0.0.1:7000";
+/// First port of the built-in nodes `shardis up` starts.
+pub const DEFAULT_FIRST_NODE_PORT: u16 = 7001;
+/// Built-in nodes `shardis up` starts.
+pub const DEFAULT_UP_NODES: usize = 10;
+pub const DEFAULT_CONNECT_TIMEOUT_MS: u64 = 1_000;
+pub const DEFAULT_REQUEST_TIMEOUT_MS: u64 = 5_000;
+pub const DEFAULT_MAX_CLIENTS: usize = 10_000;
+/// Replies a client may owe before the proxy stops reading from it.
+pub const DEFAULT_PIPELINE_DEPTH: usize = 1_024;
+pub const DEFAULT_CONNECTIONS_PER_NODE: usize = 1;
+/// Dedicated (pinned) upstream connections per node, at most.
+pub const DEFAULT_MAX_PINNED_PER_NODE: usize = 1024;
+/// Proxy runtime threads; 0 = one per core.
+pub const DEFAULT_THREADS: usize = 0;
+/// Reply bytes one client may be owed before it is closed at once (Redis's
+/// `client-output-buffer-limit` hard limit): the largest value Redis allows
+/// (`proto-max-bulk-len`, 512 MB) still fits, with room for its neighbours.
+pub const DEFAULT_CLIENT_OUTPUT_HARD_LIMIT: usize = crate::resp::DEFAULT_MAX_BULK_LEN + (64 << 20);
+/// Reply bytes one client may be owed for at most
+/// `DEFAULT_CLIENT_OUTPUT_SOFT_SECONDS` before it is closed.
+pub const DEFAULT_CLIENT_OUTPUT_SOFT_LIMIT: usize = 128 << 20;
+pub const DEFAULT_CLIENT_OUTPUT_SOFT_SECONDS: u64 = 60;
+/// Query buffer bytes of all clients together; over it, the client with the
+/// largest buffer is closed.
+pub const DEFAULT_MAX_QUERY_BUFFER_TOTAL: usize = 2 << 30;
+/// On SIGTERM, how long the proxy keeps answering owed replies before it exits.
+pub const DEFAULT_DRAIN_TIMEOUT_MS: u64 = 10_000;
+/// Keys moved per MIGRATE by the background mover.
+pub const DEFAULT_MIGRATION_BATCH: usize = 200;
+/// Ketama makes points four at a time (one MD5 digest each), so fewer than
+/// four per node leaves nodes without a point.
+const KETAMA_MIN_VNODES: u32 = 4;
+
+/// Validated proxy configuration.
+#[derive(Clone, Debug)]
+pub struct Config {
+    pub listen: String,
+    pub connect_timeout_ms: u64,
+    pub request_timeout_ms: u64,
+    pub max_clients: usize,
+    pub pipeline_depth: usize,
+    pub connections_per_node: usize,
+    /// Dedicated connections (transactions, blocking commands, pub/sub) one
+    /// node may have open at once; a client beyond it gets an error.
+    pub max_pinned_per_node: usize,
+    /// Runtime worker threads; 0 = one per core.
+    pub threads: usize,
+    /// Request limits; `max_bulk_len` also bounds every bulk in a node's reply.
+    pub limits: Limits,
+    /// Reply bytes one client may be owed (0 = no limit).
+    pub output_limits: OutputLimits,
+    /// Query buffer bytes of all clients together.
+    pub max_query_buffer_total: usize,
+    /// On shutdown, how long owed replies are still answered.
+    pub drain_timeout_ms: u64,
+    /// Where topology changes are persisted; `None` keeps them in memory only.
+    pub state_file: Option<String>,
+    pub ring: RingConfig,
+    pub migration: MigrationConfig,
+    pub up: UpConfig,
+    /// The backends; empty is allowed only for `shardis up`, which fills it.
+    pub nodes: Vec<NodeSpec>,
+    /// `[admin]`, `[hot_keys]`, `[slowlog]`.
+    pub ops: OpsConfig,
+}
+
+/// Background mover settings.
+#[derive(Clone, Copy, Debug)]
+pub struct MigrationConfig {
+    pub batch: usize,
+    /// 0 = unlimited.
+    pub max_keys_per_sec: u64,
+    pub timeout_ms: u64,
+}
+
+/// `shardis up` settings.
+#[derive(Clone, Copy, Debug)]
+pub struct UpConfig {
+    pub nodes: usize,
+    pub first_node_port: u16,
+    pub node_maxmemory: u64,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config::from_file_config(FileConfig::default()).expect("defaults are valid")
+    }
+}
+
+impl Config {
+    /// Reads and validates a TOML file; the error is one line naming the file and field.
+    /// A relative `state_file` is resolved next to the file, and its
+    /// directory must exist and be writable: a change would otherwise fail
+    /// to persist long after start-up.
+    pub fn load(path: &Path) -> Result<Config, String> {
+        let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+        let mut config = Config::parse(&text).map_err(|e| format!("{}: {e}", path.display()))?;
+        if let Some(state) = &config.state_file {
+            let state = Path::new(state);
+            if state.is_relative() {
+                let dir = path.parent().unwrap_or(Path::new(""));
+                config.state_file = Some(dir.join(state).to_string_lossy().into_owned());
+            }
+        }
+        config
+            .check_state_dir()
+            .map_err(|e| format!("{}: proxy.state_file: {e}", path.display()))?;
+        Ok(config)
+    }
+
+    /// Errs unless the state file's directory exists and accepts a new file.
+    pub fn check_state_dir(&self) -> Result<(), String> {
+        let Some(state) = &self.state_file else {
+            return Ok(());
+        };
+        let dir = Path::new(state)
+            .parent()
+            .filter(|d| !d.as_os_str().is_empty())
+            .unwrap_or(Path::new("."));
+        if !dir.is_dir() {
+            return Err(format!(
+                "{state}: directory {} does not exist",
+                dir.display()
+            ));
+        }
+        // The state is written as a temporary file renamed into place: probe that.
+        let probe = dir.join(format!(".shardis-write-test-{}", std::process::id()));
+        std::fs::write(&probe, b"")
+            .and_then(|_| std::fs::remove_file(&probe))
+            .map_err(|e| format!("{state}: directory {} is not writable: {e}", dir.display()))
+    }
+
+    /// Parses and validates TOML text.
+    pub fn parse(text: &str) -> Result<Config, String> {
+        let file: FileConfig = toml::from_str(text).map_err(|e| {
+            // toml's message is multi-line with a source excerpt; keep the first line and the field.
+            let msg = e
+                .message()
+                .lines()
+                .map(str::trim)
+                .filter(|l| !l.is_empty())
+                .collect::<Vec<_>>()
+                .join("; ");
+            match e.span() {
+                // `get`: a span inside a multi-byte character is not a boundary.
+                Some(span) if text.get(..span.start).is_some() => {
+                    let at = span.start;
+                    let line = text[..at].matches('\n').count() + 1;
+                    match field_at(text, at) {
+                        Some(f)
+                            if !msg
+                                .contains(&format!("`{}`", f.rsplit('.').next().unwrap_or(&f))) =>
+                        {
+                            format!("line {line}: {f}: {msg}")
+                        }
+                        _ => format!("line {line}: {msg}"),
+                    }
+                }
+                _ => msg,
+            }
+        })?;
+        Config::from_file_config(file)
+    }
+
+    fn from_file_config(f: FileConfig) -> Result<Config, String> {
+        let p = f.proxy;
+        check_host_port("proxy.listen", &p.listen)?;
+        for (field, v) in [
+            ("proxy.connect_timeout_ms", p.connect_timeout_ms as usize),
+            ("proxy.request_timeout_ms", p.request_timeout_ms as usize),
+            ("proxy.max_clients", p.max_clients),
+            ("proxy.pipeline_depth", p.pipeline_depth),
+            ("proxy.connections_per_node", p.connections_per_node),
+            ("proxy.max_pinned_per_node", p.max_pinned_per_node),
+            ("proxy.max_bulk_len", p.max_bulk_len),
+            ("proxy.max_args", p.max_args),
+            ("proxy.max_query_buffer", p.max_query_buffer),
+            ("proxy.max_query_buffer_total", p.max_query_buffer_total),
+            ("migration.batch", f.migration.batch),
+            ("migration.timeout_ms", f.migration.timeout_ms as usize),
+            ("up.nodes", f.up.nodes),
+        ] {
+            if v == 0 {
+                return Err(format!("{field}: must be greater than 0"));
+            }
+        }
+        if p.connections_per_node > 64 {
+            return Err("proxy.connections_per_node: at most 64".into());
+        }
+        let scheme: PointScheme = f.ring.points.parse().map_err(|_| {
+            format!(
+                "ring.points: expected \"ketama\" or \"vnode\", got {:?}",
+                f.ring.points
+            )
+        })?;
+        if scheme == PointScheme::Ketama && f.ring.vnodes < KETAMA_MIN_VNODES {
+            return Err(format!(
+                "ring.vnodes: ketama makes points four at a time (one MD5 digest each), so vnodes must be at least {KETAMA_MIN_VNODES}, got {}",
+                f.ring.vnodes
+            ));
+        }
+        if f.ring.vnodes == 0 || f.ring.vnodes > 100_000 {
+            return Err(format!(
+                "ring.vnodes: expected 1..=100000, got {}",
+                f.ring.vnodes
+            ));
+        }
+        let mut nodes = Vec::with_capacity(f.nodes.len());
+        for (i, n) in f.nodes.into_iter().enumerate() {
+            check_host_port(&format!("nodes[{i}].addr"), &n.addr)?;
+            let weight = n.weight.unwrap_or(1);
+            if weight == 0 {
+                return Err(format!("nodes[{i}].weight: must be greater than 0"));
+            }
+            let name = n.name.unwrap_or_else(|| n.addr.clone());
+            if name.is_empty() || name.contains(char::is_whitespace) {
+                return Err(format!(
+                    "nodes[{i}].name: must be non-empty without spaces, got {name:?}"
+                ));
+            }
+            nodes.push(NodeSpec {
+                name,
+                addr: n.addr,
+                weight,
+            });
+        }
+        let ops = OpsConfig::validate(f.admin, f.hot_keys, f.slowlog)?;
+        let ring = RingConfig {
+            scheme,
+            vnodes: f.ring.vnodes,
+        };
+        if !nodes.is_empty() {
+            crate::ring::Ring::new(nodes.clone(), ring, 1).map_err(|e| format!("nodes: {e}"))?;
+        }
+        Ok(Config {
+            listen: p.listen,
+            connect_timeout_ms: p.connect_timeout_ms,
+            request_timeout_ms: p.request_timeout_ms,
+            max_clients: p.max_clients,
+            pipeline_depth: p.pipeline_depth,
+            connections_per_node: p.connections_per_node,
+            max_pinned_per_node: p.max_pinned_per_node,
+            threads: p.threads,
+            limits: Limits {
+                max_args: p.max_args,
+                max_bulk_len: p.max_bulk_len,
+                max_inline_len: Limits::default().max_inline_len,
+                max_query_buffer: p.max_query_buffer,
+            },
+            output_limits: OutputLimits {
+                hard_bytes: p.client_output_hard_limit,
+                soft_bytes: p.client_output_soft_limit,
+                soft_time: Duration::from_secs(p.client_output_soft_seconds),
+            },
+            max_query_buffer_total: p.max_query_buffer_total,
+            drain_timeout_ms: p.drain_timeout_ms,
+            state_file: p.state_file.filter(|s| !s.is_empty()),
+            ring,
+            migration: MigrationConfig {
+                batch: f.migration.batch,
+                max_keys_per_sec: f.migration.max_keys_per_sec,
+                timeout_ms: f.migration.timeout_ms,
+            },
+            up: UpConfig {
+                nodes: f.up.nodes,
+                first_node_port: f.up.first_node_port,
+                node_maxmemory: f.up.node_maxmemory,
+            },
+            nodes,
+            ops,
+        })
+    }
+}
+
+/// Errs unless `value` is `host:port` with a non-empty host and a port in 0..=65535.
+pub fn check_host_port(field: &str, value: &str) -> Result<(), String> {
+    let ok = value
+        .rsplit_once(':')
+        .is_some_and(|(host, port)| !host.is_empty() && port.parse::<u16>().is_ok());
+    if ok {
+        Ok(())
+    } else {
+        Err(format!(
+            "{field}: expected host:port with a port from 0 to 65535, got {value:?}"
+        ))
+    }
+}
+
+/// The dotted name of the key whose value starts at byte `at` of a TOML
+/// text: the key on that line, under the last table header before it
+/// (`[[nodes]]` entries are numbered: `nodes[1].weight`).
+fn field_at(text: &str, at: usize) -> Option<String> {
+    let line_start = text[..at].rfind('\n').map_or(0, |i| i + 1);
+    let line = text[line_start..].lines().next()?;
+    let key = line.split_once('=')?.0.trim().trim_matches('"');
+    if key.is_empty() || key.starts_with('[') {
+        return None;
+    }
+    let mut table = String::new();
+    let mut counts: Vec<(String, usize)> = Vec::new();
+    for l in text[..line_start].lines().map(str::trim) {
+        if let Some(name) = l.strip_prefix("[[").and_then(|r| r.split_once("]]")) {
+            let name = name.0.trim().to_string();
+            let n = match counts.iter_mut().find(|(c, _)| *c == name) {
+                Some((_, n)) => {
+                    *n += 1;
+                    *n
+                }
+                None => {
+                    counts.push((name.clone(), 0));
+                    0
+                }
+            };
+            table = format!("{name}[{n}]");
+        } else if let Some(name) = l.strip_prefix('[').and_then(|r| r.split_once(']')) {
+            table = name.0.trim().to_string();
+        }
+    }
+    Some(if table.is_empty() {
+        key.to_string()
+    } else {
+        format!("{table}.{key}")
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn empty_file_gives_defaults() {
+        let c = Config::parse("").unwrap();
+        assert_eq!(c.listen, DEFAULT_LISTEN);
+        assert_eq!(c.ring.vnodes, 160);
+        assert_eq!(c.up.nodes, 10);
+        assert!(c.nodes.is_empty());
+    }
+
+    #[test]
+    fn nodes_default_name_to_addr_and_weight_to_one() {
+        let c = Config::parse("[[nodes]]\naddr = \"127.0.0.1:7001\"\n[[nodes]]\naddr = \"127.0.0.1:7002\"\nname = \"b\"\nweight = 2\n").unwrap();
+        assert_eq!(
+            c.nodes[0],
+            NodeSpec {
+                name: "127.0.0.1:7001".into(),
+                addr: "127.0.0.1:7001".into(),
+                weight: 1
+            }
+        );
+        assert_eq!(c.nodes[1].name, "b");
+        assert_eq!(c.nodes[1].weight, 2);
+    }
+
+    #[test]
+    fn relative_state_file_resolves_next_to_the_config_and_its_directory_is_checked() {
+        let dir = std::env::temp_dir().join(format!("shardis-config-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("c.toml");
+        std::fs::write(&path, "[proxy]\nstate_file = \"topo.toml\"\n").unwrap();
+        let c = Config::load(&path).unwrap();
+        assert_eq!(
+            c.state_file.as_deref(),
+            Some(dir.join("topo.toml").to_str().unwrap())
+        );
+        std::fs::write(&path, "[proxy]\nstate_file = \"nosuchdir/topo.toml\"\n").unwrap();
+        let err = Config::load(&path).unwrap_err();
+        assert!(
+            err.contains("proxy.state_file") && err.contains("does not exist"),
+            "{err}"
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn byte_budgets_default_and_parse() {
+        let c = Config::parse("").unwrap();
+        assert_eq!(c.output_limits.hard_bytes, DEFAULT_CLIENT_OUTPUT_HARD_LIMIT);
+        assert_eq!(c.output_limits.soft_bytes, DEFAULT_CLIENT_OUTPUT_SOFT_LIMIT);
+        assert_eq!(
+            c.output_limits.soft_time,
+            Duration::from_secs(DEFAULT_CLIENT_OUTPUT_SOFT_SECONDS)
+        );
+        assert_eq!(c.max_query_buffer_total, DEFAULT_MAX_QUERY_BUFFER_TOTAL);
+        assert_eq!(c.drain_timeout_ms, DEFAULT_DRAIN_TIMEOUT_MS);
+        let c = Config::parse(
+            "[proxy]\nclient_output_hard_limit = 0\nclient_output_soft_limit = 5\n\
+             client_output_soft_seconds = 2\nmax_query_buffer_total = 7\ndrain_timeout_ms = 0\n",
+        )
+        .unwrap();
+        assert_eq!(c.output_limits.hard_bytes, 0);
+        assert_eq!(c.output_limits.soft_bytes, 5);
+        assert_eq!(c.output_limits.soft_time, Duration::from_secs(2));
+        assert_eq!(c.max_query_buffer_total, 7);
+        assert_eq!(c.drain_timeout_ms, 0);
+        // The shipped default file states the defaults.
+        let file = Config::load(Path::new(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/config/default.toml"
+        )))
+        .unwrap();
+        assert_eq!(file.output_limits, Config::parse("").unwrap().output_limits);
+        assert_eq!(file.max_query_buffer_total, DEFAULT_MAX_QUERY_BUFFER_TOTAL);
+        assert_eq!(file.limits, Limits::default());
+        assert_eq!(file.drain_timeout_ms, DEFAULT_DRAIN_TIMEOUT_MS);
+    }
+
+    #[test]
+    fn invalid_fields_are_named() {
+        let cases = [
+            ("[ring]\npoints = \"modulo\"\n", "ring.points"),
+            ("[ring]\nvnodes = 0\n", "ring.vnodes"),
+            ("[proxy]\npipeline_depth = 0\n", "proxy.pipeline_depth"),
+            ("[proxy]\nlisten = \"nowhere\"\n", "proxy.listen"),
+            ("[proxy]\nbogus = 1\n", "bogus"),
+            (
+                "[proxy]\nmax_query_buffer_total = 0\n",
+                "proxy.max_query_buffer_total",
+            ),
+            ("[[nodes]]\naddr = \"x\"\n", "nodes[0].addr"),
+            (
+                "[[nodes]]\naddr = \"127.0.0.1:1\"\nweight = 0\n",
+                "nodes[0].weight",
+            ),
+            (
+                "[[nodes]]\naddr = \"127.0.0.1:1\"\n[[nodes]]\naddr = \"127.0.0.1:1\"\n",
+                "nodes:",
+            ),
+            (
+                "[proxy]\nrequest_timeout_ms = \"x\"\n",
+                "line 2: proxy.request_timeout_ms: invalid type",
+            ),
+            (
+                "[[nodes]]\naddr = \"127.0.0.1:1\"\n[[nodes]]\naddr = \"127.0.0.1:2\"\nweight = \"2\"\n",
+                "line 5: nodes[1].weight:",
+            ),
+            ("[proxy]\nlisten = \"127.0.0.1:99999\"\n", "proxy.listen"),
+            ("[proxy]\nlisten = \":7000\"\n", "proxy.listen"),
+            ("[[nodes]]\naddr = \"h:70000\"\n", "nodes[0].addr"),
+            (
+                "[ring]\nvnodes = 2\n[[nodes]]\naddr = \"127.0.0.1:1\"\n",
+                "ring.vnodes: ketama makes points four at a time",
+            ),
+            ("[proxy]\nbogus = 1\n", "line 2: unknown field `bogus`"),
+            ("listen = =\n", "line 1: listen: "),
+            ("a\nlisten = 0", "line 1: "),
+        ];
+        for (text, field) in cases {
+            let err = Config::parse(text).unwrap_err();
+            assert!(err.contains(field), "{text:?} -> {err}");
+            assert!(!err.contains('\n'), "one line: {err}");
+        }
+    }
+}

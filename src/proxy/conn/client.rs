@@ -1,0 +1,129 @@
+//! One client's state as its request handlers see it: plain data (identity,
+//! protocol, transaction and pub/sub state, budget, CLIENT settings). The
+//! session owns it and lends it to each handler; nothing here reaches the
+//! socket or the FIFO of owed replies.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use bytes::Bytes;
+use tokio::net::TcpStream;
+
+use crate::proxy::commands::clients::entry::{ClientEntry, ReplyMode};
+use crate::proxy::commands::pubsub::subscriber::Subscriber;
+use crate::proxy::commands::transaction::state::TxState;
+use crate::proxy::conn::budget::ReplyBudget;
+use crate::proxy::ops::metrics::ServedCell;
+use crate::proxy::Proxy;
+
+/// What the handlers of one client's requests read and change: the
+/// connection's identity and the choices it made (HELLO, CLIENT SETNAME).
+/// Handlers get this, never the session, so they cannot reach its socket or
+/// its FIFO of owed replies.
+pub(crate) struct ClientState {
+    pub(crate) id: u64,
+    /// Protocol version chosen by HELLO: 2 or 3.
+    pub(crate) proto: u8,
+    pub(crate) name: Option<Bytes>,
+    pub(crate) peer: String,
+    /// The proxy address this client connected to (announced by CLUSTER SLOTS).
+    pub(crate) local: String,
+    /// MULTI / WATCH state and the connection it pins.
+    pub(crate) tx: TxState,
+    /// Its subscriber connection and the messages it receives.
+    pub(crate) pubsub: Subscriber,
+    /// Blocking commands of this client waiting on a node right now.
+    pub(crate) blocked: Arc<AtomicUsize>,
+    /// Reply bytes held for this client; replies forwarded with it are
+    /// charged on arrival.
+    pub(crate) budget: Arc<ReplyBudget>,
+    /// The request being dispatched: its command and the nodes routing sent it to.
+    pub(crate) served: ServedCell,
+    /// What CLIENT LIST and CLIENT KILL see of this client.
+    pub(crate) entry: Arc<ClientEntry>,
+    /// CLIENT REPLY.
+    pub(crate) reply: ReplyMode,
+    /// MONITOR was run: once its `+OK` is written the session serves the
+    /// monitor loop.
+    pub(crate) monitor: bool,
+}
+
+impl ClientState {
+    /// The state of a client just connected on `sock`, registered with the
+    /// proxy (CLIENT LIST sees it, a drain wakes it), and its share of the
+    /// query buffer total, which unregisters it when dropped.
+    pub(crate) fn register(proxy: &Arc<Proxy>, sock: &TcpStream) -> (ClientState, QueryCharge) {
+        let peer = sock.peer_addr().map(|a| a.to_string()).unwrap_or_default();
+        let local = sock.local_addr().map(|a| a.to_string()).unwrap_or_default();
+        let fd = std::os::fd::AsRawFd::as_raw_fd(sock) as i64;
+        let id = proxy.next_client_id.fetch_add(1, Ordering::Relaxed);
+        let budget = ReplyBudget::new(proxy.config.output_limits);
+        let entry = Arc::new(ClientEntry::new(
+            id,
+            peer.clone(),
+            local.clone(),
+            fd,
+            budget.clone(),
+        ));
+        proxy
+            .sessions
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(id, entry.clone());
+        let query = QueryCharge {
+            proxy: proxy.clone(),
+            id,
+            budget: budget.clone(),
+            bytes: 0,
+            entry: entry.clone(),
+        };
+        let state = ClientState {
+            id,
+            proto: 2,
+            name: None,
+            peer,
+            local,
+            tx: Default::default(),
+            pubsub: Default::default(),
+            blocked: entry.blocked.clone(),
+            budget,
+            served: ServedCell::default(),
+            entry,
+            reply: Default::default(),
+            monitor: false,
+        };
+        (state, query)
+    }
+}
+
+/// A session's query buffer bytes as counted in the proxy-wide total; the
+/// count is given back, and the session leaves the proxy's registry, when
+/// the session ends, however it ends.
+pub(crate) struct QueryCharge {
+    pub(crate) proxy: Arc<Proxy>,
+    pub(crate) id: u64,
+    pub(crate) budget: Arc<ReplyBudget>,
+    pub(crate) bytes: usize,
+    pub(crate) entry: Arc<ClientEntry>,
+}
+
+impl QueryCharge {
+    pub(crate) fn resize(&mut self, bytes: usize) {
+        self.entry.qbuf.store(bytes, Ordering::Relaxed);
+        let q = &self.proxy.query_buffers;
+        q.resize(self.id, &self.budget, self.bytes, bytes);
+        self.bytes = bytes;
+    }
+}
+
+impl Drop for QueryCharge {
+    fn drop(&mut self) {
+        self.resize(0);
+        let mut sessions = self
+            .proxy
+            .sessions
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        sessions.remove(&self.id);
+    }
+}

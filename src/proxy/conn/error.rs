@@ -1,0 +1,51 @@
+//! Errors a client session answers itself, and the one place that renders
+//! each as its `-ERR …` line.
+//!
+//! Used by `session`. Errors from a node are rendered by `upstream`
+//! ([`crate::proxy::upstream::UpstreamError`]); errors of a request's arguments are
+//! built by the handlers, with Redis's wording.
+
+use std::fmt;
+
+use bytes::{Bytes, BytesMut};
+
+use crate::resp::{encode, ProtocolError};
+
+/// Keys of one request on two nodes: Redis Cluster's text, outside MULTI as inside.
+pub(crate) const CROSSSLOT: &str = "CROSSSLOT Keys in request don't hash to the same slot";
+
+/// What went wrong with a client's request before any node saw it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum ProxyError {
+    /// Malformed or oversized request: answered, then the client is closed.
+    Protocol(ProtocolError),
+    /// The handler panicked; the session goes on.
+    Internal { command: String },
+    /// The proxy-wide query buffer limit chose this client (the largest).
+    QueryBufferTotal,
+}
+
+impl fmt::Display for ProxyError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ProxyError::Protocol(e) => write!(f, "ERR {e}"),
+            ProxyError::Internal { command } => write!(
+                f,
+                "ERR internal error while handling '{command}' (logged by the proxy)"
+            ),
+            ProxyError::QueryBufferTotal => write!(
+                f,
+                "ERR Protocol error: proxy-wide query buffer limit reached (this client held the largest buffer)"
+            ),
+        }
+    }
+}
+
+impl ProxyError {
+    /// The error as the reply a client reads.
+    pub(crate) fn reply(&self) -> Bytes {
+        let mut b = BytesMut::new();
+        encode::error(&mut b, &self.to_string());
+        b.freeze()
+    }
+}

@@ -1,0 +1,12 @@
+//! The parts of one client's connection that the session loop
+//! (`proxy::session`) owns and lends out: the client's state as handlers
+//! see it, the replies it is owed, what it may make the proxy hold, the
+//! authentication step, what follows each dispatch, and the errors a
+//! session answers itself.
+
+pub(crate) mod after;
+pub(crate) mod auth;
+pub(crate) mod budget;
+pub(crate) mod client;
+pub(crate) mod error;
+pub(crate) mod pending;

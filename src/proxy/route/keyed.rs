@@ -1,0 +1,177 @@
+//! Forwarding by key: a request whose keys all live on one node goes to that
+//! node's shared upstream (the hot path for one key at position 1, with the
+//! hot-GET cache in front of it). The one way a handler forwards to a key's
+//! node (MEMORY USAGE uses it too).
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use bytes::Bytes;
+use tokio::sync::oneshot;
+
+use crate::catalogue::KeySpec;
+use crate::catalogue::{Command, Id};
+use crate::proxy::conn::client::ClientState;
+use crate::proxy::conn::pending::Pending;
+use crate::proxy::route::hot_cache::{self, Lookup};
+use crate::proxy::route::merge::lost;
+use crate::proxy::route::send::{invalidate_written, moving_writes, send_tracked};
+use crate::proxy::upstream::topology::{self};
+use crate::proxy::Proxy;
+use crate::resp::Request;
+
+/// Routes by the keys `spec` declares (all on one node); also used by
+/// `info::memory` for MEMORY USAGE.
+pub(crate) async fn keyed(
+    proxy: &Arc<Proxy>,
+    client: &ClientState,
+    spec: &'static Command,
+    req: Request,
+) -> Pending {
+    if let KeySpec::Range {
+        first: 1, last: 1, ..
+    } = spec.keys
+    {
+        if req.args.len() > 1 {
+            return single_key(proxy, client, spec, req).await;
+        }
+    }
+    let positions = spec.key_positions(&req.args);
+    let keyless = match &positions {
+        Ok(p) => p.is_empty() && matches!(spec.keys, KeySpec::Range { .. }),
+        // A malformed key count: Redis refuses the request before touching
+        // data, with an error that depends on more than the count (EVALSHA
+        // checks its digest first), so let a node say it. Any other error
+        // is the proxy's own refusal and is answered here: it must never
+        // reach a node (XREAD BLOCK would hold the shared upstream).
+        Err(_) => matches!(spec.keys, KeySpec::NumKeys { .. }),
+    };
+    if keyless {
+        // A form with no key at all (OBJECT HELP, OBJECT ENCODING without
+        // its key) or one Redis refuses: it touches no data, so any node
+        // answers it as Redis would.
+        let routing = topology::enter(&proxy.routing, std::iter::empty).await;
+        client.served.on(routing.ring.locate(&req.args[0]));
+        let rx = routing
+            .owner(&req.args[0])
+            .upstream(client.proto, client.id)
+            .send(req.raw)
+            .await;
+        return Pending::One(rx);
+    }
+    let positions = match positions {
+        Ok(p) => p,
+        Err(e) => return Pending::error(&e),
+    };
+    if positions.is_empty() {
+        return Pending::error(&format!(
+            "ERR '{}' without keys cannot be routed: declare at least one key so shardis can pick a node",
+            spec.name
+        ));
+    }
+    let routing = topology::enter(&proxy.routing, || positions.iter().map(|&p| &req.args[p])).await;
+    let first = routing.ring.locate(&req.args[positions[0]]);
+    let node = routing.nodes[first].clone();
+    client.served.on(first);
+    proxy.ops.hot_keys.sample(&req.args[positions[0]]);
+    for &p in &positions[1..] {
+        if !Arc::ptr_eq(routing.owner(&req.args[p]), &node) {
+            return Pending::error(crate::proxy::conn::error::CROSSSLOT);
+        }
+    }
+    invalidate_written(proxy, spec, &req.args, &positions);
+    let track = moving_writes(
+        &routing,
+        spec,
+        positions.iter().map(|&p| req.args[p].clone()),
+    );
+    let rx = send_tracked(client, &routing, &node, req.raw, track).await;
+    Pending::Charged(rx)
+}
+
+/// The hot path: a command with one key at position 1 (GET, SET, INCR, …).
+async fn single_key(
+    proxy: &Arc<Proxy>,
+    client: &ClientState,
+    spec: &'static Command,
+    req: Request,
+) -> Pending {
+    let Request { raw, args } = req;
+    let key = &args[1];
+    let routing = topology::enter(&proxy.routing, || std::iter::once(key)).await;
+    proxy.ops.hot_keys.sample(key);
+    // One branch when the cache is off.
+    let mut fill = None;
+    if let Some(cache) = &proxy.ops.hot_cache {
+        if spec.is_write() {
+            cache.invalidate(key);
+        } else if spec.id == Id::Get && args.len() == 2 && proxy.ops.hot_keys.is_hot(key) {
+            let epoch = routing.ring.epoch();
+            match cache.lookup(key, epoch, Instant::now()) {
+                Lookup::Hit(payload) => {
+                    return Pending::Ready(hot_cache::reply(&payload, client.proto))
+                }
+                Lookup::Miss(token) => fill = Some((token, epoch)),
+            }
+        }
+    }
+    let idx = routing.ring.locate(key);
+    let node = &routing.nodes[idx];
+    client.served.on(idx);
+    let track = moving_writes(&routing, spec, std::iter::once(key.clone()));
+    let rx = send_tracked(client, &routing, node, raw, track).await;
+    match fill {
+        Some((token, epoch)) => fill_on_reply(proxy, client, key.clone(), token, epoch, rx),
+        None if spec.is_write() && proxy.ops.hot_cache.is_some() => {
+            forget_on_reply(proxy, client, key.clone(), rx)
+        }
+        None => Pending::Charged(rx),
+    }
+}
+
+/// A forwarded write whose key is forgotten again once the node answered: a
+/// GET from another client, sent on another connection after the first
+/// invalidation, may have read the old value just before the write landed.
+fn forget_on_reply(
+    proxy: &Arc<Proxy>,
+    client: &ClientState,
+    key: Bytes,
+    rx: oneshot::Receiver<Bytes>,
+) -> Pending {
+    let proxy = proxy.clone();
+    let budget = client.budget.clone();
+    Pending::Later(Box::pin(async move {
+        let Ok(reply) = rx.await else {
+            return lost();
+        };
+        budget.release(reply.len());
+        if let Some(cache) = &proxy.ops.hot_cache {
+            cache.invalidate(&key);
+        }
+        reply
+    }))
+}
+
+/// A forwarded hot GET whose reply also fills the cache (bulk and nil only).
+fn fill_on_reply(
+    proxy: &Arc<Proxy>,
+    client: &ClientState,
+    key: Bytes,
+    token: u64,
+    epoch: u64,
+    rx: oneshot::Receiver<Bytes>,
+) -> Pending {
+    let proxy = proxy.clone();
+    let budget = client.budget.clone();
+    Pending::Later(Box::pin(async move {
+        let Ok(reply) = rx.await else {
+            return lost();
+        };
+        // Charged on arrival; the session charges it again when it takes it.
+        budget.release(reply.len());
+        if let (Some(cache), Some(payload)) = (&proxy.ops.hot_cache, hot_cache::cacheable(&reply)) {
+            cache.fill(&key, token, epoch, payload, Instant::now());
+        }
+        reply
+    }))
+}

@@ -1,0 +1,482 @@
+//! Upstream connections: the proxy's pipelined, shared connections to one node.
+//!
+//! An [`Upstream`] is a handle (a bounded channel) to an actor that owns one
+//! TCP connection. Many clients' requests are written back to back; replies
+//! are matched first-in first-out, never send-then-wait (twemproxy's server
+//! out-queue). One task does all of it, so a request costs no hop between a
+//! writer and a reader task and no timer of its own.
+//!
+//! ```text
+//!  sessions ──UpRequest──► [bounded mpsc] ──► connection task ──raw bytes──► node
+//!                                              │  in-flight FIFO (slot pushed with its bytes)
+//!                                              ▼
+//!                            replies ──► reply_len(), split ──► oneshot per request
+//! ```
+//!
+//! Failure: a connect error, a timeout, a malformed or stray reply poisons the
+//! connection — every request in flight on it gets an `-ERR` naming the node —
+//! and the actor reconnects with capped exponential backoff. While the node
+//! is down, requests fail at once instead of queueing.
+
+pub(crate) mod dirty;
+pub(crate) mod pinned;
+pub(crate) mod topology;
+
+use std::collections::VecDeque;
+use std::fmt;
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::{Buf, Bytes, BytesMut};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio::sync::{mpsc, oneshot};
+use tokio::time::{timeout, Instant};
+
+use crate::proxy::conn::budget::ReplyBudget;
+use crate::proxy::ops::metrics::NodeMetrics;
+use crate::resp::reply::{self, reply_len, ReplyError, ReplyFramer};
+
+/// Requests queued for one upstream before senders wait.
+const QUEUE_DEPTH: usize = 4_096;
+/// Requests written but not yet answered on one connection.
+const MAX_IN_FLIGHT: usize = 16_384;
+/// Largest batch of requests gathered into one write.
+const MAX_BATCH_BYTES: usize = 256 * 1024;
+/// Watchdog ticks per request timeout.
+const TICKS_PER_TIMEOUT: u32 = 4;
+const MIN_BACKOFF_MS: u64 = 50;
+const MAX_BACKOFF_MS: u64 = 2_000;
+
+/// One request for a node, and where its reply goes.
+pub(crate) struct UpRequest {
+    pub(crate) raw: Bytes,
+    pub(crate) reply: Waiter,
+}
+
+/// Where one reply goes, and the client budget it is charged to.
+pub(crate) struct Waiter {
+    tx: oneshot::Sender<Bytes>,
+    budget: Option<Arc<ReplyBudget>>,
+}
+
+impl Waiter {
+    /// Hands the reply over, charged to the client's budget (released again
+    /// if the client is gone). Never waits: a slow client cannot hold up the
+    /// connection its reply came on.
+    fn answer(self, reply: Bytes) {
+        let n = reply.len();
+        if let Some(b) = &self.budget {
+            b.charge(n);
+        }
+        if self.tx.send(reply).is_err() {
+            if let Some(b) = &self.budget {
+                b.release(n);
+            }
+        }
+    }
+}
+
+/// Connection state of a node, shown by `CLUSTER RING`.
+#[derive(Default)]
+pub(crate) struct Health {
+    /// 0 = never connected, 1 = up, 2 = down.
+    state: AtomicU8,
+    pub(crate) failures: AtomicU64,
+    pub(crate) last_error: std::sync::Mutex<String>,
+    /// Requests, errors, latency, in flight, reconnects (for `/metrics`).
+    pub(crate) metrics: NodeMetrics,
+}
+
+impl Health {
+    /// True while the last connection attempt succeeded.
+    pub(crate) fn is_up(&self) -> bool {
+        self.state.load(Ordering::Relaxed) == 1
+    }
+
+    pub(crate) fn state(&self) -> &'static str {
+        match self.state.load(Ordering::Relaxed) {
+            1 => "up",
+            2 => "down",
+            _ => "idle",
+        }
+    }
+
+    fn set_up(&self) {
+        self.state.store(1, Ordering::Relaxed);
+    }
+
+    fn set_down(&self, err: &UpstreamError) {
+        self.state.store(2, Ordering::Relaxed);
+        self.failures.fetch_add(1, Ordering::Relaxed);
+        if let Ok(mut e) = self.last_error.lock() {
+            *e = err.to_string();
+        }
+    }
+}
+
+/// Settings of an upstream connection.
+#[derive(Clone, Debug)]
+pub(crate) struct UpstreamOptions {
+    /// `name (addr)`, used in every error a client sees.
+    pub(crate) label: String,
+    pub(crate) addr: String,
+    /// 2 or 3: a RESP3 connection sends `HELLO 3` first.
+    pub(crate) proto: u8,
+    pub(crate) connect_timeout: Duration,
+    pub(crate) request_timeout: Duration,
+    /// A dedicated connection one client owns (see `pinned.rs`): a reply may
+    /// take as long as a blocking command blocks, so no request timeout; and
+    /// when its handle is dropped the connection closes at once, failing what
+    /// is in flight, so a node never hands an element to a client that left.
+    pub(crate) pinned: bool,
+    /// Largest bulk accepted in a reply (`proto-max-bulk-len`); a longer one
+    /// poisons the connection before anything is buffered for it.
+    pub(crate) max_bulk_len: usize,
+}
+
+/// Handle to one pipelined connection actor. Cloning shares the connection.
+#[derive(Clone)]
+pub(crate) struct Upstream {
+    tx: mpsc::Sender<UpRequest>,
+    label: Arc<str>,
+}
+
+impl Upstream {
+    /// Starts the actor; it connects on the first request.
+    pub(crate) fn spawn(opts: UpstreamOptions, health: Arc<Health>) -> Upstream {
+        let (tx, rx) = mpsc::channel(QUEUE_DEPTH);
+        let label: Arc<str> = opts.label.clone().into();
+        tokio::spawn(run(opts, rx, health));
+        Upstream { tx, label }
+    }
+
+    /// Queues `raw` and returns where its reply will arrive. The reply is
+    /// always a complete RESP value: the node's own, or an `-ERR` of ours.
+    pub(crate) async fn send(&self, raw: Bytes) -> oneshot::Receiver<Bytes> {
+        self.send_for(raw, None).await
+    }
+
+    /// [`Upstream::send`], the reply charged to a client's budget on arrival.
+    pub(crate) async fn send_for(
+        &self,
+        raw: Bytes,
+        budget: Option<Arc<ReplyBudget>>,
+    ) -> oneshot::Receiver<Bytes> {
+        let (tx, rx) = oneshot::channel();
+        let reply = Waiter { tx, budget };
+        // try_send first: when the queue has room (nearly always) it skips the
+        // semaphore future of an awaited send.
+        let req = match self.tx.try_send(UpRequest { raw, reply }) {
+            Ok(()) => return rx,
+            Err(mpsc::error::TrySendError::Full(req)) => req,
+            Err(mpsc::error::TrySendError::Closed(req)) => {
+                req.reply
+                    .answer(error_reply(&self.label, &UpstreamError::ShuttingDown));
+                return rx;
+            }
+        };
+        if let Err(mpsc::error::SendError(req)) = self.tx.send(req).await {
+            req.reply
+                .answer(error_reply(&self.label, &UpstreamError::ShuttingDown));
+        }
+        rx
+    }
+
+    /// Sends and waits for the reply.
+    pub(crate) async fn call(&self, raw: Bytes) -> Bytes {
+        let rx = self.send(raw).await;
+        rx.await
+            .unwrap_or_else(|_| error_reply(&self.label, &UpstreamError::RequestDropped))
+    }
+}
+
+/// Why a node could not answer a request.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum UpstreamError {
+    Connect(String),
+    ConnectTimeout(Duration),
+    HelloRefused(String),
+    HelloTimeout,
+    /// The socket failed while reading or writing.
+    Io(String),
+    ClosedByNode,
+    /// A reply arrived with no request waiting for it.
+    StrayReply,
+    /// The node's bytes are not RESP, or a bulk is over `proto-max-bulk-len`.
+    InvalidReply(ReplyError),
+    NoReply(Duration),
+    ShuttingDown,
+    RequestDropped,
+    /// The proxy closed the connection (its handle was dropped).
+    Closed,
+}
+
+impl fmt::Display for UpstreamError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        use UpstreamError::*;
+        match self {
+            Connect(e) | Io(e) => write!(f, "{e}"),
+            ConnectTimeout(t) => write!(f, "connect timed out after {} ms", t.as_millis()),
+            HelloRefused(r) => write!(f, "HELLO 3 refused: {r}"),
+            HelloTimeout => write!(f, "HELLO 3 timed out"),
+            ClosedByNode => write!(f, "connection closed by node"),
+            StrayReply => write!(f, "stray reply from node"),
+            InvalidReply(e) => write!(f, "{e}"),
+            NoReply(t) => write!(f, "no reply within {} ms", t.as_millis()),
+            ShuttingDown => write!(f, "proxy is shutting down"),
+            RequestDropped => write!(f, "request dropped"),
+            Closed => write!(f, "connection closed"),
+        }
+    }
+}
+
+/// The `-ERR` a client gets when its node failed: the one place that
+/// renders an [`UpstreamError`].
+pub(crate) fn error_reply(label: &str, why: &UpstreamError) -> Bytes {
+    let mut out = BytesMut::new();
+    crate::resp::encode::error(&mut out, &format!("ERR node {label} is unavailable: {why}"));
+    out.freeze()
+}
+
+async fn run(opts: UpstreamOptions, mut rx: mpsc::Receiver<UpRequest>, health: Arc<Health>) {
+    let mut backoff = MIN_BACKOFF_MS;
+    let mut failed_before = false;
+    loop {
+        // Connect lazily: an idle node costs nothing and a dead one is retried
+        // only when somebody needs it.
+        let Some(first) = rx.recv().await else { return };
+        match connect(&opts).await {
+            Ok(sock) => {
+                health.set_up();
+                if failed_before {
+                    health.metrics.reconnects.fetch_add(1, Ordering::Relaxed);
+                }
+                failed_before = true;
+                backoff = MIN_BACKOFF_MS;
+                let why = serve(sock, first, &mut rx, &opts, &health.metrics).await;
+                match why {
+                    None => return,
+                    Some(e) => {
+                        tracing::debug!(node = %opts.label, error = %e, "upstream connection lost");
+                        health.set_down(&e);
+                        if opts.pinned {
+                            return fail_rest(&opts, rx, &e).await;
+                        }
+                    }
+                }
+            }
+            Err(e) => {
+                tracing::debug!(node = %opts.label, error = %e, "upstream connect failed");
+                health.set_down(&e);
+                failed_before = true;
+                health.metrics.observe(0, true);
+                first.reply.answer(error_reply(&opts.label, &e));
+                if opts.pinned {
+                    return fail_rest(&opts, rx, &e).await;
+                }
+                // Until the backoff ends, everything for this node fails at once.
+                let until = Instant::now() + Duration::from_millis(backoff);
+                loop {
+                    tokio::select! {
+                        r = rx.recv() => match r {
+                            Some(req) => {
+                                health.metrics.observe(0, true);
+                                req.reply.answer(error_reply(&opts.label, &e));
+                            }
+                            None => return,
+                        },
+                        _ = tokio::time::sleep_until(until) => break,
+                    }
+                }
+                backoff = (backoff * 2).min(MAX_BACKOFF_MS);
+            }
+        }
+    }
+}
+
+/// A dedicated connection that failed is not re-opened: what it carried (a
+/// WATCH, a blocked pop, subscriptions) is gone, so every later request on
+/// it fails, naming the node, until its owner drops it.
+async fn fail_rest(opts: &UpstreamOptions, mut rx: mpsc::Receiver<UpRequest>, e: &UpstreamError) {
+    while let Some(req) = rx.recv().await {
+        req.reply.answer(error_reply(&opts.label, e));
+    }
+}
+
+/// Opens one connection to the node (and says `HELLO 3` for RESP3); also
+/// used by the pub/sub subscriber connections.
+pub(crate) async fn connect(opts: &UpstreamOptions) -> Result<TcpStream, UpstreamError> {
+    let mut sock = match timeout(opts.connect_timeout, TcpStream::connect(&opts.addr)).await {
+        Ok(Ok(s)) => s,
+        Ok(Err(e)) => return Err(UpstreamError::Connect(e.to_string())),
+        Err(_) => return Err(UpstreamError::ConnectTimeout(opts.connect_timeout)),
+    };
+    let _ = sock.set_nodelay(true);
+    if opts.proto >= 3 {
+        let hello = b"*2\r\n$5\r\nHELLO\r\n$1\r\n3\r\n";
+        let mut buf = BytesMut::with_capacity(512);
+        let res = timeout(opts.request_timeout, async {
+            sock.write_all(hello).await?;
+            loop {
+                if let Some(n) = reply_len(&buf).map_err(std::io::Error::other)? {
+                    return Ok::<_, std::io::Error>(buf.split_to(n));
+                }
+                if sock.read_buf(&mut buf).await? == 0 {
+                    return Err(std::io::ErrorKind::UnexpectedEof.into());
+                }
+            }
+        })
+        .await;
+        match res {
+            Ok(Ok(r)) if !reply::is_error(&r) => {}
+            Ok(Ok(r)) => {
+                let r = String::from_utf8_lossy(&r).trim_end().to_string();
+                return Err(UpstreamError::HelloRefused(r));
+            }
+            Ok(Err(e)) => return Err(UpstreamError::Connect(e.to_string())),
+            Err(_) => return Err(UpstreamError::HelloTimeout),
+        }
+    }
+    Ok(sock)
+}
+
+/// What woke a connection's task.
+enum Event {
+    Read(std::io::Result<usize>),
+    Wrote(std::io::Result<usize>),
+    Request(Option<UpRequest>),
+    Tick,
+}
+
+/// Runs one connection until it fails (`Some(reason)`) or the handle is
+/// dropped and everything in flight is answered (`None`). Every request taken
+/// off `rx` gets exactly one reply.
+///
+/// One task reads, writes and keeps the in-flight FIFO: no channel between a
+/// writer and a reader, and no timer per request. A watchdog ticks four times
+/// per `request_timeout`; each in-flight request remembers the tick it was
+/// sent in, and when the oldest is five ticks old (between 1 and 1.25 times
+/// the timeout) the connection is poisoned.
+async fn serve(
+    mut sock: TcpStream,
+    first: UpRequest,
+    rx: &mut mpsc::Receiver<UpRequest>,
+    opts: &UpstreamOptions,
+    metrics: &NodeMetrics,
+) -> Option<UpstreamError> {
+    let (mut rd, mut wr) = sock.split();
+    // Each request's reply slot, the watchdog tick it was sent in, and when.
+    let mut inflight: VecDeque<(Waiter, u32, std::time::Instant)> = VecDeque::new();
+    let mut framer = ReplyFramer::new(opts.max_bulk_len);
+    let mut out = BytesMut::with_capacity(64 * 1024);
+    let mut buf = BytesMut::with_capacity(64 * 1024);
+    let period = (opts.request_timeout / TICKS_PER_TIMEOUT).max(Duration::from_millis(1));
+    let mut watchdog = tokio::time::interval_at(Instant::now() + period, period);
+    watchdog.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+    let mut now: u32 = 0;
+    let mut handle_dropped = false;
+    out.extend_from_slice(&first.raw);
+    inflight.push_back((first.reply, now, std::time::Instant::now()));
+
+    let why = 'conn: loop {
+        // Gather what is already queued into one write. A slot goes into the
+        // FIFO with its bytes, so a reply can never arrive ahead of its slot.
+        // One clock read stamps the whole batch (for the latency metrics).
+        let mut stamp = None;
+        while !handle_dropped && out.len() < MAX_BATCH_BYTES && inflight.len() < MAX_IN_FLIGHT {
+            match rx.try_recv() {
+                Ok(req) => {
+                    out.extend_from_slice(&req.raw);
+                    let at = *stamp.get_or_insert_with(std::time::Instant::now);
+                    inflight.push_back((req.reply, now, at));
+                }
+                Err(mpsc::error::TryRecvError::Empty) => break,
+                Err(mpsc::error::TryRecvError::Disconnected) => handle_dropped = true,
+            }
+        }
+        if handle_dropped && (inflight.is_empty() || opts.pinned) {
+            break None;
+        }
+        metrics
+            .in_flight
+            .store(inflight.len() as u64, Ordering::Relaxed);
+        if buf.capacity() - buf.len() < 4096 {
+            buf.reserve(64 * 1024);
+        }
+        let can_take =
+            !handle_dropped && out.len() < MAX_BATCH_BYTES && inflight.len() < MAX_IN_FLIGHT;
+        let event = tokio::select! {
+            biased;
+            r = rd.read_buf(&mut buf) => Event::Read(r),
+            r = wr.write(&out), if !out.is_empty() => Event::Wrote(r),
+            r = rx.recv(), if can_take => Event::Request(r),
+            _ = watchdog.tick() => Event::Tick,
+        };
+        match event {
+            Event::Read(Ok(0)) => break Some(UpstreamError::ClosedByNode),
+            Event::Read(Err(e)) => break Some(UpstreamError::Io(e.to_string())),
+            Event::Read(Ok(_)) => {
+                // One clock read for every reply this read brought.
+                let read_at = std::time::Instant::now();
+                loop {
+                    // The framer resumes where the last read left it: a large
+                    // reply arriving in many reads is scanned once.
+                    match framer.next(&buf) {
+                        Ok(Some(n)) => {
+                            let reply = buf.split_to(n).freeze();
+                            match inflight.pop_front() {
+                                Some((waiter, _, sent)) => {
+                                    metrics.observe(
+                                        read_at.duration_since(sent).as_nanos() as u64,
+                                        reply::is_error(&reply),
+                                    );
+                                    waiter.answer(reply)
+                                }
+                                None => break 'conn Some(UpstreamError::StrayReply),
+                            }
+                        }
+                        Ok(None) if !buf.is_empty() && inflight.is_empty() => {
+                            break 'conn Some(UpstreamError::StrayReply)
+                        }
+                        Ok(None) => break,
+                        Err(e) => break 'conn Some(UpstreamError::InvalidReply(e)),
+                    }
+                }
+            }
+            Event::Wrote(Ok(0)) => break Some(UpstreamError::ClosedByNode),
+            Event::Wrote(Ok(n)) => {
+                if n == out.len() {
+                    out.clear();
+                } else {
+                    out.advance(n);
+                }
+            }
+            Event::Wrote(Err(e)) => break Some(UpstreamError::Io(e.to_string())),
+            Event::Request(Some(req)) => {
+                out.extend_from_slice(&req.raw);
+                inflight.push_back((req.reply, now, std::time::Instant::now()));
+            }
+            Event::Request(None) => handle_dropped = true,
+            Event::Tick if opts.pinned => {}
+            Event::Tick => {
+                now = now.wrapping_add(1);
+                if let Some((_, sent, _)) = inflight.front() {
+                    if now.wrapping_sub(*sent) > TICKS_PER_TIMEOUT {
+                        break Some(UpstreamError::NoReply(opts.request_timeout));
+                    }
+                }
+            }
+        }
+    };
+    // Poisoned or closing: everything still in flight fails now, with an
+    // error naming the node.
+    let msg = why.clone().unwrap_or(UpstreamError::Closed);
+    for (waiter, _, sent) in inflight {
+        metrics.observe(sent.elapsed().as_nanos() as u64, true);
+        waiter.answer(error_reply(&opts.label, &msg));
+    }
+    metrics.in_flight.store(0, Ordering::Relaxed);
+    why
+}

@@ -1,0 +1,325 @@
+//! Topology: the routing snapshot sessions read on every request, the pool of
+//! node connections, and the epoch gate that lets a topology change know when
+//! no request routed by the previous snapshot is still being dispatched.
+//!
+//! Sessions only read (`Proxy::routing`, an `ArcSwap`: a lock-free load per
+//! request, replaced whole on change), and only through [`enter`], the one
+//! routing primitive every path of `route.rs` uses. The migration engine
+//! builds a new [`Routing`] and swaps it in; nothing here does I/O except
+//! `Node::barrier`.
+
+use std::sync::atomic::{fence, AtomicUsize, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use arc_swap::ArcSwap;
+use bytes::Bytes;
+use tokio::sync::Notify;
+
+use crate::proxy::upstream::{Health, Upstream, UpstreamOptions};
+use crate::ring::{NodeSpec, Ring};
+
+/// One backend node and its upstream connections (RESP2 always, RESP3 on first use).
+pub(crate) struct Node {
+    pub(crate) spec: NodeSpec,
+    pub(crate) health: Arc<Health>,
+    /// Dedicated connections clients hold to this node (see `pinned.rs`).
+    pub(crate) pins: crate::proxy::upstream::pinned::PinCount,
+    resp2: Vec<Upstream>,
+    resp3: OnceLock<Vec<Upstream>>,
+    opts: UpstreamOptions,
+    conns: usize,
+}
+
+impl Node {
+    /// Creates the node's connection actors (they connect on first use).
+    pub(crate) fn new(
+        spec: NodeSpec,
+        conns: usize,
+        connect_timeout: Duration,
+        request_timeout: Duration,
+        max_pinned: usize,
+        max_bulk_len: usize,
+    ) -> Node {
+        let health = Arc::new(Health::default());
+        let opts = UpstreamOptions {
+            label: format!("{} ({})", spec.name, spec.addr),
+            addr: spec.addr.clone(),
+            proto: 2,
+            connect_timeout,
+            request_timeout,
+            pinned: false,
+            max_bulk_len,
+        };
+        let resp2 = (0..conns)
+            .map(|_| Upstream::spawn(opts.clone(), health.clone()))
+            .collect();
+        Node {
+            spec,
+            health,
+            pins: crate::proxy::upstream::pinned::PinCount::new(max_pinned),
+            resp2,
+            resp3: OnceLock::new(),
+            opts,
+            conns,
+        }
+    }
+
+    /// The connection for a client: pinned by client id, so one client's
+    /// requests to one node keep their order.
+    pub(crate) fn upstream(&self, proto: u8, client: u64) -> &Upstream {
+        let pool = if proto >= 3 {
+            self.resp3.get_or_init(|| {
+                let opts = UpstreamOptions {
+                    proto: 3,
+                    ..self.opts.clone()
+                };
+                (0..self.conns)
+                    .map(|_| Upstream::spawn(opts.clone(), self.health.clone()))
+                    .collect()
+            })
+        } else {
+            &self.resp2
+        };
+        &pool[(client as usize) % pool.len()]
+    }
+
+    /// A dedicated connection to this node for one client (bounded by
+    /// `max_pinned_per_node`).
+    pub(crate) fn pin(
+        self: &Arc<Self>,
+        proto: u8,
+    ) -> Result<crate::proxy::upstream::pinned::Pinned, crate::proxy::upstream::pinned::PinError>
+    {
+        crate::proxy::upstream::pinned::Pinned::open(self, proto, &self.opts)
+    }
+
+    /// The settings its connections use (pub/sub opens its own).
+    pub(crate) fn options(&self) -> &UpstreamOptions {
+        &self.opts
+    }
+
+    /// `name (addr)`, as in error replies.
+    pub(crate) fn label(&self) -> &str {
+        &self.opts.label
+    }
+
+    /// Waits until everything queued on this node's connections before now has
+    /// been answered (a PING through each connection, which is FIFO).
+    pub(crate) async fn barrier(&self) {
+        let ping = Bytes::from_static(b"*1\r\n$4\r\nPING\r\n");
+        let mut waits = Vec::new();
+        for u in self
+            .resp2
+            .iter()
+            .chain(self.resp3.get().into_iter().flatten())
+        {
+            waits.push(u.send(ping.clone()).await);
+        }
+        for w in waits {
+            let _ = w.await;
+        }
+    }
+}
+
+/// A topology change in its copy phase: the current ring still routes every
+/// request; `next` is the ring being moved to.
+pub(crate) struct MigrationRoute {
+    pub(crate) next: Arc<Ring>,
+    /// Aligned with `next.nodes()`.
+    pub(crate) next_nodes: Vec<Arc<Node>>,
+    /// Moving keys written since the copy began (see `migration::Dirty`).
+    pub(crate) dirty: Arc<crate::proxy::upstream::dirty::Dirty>,
+    /// During cutover: requests on moving keys wait for `resume`.
+    pub(crate) paused: bool,
+    /// Becomes true when the cutover ends (either way).
+    pub(crate) resume: Arc<tokio::sync::watch::Sender<bool>>,
+}
+
+/// What a session routes by: an immutable snapshot, swapped whole.
+pub(crate) struct Routing {
+    pub(crate) ring: Arc<Ring>,
+    /// Aligned with `ring.nodes()`.
+    pub(crate) nodes: Vec<Arc<Node>>,
+    /// Present while keys are being copied to their next owners.
+    pub(crate) migration: Option<Arc<MigrationRoute>>,
+    /// Nodes may hold copies of keys they do not own (during a migration or
+    /// its sweep): KEYS and SCAN drop those.
+    pub(crate) filter_keys: bool,
+    /// Requests being dispatched with this snapshot right now (the epoch gate).
+    dispatching: AtomicUsize,
+    /// Woken when `dispatching` drops to zero (a Notify, not polling: the
+    /// cutover pause waits on it).
+    drained: Notify,
+}
+
+impl Routing {
+    pub(crate) fn new(
+        ring: Arc<Ring>,
+        nodes: Vec<Arc<Node>>,
+        migration: Option<Arc<MigrationRoute>>,
+        filter_keys: bool,
+    ) -> Routing {
+        Routing {
+            ring,
+            nodes,
+            migration,
+            filter_keys,
+            dispatching: AtomicUsize::new(0),
+            drained: Notify::new(),
+        }
+    }
+
+    /// The node owning `key` in the current ring.
+    pub(crate) fn owner(&self, key: &[u8]) -> &Arc<Node> {
+        &self.nodes[self.ring.locate(key)]
+    }
+
+    /// Waits until no dispatch holds this snapshot. Called after the snapshot
+    /// was swapped out: with [`enter`]'s re-check, no new dispatch can then
+    /// start on it, so once this returns nothing routed by it is unsent.
+    pub(crate) async fn drained(&self) {
+        loop {
+            let woken = self.drained.notified();
+            tokio::pin!(woken);
+            woken.as_mut().enable();
+            // Pairs with the fence in `enter`: either that dispatch sees the
+            // new snapshot, or this load sees its count.
+            fence(Ordering::SeqCst);
+            if self.dispatching.load(Ordering::SeqCst) == 0 {
+                return;
+            }
+            woken.await;
+        }
+    }
+
+    /// True when `key`'s owner in the next ring differs from its owner now.
+    pub(crate) fn is_moving(&self, key: &[u8]) -> bool {
+        match &self.migration {
+            Some(m) => !Arc::ptr_eq(&m.next_nodes[m.next.locate(key)], self.owner(key)),
+            None => false,
+        }
+    }
+}
+
+/// A routing snapshot entered for one dispatch: while it lives, a topology
+/// change that swapped this snapshot out waits (`Routing::drained`) before
+/// it treats the snapshot's requests as sent. Derefs to the snapshot.
+pub(crate) struct Gate(Arc<Routing>);
+
+impl std::ops::Deref for Gate {
+    type Target = Arc<Routing>;
+    fn deref(&self) -> &Arc<Routing> {
+        &self.0
+    }
+}
+
+impl Drop for Gate {
+    fn drop(&mut self) {
+        if self.0.dispatching.fetch_sub(1, Ordering::SeqCst) == 1 {
+            self.0.drained.notify_waiters();
+        }
+    }
+}
+
+/// The one routing primitive: loads the current snapshot, waits out a paused
+/// cutover if any of `keys` is moving, enters the snapshot's epoch gate, then
+/// re-checks that the snapshot is still current (else leaves and retries).
+///
+/// The re-check closes the race where a request loads snapshot S, a cutover
+/// swaps S out and finds S drained, and only then the request enters S and is
+/// sent to a key's old owner after the final re-sync (a lost write).
+pub(crate) async fn enter<'k, I>(current: &ArcSwap<Routing>, keys: impl Fn() -> I) -> Gate
+where
+    I: Iterator<Item = &'k Bytes>,
+{
+    loop {
+        let routing = current.load_full();
+        if wait_cutover(&routing, keys()).await {
+            continue;
+        }
+        if let Some(gate) = admit(current, routing) {
+            return gate;
+        }
+    }
+}
+
+/// Enters `routing`'s epoch gate if it is still the current snapshot; `None`
+/// (gate left again) if a change swapped it out meanwhile.
+fn admit(current: &ArcSwap<Routing>, routing: Arc<Routing>) -> Option<Gate> {
+    routing.dispatching.fetch_add(1, Ordering::SeqCst);
+    let gate = Gate(routing);
+    fence(Ordering::SeqCst);
+    Arc::ptr_eq(&gate.0, &current.load()).then_some(gate)
+}
+
+/// During a change's cutover, requests on moving keys wait for it to end;
+/// true when this request had to wait (the caller then routes it afresh).
+async fn wait_cutover<'k>(routing: &Routing, mut keys: impl Iterator<Item = &'k Bytes>) -> bool {
+    let Some(m) = &routing.migration else {
+        return false;
+    };
+    if !m.paused || !keys.any(|k| routing.is_moving(k)) {
+        return false;
+    }
+    let mut rx = m.resume.subscribe();
+    let _ = rx.wait_for(|done| *done).await;
+    true
+}
+
+/// The nodes that own keys now (during a change, the current ring's: the
+/// joining node only holds copies until the cutover).
+pub(crate) fn all_nodes(routing: &Routing) -> Vec<Arc<Node>> {
+    routing.nodes.clone()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ring::RingConfig;
+
+    fn routing(epoch: u64) -> Routing {
+        let spec = NodeSpec {
+            name: "a".into(),
+            addr: "127.0.0.1:1".into(),
+            weight: 1,
+        };
+        let ring = Ring::new(vec![spec], RingConfig::default(), epoch).unwrap();
+        Routing::new(Arc::new(ring), Vec::new(), None, false)
+    }
+
+    /// The race the re-check closes: a request loaded the live snapshot, the
+    /// cutover swapped it out and found it drained, and only then does the
+    /// request try to enter it: it must be turned away (and route afresh).
+    #[tokio::test]
+    async fn a_snapshot_found_drained_cannot_be_entered_any_more() {
+        let current = ArcSwap::from_pointee(routing(1));
+        let loaded = current.load_full();
+        current.store(Arc::new(routing(2)));
+        loaded.drained().await;
+        assert!(admit(&current, loaded.clone()).is_none());
+        assert_eq!(loaded.dispatching.load(Ordering::SeqCst), 0);
+        let gate = enter(&current, std::iter::empty).await;
+        assert_eq!(gate.ring.epoch(), 2);
+    }
+
+    /// A swapped-out snapshot is not drained while a dispatch holds it, and
+    /// is as soon as the last one leaves.
+    #[tokio::test]
+    async fn drained_waits_for_the_last_dispatch() {
+        let current = ArcSwap::from_pointee(routing(1));
+        let gate = enter(&current, std::iter::empty).await;
+        let old = current.swap(Arc::new(routing(2)));
+        let wait = tokio::time::timeout(Duration::from_millis(50), old.drained()).await;
+        assert!(wait.is_err(), "drained while a dispatch holds the snapshot");
+        let waiter = tokio::spawn({
+            let old = old.clone();
+            async move { old.drained().await }
+        });
+        drop(gate);
+        tokio::time::timeout(Duration::from_secs(5), waiter)
+            .await
+            .expect("drained once the last dispatch left")
+            .unwrap();
+    }
+}
