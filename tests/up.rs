@@ -294,15 +294,12 @@ fn restarted_up_starts_the_state_files_topology_and_says_how_it_differs_from_the
 #[test]
 fn a_command_the_built_in_nodes_lack_names_the_backends_that_serve_it() {
     let up = Up::start(1, &[]);
-    let r: redis::RedisResult<String> = redis::cmd("XADD")
-        .arg("s")
-        .arg("*")
-        .arg("f")
-        .arg("v")
+    let r: redis::RedisResult<String> = redis::cmd("HEXPIRE")
+        .arg(&["h", "10", "FIELDS", "1", "f"])
         .query(&mut connect(up.port()));
     let err = r.unwrap_err().to_string();
     assert!(
-        err.contains("'xadd' is not served by the built-in nodes; use redis-server nodes (config/redis-servers.toml)"),
+        err.contains("'hexpire' is not served by the built-in nodes; use redis-server nodes (config/redis-servers.toml)"),
         "{err}"
     );
 }

@@ -51,6 +51,8 @@ pub(crate) enum Op {
     ZPop { max: bool },
     /// BZMPOP: `[key, [[member, score]…]]`, up to `count`.
     ZMPop { max: bool, count: usize },
+    /// XREAD / XREADGROUP: entries after an ID, read or delivered.
+    XRead(Box<super::value::stream::XReadOp>),
 }
 
 impl Op {
@@ -59,6 +61,7 @@ impl Op {
         match self {
             Op::Pop { .. } | Op::MPop { .. } | Op::Move { .. } => Kind::List,
             Op::ZPop { .. } | Op::ZMPop { .. } => Kind::ZSet,
+            Op::XRead(_) => Kind::Stream,
         }
     }
 }
@@ -278,6 +281,23 @@ impl Registry {
         }
     }
 
+    /// Clients blocked in XREADGROUP on `key`, which is no longer a
+    /// stream, get Redis's error (plain XREAD readers stay blocked).
+    fn unblock_group_readers(&mut self, store: &Store, ids: &[u64]) {
+        for &id in ids {
+            let grouped = self
+                .waiters
+                .get(&id)
+                .is_some_and(|w| matches!(&w.op, Op::XRead(x) if x.in_group()));
+            if grouped {
+                if let Some(w) = self.remove(&store.ready, id) {
+                    let msg = b"-UNBLOCKED the stream key no longer exists\r\n";
+                    let _ = w.reply.send(Bytes::from_static(msg));
+                }
+            }
+        }
+    }
+
     /// Redis's `serveClientsBlockedOnListKey` / `…SortedSetKey`: each
     /// waiter of `key` whose command pops this key's type, in the order
     /// they blocked, gets what is there until the key is gone. A key of
@@ -291,10 +311,13 @@ impl Registry {
             let h = store.hash(key);
             store.lock(h, now).kind_of(h, key)
         };
-        let Some(kind @ (Kind::List | Kind::ZSet)) = kind else {
+        let ids: Vec<u64> = queue.iter().copied().collect();
+        if kind != Some(Kind::Stream) {
+            self.unblock_group_readers(store, &ids);
+        }
+        let Some(kind @ (Kind::List | Kind::ZSet | Kind::Stream)) = kind else {
             return;
         };
-        let ids: Vec<u64> = queue.iter().copied().collect();
         for id in ids {
             let Some(w) = self.waiters.get(&id) else {
                 continue;
@@ -317,6 +340,8 @@ impl Registry {
                         store.touch(dst, now);
                     }
                 }
+                // A stream reader waiting past what was added stays.
+                Ok(false) if kind == Kind::Stream => continue,
                 Ok(false) => return,
                 Err(e) => e.write(&mut out),
             }

@@ -134,6 +134,8 @@ impl Node {
             set_value: size("set-max-listpack-value", d.set_value),
             zset_entries: size("zset-max-listpack-entries", d.zset_entries),
             zset_value: size("zset-max-listpack-value", d.zset_value),
+            stream_node_bytes: size("stream-node-max-bytes", d.stream_node_bytes),
+            stream_node_entries: size("stream-node-max-entries", d.stream_node_entries),
         }
     }
 

@@ -184,21 +184,21 @@ catalogue! {
     GeoradiusRo = "georadius_ro", -6, K1, READONLY;
     GeoradiusbymemberRo = "georadiusbymember_ro", -5, K1, READONLY;
     // streams (XGROUP and XINFO: subcommand first, key second)
-    Xadd = "xadd", -5, K1, WRITE;
-    Xlen = "xlen", 2, K1, 0;
-    Xrange = "xrange", -4, K1, 0;
-    Xrevrange = "xrevrange", -4, K1, 0;
-    Xdel = "xdel", -3, K1, WRITE;
+    Xadd = "xadd", -5, K1, RW | FAST;
+    Xlen = "xlen", 2, K1, READONLY | FAST;
+    Xrange = "xrange", -4, K1, READONLY;
+    Xrevrange = "xrevrange", -4, K1, READONLY;
+    Xdel = "xdel", -3, K1, WRITE | FAST;
     Xtrim = "xtrim", -4, K1, WRITE;
-    Xack = "xack", -4, K1, WRITE;
-    Xclaim = "xclaim", -6, K1, WRITE;
-    Xautoclaim = "xautoclaim", -6, K1, WRITE;
-    Xpending = "xpending", -3, K1, 0;
-    Xsetid = "xsetid", -3, K1, WRITE;
-    Xgroup = "xgroup", -2, K2, WRITE;
-    Xinfo = "xinfo", -2, K2, 0;
-    Xread = "xread", -4, KeySpec::Keyword(Keywords::Streams), 0;
-    Xreadgroup = "xreadgroup", -7, KeySpec::Keyword(Keywords::Streams), WRITE;
+    Xack = "xack", -4, K1, WRITE | FAST;
+    Xclaim = "xclaim", -6, K1, WRITE | FAST;
+    Xautoclaim = "xautoclaim", -6, K1, WRITE | FAST;
+    Xpending = "xpending", -3, K1, READONLY;
+    Xsetid = "xsetid", -3, K1, RW | FAST;
+    Xgroup = "xgroup", -2, K2, RW;
+    Xinfo = "xinfo", -2, K2, READONLY;
+    Xread = "xread", -4, KeySpec::Keyword(Keywords::Streams), READONLY | BLOCKING;
+    Xreadgroup = "xreadgroup", -7, KeySpec::Keyword(Keywords::Streams), RW | BLOCKING;
     // scripting: routed by the keys it declares
     Eval = "eval", -3, NK2, WRITE;
     Evalsha = "evalsha", -3, NK2, WRITE;

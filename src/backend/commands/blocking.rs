@@ -75,6 +75,7 @@ pub(crate) fn serve(
             };
             reply_key_and_pairs(out, key, &p, proto);
         }
+        Op::XRead(x) => return super::streams_read::serve_blocked(x, node, key, proto, now, out),
     }
     Ok(true)
 }

@@ -7,10 +7,11 @@
 //! the whole payload invalid.
 //!
 //! ```text
-//! "SHD2" | type (0 string, 1 hash, 2 list, 3 set, 4 zset) | body | CRC-64 LE
+//! "SHD2" | type (0 string, 1 hash, 2 list, 3 set, 4 zset, 5 stream) | body | CRC-64 LE
 //! string body:  the bytes
 //! other bodies: count (u64 LE), then per element: len (u32 LE) + bytes,
 //!               (hash: field then value; zset: member then score f64 LE)
+//! stream body:  see `value/stream/codec.rs`
 //! ```
 //! Version 1 (`SHD1` + string bytes + CRC) is still read, so a node of the
 //! previous release can migrate strings to this one.
@@ -71,12 +72,17 @@ pub(crate) fn encode(e: &Entry) -> Vec<u8> {
             p.push(0);
             p.extend_from_slice(e.value());
         }
+        Some(Coll::Stream(x)) => {
+            p.push(5);
+            x.encode(&mut p);
+        }
         Some(c) => {
             p.push(match c {
                 Coll::Hash(_) => 1,
                 Coll::List(_) => 2,
                 Coll::Set(_) => 3,
                 Coll::ZSet(_) => 4,
+                Coll::Stream(_) => 5,
             });
             p.extend_from_slice(&(c.len() as u64).to_le_bytes());
             match c {
@@ -90,6 +96,7 @@ pub(crate) fn encode(e: &Entry) -> Vec<u8> {
                     put_elem(&mut p, m);
                     p.extend_from_slice(&s.to_le_bytes());
                 }),
+                Coll::Stream(_) => {}
             }
         }
     }
@@ -155,6 +162,10 @@ pub(crate) fn decode<'a>(p: &'a [u8], t: &Thresholds) -> Option<Value<'a>> {
     let (&ty, body) = body.split_first()?;
     if ty == 0 {
         return Some(Value::Str(body));
+    }
+    if ty == 5 {
+        let s = crate::backend::value::stream::Stream::decode(body)?;
+        return Some(Value::Coll(Coll::Stream(Box::new(s))));
     }
     let mut r = Reader(body);
     let n = r.u64()?;

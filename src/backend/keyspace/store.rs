@@ -168,7 +168,16 @@ impl Store {
         let mut old = Vec::with_capacity(SHARDS);
         for i in 0..SHARDS {
             let mut s = self.lock_shard(i, 0);
-            let freed: usize = s.iter().map(|e| e.mem()).sum();
+            // A flushed stream's group readers are told (see `forget`).
+            let freed: usize = s
+                .iter()
+                .inspect(|e| {
+                    if e.kind() == Kind::Stream {
+                        self.ready.signal(e.key());
+                    }
+                })
+                .map(|e| e.mem())
+                .sum();
             let watched = std::mem::take(&mut s.shard.watched);
             let mut table = std::mem::take(&mut *s.shard);
             s.shard.watched = watched;
@@ -328,7 +337,7 @@ impl Locked<'_> {
         }
         // Every new list or sorted set passes here (pushes, STORE variants,
         // RENAME, COPY, RESTORE): a client blocked on its key may go on.
-        if matches!(entry.kind(), Kind::List | Kind::ZSet) {
+        if matches!(entry.kind(), Kind::List | Kind::ZSet | Kind::Stream) {
             self.ready.signal(entry.key());
         }
         let seed = self.seed;
@@ -348,10 +357,16 @@ impl Locked<'_> {
     /// of the same size allocates and frees nothing (and looks the key up once).
     pub(crate) fn put(&mut self, hash: u64, key: &[u8], value: &[u8], expire_at: u64) {
         let now = self.now;
-        let replaced = self
-            .update(hash, key, |e| e.replace_value(value, expire_at))
-            .is_some();
-        if !replaced {
+        let replaced = self.update(hash, key, |e| {
+            let was_stream = e.kind() == Kind::Stream;
+            e.replace_value(value, expire_at);
+            was_stream
+        });
+        if replaced == Some(true) {
+            // A stream overwritten: its group readers are told.
+            self.ready.signal(key);
+        }
+        if replaced.is_none() {
             // `update` found no live entry, and removed an expired one.
             self.insert_absent(hash, Entry::new(key, value, expire_at, now));
         }
@@ -381,6 +396,10 @@ impl Locked<'_> {
         }
         if !self.shard.watched.is_empty() {
             self.shard.watched.touch(e.key(), false);
+        }
+        // A stream's group readers are told when it goes away.
+        if e.kind() == Kind::Stream {
+            self.ready.signal(e.key());
         }
     }
 

@@ -14,12 +14,14 @@ pub(crate) mod chunked;
 mod hash;
 mod list;
 mod set;
+pub(crate) mod stream;
 pub(crate) mod zset;
 
 pub(crate) use hash::Hash;
 pub(crate) use list::List;
 pub(crate) use set::Set;
 
+use stream::Stream;
 use zset::ZSet;
 
 /// One element: a member, a field, a value or a list item.
@@ -47,6 +49,8 @@ pub(crate) enum Kind {
     Set,
     /// ZADD and friends.
     ZSet,
+    /// XADD and friends.
+    Stream,
 }
 
 impl Kind {
@@ -58,6 +62,7 @@ impl Kind {
             Kind::List => "list",
             Kind::Set => "set",
             Kind::ZSet => "zset",
+            Kind::Stream => "stream",
         }
     }
 }
@@ -82,6 +87,10 @@ pub(crate) struct Thresholds {
     pub(crate) zset_entries: usize,
     /// `zset-max-listpack-value`
     pub(crate) zset_value: usize,
+    /// `stream-node-max-bytes` (0 = the 1 GB cap)
+    pub(crate) stream_node_bytes: usize,
+    /// `stream-node-max-entries` (0 = no limit)
+    pub(crate) stream_node_entries: usize,
 }
 
 impl Default for Thresholds {
@@ -96,6 +105,8 @@ impl Default for Thresholds {
             set_value: 64,
             zset_entries: 128,
             zset_value: 64,
+            stream_node_bytes: 4096,
+            stream_node_entries: 100,
         }
     }
 }
@@ -124,6 +135,8 @@ pub(crate) enum Coll {
     Set(Set),
     /// A sorted set.
     ZSet(ZSet),
+    /// A stream.
+    Stream(Box<Stream>),
 }
 
 impl Coll {
@@ -134,6 +147,7 @@ impl Coll {
             Coll::List(_) => Kind::List,
             Coll::Set(_) => Kind::Set,
             Coll::ZSet(_) => Kind::ZSet,
+            Coll::Stream(_) => Kind::Stream,
         }
     }
 
@@ -144,12 +158,14 @@ impl Coll {
             Coll::List(l) => l.len(),
             Coll::Set(s) => s.len(),
             Coll::ZSet(z) => z.len(),
+            Coll::Stream(x) => x.len(),
         }
     }
 
-    /// Whether it has no elements (such a key is deleted).
+    /// Whether it has no elements (such a key is deleted). A stream is
+    /// never empty in this sense: Redis keeps an emptied stream's key.
     pub(crate) fn is_empty(&self) -> bool {
-        self.len() == 0
+        !matches!(self, Coll::Stream(_)) && self.len() == 0
     }
 
     /// The name OBJECT ENCODING reports.
@@ -159,6 +175,7 @@ impl Coll {
             Coll::List(l) => l.encoding(),
             Coll::Set(s) => s.encoding(),
             Coll::ZSet(z) => z.encoding(),
+            Coll::Stream(x) => x.encoding(),
         }
     }
 
@@ -170,6 +187,7 @@ impl Coll {
                 Coll::List(l) => l.mem(),
                 Coll::Set(s) => s.mem(),
                 Coll::ZSet(z) => z.mem(),
+                Coll::Stream(x) => x.mem(),
             }
     }
 }
@@ -212,6 +230,25 @@ typed!(Hash, Hash, Hash);
 typed!(List, List, List);
 typed!(Set, Set, Set);
 typed!(ZSet, ZSet, ZSet);
+
+impl Typed for Stream {
+    const KIND: Kind = Kind::Stream;
+    fn empty() -> Coll {
+        Coll::Stream(Box::default())
+    }
+    fn of(c: &mut Coll) -> Option<&mut Self> {
+        match c {
+            Coll::Stream(v) => Some(v),
+            _ => None,
+        }
+    }
+    fn of_ref(c: &Coll) -> Option<&Self> {
+        match c {
+            Coll::Stream(v) => Some(v),
+            _ => None,
+        }
+    }
+}
 
 /// An integer's decimal text as an element.
 pub(crate) fn int_elem(i: i64) -> Elem {
