@@ -270,7 +270,7 @@ fn info_text(p: &Proxy, want: Selection, n: &NodeSums) -> String {
                 // proxy as a cluster node owning every slot.
                 ("cluster_enabled", 1),
                 ("shardis_epoch", routing.ring.epoch()),
-                ("shardis_nodes", routing.nodes.len() as u64),
+                ("shardis_nodes", routing.shards.len() as u64),
                 ("shardis_migrating", routing.migration.is_some() as u64),
             ],
         );
@@ -426,7 +426,7 @@ mod tests {
             "[[nodes]]\naddr = \"127.0.0.1:1\"\n[[nodes]]\naddr = \"127.0.0.1:2\"\n",
         )
         .unwrap();
-        Proxy::new(config, 7000, None).unwrap()
+        Proxy::new(crate::proxy::Pool::from_config(config), 7000, None).unwrap()
     }
 
     const NODE_A: &str = "# Memory\r\nused_memory:1000\r\nused_memory_rss:4000\r\nused_memory_peak:1500\r\nmaxmemory:0\r\nmaxmemory_policy:allkeys-lru\r\n\r\n# Stats\r\nexpired_keys:1\r\nevicted_keys:2\r\nkeyspace_hits:3\r\nkeyspace_misses:4\r\n\r\n# Keyspace\r\ndb0:keys=10,expires=1,avg_ttl=0\r\n";
