@@ -130,30 +130,20 @@ fn info_text(p: &Proxy, want: Selection, n: &NodeSums) -> String {
         let exe = std::env::current_exe()
             .map(|e| e.display().to_string())
             .unwrap_or_default();
-        t.section(
-            "server",
-            &[
-                ("redis_version", REDIS_COMPAT_VERSION.to_string()),
-                ("shardis_version", env!("CARGO_PKG_VERSION").into()),
-                ("redis_git_sha1", "00000000".into()),
-                ("redis_git_dirty", "0".into()),
-                ("redis_mode", "standalone".into()),
-                (
-                    "os",
-                    format!("{} {}", std::env::consts::OS, std::env::consts::ARCH),
-                ),
-                ("arch_bits", "64".into()),
-                ("multiplexing_api", "epoll".into()),
-                ("process_id", std::process::id().to_string()),
-                ("process_supervised", "no".into()),
-                ("tcp_port", p.port.to_string()),
-                ("server_time_usec", now_us.to_string()),
-                ("uptime_in_seconds", uptime.to_string()),
-                ("uptime_in_days", (uptime / 86_400).to_string()),
-                ("executable", exe),
-                ("io_threads_active", "0".into()),
-            ],
-        );
+        let mut fields = vec![
+            ("redis_version", REDIS_COMPAT_VERSION.to_string()),
+            ("shardis_version", env!("CARGO_PKG_VERSION").into()),
+        ];
+        fields.extend(crate::resp::info::process_fields());
+        fields.extend([
+            ("tcp_port", p.port.to_string()),
+            ("server_time_usec", now_us.to_string()),
+            ("uptime_in_seconds", uptime.to_string()),
+            ("uptime_in_days", (uptime / 86_400).to_string()),
+            ("executable", exe),
+            ("io_threads_active", "0".into()),
+        ]);
+        t.section("server", &fields);
     }
     if want.has("clients") {
         t.section(
