@@ -39,7 +39,8 @@ use upstream::topology::{Node, Routing};
 
 use crate::ring::{NodeSpec, Ring};
 
-/// Counters shown by INFO.
+/// The proxy's counters, shown by its INFO (the built-in node keeps its
+/// own, `backend::node::Stats`).
 #[derive(Default)]
 pub(crate) struct Stats {
     pub(crate) clients: AtomicUsize,
