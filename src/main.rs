@@ -282,7 +282,7 @@ fn run_proxy(a: ProxyArgs) -> Result<(), String> {
         let listener = shardis::listen::listen(&config.listen)
             .await
             .map_err(|e| format!("cannot listen on {}: {e}", config.listen))?;
-        proxy::run(listener, config, stop_signal()).await
+        proxy::run(listener, proxy::Pool::from_config(config), stop_signal()).await
     })
 }
 

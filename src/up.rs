@@ -279,7 +279,13 @@ pub async fn run(
         "try: redis-cli -p {} SET user:42 hello",
         listener.local_addr().map(|a| a.port()).unwrap_or(0)
     );
-    let result = proxy::run_with(listener, config, Some(spawner.clone()), stop_signal).await;
+    let result = proxy::run_with(
+        listener,
+        proxy::Pool::from_config(config),
+        Some(spawner.clone()),
+        stop_signal,
+    )
+    .await;
     let stopped = spawner.stop_all().await;
     println!("shardis: stopped the proxy and {stopped} nodes");
     result

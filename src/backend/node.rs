@@ -26,7 +26,8 @@ use std::time::Instant;
 /// and replies the node reproduces.
 pub(crate) const REDIS_VERSION: &str = "7.0.0";
 
-/// Connection counters.
+/// The built-in node's counters, shown by its INFO (the proxy keeps its own,
+/// `proxy::Stats`).
 #[derive(Debug, Default)]
 pub(crate) struct Stats {
     /// Commands executed (INFO `total_commands_processed`).

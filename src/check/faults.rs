@@ -10,7 +10,7 @@
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use super::cluster::{rings, CheckCluster};
+use super::cluster::{rings, CheckCluster, NodeProcInfo};
 use super::workload::{Amnesty, Shared};
 use super::{admin, cluster_info, field, wait_state};
 
@@ -91,16 +91,9 @@ async fn one(
     phase: &str,
     stop: Duration,
 ) -> Result<String, String> {
-    let joining = cluster.start_node()?;
-    admin(
-        proxy,
-        &["CLUSTER", "ADDNODE", &joining.addr, "NAME", &joining.name],
-    )
-    .await?;
-    if !reach(proxy, phase).await? {
-        wait_state(proxy, &["ok", "aborted"], 120).await?;
+    let Some(joining) = join_until(cluster, proxy, phase).await? else {
         return Ok(format!("MISSED (the change left {phase} before the fault)"));
-    }
+    };
     let (now, next) = rings(proxy).await?;
     let victim = match party {
         "joining" => Some(joining.name.clone()),
@@ -175,6 +168,26 @@ async fn wait_no_pending(proxy: &str) -> Result<(), String> {
     }
 }
 
+/// Starts a node and ADDNODEs it, then waits for the change to reach
+/// `phase`; `None` (once the change ended) when it left `phase` first.
+async fn join_until(
+    cluster: &mut CheckCluster,
+    proxy: &str,
+    phase: &str,
+) -> Result<Option<NodeProcInfo>, String> {
+    let joining = cluster.start_node()?;
+    admin(
+        proxy,
+        &["CLUSTER", "ADDNODE", &joining.addr, "NAME", &joining.name],
+    )
+    .await?;
+    if !reach(proxy, phase).await? {
+        wait_state(proxy, &["ok", "aborted"], 120).await?;
+        return Ok(None);
+    }
+    Ok(Some(joining))
+}
+
 /// The state file's directory disappears mid-copy: the cutover cannot persist
 /// the new ring, so the change aborts naming the file, and the proxy keeps
 /// serving. The operator restores the directory.
@@ -183,14 +196,7 @@ async fn unwritable_state_file(
     proxy: &str,
     shared: &Shared,
 ) -> Result<String, String> {
-    let joining = cluster.start_node()?;
-    admin(
-        proxy,
-        &["CLUSTER", "ADDNODE", &joining.addr, "NAME", &joining.name],
-    )
-    .await?;
-    if !reach(proxy, "copying").await? {
-        wait_state(proxy, &["ok", "aborted"], 120).await?;
+    if join_until(cluster, proxy, "copying").await?.is_none() {
         return Ok("MISSED (the copy ended before the fault)".into());
     }
     cluster.break_state_dir()?;

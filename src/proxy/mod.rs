@@ -15,6 +15,7 @@ pub mod commands;
 pub mod config;
 pub(crate) mod conn;
 pub mod ops;
+pub(crate) mod pool;
 pub mod route;
 pub(crate) mod session;
 pub(crate) mod upstream;
@@ -31,12 +32,15 @@ use tokio::io::AsyncWriteExt;
 use tokio::net::TcpListener;
 
 pub use config::Config;
+pub use pool::Pool;
 use session::ClientSession;
+use upstream::shard::Shard;
 use upstream::topology::{Node, Routing};
 
 use crate::ring::{NodeSpec, Ring};
 
-/// Counters shown by INFO.
+/// The proxy's counters, shown by its INFO (the built-in node keeps its
+/// own, `backend::node::Stats`).
 #[derive(Default)]
 pub(crate) struct Stats {
     pub(crate) clients: AtomicUsize,
@@ -152,12 +156,13 @@ impl std::fmt::Display for StartError {
 impl std::error::Error for StartError {}
 
 impl Proxy {
-    /// Builds the proxy's state from a config (and its persisted topology, if any).
+    /// Builds the proxy's state for a pool (and its persisted topology, if any).
     pub(crate) fn new(
-        config: Config,
+        pool: Pool,
         port: u16,
         spawner: Option<Arc<dyn Spawner>>,
     ) -> Result<Arc<Proxy>, StartError> {
+        let config = &pool.config;
         let store = admin::store::open(config.state_file.as_deref());
         let saved = match &store {
             Some(store) => store.load().map_err(StartError::State)?,
@@ -165,7 +170,7 @@ impl Proxy {
         };
         let (specs, epoch) = match &saved {
             Some(s) => (s.nodes.clone(), s.epoch),
-            None => (config.nodes.clone(), 1),
+            None => (pool.primaries(), 1),
         };
         if let (Some(s), Some(store)) = (&saved, &store) {
             let path = store.name();
@@ -176,24 +181,29 @@ impl Proxy {
                 tracing::warn!(state_file = %path, epoch = s.epoch, nodes = s.nodes.len(), differences = %diff.join("; "), "topology from the state file, which overrides the config's nodes");
             }
         }
-        let ring = Ring::new(specs, config.ring, epoch).map_err(StartError::Ring)?;
-        let pool: HashMap<String, Arc<Node>> = ring
+        let ring = pool.ring(specs, epoch).map_err(StartError::Ring)?;
+        let nodes: HashMap<String, Arc<Node>> = ring
             .nodes()
             .iter()
-            .map(|spec| (spec.name.clone(), Arc::new(new_node(spec, &config))))
+            .map(|spec| (spec.name.clone(), Arc::new(new_node(spec, config))))
             .collect();
-        let nodes = ring
+        let shards = ring
             .nodes()
             .iter()
-            .map(|spec| pool[&spec.name].clone())
+            .map(|spec| {
+                let replicas = pool.replicas_of(&spec.name).iter();
+                let replicas = replicas.map(|r| Arc::new(new_node(r, config))).collect();
+                Arc::new(Shard::new(nodes[&spec.name].clone(), replicas))
+            })
             .collect();
+        let config = pool.config;
         let proxy = Arc::new(Proxy {
             port,
-            routing: ArcSwap::from_pointee(Routing::new(Arc::new(ring), nodes, None, false)),
+            routing: ArcSwap::from_pointee(Routing::new(Arc::new(ring), shards, None, false)),
             stats: Stats::default(),
             next_client_id: AtomicU64::new(1),
             started: Instant::now(),
-            pool: Mutex::new(pool),
+            pool: Mutex::new(nodes),
             admin_lock: tokio::sync::Mutex::new(()),
             migration: admin::migration::Tracker::default(),
             query_buffers: conn::budget::QueryBuffers::new(config.max_query_buffer_total),
@@ -213,15 +223,18 @@ impl Proxy {
         Ok(proxy)
     }
 
-    /// The pooled node for each of `ring`'s nodes, creating missing ones.
-    pub(crate) fn nodes_for(&self, ring: &Ring) -> Vec<Arc<Node>> {
+    /// The shard at each of `ring`'s entries, its primary the pooled node
+    /// of that name (created if missing).
+    pub(crate) fn shards_for(&self, ring: &Ring) -> Vec<Arc<Shard>> {
         let mut pool = self.pool.lock().expect("pool lock");
         ring.nodes()
             .iter()
             .map(|spec| {
-                pool.entry(spec.name.clone())
+                let primary = pool
+                    .entry(spec.name.clone())
                     .or_insert_with(|| Arc::new(new_node(spec, &self.config)))
-                    .clone()
+                    .clone();
+                Arc::new(Shard::new(primary, Vec::new()))
             })
             .collect()
     }
@@ -247,28 +260,28 @@ fn new_node(spec: &NodeSpec, config: &Config) -> Node {
     )
 }
 
-/// Serves clients on `listener` until `shutdown` completes, then drains:
-/// stops accepting, answers the replies clients are owed (at most
+/// Serves one pool's clients on `listener` until `shutdown` completes, then
+/// drains: stops accepting, answers the replies clients are owed (at most
 /// `drain_timeout_ms`), and returns.
 pub async fn run(
     listener: TcpListener,
-    config: Config,
+    pool: Pool,
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), String> {
-    run_with(listener, config, None, shutdown).await
+    run_with(listener, pool, None, shutdown).await
 }
 
 /// [`run`], with a node spawner for `CLUSTER SPAWNNODE`.
 pub async fn run_with(
     listener: TcpListener,
-    config: Config,
+    pool: Pool,
     spawner: Option<Arc<dyn Spawner>>,
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), String> {
     let port = listener.local_addr().map(|a| a.port()).unwrap_or(0);
-    let proxy = Proxy::new(config, port, spawner).map_err(|e| e.to_string())?;
+    let proxy = Proxy::new(pool, port, spawner).map_err(|e| e.to_string())?;
     let routing = proxy.routing.load();
-    tracing::info!(listen = %proxy.config.listen, nodes = routing.nodes.len(), epoch = routing.ring.epoch(), "proxy ready");
+    tracing::info!(listen = %proxy.config.listen, nodes = routing.shards.len(), epoch = routing.ring.epoch(), "proxy ready");
     drop(routing);
     // Dropping `stop` ends the admin listener with the proxy.
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
@@ -371,7 +384,7 @@ mod tests {
     async fn a_client_slot_is_given_back_when_its_task_panics() {
         let config =
             Config::parse("[proxy]\nmax_clients = 1\n[[nodes]]\naddr = \"127.0.0.1:1\"\n").unwrap();
-        let proxy = Proxy::new(config, 0, None).unwrap();
+        let proxy = Proxy::new(Pool::from_config(config), 0, None).unwrap();
         let slot = ClientSlot::take(&proxy).expect("one slot free");
         assert!(ClientSlot::take(&proxy).is_none(), "max_clients = 1");
         // resume_unwind unwinds like a panic without running the panic hook.

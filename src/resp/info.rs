@@ -243,6 +243,24 @@ impl OpsMeter {
     }
 }
 
+/// The INFO server fields both roles give alike (the process, not the
+/// role): what follows the version lines in `# Server`.
+pub(crate) fn process_fields() -> [(&'static str, String); 8] {
+    [
+        ("redis_git_sha1", "00000000".into()),
+        ("redis_git_dirty", "0".into()),
+        ("redis_mode", "standalone".into()),
+        (
+            "os",
+            format!("{} {}", std::env::consts::OS, std::env::consts::ARCH),
+        ),
+        ("arch_bits", "64".into()),
+        ("multiplexing_api", "epoll".into()),
+        ("process_id", std::process::id().to_string()),
+        ("process_supervised", "no".into()),
+    ]
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

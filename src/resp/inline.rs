@@ -49,6 +49,18 @@ fn hex_val(c: u8) -> Option<u8> {
     (c as char).to_digit(16).map(|d| d as u8)
 }
 
+/// A closing quote at `p` must be followed by a space or the end of the
+/// line (`None`: unbalanced).
+fn closes(line: &[u8], p: usize) -> Option<bool> {
+    (p + 1 >= line.len() || is_space(line[p + 1])).then_some(true)
+}
+
+/// A quoted argument's byte at `p`; `None` when the line ended inside the
+/// quotes.
+fn in_quotes(line: &[u8], p: usize, c: u8) -> Option<u8> {
+    (p < line.len()).then_some(c)
+}
+
 /// Splits an inline line like Redis's `sdssplitargs`: whitespace separates
 /// arguments; "double quotes" take `\n \r \t \b \a \\ \" \xHH` escapes;
 /// 'single quotes' take `\'`; a closing quote must be followed by a space or the
@@ -87,28 +99,18 @@ pub(crate) fn split_args(line: &[u8]) -> Option<Vec<Vec<u8>>> {
                         other => other,
                     });
                 } else if c == b'"' {
-                    if p + 1 < line.len() && !is_space(line[p + 1]) {
-                        return None;
-                    }
-                    done = true;
-                } else if p >= line.len() {
-                    return None;
+                    done = closes(line, p)?;
                 } else {
-                    cur.push(c);
+                    cur.push(in_quotes(line, p, c)?);
                 }
             } else if insq {
                 if c == b'\\' && at(p + 1) == b'\'' {
                     p += 1;
                     cur.push(b'\'');
                 } else if c == b'\'' {
-                    if p + 1 < line.len() && !is_space(line[p + 1]) {
-                        return None;
-                    }
-                    done = true;
-                } else if p >= line.len() {
-                    return None;
+                    done = closes(line, p)?;
                 } else {
-                    cur.push(c);
+                    cur.push(in_quotes(line, p, c)?);
                 }
             } else if p >= line.len() {
                 done = true;

@@ -26,33 +26,21 @@ pub(crate) fn info_text(ctx: &Ctx, sections: &[&[u8]]) -> String {
         let exe = std::env::current_exe()
             .map(|p| p.display().to_string())
             .unwrap_or_default();
-        t.section(
-            "server",
-            &[
-                ("redis_version", REDIS_VERSION.to_string()),
-                ("redis_git_sha1", "00000000".into()),
-                ("redis_git_dirty", "0".into()),
-                ("redis_mode", "standalone".into()),
-                (
-                    "os",
-                    format!("{} {}", std::env::consts::OS, std::env::consts::ARCH),
-                ),
-                ("arch_bits", "64".into()),
-                ("multiplexing_api", "epoll".into()),
-                ("process_id", std::process::id().to_string()),
-                ("process_supervised", "no".into()),
-                ("run_id", node.run_id.clone()),
-                ("tcp_port", node.port.to_string()),
-                ("server_time_usec", (ctx.now * 1000).to_string()),
-                ("uptime_in_seconds", uptime.to_string()),
-                ("uptime_in_days", (uptime / 86_400).to_string()),
-                ("hz", "10".into()),
-                ("configured_hz", "10".into()),
-                ("executable", exe),
-                ("config_file", String::new()),
-                ("io_threads_active", "0".into()),
-            ],
-        );
+        let mut fields = vec![("redis_version", REDIS_VERSION.to_string())];
+        fields.extend(crate::resp::info::process_fields());
+        fields.extend([
+            ("run_id", node.run_id.clone()),
+            ("tcp_port", node.port.to_string()),
+            ("server_time_usec", (ctx.now * 1000).to_string()),
+            ("uptime_in_seconds", uptime.to_string()),
+            ("uptime_in_days", (uptime / 86_400).to_string()),
+            ("hz", "10".into()),
+            ("configured_hz", "10".into()),
+            ("executable", exe),
+            ("config_file", String::new()),
+            ("io_threads_active", "0".into()),
+        ]);
+        t.section("server", &fields);
     }
     if want.has("clients") {
         t.section(

@@ -333,7 +333,7 @@ async fn cluster_nodes(proxy: &crate::proxy::Proxy, proto: u8, client: u64) -> B
     let routing = proxy.routing.load_full();
     // Members first; during a change, also the node joining (or leaving).
     let mut nodes: Vec<(std::sync::Arc<crate::proxy::upstream::topology::Node>, &str)> = Vec::new();
-    for n in &routing.nodes {
+    for n in routing.primaries() {
         let leaving = routing
             .migration
             .as_ref()
@@ -341,7 +341,7 @@ async fn cluster_nodes(proxy: &crate::proxy::Proxy, proto: u8, client: u64) -> B
         nodes.push((n.clone(), if leaving { "leaving" } else { "member" }));
     }
     if let Some(m) = &routing.migration {
-        for n in &m.next_nodes {
+        for n in m.next_shards.iter().map(|s| s.primary()) {
             if routing.ring.index_of(&n.spec.name).is_none() {
                 nodes.push((n.clone(), "joining"));
             }

@@ -147,7 +147,7 @@ pub(crate) async fn plan(proxy: &Arc<Proxy>, args: &[Bytes]) -> Result<String, A
     let mut total_keys = 0u64;
     let mut from = Vec::new();
     let started = std::time::Instant::now();
-    for (i, node) in routing.nodes.iter().enumerate() {
+    for (i, node) in routing.primaries().enumerate() {
         let size = node
             .upstream(2, PLAN_CLIENT)
             .call(Bytes::from_static(b"*1\r\n$6\r\nDBSIZE\r\n"))

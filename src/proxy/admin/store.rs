@@ -2,7 +2,9 @@
 //! saved topology at start and saves each change's phase (copy, sweep,
 //! done) as the change passes it. [`StateFile`] — the `state_file` of the
 //! config — is the one store today; the migration engine and the start-up
-//! path see only the trait.
+//! path see only the trait. There is no `watch` (changes by other writers):
+//! one proxy owns its state file, and nothing yet follows a change made
+//! elsewhere; it comes with the first store that several proxies share.
 
 use std::sync::Arc;
 

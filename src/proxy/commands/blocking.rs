@@ -156,8 +156,8 @@ fn mark_moving(proxy: &Proxy, keys: &[Bytes]) {
 /// since the client's writes went to any of them.
 async fn wait(proxy: &Arc<Proxy>, client: &mut ClientState, req: Request) -> Pending {
     let routing = topology::enter(&proxy.routing, std::iter::empty).await;
-    let mut pins = Vec::with_capacity(routing.nodes.len());
-    for node in &routing.nodes {
+    let mut pins = Vec::with_capacity(routing.shards.len());
+    for node in routing.primaries() {
         match node.pin(client.proto) {
             Ok(p) => pins.push(p),
             Err(e) => return Pending::error(&e.to_string()),

@@ -130,30 +130,20 @@ fn info_text(p: &Proxy, want: Selection, n: &NodeSums) -> String {
         let exe = std::env::current_exe()
             .map(|e| e.display().to_string())
             .unwrap_or_default();
-        t.section(
-            "server",
-            &[
-                ("redis_version", REDIS_COMPAT_VERSION.to_string()),
-                ("shardis_version", env!("CARGO_PKG_VERSION").into()),
-                ("redis_git_sha1", "00000000".into()),
-                ("redis_git_dirty", "0".into()),
-                ("redis_mode", "standalone".into()),
-                (
-                    "os",
-                    format!("{} {}", std::env::consts::OS, std::env::consts::ARCH),
-                ),
-                ("arch_bits", "64".into()),
-                ("multiplexing_api", "epoll".into()),
-                ("process_id", std::process::id().to_string()),
-                ("process_supervised", "no".into()),
-                ("tcp_port", p.port.to_string()),
-                ("server_time_usec", now_us.to_string()),
-                ("uptime_in_seconds", uptime.to_string()),
-                ("uptime_in_days", (uptime / 86_400).to_string()),
-                ("executable", exe),
-                ("io_threads_active", "0".into()),
-            ],
-        );
+        let mut fields = vec![
+            ("redis_version", REDIS_COMPAT_VERSION.to_string()),
+            ("shardis_version", env!("CARGO_PKG_VERSION").into()),
+        ];
+        fields.extend(crate::resp::info::process_fields());
+        fields.extend([
+            ("tcp_port", p.port.to_string()),
+            ("server_time_usec", now_us.to_string()),
+            ("uptime_in_seconds", uptime.to_string()),
+            ("uptime_in_days", (uptime / 86_400).to_string()),
+            ("executable", exe),
+            ("io_threads_active", "0".into()),
+        ]);
+        t.section("server", &fields);
     }
     if want.has("clients") {
         t.section(
@@ -270,7 +260,7 @@ fn info_text(p: &Proxy, want: Selection, n: &NodeSums) -> String {
                 // proxy as a cluster node owning every slot.
                 ("cluster_enabled", 1),
                 ("shardis_epoch", routing.ring.epoch()),
-                ("shardis_nodes", routing.nodes.len() as u64),
+                ("shardis_nodes", routing.shards.len() as u64),
                 ("shardis_migrating", routing.migration.is_some() as u64),
             ],
         );
@@ -426,7 +416,7 @@ mod tests {
             "[[nodes]]\naddr = \"127.0.0.1:1\"\n[[nodes]]\naddr = \"127.0.0.1:2\"\n",
         )
         .unwrap();
-        Proxy::new(config, 7000, None).unwrap()
+        Proxy::new(crate::proxy::Pool::from_config(config), 7000, None).unwrap()
     }
 
     const NODE_A: &str = "# Memory\r\nused_memory:1000\r\nused_memory_rss:4000\r\nused_memory_peak:1500\r\nmaxmemory:0\r\nmaxmemory_policy:allkeys-lru\r\n\r\n# Stats\r\nexpired_keys:1\r\nevicted_keys:2\r\nkeyspace_hits:3\r\nkeyspace_misses:4\r\n\r\n# Keyspace\r\ndb0:keys=10,expires=1,avg_ttl=0\r\n";

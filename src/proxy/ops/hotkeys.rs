@@ -346,8 +346,7 @@ pub(crate) async fn run_ticker(proxy: Weak<Proxy>) {
         p.ops.hot_keys.decay();
         let routing = p.routing.load();
         let nodes: Vec<(String, u64, f64)> = routing
-            .nodes
-            .iter()
+            .primaries()
             .enumerate()
             .map(|(i, n)| {
                 (

@@ -224,9 +224,9 @@ pub(crate) fn served_by(proxy: &Proxy, served: crate::proxy::ops::metrics::Serve
         1 => proxy
             .routing
             .load()
-            .nodes
+            .shards
             .get(served.node as usize)
-            .map_or_else(|| "?".to_string(), |n| n.spec.name.clone()),
+            .map_or_else(|| "?".to_string(), |s| s.name().to_string()),
         n => format!("{n} nodes"),
     }
 }

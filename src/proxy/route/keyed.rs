@@ -71,7 +71,7 @@ pub(crate) async fn keyed(
     }
     let routing = topology::enter(&proxy.routing, || positions.iter().map(|&p| &req.args[p])).await;
     let first = routing.ring.locate(&req.args[positions[0]]);
-    let node = routing.nodes[first].clone();
+    let node = routing.node(first).clone();
     client.served.on(first);
     proxy.ops.hot_keys.sample(&req.args[positions[0]]);
     for &p in &positions[1..] {
@@ -116,7 +116,7 @@ async fn single_key(
         }
     }
     let idx = routing.ring.locate(key);
-    let node = &routing.nodes[idx];
+    let node = routing.node(idx);
     client.served.on(idx);
     let track = moving_writes(&routing, spec, std::iter::once(key.clone()));
     let rx = send_tracked(client, &routing, node, raw, track).await;
@@ -138,18 +138,7 @@ fn forget_on_reply(
     key: Bytes,
     rx: oneshot::Receiver<Bytes>,
 ) -> Pending {
-    let proxy = proxy.clone();
-    let budget = client.budget.clone();
-    Pending::Later(Box::pin(async move {
-        let Ok(reply) = rx.await else {
-            return lost();
-        };
-        budget.release(reply.len());
-        if let Some(cache) = &proxy.ops.hot_cache {
-            cache.invalidate(&key);
-        }
-        reply
-    }))
+    on_reply(proxy, client, rx, move |cache, _| cache.invalidate(&key))
 }
 
 /// A forwarded hot GET whose reply also fills the cache (bulk and nil only).
@@ -161,6 +150,21 @@ fn fill_on_reply(
     epoch: u64,
     rx: oneshot::Receiver<Bytes>,
 ) -> Pending {
+    on_reply(proxy, client, rx, move |cache, reply| {
+        if let Some(payload) = hot_cache::cacheable(reply) {
+            cache.fill(&key, token, epoch, payload, Instant::now());
+        }
+    })
+}
+
+/// A forwarded request whose reply, once it arrives, is shown to the hot
+/// cache (`then`) before the client gets it.
+fn on_reply(
+    proxy: &Arc<Proxy>,
+    client: &ClientState,
+    rx: oneshot::Receiver<Bytes>,
+    then: impl FnOnce(&hot_cache::HotCache, &Bytes) + Send + 'static,
+) -> Pending {
     let proxy = proxy.clone();
     let budget = client.budget.clone();
     Pending::Later(Box::pin(async move {
@@ -169,8 +173,8 @@ fn fill_on_reply(
         };
         // Charged on arrival; the session charges it again when it takes it.
         budget.release(reply.len());
-        if let (Some(cache), Some(payload)) = (&proxy.ops.hot_cache, hot_cache::cacheable(&reply)) {
-            cache.fill(&key, token, epoch, payload, Instant::now());
+        if let Some(cache) = &proxy.ops.hot_cache {
+            then(cache, &reply);
         }
         reply
     }))

@@ -86,7 +86,7 @@ fn scan_reply(r: &Bytes, routing: &Routing, idx: usize, ring_changed: bool) -> B
     if is_error(r) {
         return r.clone();
     }
-    let node = &routing.nodes[idx];
+    let node = routing.node(idx);
     let bad = || {
         error_reply(&format!(
             "ERR node {} answered SCAN with something that is not a SCAN reply: {}",
@@ -107,7 +107,7 @@ fn scan_reply(r: &Bytes, routing: &Routing, idx: usize, ring_changed: bool) -> B
         keys
     };
     let tag = cursor::tag_of(routing.ring.epoch());
-    let n = routing.nodes.len();
+    let n = routing.shards.len();
     let next = match cursor::next(tag, idx, n, node_next, ring_changed, node.label()) {
         Ok(c) => c,
         Err(e) => return error_reply(&e.message()),

@@ -20,6 +20,7 @@
 
 pub(crate) mod dirty;
 pub(crate) mod pinned;
+pub(crate) mod shard;
 pub(crate) mod topology;
 
 use std::collections::VecDeque;

@@ -16,6 +16,7 @@ use arc_swap::ArcSwap;
 use bytes::Bytes;
 use tokio::sync::Notify;
 
+use crate::proxy::upstream::shard::Shard;
 use crate::proxy::upstream::{Health, Upstream, UpstreamOptions};
 use crate::ring::{NodeSpec, Ring};
 
@@ -127,7 +128,7 @@ impl Node {
 pub(crate) struct MigrationRoute {
     pub(crate) next: Arc<Ring>,
     /// Aligned with `next.nodes()`.
-    pub(crate) next_nodes: Vec<Arc<Node>>,
+    pub(crate) next_shards: Vec<Arc<Shard>>,
     /// Moving keys written since the copy began (see `migration::Dirty`).
     pub(crate) dirty: Arc<crate::proxy::upstream::dirty::Dirty>,
     /// During cutover: requests on moving keys wait for `resume`.
@@ -139,8 +140,8 @@ pub(crate) struct MigrationRoute {
 /// What a session routes by: an immutable snapshot, swapped whole.
 pub(crate) struct Routing {
     pub(crate) ring: Arc<Ring>,
-    /// Aligned with `ring.nodes()`.
-    pub(crate) nodes: Vec<Arc<Node>>,
+    /// Aligned with `ring.nodes()`: the shard at each ring entry.
+    pub(crate) shards: Vec<Arc<Shard>>,
     /// Present while keys are being copied to their next owners.
     pub(crate) migration: Option<Arc<MigrationRoute>>,
     /// Nodes may hold copies of keys they do not own (during a migration or
@@ -156,13 +157,13 @@ pub(crate) struct Routing {
 impl Routing {
     pub(crate) fn new(
         ring: Arc<Ring>,
-        nodes: Vec<Arc<Node>>,
+        shards: Vec<Arc<Shard>>,
         migration: Option<Arc<MigrationRoute>>,
         filter_keys: bool,
     ) -> Routing {
         Routing {
             ring,
-            nodes,
+            shards,
             migration,
             filter_keys,
             dispatching: AtomicUsize::new(0),
@@ -170,9 +171,24 @@ impl Routing {
         }
     }
 
-    /// The node owning `key` in the current ring.
+    /// The shard owning `key` in the current ring.
+    pub(crate) fn shard(&self, key: &[u8]) -> &Arc<Shard> {
+        &self.shards[self.ring.locate(key)]
+    }
+
+    /// The node serving `key` in the current ring (its shard's primary).
     pub(crate) fn owner(&self, key: &[u8]) -> &Arc<Node> {
-        &self.nodes[self.ring.locate(key)]
+        self.shard(key).primary()
+    }
+
+    /// The node serving ring entry `idx` (its shard's primary).
+    pub(crate) fn node(&self, idx: usize) -> &Arc<Node> {
+        self.shards[idx].primary()
+    }
+
+    /// The node serving each ring entry, in ring order.
+    pub(crate) fn primaries(&self) -> impl Iterator<Item = &Arc<Node>> {
+        self.shards.iter().map(|s| s.primary())
     }
 
     /// Waits until no dispatch holds this snapshot. Called after the snapshot
@@ -196,7 +212,7 @@ impl Routing {
     /// True when `key`'s owner in the next ring differs from its owner now.
     pub(crate) fn is_moving(&self, key: &[u8]) -> bool {
         match &self.migration {
-            Some(m) => !Arc::ptr_eq(&m.next_nodes[m.next.locate(key)], self.owner(key)),
+            Some(m) => !Arc::ptr_eq(m.next_shards[m.next.locate(key)].primary(), self.owner(key)),
             None => false,
         }
     }
@@ -270,7 +286,7 @@ async fn wait_cutover<'k>(routing: &Routing, mut keys: impl Iterator<Item = &'k 
 /// The nodes that own keys now (during a change, the current ring's: the
 /// joining node only holds copies until the cutover).
 pub(crate) fn all_nodes(routing: &Routing) -> Vec<Arc<Node>> {
-    routing.nodes.clone()
+    routing.primaries().cloned().collect()
 }
 
 #[cfg(test)]

@@ -25,8 +25,7 @@ const MAX_DIRTY_KEYS: usize = 10_000_000;
 pub(crate) fn sources(routing: &Routing, m: &MigrationRoute) -> Vec<Arc<Node>> {
     let losing = losing_nodes(&routing.ring, &m.next);
     routing
-        .nodes
-        .iter()
+        .primaries()
         .zip(&losing)
         .filter(|(_, l)| **l)
         .map(|(n, _)| n.clone())
@@ -34,12 +33,13 @@ pub(crate) fn sources(routing: &Routing, m: &MigrationRoute) -> Vec<Arc<Node>> {
 }
 
 /// The nodes that gain keys in the change (the joining node, or the removed
-/// node's heirs). Those that "lose" going back from next to now; `next_nodes`
+/// node's heirs). Those that "lose" going back from next to now; `next_shards`
 /// is aligned with `next.nodes()`.
 pub(crate) fn targets(routing: &Routing, m: &MigrationRoute) -> Vec<Arc<Node>> {
     let gains = losing_nodes(&m.next, &routing.ring);
-    m.next_nodes
+    m.next_shards
         .iter()
+        .map(|s| s.primary())
         .zip(&gains)
         .filter(|(_, g)| **g)
         .map(|(n, _)| n.clone())
@@ -175,7 +175,7 @@ pub(crate) async fn reconcile(
         async fn batch(&mut self, conns: &mut Conns, keys: Vec<Bytes>) -> Result<(), NodeError> {
             for k in keys {
                 let source = self.routing.owner(&k).clone();
-                let next = &self.m.next_nodes[self.m.next.locate(&k)];
+                let next = self.m.next_shards[self.m.next.locate(&k)].primary();
                 if Arc::ptr_eq(&source, &self.target) || !Arc::ptr_eq(next, &self.target) {
                     continue;
                 }

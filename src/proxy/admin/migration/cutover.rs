@@ -66,14 +66,14 @@ pub(crate) async fn cutover(
     let t0 = Instant::now();
     let paused_route = Arc::new(MigrationRoute {
         next: m.next.clone(),
-        next_nodes: m.next_nodes.clone(),
+        next_shards: m.next_shards.clone(),
         dirty: m.dirty.clone(),
         paused: true,
         resume: m.resume.clone(),
     });
     let paused = Arc::new(Routing::new(
         routing.ring.clone(),
-        routing.nodes.clone(),
+        routing.shards.clone(),
         Some(paused_route),
         true,
     ));
@@ -102,7 +102,7 @@ pub(crate) async fn cutover(
         Ok(()) => {
             proxy.routing.store(Arc::new(Routing::new(
                 m.next.clone(),
-                m.next_nodes.clone(),
+                m.next_shards.clone(),
                 None,
                 true,
             )));

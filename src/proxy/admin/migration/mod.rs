@@ -147,7 +147,7 @@ pub(crate) async fn begin(proxy: &Arc<Proxy>, change: Change) -> Result<u64, Mig
     let route = new_route(proxy, Arc::new(next));
     let old = proxy.routing.swap(Arc::new(Routing::new(
         cur.ring.clone(),
-        cur.nodes.clone(),
+        cur.shards.clone(),
         Some(route),
         true,
     )));
@@ -156,7 +156,7 @@ pub(crate) async fn begin(proxy: &Arc<Proxy>, change: Change) -> Result<u64, Mig
         // Writes routed before tracking began must be answered before the copy
         // reads their keys.
         old.drained().await;
-        for n in &old.nodes {
+        for n in old.primaries() {
             n.barrier().await;
         }
         drop(old);
@@ -166,11 +166,11 @@ pub(crate) async fn begin(proxy: &Arc<Proxy>, change: Change) -> Result<u64, Mig
 }
 
 fn new_route(proxy: &Proxy, next: Arc<Ring>) -> Arc<MigrationRoute> {
-    let next_nodes = proxy.nodes_for(&next);
+    let next_shards = proxy.shards_for(&next);
     let (resume, _) = tokio::sync::watch::channel(false);
     Arc::new(MigrationRoute {
         next,
-        next_nodes,
+        next_shards,
         dirty: Arc::new(Dirty::default()),
         paused: false,
         resume: Arc::new(resume),
@@ -192,7 +192,7 @@ pub(crate) fn resume(proxy: &Arc<Proxy>, saved: Saved) -> Result<(), MigrationEr
                 .any(|n| cur.ring.index_of(&n.name).is_some());
             proxy.routing.store(Arc::new(Routing::new(
                 cur.ring.clone(),
-                cur.nodes.clone(),
+                cur.shards.clone(),
                 None,
                 strays,
             )));
@@ -212,7 +212,7 @@ pub(crate) fn resume(proxy: &Arc<Proxy>, saved: Saved) -> Result<(), MigrationEr
     if m.phase == "sweep" {
         proxy.routing.store(Arc::new(Routing::new(
             cur.ring.clone(),
-            cur.nodes.clone(),
+            cur.shards.clone(),
             None,
             true,
         )));
@@ -238,7 +238,7 @@ pub(crate) fn resume(proxy: &Arc<Proxy>, saved: Saved) -> Result<(), MigrationEr
         let route = new_route(proxy, other);
         proxy.routing.store(Arc::new(Routing::new(
             cur.ring.clone(),
-            cur.nodes.clone(),
+            cur.shards.clone(),
             Some(route),
             true,
         )));
@@ -318,8 +318,7 @@ async fn drive(proxy: Arc<Proxy>, restarted: bool) {
                 .map(|n| n.spec.clone())
                 .collect();
             let leaving = routing
-                .nodes
-                .iter()
+                .primaries()
                 .filter(|n| m.next.index_of(&n.spec.name).is_none())
                 .map(|n| n.spec.name.clone())
                 .collect();
@@ -415,7 +414,7 @@ pub(crate) async fn remove_unreachable(
         .migration
         .reset(format!("remove {name} (unreachable)"));
     let next = Arc::new(next);
-    let nodes = proxy.nodes_for(&next);
+    let nodes = proxy.shards_for(&next);
     let strays = proxy
         .migration
         .pending()

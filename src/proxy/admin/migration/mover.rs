@@ -250,8 +250,8 @@ pub(crate) fn group_moves(
     for k in keys {
         // Both rings share their scheme, so one key hash serves both lookups.
         let h = routing.ring.key_hash(&k);
-        let from = &routing.nodes[routing.ring.locate_hash(h)];
-        let to = &m.next_nodes[m.next.locate_hash(h)];
+        let from = routing.node(routing.ring.locate_hash(h));
+        let to = m.next_shards[m.next.locate_hash(h)].primary();
         if Arc::ptr_eq(from, to) {
             continue;
         }

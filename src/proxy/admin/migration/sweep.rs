@@ -121,7 +121,7 @@ pub(crate) async fn sweep_and_finish(
     let note = notes.join("; ");
     proxy.routing.store(Arc::new(Routing::new(
         routing.ring.clone(),
-        routing.nodes.clone(),
+        routing.shards.clone(),
         None,
         members_have_strays(proxy, &routing.ring),
     )));
@@ -152,7 +152,7 @@ pub(crate) async fn abort(
     tracing::warn!(reason = %why, "topology change aborted");
     let plain = Arc::new(Routing::new(
         routing.ring.clone(),
-        routing.nodes.clone(),
+        routing.shards.clone(),
         None,
         true,
     ));
@@ -179,11 +179,11 @@ pub(crate) async fn abort(
     notes.retain(|n| !n.is_empty());
     proxy.routing.store(Arc::new(Routing::new(
         routing.ring.clone(),
-        routing.nodes.clone(),
+        routing.shards.clone(),
         None,
         members_have_strays(proxy, &routing.ring),
     )));
-    for n in &m.next_nodes {
+    for n in m.next_shards.iter().map(|s| s.primary()) {
         if routing.ring.index_of(&n.spec.name).is_none() {
             proxy.release(&n.spec.name);
         }
@@ -224,7 +224,7 @@ pub(crate) async fn sweep_pending(proxy: &Proxy, only: Option<&str>) -> Vec<Node
         }
         proxy.routing.store(Arc::new(Routing::new(
             routing.ring.clone(),
-            routing.nodes.clone(),
+            routing.shards.clone(),
             None,
             members_have_strays(proxy, &routing.ring),
         )));

@@ -72,6 +72,18 @@ impl Shared {
     pub(super) fn lock(&self) -> std::sync::MutexGuard<'_, Queue> {
         self.q.lock().unwrap_or_else(|e| e.into_inner())
     }
+
+    /// Closes the queue: every queued request fails with `reply`, and the
+    /// waiters of `settled` are woken.
+    fn close(&self, reply: Bytes) {
+        let mut q = self.lock();
+        q.closed = true;
+        for r in q.reqs.drain(..) {
+            let _ = r.reply.send(reply.clone());
+        }
+        drop(q);
+        self.settled.notify_waiters();
+    }
 }
 
 /// A request written to the node, and what its reply has gathered.
@@ -155,13 +167,7 @@ impl Actor {
             Ok(l) => self.link = Some(l),
             Err(e) => {
                 let reply = error_reply(node.options().label.as_str(), &e);
-                let mut q = self.shared.lock();
-                q.closed = true;
-                for r in q.reqs.drain(..) {
-                    let _ = r.reply.send(reply.clone());
-                }
-                drop(q);
-                self.shared.settled.notify_waiters();
+                self.shared.close(reply);
                 return;
             }
         }
@@ -447,13 +453,7 @@ impl Actor {
     /// is closed (`why`).
     fn end(&mut self, why: Push, reply: Bytes) -> bool {
         let _ = self.push.send(why);
-        let mut q = self.shared.lock();
-        q.closed = true;
-        for r in q.reqs.drain(..) {
-            let _ = r.reply.send(reply.clone());
-        }
-        drop(q);
-        self.shared.settled.notify_waiters();
+        self.shared.close(reply);
         false
     }
 }

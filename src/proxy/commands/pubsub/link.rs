@@ -16,6 +16,7 @@ use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use crate::client;
 use crate::proxy::commands::pubsub::frame::Family;
 use crate::proxy::upstream::pinned::{PinError, Slot};
+use crate::proxy::upstream::shard::Shard;
 use crate::proxy::upstream::topology::{Node, Routing};
 use crate::proxy::upstream::{connect, UpstreamError, UpstreamOptions};
 use crate::resp::encode;
@@ -30,8 +31,7 @@ pub(super) fn take_slot(
     client: u64,
 ) -> Result<(Slot, Arc<Node>), PinError> {
     let mut nodes: Vec<&Arc<Node>> = routing
-        .nodes
-        .iter()
+        .primaries()
         .filter(|n| is_staying(routing, n) && !avoid.iter().any(|a| Arc::ptr_eq(a, n)))
         .collect();
     if nodes.is_empty() {
@@ -51,14 +51,21 @@ pub(super) fn take_slot(
     Err(last)
 }
 
-/// True when `node` is in the routing and, while a migration runs, in its
-/// next ring too (so a subscriber leaves a node before the cutover drops it).
+/// True when `node` serves a shard of the routing and, while a migration
+/// runs, of its next ring too (so a subscriber leaves a node before the
+/// cutover drops it).
 pub(super) fn is_staying(routing: &Routing, node: &Arc<Node>) -> bool {
-    routing.nodes.iter().any(|n| Arc::ptr_eq(n, node))
+    let held = |shards: &[Arc<Shard>]| {
+        shards
+            .iter()
+            .flat_map(|s| s.nodes())
+            .any(|n| Arc::ptr_eq(n, node))
+    };
+    held(&routing.shards)
         && routing
             .migration
             .as_ref()
-            .is_none_or(|m| m.next_nodes.iter().any(|n| Arc::ptr_eq(n, node)))
+            .is_none_or(|m| held(&m.next_shards))
 }
 
 /// One open connection to a node.

@@ -30,9 +30,9 @@ async fn broadcast(
     raw: Bytes,
 ) -> Vec<oneshot::Receiver<Bytes>> {
     let routing = topology::enter(&proxy.routing, std::iter::empty).await;
-    client.served.on_many(routing.nodes.len());
-    let mut waits = Vec::with_capacity(routing.nodes.len());
-    for n in &routing.nodes {
+    client.served.on_many(routing.shards.len());
+    let mut waits = Vec::with_capacity(routing.shards.len());
+    for n in routing.primaries() {
         waits.push(n.upstream(client.proto, client.id).send(raw.clone()).await);
     }
     waits

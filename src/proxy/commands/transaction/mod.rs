@@ -247,7 +247,7 @@ async fn exec(proxy: &Arc<Proxy>, client: &mut ClientState) -> Pending {
         (Some(t), _) => t,
         // No key at all (PING, ECHO, or nothing): the WATCH's node, else any.
         (None, Some(n)) => n.clone(),
-        (None, None) => routing.nodes[0].clone(),
+        (None, None) => routing.node(0).clone(),
     };
     let pin = match (watch, multi.pin) {
         (Some(w), _) if w.is_to(&target) => w,

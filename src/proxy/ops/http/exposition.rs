@@ -87,8 +87,8 @@ pub(crate) struct Scrape {
 /// Each current node's key count (DBSIZE), `None` where it did not answer in time.
 pub(crate) async fn node_keys(proxy: &Proxy) -> Vec<Option<i64>> {
     let routing = proxy.routing.load_full();
-    let mut waits = Vec::with_capacity(routing.nodes.len());
-    for n in &routing.nodes {
+    let mut waits = Vec::with_capacity(routing.shards.len());
+    for n in routing.primaries() {
         waits.push(
             n.upstream(2, 0)
                 .send(Bytes::from_static(b"*1\r\n$6\r\nDBSIZE\r\n"))
@@ -110,8 +110,7 @@ impl Scrape {
         let routing = proxy.routing.load_full();
         let loads = proxy.ops.tripwire.loads();
         let nodes = routing
-            .nodes
-            .iter()
+            .primaries()
             .enumerate()
             .map(|(i, n)| {
                 let nm = &n.health.metrics;

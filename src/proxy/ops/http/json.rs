@@ -41,7 +41,7 @@ pub(crate) async fn cluster(State(p): State<Arc<Proxy>>) -> Json<Value> {
         })
         .collect();
     if let Some(m) = &routing.migration {
-        for (i, n) in m.next_nodes.iter().enumerate() {
+        for (i, n) in m.next_shards.iter().map(|s| s.primary()).enumerate() {
             if ring.index_of(&n.spec.name).is_none() {
                 nodes.push(json!({
                     "name": n.spec.name, "addr": n.spec.addr, "weight": n.spec.weight,

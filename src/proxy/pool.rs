@@ -1,0 +1,61 @@
+//! A [`Pool`]: one listener, the shards its ring places keys on, and the
+//! policies its sessions follow (limits, timeouts, the operator plane). A
+//! process runs one pool today, built from the TOML config; a
+//! twemproxy `nutcracker.yml` names several, each with its own listener and
+//! a ring placing keys as twemproxy would (`twemproxy`, `Ring::twemproxy`).
+
+use crate::proxy::upstream::shard::ShardSpec;
+use crate::proxy::Config;
+use crate::ring::{twemproxy, NodeSpec, Ring, RingError};
+
+/// What one proxy serves: built from the config, then handed to
+/// `Proxy::new`.
+pub struct Pool {
+    /// Listener, limits, timeouts and the ring's settings.
+    pub(crate) config: Config,
+    /// The ring's entries as configured, in config order.
+    pub(crate) shards: Vec<ShardSpec>,
+    /// `Some`: the ring places keys exactly as this twemproxy pool would
+    /// (a pool from `nutcracker.yml`); `None`: the config's `[ring]`.
+    pub(crate) twemproxy: Option<twemproxy::Placement>,
+}
+
+impl Pool {
+    /// The one pool a TOML config describes: one shard per `[[nodes]]`
+    /// entry, no replicas.
+    pub fn from_config(config: Config) -> Pool {
+        let shards = config
+            .nodes
+            .iter()
+            .cloned()
+            .map(ShardSpec::single)
+            .collect();
+        Pool {
+            config,
+            shards,
+            twemproxy: None,
+        }
+    }
+
+    /// The configured shards' primaries (what the ring is built from when
+    /// no saved topology overrides them).
+    pub(crate) fn primaries(&self) -> Vec<NodeSpec> {
+        self.shards.iter().map(|s| s.primary.clone()).collect()
+    }
+
+    /// The ring over `nodes` at `epoch`, placed the pool's way.
+    pub(crate) fn ring(&self, nodes: Vec<NodeSpec>, epoch: u64) -> Result<Ring, RingError> {
+        match self.twemproxy {
+            Some(placement) => Ring::twemproxy(nodes, placement, epoch),
+            None => Ring::new(nodes, self.config.ring, epoch),
+        }
+    }
+
+    /// The configured replicas of the shard named `name` (none today).
+    pub(crate) fn replicas_of(&self, name: &str) -> &[NodeSpec] {
+        self.shards
+            .iter()
+            .find(|s| s.primary.name == name)
+            .map_or(&[], |s| &s.replicas)
+    }
+}
