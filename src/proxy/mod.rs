@@ -53,6 +53,8 @@ pub(crate) struct Stats {
     pub(crate) ops: crate::resp::info::OpsMeter,
     /// Clients closed for owing too many reply bytes.
     pub(crate) output_limit_closes: AtomicU64,
+    /// Clients waiting in a blocking command (INFO `blocked_clients`).
+    pub(crate) blocked_clients: AtomicUsize,
     /// Clients closed for their own or the proxy-wide query buffer limit.
     pub(crate) query_limit_closes: AtomicU64,
 }

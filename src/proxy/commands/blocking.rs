@@ -36,18 +36,33 @@ const MOVED_GRACE_MS: u64 = 200;
 
 /// Counts a client's commands blocked right now; the session ends at once
 /// (instead of answering what is owed) when its client leaves while any is.
-pub(crate) struct BlockedGuard(Arc<AtomicUsize>);
+pub(crate) struct BlockedGuard {
+    client: Arc<AtomicUsize>,
+    proxy: Arc<Proxy>,
+}
 
 impl BlockedGuard {
-    fn new(count: &Arc<AtomicUsize>) -> BlockedGuard {
-        count.fetch_add(1, Ordering::SeqCst);
-        BlockedGuard(count.clone())
+    /// Counts the client as blocked (once, however many of its commands
+    /// block) for CLIENT LIST and for INFO's `blocked_clients`.
+    fn new(proxy: &Arc<Proxy>, count: &Arc<AtomicUsize>) -> BlockedGuard {
+        if count.fetch_add(1, Ordering::SeqCst) == 0 {
+            proxy.stats.blocked_clients.fetch_add(1, Ordering::SeqCst);
+        }
+        BlockedGuard {
+            client: count.clone(),
+            proxy: proxy.clone(),
+        }
     }
 }
 
 impl Drop for BlockedGuard {
     fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::SeqCst);
+        if self.client.fetch_sub(1, Ordering::SeqCst) == 1 {
+            self.proxy
+                .stats
+                .blocked_clients
+                .fetch_sub(1, Ordering::SeqCst);
+        }
     }
 }
 
@@ -91,7 +106,7 @@ pub(crate) async fn blocked(
     invalidate(proxy, &keys, write);
     let rx = pin.send_for(raw, &client.budget).await;
     drop(routing);
-    let guard = BlockedGuard::new(&client.blocked);
+    let guard = BlockedGuard::new(proxy, &client.blocked);
     let proxy = proxy.clone();
     Pending::Later(Box::pin(async move {
         let _guard = guard;
@@ -168,7 +183,7 @@ async fn wait(proxy: &Arc<Proxy>, client: &mut ClientState, req: Request) -> Pen
         waits.push(p.send(req.raw.clone()).await);
     }
     drop(routing);
-    let guard = BlockedGuard::new(&client.blocked);
+    let guard = BlockedGuard::new(proxy, &client.blocked);
     Pending::Later(Box::pin(async move {
         let _guard = guard;
         let _pins = pins;

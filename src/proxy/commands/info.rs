@@ -152,8 +152,12 @@ fn info_text(p: &Proxy, want: Selection, n: &NodeSums) -> String {
                 ("connected_clients", p.stats.clients.load(Ordering::Relaxed)),
                 ("cluster_connections", 0),
                 ("maxclients", p.config.max_clients),
-                // The proxy refuses blocking commands and client tracking.
-                ("blocked_clients", 0),
+                // Clients waiting in BLPOP, XREAD BLOCK, WAIT…; the proxy
+                // refuses client tracking.
+                (
+                    "blocked_clients",
+                    p.stats.blocked_clients.load(Ordering::Relaxed),
+                ),
                 ("tracking_clients", 0),
                 ("clients_in_timeout_table", 0),
                 // Bytes of requests read but not yet complete, all clients.

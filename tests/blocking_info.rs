@@ -1,0 +1,69 @@
+//! INFO's `blocked_clients` on the proxy counts its clients waiting in a
+//! blocking command (as Redis counts its own), so tools and test suites that
+//! wait for a client to block see it: a client counts once while it waits,
+//! and stops counting when it is served or leaves. On both kinds of node.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::*;
+
+const TIMEOUT: Duration = Duration::from_secs(10);
+
+fn backends() -> Vec<Backend> {
+    let mut all = vec![Backend::Builtin];
+    if have_tool("redis-server") {
+        all.push(Backend::Redis);
+    }
+    all
+}
+
+/// Waits until the proxy's INFO says `n` clients are blocked.
+fn wait_blocked(port: u16, n: u64) {
+    let deadline = Instant::now() + TIMEOUT;
+    loop {
+        let now = Raw::connect(port).info_field("clients", "blocked_clients");
+        if now == n {
+            return;
+        }
+        assert!(Instant::now() < deadline, "{now} clients blocked, not {n}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn info_counts_the_clients_blocked_through_the_proxy() {
+    for backend in backends() {
+        counts_blocked_clients(backend);
+    }
+}
+
+fn counts_blocked_clients(backend: Backend) {
+    let c = backend.cluster(3);
+    let port = c.proxy.port;
+    wait_blocked(port, 0);
+    let mut pop = RespConn::connect_loopback(port, TIMEOUT).unwrap();
+    pop.send(&[b"BLPOP", b"q", b"0"]).unwrap();
+    let mut zpop = RespConn::connect_loopback(port, TIMEOUT).unwrap();
+    zpop.send(&[b"BZPOPMIN", b"z", b"0"]).unwrap();
+    let leaver = {
+        let mut l = RespConn::connect_loopback(port, TIMEOUT).unwrap();
+        l.send(&[b"BRPOP", b"gone", b"0"]).unwrap();
+        l
+    };
+    wait_blocked(port, 3);
+    drop(leaver);
+    wait_blocked(port, 2);
+
+    let mut other = RespConn::connect_loopback(port, TIMEOUT).unwrap();
+    assert_eq!(other.cmd(&["RPUSH", "q", "x"]), b":1\r\n");
+    assert_eq!(pop.read_reply().unwrap(), b"*2\r\n$1\r\nq\r\n$1\r\nx\r\n");
+    wait_blocked(port, 1);
+    assert_eq!(other.cmd(&["ZADD", "z", "1", "m"]), b":1\r\n");
+    assert_eq!(
+        zpop.read_reply().unwrap(),
+        b"*3\r\n$1\r\nz\r\n$1\r\nm\r\n$1\r\n1\r\n"
+    );
+    wait_blocked(port, 0);
+}
