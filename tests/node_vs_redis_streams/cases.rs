@@ -156,7 +156,7 @@ pub const CASES: &[&[&str]] = &[
         "xpending s g idle 1 - +",
         "xpending s g - + x",
         "xpending s g x + 1",
-        "xpending s g (1-1 (4-0 10 c1",
+        "~xpending s g (1-1 (4-0 10 c1",
         "xack s g 1-1 2-0 9-9",
         "xack s g bad",
         "xack s nog 1-1",
