@@ -17,6 +17,7 @@
 //! previous release can migrate strings to this one.
 
 use super::entry::Entry;
+use crate::backend::value::reader::Reader;
 use crate::backend::value::zset::ZSet;
 use crate::backend::value::{Coll, Hash, List, Set, Thresholds};
 
@@ -114,33 +115,6 @@ pub(crate) fn encode_v1(value: &[u8]) -> Vec<u8> {
     let crc = crc64(&p);
     p.extend_from_slice(&crc.to_le_bytes());
     p
-}
-
-/// A cursor over a body that refuses to read past its end.
-struct Reader<'a>(&'a [u8]);
-
-impl<'a> Reader<'a> {
-    fn take(&mut self, n: usize) -> Option<&'a [u8]> {
-        if n > self.0.len() {
-            return None;
-        }
-        let (a, b) = self.0.split_at(n);
-        self.0 = b;
-        Some(a)
-    }
-
-    fn u32(&mut self) -> Option<usize> {
-        Some(u32::from_le_bytes(self.take(4)?.try_into().ok()?) as usize)
-    }
-
-    fn u64(&mut self) -> Option<u64> {
-        Some(u64::from_le_bytes(self.take(8)?.try_into().ok()?))
-    }
-
-    fn elem(&mut self) -> Option<&'a [u8]> {
-        let n = self.u32()?;
-        self.take(n)
-    }
 }
 
 /// The value in a payload, if its magic, checksum and body are right.

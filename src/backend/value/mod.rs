@@ -13,6 +13,7 @@
 pub(crate) mod chunked;
 mod hash;
 mod list;
+pub(crate) mod reader;
 mod set;
 pub(crate) mod stream;
 pub(crate) mod zset;

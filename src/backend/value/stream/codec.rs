@@ -12,6 +12,7 @@
 //! after the last ID, a pending entry of an unknown consumer.
 
 use super::{Group, Pending, Stream, StreamId};
+use crate::backend::value::reader::Reader;
 use crate::backend::value::Thresholds;
 
 fn put_u64(p: &mut Vec<u8>, v: u64) {
@@ -26,37 +27,6 @@ fn put_id(p: &mut Vec<u8>, id: StreamId) {
 fn put_elem(p: &mut Vec<u8>, e: &[u8]) {
     p.extend_from_slice(&(e.len() as u32).to_le_bytes());
     p.extend_from_slice(e);
-}
-
-struct Reader<'a>(&'a [u8]);
-
-impl<'a> Reader<'a> {
-    fn take(&mut self, n: usize) -> Option<&'a [u8]> {
-        if n > self.0.len() {
-            return None;
-        }
-        let (a, b) = self.0.split_at(n);
-        self.0 = b;
-        Some(a)
-    }
-    fn u32(&mut self) -> Option<usize> {
-        Some(u32::from_le_bytes(self.take(4)?.try_into().ok()?) as usize)
-    }
-    fn u64(&mut self) -> Option<u64> {
-        Some(u64::from_le_bytes(self.take(8)?.try_into().ok()?))
-    }
-    fn id(&mut self) -> Option<StreamId> {
-        Some(StreamId::new(self.u64()?, self.u64()?))
-    }
-    fn elem(&mut self) -> Option<&'a [u8]> {
-        let n = self.u32()?;
-        self.take(n)
-    }
-    /// A count of items that take at least `min` bytes each.
-    fn count(&mut self, min: usize) -> Option<u64> {
-        let n = self.u64()?;
-        (n <= (self.0.len() / min) as u64).then_some(n)
-    }
 }
 
 impl Stream {
@@ -95,12 +65,12 @@ impl Stream {
     /// The stream in a payload body, if it is consistent.
     pub(crate) fn decode(body: &[u8]) -> Option<Stream> {
         let mut r = Reader(body);
-        let (last_id, first_id, max_deleted) = (r.id()?, r.id()?, r.id()?);
+        let (last_id, first_id, max_deleted) = (id(&mut r)?, id(&mut r)?, id(&mut r)?);
         let entries_added = r.u64()?;
         let mut s = Stream::default();
         let mut fields: Vec<&[u8]> = Vec::new();
         for _ in 0..r.count(20)? {
-            let id = r.id()?;
+            let id = id(&mut r)?;
             let n = r.u32()?;
             if n == 0 || n % 2 == 1 || n > r.0.len() / 4 || id <= s.last_id || id > last_id {
                 return None;
@@ -118,12 +88,12 @@ impl Stream {
         s.entries_added = entries_added;
         for _ in 0..r.count(4 + 40)? {
             let name = r.elem()?;
-            let last = r.id()?;
+            let last = id(&mut r)?;
             let read = r.u64()?;
             let mut g = Group::new(last, (read != u64::MAX).then_some(read));
             let mut pel = Vec::new();
             for _ in 0..r.count(16 + 4 + 16)? {
-                let id = r.id()?;
+                let id = id(&mut r)?;
                 let consumer = r.elem()?;
                 let (delivery_time, delivery_count) = (r.u64()?, r.u64()?);
                 pel.push((id, consumer, delivery_time, delivery_count));
@@ -154,6 +124,10 @@ impl Stream {
         }
         r.0.is_empty().then_some(s)
     }
+}
+
+fn id(r: &mut Reader) -> Option<StreamId> {
+    Some(StreamId::new(r.u64()?, r.u64()?))
 }
 
 #[cfg(test)]
