@@ -438,7 +438,7 @@ async fn dispatch(proxy: &Arc<Proxy>, state: &mut ClientState, req: Request) -> 
     let id = state.id;
     let routed = AssertUnwindSafe(async {
         fault_panic(&name);
-        crate::proxy::route::dispatch(proxy, state, req).await
+        crate::proxy::dispatch::dispatch(proxy, state, req).await
     })
     .catch_unwind()
     .await;
