@@ -26,13 +26,11 @@
 //! or let a reply overtake an earlier one.
 
 use std::collections::VecDeque;
-use std::panic::AssertUnwindSafe;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::{Buf, Bytes, BytesMut};
-use futures::FutureExt;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::oneshot;
@@ -42,11 +40,12 @@ use crate::proxy::commands::monitor::serve as serve_monitor;
 use crate::proxy::conn::after::after_request;
 use crate::proxy::conn::budget::{Exceeded, ReplyBudget, SoftClock};
 use crate::proxy::conn::client::{ClientState, QueryCharge};
+use crate::proxy::conn::contained::dispatch;
 use crate::proxy::conn::error::ProxyError;
 use crate::proxy::conn::pending::{front_reply, lost_reply, sleep_until_some, Pending};
 use crate::proxy::ops::metrics::Timing;
 use crate::proxy::Proxy;
-use crate::resp::{ProtocolError, Request, RequestDecoder};
+use crate::resp::{ProtocolError, RequestDecoder};
 
 /// Replies gathered before they are written, at most (one reply may exceed it).
 const MAX_OUT_BYTES: usize = 256 * 1024;
@@ -65,6 +64,8 @@ pub(crate) struct ClientSession {
     closing: bool,
     /// This client's share of the proxy-wide query buffer total.
     query: QueryCharge,
+    /// When a client that has not authenticated is closed (`auth_timeout_ms`).
+    auth_deadline: Option<Instant>,
 }
 
 /// What woke a session.
@@ -73,7 +74,7 @@ enum Event {
     Wrote(std::io::Result<usize>),
     /// The front reply, and whether it was charged on arrival.
     Reply(Bytes, bool),
-    /// The soft limit's time is up.
+    /// The soft limit's time is up, or the client's time to authenticate.
     Budget,
     /// A byte limit may have been crossed, or the proxy began to drain.
     Woken,
@@ -117,6 +118,7 @@ impl ClientSession {
         let (mut rd, mut wr) = sock.split();
         let depth = session.proxy.config.pipeline_depth.max(1);
         let mut decoder = RequestDecoder::new(session.proxy.config.limits);
+        session.auth_changed(&mut decoder);
         let budget = session.state.budget.clone();
         let mut io = Io {
             buf: BytesMut::with_capacity(16 * 1024),
@@ -165,6 +167,14 @@ impl ClientSession {
             let soft_deadline = match soft.check(&budget, Instant::now) {
                 Ok(d) => d,
                 Err(why) => return session.exceeded(why),
+            };
+            if session.auth_deadline.is_some_and(|d| d <= Instant::now()) {
+                tracing::debug!(client = session.state.id, peer = %session.state.peer, "closing a client that did not authenticate in time");
+                return;
+            }
+            let soft_deadline = match (soft_deadline, session.auth_deadline) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
             };
             if budget.is_evicted() && !session.closing {
                 // The proxy-wide query buffer limit chose this client: its
@@ -226,7 +236,20 @@ impl ClientSession {
             closing: false,
             query,
             proxy,
+            auth_deadline: None,
         }
+    }
+
+    /// After a request that may have changed who the client is: the
+    /// decoder's limits and the deadline to authenticate follow.
+    fn auth_changed(&mut self, decoder: &mut RequestDecoder) {
+        let pending = self.proxy.auth.is_pending(&self.state);
+        decoder.set_unauthenticated(pending);
+        self.auth_deadline = match (pending, self.auth_deadline) {
+            (false, _) => None,
+            (true, Some(d)) => Some(d),
+            (true, None) => self.proxy.auth.users().map(|u| Instant::now() + u.timeout),
+        };
     }
 
     /// Dispatches what is buffered, up to the pipeline depth, each request
@@ -240,10 +263,11 @@ impl ClientSession {
                     self.proxy.stats.commands.fetch_add(1, Ordering::Relaxed);
                     let started = *arrived.get_or_insert_with(std::time::Instant::now);
                     let raw = req.raw.clone();
-                    let p = match self.proxy.auth.admit(&self.state, &req) {
+                    let p = match self.proxy.auth.admit(&mut self.state, &req) {
                         Ok(()) => dispatch(&self.proxy, &mut self.state, req).await,
                         Err(refused) => refused,
                     };
+                    self.auth_changed(decoder);
                     let served = self.state.served.get();
                     let p = after_request(&self.proxy, &mut self.state, p, &raw, served, started);
                     self.push(p);
@@ -425,62 +449,5 @@ impl ClientSession {
             self.closing = true;
         }
         self.owed.push_back(p);
-    }
-}
-
-/// Routes one request with its panics contained: a handler that panics
-/// (while dispatching, or later while building the reply) costs the client
-/// that one reply, answered `-ERR internal error …`, and the session goes on.
-/// The panic itself is logged by the process's panic hook.
-async fn dispatch(proxy: &Arc<Proxy>, state: &mut ClientState, req: Request) -> Pending {
-    // A reference, not a copy: the name is only spelled out after a panic.
-    let name = req.args[0].clone();
-    let id = state.id;
-    let routed = AssertUnwindSafe(async {
-        fault_panic(&name);
-        crate::proxy::route::dispatch(proxy, state, req).await
-    })
-    .catch_unwind()
-    .await;
-    match routed {
-        Ok(Pending::Later(f)) => {
-            let proxy = proxy.clone();
-            Pending::Later(Box::pin(
-                AssertUnwindSafe(f)
-                    .catch_unwind()
-                    .map(move |r| r.unwrap_or_else(|_| internal_error(&proxy, id, &name))),
-            ))
-        }
-        Ok(p) => p,
-        Err(_) => Pending::Ready(internal_error(proxy, id, &name)),
-    }
-}
-
-/// The reply for a request whose handler panicked; counts it.
-fn internal_error(proxy: &Proxy, client: u64, command: &[u8]) -> Bytes {
-    let command = String::from_utf8_lossy(command).to_ascii_lowercase();
-    let command = command.as_str();
-    proxy.stats.internal_errors.fetch_add(1, Ordering::Relaxed);
-    tracing::warn!(
-        client,
-        command,
-        "request handler panicked; answered -ERR internal error"
-    );
-    ProxyError::Internal {
-        command: command.to_string(),
-    }
-    .reply()
-}
-
-/// Fault injection for tests: with `SHARDIS_FAULT_PANIC_ON=<command>` the
-/// proxy panics while dispatching that command, to prove a panic costs one
-/// reply and nothing else. Read once.
-fn fault_panic(command: &[u8]) {
-    static ON: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
-    let on = ON.get_or_init(|| std::env::var("SHARDIS_FAULT_PANIC_ON").ok());
-    if let Some(on) = on {
-        if on.as_bytes().eq_ignore_ascii_case(command) {
-            panic!("fault injected by SHARDIS_FAULT_PANIC_ON={on}");
-        }
     }
 }
