@@ -25,11 +25,18 @@ const WRONGPASS: &str = "-WRONGPASS invalid username-password pair or user is di
 const LIMITED: &str =
     "-ERR too many failed authentication attempts from this address; retry later\r\n";
 
-fn proxy(extra: &str) -> (Proc, Proc, tempdir::Dir) {
+/// A proxy with `requirepass = "secret"` and a user `ops` (class `all`);
+/// `extra` goes in `[proxy]`, `tables` after the users.
+fn proxy_with(extra: &str, tables: &str) -> (Proc, Proc, tempdir::Dir) {
     let node = start_node(free_port());
-    let users = "requirepass = \"secret\"\n[[users]]\nname = \"ops\"\npassword = \"opw\"\ncommands = \"all\"\n";
-    let (p, dir) = start_proxy(&[node.addr()], &format!("{extra}\n{users}"));
+    let users = "[[users]]\nname = \"ops\"\npassword = \"opw\"\ncommands = \"all\"\n";
+    let text = format!("requirepass = \"secret\"\n{extra}\n{users}{tables}");
+    let (p, dir) = start_proxy(&[node.addr()], &text);
     (node, p, dir)
+}
+
+fn proxy(extra: &str) -> (Proc, Proc, tempdir::Dir) {
+    proxy_with(extra, "")
 }
 
 fn rss_kb(pid: u32) -> u64 {
@@ -227,4 +234,63 @@ fn protected_mode_refuses_a_public_listen_without_users_before_binding() {
         .unwrap();
     assert!(String::from_utf8_lossy(&out.stderr).contains("protected mode"));
     assert!(!out.status.success());
+}
+
+/// `method path` to the admin listener with an `Authorization` header.
+fn http(addr: &str, method: &str, path: &str, auth: Option<&str>, body: &str) -> (u16, String) {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let auth = auth.map_or(String::new(), |a| format!("Authorization: {a}\r\n"));
+    let head = format!(
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n{auth}Content-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    s.write_all(head.as_bytes()).unwrap();
+    let mut raw = Vec::new();
+    let _ = s.read_to_end(&mut raw);
+    let text = String::from_utf8_lossy(&raw).into_owned();
+    let status = text
+        .split(' ')
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    (status, text)
+}
+
+#[test]
+fn the_admin_http_cache_api_takes_the_same_credentials() {
+    let (_node, proxy, _dir) = proxy_with("", "[admin]\nlisten = \"127.0.0.1:0\"\n");
+    let mut c = Raw::connect(proxy.port);
+    c.check(&["AUTH", "secret"], "+OK\r\n");
+    let info = c.call(&["CLUSTER", "RINGINFO"]);
+    let addr = info
+        .lines()
+        .find_map(|l| l.strip_prefix("admin_listen:"))
+        .unwrap()
+        .trim()
+        .to_string();
+    // "ops:opw" and "default:secret" in base64.
+    let (ops, admin) = ("Basic b3BzOm9wdw==", "Basic ZGVmYXVsdDpzZWNyZXQ=");
+    let (status, text) = http(&addr, "PUT", "/cache/k", None, "v");
+    assert_eq!(status, 401, "{text}");
+    assert!(
+        text.contains("WWW-Authenticate: Basic") || text.contains("www-authenticate: Basic"),
+        "{text}"
+    );
+    assert_eq!(
+        http(&addr, "GET", "/cache/k", Some("Basic b3BzOndyb25n"), "").0,
+        401
+    );
+    assert_eq!(http(&addr, "PUT", "/cache/k", Some(ops), "v").0 / 100, 2);
+    let (status, text) = http(&addr, "GET", "/cache/k", Some("Bearer secret"), "");
+    assert_eq!(status, 200, "{text}");
+    assert!(text.ends_with("\r\n\r\nv"), "{text}");
+    assert_eq!(
+        http(&addr, "DELETE", "/cache/k", Some(admin), "").0 / 100,
+        2
+    );
+    // Views that reveal no value stay open.
+    assert_eq!(http(&addr, "GET", "/metrics", None, "").0, 200);
+    assert_eq!(http(&addr, "GET", "/cluster", None, "").0, 200);
+    assert_eq!(c.info_field("stats", "acl_access_denied_auth"), 1);
 }

@@ -13,6 +13,7 @@ pub(crate) mod acl;
 pub(crate) mod config;
 mod gate;
 pub(crate) mod guard;
+pub(crate) mod http;
 pub(crate) mod perm;
 pub(crate) mod users;
 

@@ -27,6 +27,11 @@ impl std::fmt::Debug for User {
 }
 
 impl User {
+    /// True when the user may touch only some keys.
+    pub(crate) fn has_key_patterns(&self) -> bool {
+        self.keys.is_some()
+    }
+
     /// True when `key` matches one of the user's key patterns.
     pub(crate) fn may_touch_key(&self, key: &[u8]) -> bool {
         match &self.keys {
