@@ -256,6 +256,7 @@ fn run_proxy(a: ProxyArgs) -> Result<(), String> {
     let mut config = Config::load(&a.config)?;
     if let Some(l) = a.listen {
         proxy::config::check_host_port("--listen", &l)?;
+        config.auth.check_protected("--listen", &l)?;
         config.listen = l;
     }
     let saved = match &config.state_file {

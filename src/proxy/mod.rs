@@ -217,7 +217,7 @@ impl Proxy {
             spawner,
             ops: ops::Ops::new(&config.ops),
             store,
-            auth: conn::auth::Auth::Open,
+            auth: conn::auth::Auth::from_config(&config.auth),
             subscriptions: Default::default(),
             config,
         });

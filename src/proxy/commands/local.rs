@@ -71,6 +71,7 @@ pub(crate) async fn handle(
             None => return Pending::error("ERR value is not an integer or out of range"),
         },
         Id::Client => return client(proxy, s, args),
+        Id::Acl => return crate::proxy::conn::auth::acl::handle(&proxy.auth, s, args),
         Id::Monitor => {
             s.monitor = true;
             encode::simple(&mut out, "OK");

@@ -54,3 +54,22 @@ impl ProxyError {
         b.freeze()
     }
 }
+
+/// The reply for a request whose handler panicked; counts it.
+pub(crate) fn internal_error(proxy: &crate::proxy::Proxy, client: u64, command: &[u8]) -> Bytes {
+    let command = String::from_utf8_lossy(command).to_ascii_lowercase();
+    let command = command.as_str();
+    proxy
+        .stats
+        .internal_errors
+        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    tracing::warn!(
+        client,
+        command,
+        "request handler panicked; answered -ERR internal error"
+    );
+    ProxyError::Internal {
+        command: command.to_string(),
+    }
+    .reply()
+}
