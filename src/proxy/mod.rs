@@ -14,6 +14,7 @@ pub mod admin;
 pub mod commands;
 pub mod config;
 pub(crate) mod conn;
+pub(crate) mod ha;
 pub mod ops;
 pub(crate) mod pool;
 pub mod route;
@@ -122,6 +123,8 @@ pub(crate) struct Proxy {
     /// The channels and patterns the proxy's subscribers hold (PUBSUB
     /// NUMPAT, INFO).
     pub(crate) subscriptions: commands::pubsub::Held,
+    /// Replicas, member status, failover (see `ha`).
+    pub(crate) ha: Arc<ha::Ha>,
 }
 
 /// Starts a node process and returns its address once it answers PING.
@@ -184,6 +187,20 @@ impl Proxy {
             }
         }
         let ring = pool.ring(specs, epoch).map_err(StartError::Ring)?;
+        // The saved replicas when there are any (a failover changed them),
+        // else the config's.
+        let replicas = match &saved {
+            Some(s) if !s.replicas.is_empty() => s.replicas.clone(),
+            _ => ha::replica_addrs(
+                &pool
+                    .shards
+                    .iter()
+                    .filter(|s| !s.replicas.is_empty())
+                    .map(|s| (s.primary.name.clone(), s.replicas.clone()))
+                    .collect(),
+            ),
+        };
+        let ha = Arc::new(ha::Ha::new(config.ha, replicas));
         let nodes: HashMap<String, Arc<Node>> = ring
             .nodes()
             .iter()
@@ -193,8 +210,7 @@ impl Proxy {
             .nodes()
             .iter()
             .map(|spec| {
-                let replicas = pool.replicas_of(&spec.name).iter();
-                let replicas = replicas.map(|r| Arc::new(new_node(r, config))).collect();
+                let replicas = ha.replica_nodes(&spec.name, config);
                 Arc::new(Shard::new(nodes[&spec.name].clone(), replicas))
             })
             .collect();
@@ -217,6 +233,7 @@ impl Proxy {
             store,
             auth: conn::auth::Auth::Open,
             subscriptions: Default::default(),
+            ha,
             config,
         });
         if let Some(s) = saved {
@@ -236,9 +253,23 @@ impl Proxy {
                     .entry(spec.name.clone())
                     .or_insert_with(|| Arc::new(new_node(spec, &self.config)))
                     .clone();
-                Arc::new(Shard::new(primary, Vec::new()))
+                let replicas = self.ha.replica_nodes(&spec.name, &self.config);
+                Arc::new(Shard::new(primary, replicas))
             })
             .collect()
+    }
+
+    /// After a failover: the pooled primary of shard `name` is a new node
+    /// at `addr` (fresh connections; the old primary's are dropped).
+    pub(crate) fn replace_primary(&self, name: &str, addr: &str) {
+        let mut pool = self.pool.lock().expect("pool lock");
+        let weight = pool.get(name).map_or(1, |n| n.spec.weight);
+        let spec = NodeSpec {
+            name: name.to_string(),
+            addr: addr.to_string(),
+            weight,
+        };
+        pool.insert(name.to_string(), Arc::new(new_node(&spec, &self.config)));
     }
 
     /// Drops a node's pooled connections (after it left the ring and was
@@ -251,7 +282,7 @@ impl Proxy {
     }
 }
 
-fn new_node(spec: &NodeSpec, config: &Config) -> Node {
+pub(crate) fn new_node(spec: &NodeSpec, config: &Config) -> Node {
     Node::new(
         spec.clone(),
         config.connections_per_node,
@@ -300,6 +331,7 @@ pub async fn run_with(
         }
     }
     tokio::spawn(ops::hotkeys::run_ticker(Arc::downgrade(&proxy)));
+    ha::monitor::start(&proxy);
     serve(listener, proxy, shutdown).await;
     drop(stop);
     Ok(())
