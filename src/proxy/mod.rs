@@ -15,6 +15,7 @@ pub mod commands;
 pub mod config;
 pub(crate) mod conn;
 pub(crate) mod dispatch;
+pub(crate) mod ha;
 pub mod ops;
 pub mod policy;
 pub(crate) mod pool;
@@ -124,6 +125,8 @@ pub(crate) struct Proxy {
     /// The channels and patterns the proxy's subscribers hold (PUBSUB
     /// NUMPAT, INFO).
     pub(crate) subscriptions: commands::pubsub::Held,
+    /// Replicas, member status, failover (see `ha`).
+    pub(crate) ha: Arc<ha::Ha>,
 }
 
 /// Starts a node process and returns its address once it answers PING.
@@ -186,6 +189,20 @@ impl Proxy {
             }
         }
         let ring = pool.ring(specs, epoch).map_err(StartError::Ring)?;
+        // The saved replicas when there are any (a failover changed them),
+        // else the config's.
+        let replicas = match &saved {
+            Some(s) if !s.replicas.is_empty() => s.replicas.clone(),
+            _ => ha::replica_addrs(
+                &pool
+                    .shards
+                    .iter()
+                    .filter(|s| !s.replicas.is_empty())
+                    .map(|s| (s.primary.name.clone(), s.replicas.clone()))
+                    .collect(),
+            ),
+        };
+        let ha = Arc::new(ha::Ha::new(config.ha, replicas));
         let nodes: HashMap<String, Arc<Node>> = ring
             .nodes()
             .iter()
@@ -195,8 +212,7 @@ impl Proxy {
             .nodes()
             .iter()
             .map(|spec| {
-                let replicas = pool.replicas_of(&spec.name).iter();
-                let replicas = replicas.map(|r| Arc::new(new_node(r, config))).collect();
+                let replicas = ha.replica_nodes(&spec.name, config);
                 Arc::new(Shard::new(nodes[&spec.name].clone(), replicas))
             })
             .collect();
@@ -219,6 +235,7 @@ impl Proxy {
             store,
             auth: conn::auth::Auth::from_config(&config.auth),
             subscriptions: Default::default(),
+            ha,
             config,
         });
         if let Some(s) = saved {
@@ -238,9 +255,23 @@ impl Proxy {
                     .entry(spec.name.clone())
                     .or_insert_with(|| Arc::new(new_node(spec, &self.config)))
                     .clone();
-                Arc::new(Shard::new(primary, Vec::new()))
+                let replicas = self.ha.replica_nodes(&spec.name, &self.config);
+                Arc::new(Shard::new(primary, replicas))
             })
             .collect()
+    }
+
+    /// After a failover: the pooled primary of shard `name` is a new node
+    /// at `addr` (fresh connections; the old primary's are dropped).
+    pub(crate) fn replace_primary(&self, name: &str, addr: &str) {
+        let mut pool = self.pool.lock().expect("pool lock");
+        let weight = pool.get(name).map_or(1, |n| n.spec.weight);
+        let spec = NodeSpec {
+            name: name.to_string(),
+            addr: addr.to_string(),
+            weight,
+        };
+        pool.insert(name.to_string(), Arc::new(new_node(&spec, &self.config)));
     }
 
     /// Drops a node's pooled connections (after it left the ring and was
@@ -253,7 +284,7 @@ impl Proxy {
     }
 }
 
-fn new_node(spec: &NodeSpec, config: &Config) -> Node {
+pub(crate) fn new_node(spec: &NodeSpec, config: &Config) -> Node {
     Node::new(
         spec.clone(),
         config.connections_per_node,
@@ -302,6 +333,7 @@ pub async fn run_with(
         }
     }
     tokio::spawn(ops::hotkeys::run_ticker(Arc::downgrade(&proxy)));
+    ha::monitor::start(&proxy);
     serve(listener, proxy, shutdown).await;
     drop(stop);
     Ok(())

@@ -22,13 +22,20 @@ pub struct Pool {
 
 impl Pool {
     /// The one pool a TOML config describes: one shard per `[[nodes]]`
-    /// entry, no replicas.
+    /// entry, with the replicas it lists.
     pub fn from_config(config: Config) -> Pool {
         let shards = config
             .nodes
             .iter()
             .cloned()
-            .map(ShardSpec::single)
+            .map(|primary| ShardSpec {
+                replicas: config
+                    .replicas
+                    .get(&primary.name)
+                    .cloned()
+                    .unwrap_or_default(),
+                primary,
+            })
             .collect();
         Pool {
             config,
@@ -49,13 +56,5 @@ impl Pool {
             Some(placement) => Ring::twemproxy(nodes, placement, epoch),
             None => Ring::new(nodes, self.config.ring, epoch),
         }
-    }
-
-    /// The configured replicas of the shard named `name` (none today).
-    pub(crate) fn replicas_of(&self, name: &str) -> &[NodeSpec] {
-        self.shards
-            .iter()
-            .find(|s| s.primary.name == name)
-            .map_or(&[], |s| &s.replicas)
     }
 }

@@ -42,6 +42,8 @@ pub(crate) enum AdminError {
     LockBusy,
     /// A change is running.
     InProgress,
+    /// A shard is failing over: the ring's members are about to change.
+    FailingOver,
     /// No node of the ring has that name or address.
     NoSuchNode(String),
     /// Removing it would leave the ring empty.
@@ -99,6 +101,9 @@ impl fmt::Display for AdminError {
             AdminError::LockBusy => f.write_str("another topology change is being applied"),
             AdminError::InProgress => f.write_str(
                 "a topology change is in progress; retry when CLUSTER RINGINFO shows state:ok",
+            ),
+            AdminError::FailingOver => f.write_str(
+                "a shard is failing over; retry when CLUSTER RINGINFO shows its new primary",
             ),
             AdminError::NoSuchNode(which) => {
                 write!(f, "no node named or at '{which}' in the ring")

@@ -31,6 +31,8 @@ pub(super) struct FileConfig {
     pub(super) slowlog: SlowlogSection,
     #[serde(default)]
     pub(super) users: Vec<UserSection>,
+    #[serde(default)]
+    pub(super) failover: ha::FailoverSection,
 }
 
 #[derive(Debug, Deserialize)]
@@ -146,4 +148,7 @@ pub(super) struct NodeSection {
     pub(super) addr: String,
     pub(super) name: Option<String>,
     pub(super) weight: Option<u32>,
+    /// The shard's replicas (`host:port`), copies of this node.
+    #[serde(default)]
+    pub(super) replicas: Vec<String>,
 }

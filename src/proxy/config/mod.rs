@@ -8,6 +8,7 @@ use std::path::Path;
 use std::time::Duration;
 
 mod file;
+pub mod ha;
 
 use file::*;
 
@@ -85,6 +86,10 @@ pub struct Config {
     pub ops: OpsConfig,
     /// `[proxy] requirepass`, `protected_mode`, `auth_*` and `[[users]]`.
     pub auth: AuthConfig,
+    /// Each shard's replicas, by the shard's (its primary's) name.
+    pub replicas: std::collections::BTreeMap<String, Vec<NodeSpec>>,
+    /// `[failover]`: policies and the failure detector's thresholds.
+    pub ha: ha::HaConfig,
 }
 
 /// Background mover settings.
@@ -229,6 +234,8 @@ impl Config {
             ));
         }
         let mut nodes = Vec::with_capacity(f.nodes.len());
+        let mut replicas = std::collections::BTreeMap::new();
+        let mut seen = std::collections::HashSet::new();
         for (i, n) in f.nodes.into_iter().enumerate() {
             check_host_port(&format!("nodes[{i}].addr"), &n.addr)?;
             let weight = n.weight.unwrap_or(1);
@@ -241,12 +248,17 @@ impl Config {
                     "nodes[{i}].name: must be non-empty without spaces, got {name:?}"
                 ));
             }
+            let copies = ha::replica_specs(i, &n.addr, n.replicas, &mut seen)?;
+            if !copies.is_empty() {
+                replicas.insert(name.clone(), copies);
+            }
             nodes.push(NodeSpec {
                 name,
                 addr: n.addr,
                 weight,
             });
         }
+        let ha = ha::HaConfig::validate(f.failover)?;
         let ops = OpsConfig::validate(f.admin, f.hot_keys, f.slowlog)?;
         let auth = AuthConfig::validate(
             p.requirepass,
@@ -301,6 +313,8 @@ impl Config {
             nodes,
             ops,
             auth,
+            replicas,
+            ha,
         })
     }
 }

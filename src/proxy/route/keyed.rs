@@ -85,7 +85,7 @@ pub(crate) async fn keyed(
         spec,
         positions.iter().map(|&p| req.args[p].clone()),
     );
-    let rx = send_tracked(client, &routing, &node, req.raw, track).await;
+    let rx = send_tracked(proxy, spec, client, &routing, &node, req.raw, track).await;
     Pending::Charged(rx)
 }
 
@@ -116,10 +116,16 @@ async fn single_key(
         }
     }
     let idx = routing.ring.locate(key);
-    let node = routing.node(idx);
+    let mut node = routing.node(idx);
+    if spec.flags & crate::catalogue::READONLY != 0 {
+        node = match crate::proxy::ha::reads::read_node(proxy, &routing.shards[idx], client.id) {
+            Ok(n) => n,
+            Err(e) => return Pending::error(&e),
+        };
+    }
     client.served.on(idx);
     let track = moving_writes(&routing, spec, std::iter::once(key.clone()));
-    let rx = send_tracked(client, &routing, node, raw, track).await;
+    let rx = send_tracked(proxy, spec, client, &routing, node, raw, track).await;
     match fill {
         Some((token, epoch)) => fill_on_reply(proxy, client, key.clone(), token, epoch, rx),
         None if spec.is_write() && proxy.ops.hot_cache.is_some() => {

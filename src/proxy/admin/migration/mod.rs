@@ -76,7 +76,7 @@ async fn fault_phase_delay() {
 /// Saves the topology to the proxy's store off the runtime threads (fsync can take
 /// milliseconds, and the cutover writes inside its pause); returns the time
 /// it took in microseconds. The pending sweeps go along.
-async fn persist(
+pub(crate) async fn persist(
     proxy: &Proxy,
     ring: &Ring,
     migration: Option<SavedMigration>,
@@ -89,6 +89,7 @@ async fn persist(
         nodes: ring.nodes().to_vec(),
         migration,
         pending_sweep: proxy.migration.pending(),
+        replicas: proxy.ha.all_replicas(),
     };
     // One writer at a time: they share the temporary file's name.
     let _one = proxy.migration.persist_lock.lock().await;
