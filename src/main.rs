@@ -144,7 +144,7 @@ fn main() -> ExitCode {
         Cmd::Node(a) => node(a),
         Cmd::Sim(a) => shardis::sim::run(&a, &mut std::io::stdout().lock()),
         Cmd::Commands => {
-            print!("{}", shardis::proxy::route::policy::markdown_table());
+            print!("{}", shardis::proxy::policy::markdown_table());
             Ok(())
         }
         Cmd::Check(a) => match shardis::check::run(&a) {

@@ -125,6 +125,11 @@ impl ClientSession {
                 .dispatch_buffered(&mut decoder, &mut io, depth)
                 .await;
             session.query.resize(io.buf.len());
+            // The client sent a blocking command and EOF in one burst: it is
+            // gone, as Redis sees it, and a blocked reply may never come.
+            if io.eof && session.state.blocked.load(Ordering::SeqCst) > 0 {
+                return;
+            }
             // Gather every reply that is complete at the front.
             let closed = session.collect(&mut io.out, &budget);
             if closed || (io.eof && session.owed.is_empty()) {
@@ -437,7 +442,7 @@ async fn dispatch(proxy: &Arc<Proxy>, state: &mut ClientState, req: Request) -> 
     let id = state.id;
     let routed = AssertUnwindSafe(async {
         fault_panic(&name);
-        crate::proxy::route::dispatch(proxy, state, req).await
+        crate::proxy::dispatch::dispatch(proxy, state, req).await
     })
     .catch_unwind()
     .await;

@@ -14,6 +14,11 @@ use crate::resp::{encode, ProtocolError};
 /// Keys of one request on two nodes: Redis Cluster's text, outside MULTI as inside.
 pub(crate) const CROSSSLOT: &str = "CROSSSLOT Keys in request don't hash to the same slot";
 
+/// The `-ERR` a client gets when its reply's channel closed without a reply.
+pub(crate) fn lost() -> Bytes {
+    Bytes::from_static(b"-ERR upstream connection lost before the reply arrived\r\n")
+}
+
 /// What went wrong with a client's request before any node saw it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) enum ProxyError {
