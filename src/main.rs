@@ -121,6 +121,9 @@ struct NodeArgs {
     /// Exit when the parent process exits (used by `shardis up`, so nodes never outlive it).
     #[arg(long, hide = true)]
     exit_with_parent: bool,
+    /// Clients must AUTH with this password first (as Redis's `requirepass`).
+    #[arg(long)]
+    requirepass: Option<String>,
 }
 
 fn main() -> ExitCode {
@@ -312,6 +315,11 @@ fn node(a: NodeArgs) -> Result<(), String> {
             .map_err(|e| format!("cannot listen on {addr}: {e}"))?;
         let config = shardis::backend::NodeConfig {
             maxmemory: a.maxmemory,
+            requirepass: a
+                .requirepass
+                .as_deref()
+                .filter(|p| !p.is_empty())
+                .map(shardis::backend::NodeConfig::password_digest),
             ..Default::default()
         };
         shardis::backend::run(listener, config, stop_signal())

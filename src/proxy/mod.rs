@@ -292,6 +292,7 @@ pub(crate) fn new_node(spec: &NodeSpec, config: &Config) -> Node {
         Duration::from_millis(config.request_timeout_ms),
         config.max_pinned_per_node,
         config.limits.max_bulk_len,
+        config.node_auth.for_node(&spec.name),
     )
 }
 

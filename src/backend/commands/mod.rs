@@ -86,6 +86,8 @@ pub(crate) struct Client {
     pub(crate) pubsub: Option<Box<crate::backend::pubsub::Subscriber>>,
     /// MULTI's queue and WATCH's keys.
     pub(crate) tx: multi::TxState,
+    /// False until AUTH when the node has a password.
+    pub(crate) authenticated: bool,
 }
 
 impl Client {
@@ -104,6 +106,7 @@ impl Client {
             never_block: false,
             pubsub: None,
             tx: multi::TxState::default(),
+            authenticated: true,
         }
     }
 
@@ -203,6 +206,11 @@ pub(crate) fn dispatch(
             client.tx.flag();
             e.write(out);
         }
+        return Next::Done;
+    }
+    if !client.authenticated && !matches!(cmd.name, "auth" | "hello" | "quit" | "reset") {
+        client.tx.flag();
+        CmdError::Other("NOAUTH Authentication required.".into()).write(out);
         return Next::Done;
     }
     let busy = &node.scripting.busy;

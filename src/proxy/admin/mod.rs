@@ -146,12 +146,14 @@ async fn add_node(
             .map_err(AdminError::StraysRemain)?;
     }
     let timeout = Duration::from_millis(proxy.config.connect_timeout_ms.max(1000));
-    let size = probe(&addr, &[b"DBSIZE"], timeout)
-        .await
-        .map_err(|e| AdminError::Unreachable {
-            addr: addr.clone(),
-            why: e.terse(),
-        })?;
+    let creds = proxy.config.node_auth.for_node(&name);
+    let size =
+        crate::proxy::upstream::credentials::probe(&addr, creds.as_deref(), &[b"DBSIZE"], timeout)
+            .await
+            .map_err(|e| AdminError::Unreachable {
+                addr: addr.clone(),
+                why: e.terse(),
+            })?;
     match integer(&size) {
         Some(0) => {}
         Some(keys) => return Err(AdminError::NotEmpty { addr, keys }),

@@ -18,6 +18,7 @@
 //! and the actor reconnects with capped exponential backoff. While the node
 //! is down, requests fail at once instead of queueing.
 
+pub(crate) mod credentials;
 pub(crate) mod dirty;
 pub(crate) mod pinned;
 pub(crate) mod shard;
@@ -135,6 +136,8 @@ pub(crate) struct UpstreamOptions {
     /// Largest bulk accepted in a reply (`proto-max-bulk-len`); a longer one
     /// poisons the connection before anything is buffered for it.
     pub(crate) max_bulk_len: usize,
+    /// Sent first on every connection when the node wants a password.
+    pub(crate) credentials: Option<Arc<credentials::Credentials>>,
 }
 
 /// Handle to one pipelined connection actor. Cloning shares the connection.
@@ -220,8 +223,8 @@ impl fmt::Display for UpstreamError {
         match self {
             Connect(e) | Io(e) => write!(f, "{e}"),
             ConnectTimeout(t) => write!(f, "connect timed out after {} ms", t.as_millis()),
-            HelloRefused(r) => write!(f, "HELLO 3 refused: {r}"),
-            HelloTimeout => write!(f, "HELLO 3 timed out"),
+            HelloRefused(r) => write!(f, "handshake refused: {r}"),
+            HelloTimeout => write!(f, "handshake timed out"),
             ClosedByNode => write!(f, "connection closed by node"),
             StrayReply => write!(f, "stray reply from node"),
             InvalidReply(e) => write!(f, "{e}"),
@@ -315,11 +318,15 @@ pub(crate) async fn connect(opts: &UpstreamOptions) -> Result<TcpStream, Upstrea
         Err(_) => return Err(UpstreamError::ConnectTimeout(opts.connect_timeout)),
     };
     let _ = sock.set_nodelay(true);
-    if opts.proto >= 3 {
-        let hello = b"*2\r\n$5\r\nHELLO\r\n$1\r\n3\r\n";
+    let first = match (&opts.credentials, opts.proto >= 3) {
+        (Some(c), _) => Some(c.handshake(opts.proto)),
+        (None, true) => Some(BytesMut::from(&b"*2\r\n$5\r\nHELLO\r\n$1\r\n3\r\n"[..])),
+        (None, false) => None,
+    };
+    if let Some(first) = first {
         let mut buf = BytesMut::with_capacity(512);
         let res = timeout(opts.request_timeout, async {
-            sock.write_all(hello).await?;
+            sock.write_all(&first).await?;
             loop {
                 if let Some(n) = reply_len(&buf).map_err(std::io::Error::other)? {
                     return Ok::<_, std::io::Error>(buf.split_to(n));

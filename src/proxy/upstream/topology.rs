@@ -41,6 +41,7 @@ impl Node {
         request_timeout: Duration,
         max_pinned: usize,
         max_bulk_len: usize,
+        credentials: Option<Arc<crate::proxy::upstream::credentials::Credentials>>,
     ) -> Node {
         let health = Arc::new(Health::default());
         let opts = UpstreamOptions {
@@ -51,6 +52,7 @@ impl Node {
             request_timeout,
             pinned: false,
             max_bulk_len,
+            credentials,
         };
         let resp2 = (0..conns)
             .map(|_| Upstream::spawn(opts.clone(), health.clone()))

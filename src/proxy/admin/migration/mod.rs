@@ -270,7 +270,7 @@ async fn drive(proxy: Arc<Proxy>, restarted: bool) {
         return;
     };
     let timeout = Duration::from_millis(proxy.config.migration.timeout_ms);
-    let mut conns = Conns::new(timeout);
+    let mut conns = Conns::new(&proxy, timeout);
     let before_swap = async {
         // A node that still holds strays must lose them before it gains keys:
         // a stray of a key deleted since would otherwise come back.
