@@ -18,6 +18,7 @@ pub mod ops;
 pub(crate) mod pool;
 pub mod route;
 pub(crate) mod session;
+pub mod twem;
 pub(crate) mod upstream;
 
 use std::collections::HashMap;
@@ -259,6 +260,7 @@ fn new_node(spec: &NodeSpec, config: &Config) -> Node {
         Duration::from_millis(config.request_timeout_ms),
         config.max_pinned_per_node,
         config.limits.max_bulk_len,
+        config.backend.commands(),
     )
 }
 

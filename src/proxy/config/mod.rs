@@ -82,6 +82,41 @@ pub struct Config {
     pub nodes: Vec<NodeSpec>,
     /// `[admin]`, `[hot_keys]`, `[slowlog]`.
     pub ops: OpsConfig,
+    /// What every upstream connection says first: the password it sends
+    /// (`AUTH`) and the database it selects (twemproxy's `redis_auth` and
+    /// `redis_db`; none and 0 from TOML).
+    pub backend: BackendSetup,
+    /// Connect to every node at start rather than on first use
+    /// (twemproxy's `preconnect`).
+    pub preconnect: bool,
+    /// The listener's accept queue (twemproxy's `backlog`).
+    pub backlog: u32,
+}
+
+/// The commands a new upstream connection sends before any request.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct BackendSetup {
+    pub password: Option<String>,
+    pub db: u32,
+}
+
+impl BackendSetup {
+    /// `AUTH password` and `SELECT db`, each encoded, as far as configured.
+    pub(crate) fn commands(&self) -> std::sync::Arc<[bytes::Bytes]> {
+        let mut out = Vec::new();
+        if let Some(pw) = &self.password {
+            let mut b = bytes::BytesMut::new();
+            crate::resp::encode::command(&mut b, &[b"AUTH", pw.as_bytes()]);
+            out.push(b.freeze());
+        }
+        if self.db != 0 {
+            let mut b = bytes::BytesMut::new();
+            let db = self.db.to_string();
+            crate::resp::encode::command(&mut b, &[b"SELECT", db.as_bytes()]);
+            out.push(b.freeze());
+        }
+        out.into()
+    }
 }
 
 /// Background mover settings.
@@ -288,6 +323,9 @@ impl Config {
             },
             nodes,
             ops,
+            backend: BackendSetup::default(),
+            preconnect: false,
+            backlog: crate::listen::BACKLOG,
         })
     }
 }

@@ -135,6 +135,10 @@ pub(crate) struct UpstreamOptions {
     /// Largest bulk accepted in a reply (`proto-max-bulk-len`); a longer one
     /// poisons the connection before anything is buffered for it.
     pub(crate) max_bulk_len: usize,
+    /// Commands every new connection sends before any request (`AUTH`,
+    /// `SELECT` of a twemproxy pool's `redis_auth` and `redis_db`), each
+    /// encoded; an error reply to one fails the connect.
+    pub(crate) setup: Arc<[Bytes]>,
 }
 
 /// Handle to one pipelined connection actor. Cloning shares the connection.
@@ -200,6 +204,8 @@ pub(crate) enum UpstreamError {
     ConnectTimeout(Duration),
     HelloRefused(String),
     HelloTimeout,
+    /// The node refused a setup command (`AUTH`, `SELECT`).
+    SetupRefused(String),
     /// The socket failed while reading or writing.
     Io(String),
     ClosedByNode,
@@ -222,6 +228,7 @@ impl fmt::Display for UpstreamError {
             ConnectTimeout(t) => write!(f, "connect timed out after {} ms", t.as_millis()),
             HelloRefused(r) => write!(f, "HELLO 3 refused: {r}"),
             HelloTimeout => write!(f, "HELLO 3 timed out"),
+            SetupRefused(r) => write!(f, "connection setup refused: {r}"),
             ClosedByNode => write!(f, "connection closed by node"),
             StrayReply => write!(f, "stray reply from node"),
             InvalidReply(e) => write!(f, "{e}"),
@@ -316,31 +323,52 @@ pub(crate) async fn connect(opts: &UpstreamOptions) -> Result<TcpStream, Upstrea
     };
     let _ = sock.set_nodelay(true);
     if opts.proto >= 3 {
-        let hello = b"*2\r\n$5\r\nHELLO\r\n$1\r\n3\r\n";
-        let mut buf = BytesMut::with_capacity(512);
-        let res = timeout(opts.request_timeout, async {
-            sock.write_all(hello).await?;
-            loop {
-                if let Some(n) = reply_len(&buf).map_err(std::io::Error::other)? {
-                    return Ok::<_, std::io::Error>(buf.split_to(n));
-                }
-                if sock.read_buf(&mut buf).await? == 0 {
-                    return Err(std::io::ErrorKind::UnexpectedEof.into());
-                }
-            }
-        })
-        .await;
-        match res {
-            Ok(Ok(r)) if !reply::is_error(&r) => {}
-            Ok(Ok(r)) => {
-                let r = String::from_utf8_lossy(&r).trim_end().to_string();
-                return Err(UpstreamError::HelloRefused(r));
-            }
-            Ok(Err(e)) => return Err(UpstreamError::Connect(e.to_string())),
-            Err(_) => return Err(UpstreamError::HelloTimeout),
+        let hello = Bytes::from_static(b"*2\r\n$5\r\nHELLO\r\n$1\r\n3\r\n");
+        match say(&mut sock, &hello, opts.request_timeout).await {
+            Ok(Ok(())) => {}
+            Ok(Err(r)) => return Err(UpstreamError::HelloRefused(r)),
+            Err(None) => return Err(UpstreamError::HelloTimeout),
+            Err(Some(e)) => return Err(UpstreamError::Connect(e)),
+        }
+    }
+    for cmd in opts.setup.iter() {
+        match say(&mut sock, cmd, opts.request_timeout).await {
+            Ok(Ok(())) => {}
+            Ok(Err(r)) => return Err(UpstreamError::SetupRefused(r)),
+            Err(None) => return Err(UpstreamError::ConnectTimeout(opts.request_timeout)),
+            Err(Some(e)) => return Err(UpstreamError::Connect(e)),
         }
     }
     Ok(sock)
+}
+
+/// Sends one command on a fresh connection and reads its reply:
+/// `Ok(Err(reply))` when the node refused it, `Err(None)` on a timeout,
+/// `Err(Some(why))` when the socket failed.
+async fn say(
+    sock: &mut TcpStream,
+    cmd: &Bytes,
+    within: Duration,
+) -> Result<Result<(), String>, Option<String>> {
+    let mut buf = BytesMut::with_capacity(512);
+    let res = timeout(within, async {
+        sock.write_all(cmd).await?;
+        loop {
+            if let Some(n) = reply_len(&buf).map_err(std::io::Error::other)? {
+                return Ok::<_, std::io::Error>(buf.split_to(n));
+            }
+            if sock.read_buf(&mut buf).await? == 0 {
+                return Err(std::io::ErrorKind::UnexpectedEof.into());
+            }
+        }
+    })
+    .await;
+    match res {
+        Ok(Ok(r)) if !reply::is_error(&r) => Ok(Ok(())),
+        Ok(Ok(r)) => Ok(Err(String::from_utf8_lossy(&r).trim_end().to_string())),
+        Ok(Err(e)) => Err(Some(e.to_string())),
+        Err(_) => Err(None),
+    }
 }
 
 /// What woke a connection's task.

@@ -1,0 +1,12 @@
+//! shardis as a drop-in for twemproxy: the same `nutcracker.yml`, served by
+//! real `nutcracker` and by `shardis proxy`, over the same redis-servers,
+//! compared by where keys land and what clients read.
+//!
+//! Skips with a reason when `nutcracker` or `redis-server` is missing;
+//! fails instead under SHARDIS_REQUIRE_REDIS=1.
+
+mod common;
+#[path = "twemproxy_dropin/placement.rs"]
+mod placement;
+#[path = "twemproxy_dropin/site.rs"]
+mod site;
