@@ -5,6 +5,8 @@
 //! Skips with a reason when `nutcracker` or `redis-server` is missing;
 //! fails instead under SHARDIS_REQUIRE_REDIS=1.
 
+#[path = "twemproxy_dropin/auth.rs"]
+mod auth;
 mod common;
 #[path = "twemproxy_dropin/placement.rs"]
 mod placement;

@@ -199,7 +199,7 @@ impl Proxy {
                 Arc::new(Shard::new(nodes[&spec.name].clone(), replicas))
             })
             .collect();
-        let config = pool.config;
+        let (config, auth) = (pool.config, pool.auth);
         let proxy = Arc::new(Proxy {
             port,
             routing: ArcSwap::from_pointee(Routing::new(Arc::new(ring), shards, None, false)),
@@ -216,7 +216,7 @@ impl Proxy {
             spawner,
             ops: ops::Ops::new(&config.ops),
             store,
-            auth: conn::auth::Auth::Open,
+            auth,
             subscriptions: Default::default(),
             config,
         });

@@ -4,6 +4,7 @@
 //! twemproxy `nutcracker.yml` names several, each with its own listener and
 //! a ring placing keys as twemproxy would (`twemproxy`, `Ring::twemproxy`).
 
+use crate::proxy::conn::auth::Auth;
 use crate::proxy::upstream::shard::ShardSpec;
 use crate::proxy::Config;
 use crate::ring::{twemproxy, NodeSpec, Ring, RingError};
@@ -18,6 +19,8 @@ pub struct Pool {
     /// `Some`: the ring places keys exactly as this twemproxy pool would
     /// (a pool from `nutcracker.yml`); `None`: the config's `[ring]`.
     pub(crate) twemproxy: Option<twemproxy::Placement>,
+    /// How its clients are admitted.
+    pub(crate) auth: Auth,
 }
 
 impl Pool {
@@ -34,6 +37,7 @@ impl Pool {
             config,
             shards,
             twemproxy: None,
+            auth: Auth::Open,
         }
     }
 

@@ -29,7 +29,7 @@ pub fn redis_servers(n: usize, extra: &[&str]) -> Vec<Proc> {
                 port,
                 "redis-server",
             );
-            p.wait_ready();
+            wait_answering(port);
             p
         })
         .collect()
@@ -243,6 +243,21 @@ pub fn keys(n: usize, prefix: &str) -> Vec<Vec<u8>> {
             _ => format!("{prefix}{}{i}", "x".repeat(300)).into_bytes(),
         })
         .collect()
+}
+
+/// Waits until `port` answers a PING at all (+PONG or -NOAUTH).
+pub fn wait_answering(port: u16) {
+    for _ in 0..600 {
+        if let Ok(mut s) = TcpStream::connect(("127.0.0.1", port)) {
+            let _ = s.set_read_timeout(Some(Duration::from_secs(1)));
+            let mut b = [0u8; 64];
+            if s.write_all(b"PING\r\n").is_ok() && s.read(&mut b).is_ok_and(|n| n > 0) {
+                return;
+            }
+        }
+        std::thread::sleep(Duration::from_millis(25));
+    }
+    panic!("nothing answers on port {port}");
 }
 
 pub fn wait_gone(port: u16) {

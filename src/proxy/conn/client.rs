@@ -46,6 +46,9 @@ pub(crate) struct ClientState {
     /// MONITOR was run: once its `+OK` is written the session serves the
     /// monitor loop.
     pub(crate) monitor: bool,
+    /// Gave the pool's password (`Auth::Twemproxy`). Atomic only so the
+    /// state stays `Sync`: the session alone writes it.
+    pub(crate) authenticated: std::sync::atomic::AtomicBool,
 }
 
 impl ClientState {
@@ -91,6 +94,7 @@ impl ClientState {
             entry,
             reply: Default::default(),
             monitor: false,
+            authenticated: Default::default(),
         };
         (state, query)
     }

@@ -6,6 +6,7 @@ use std::path::Path;
 
 use crate::nutcracker::{self, Listen, ServerAddr};
 use crate::proxy::config::BackendSetup;
+use crate::proxy::conn::auth::Auth;
 use crate::proxy::upstream::shard::ShardSpec;
 use crate::proxy::{Config, Pool};
 
@@ -81,6 +82,7 @@ pub(crate) fn pool_of(
         config,
         shards,
         twemproxy: Some(p.placement),
+        auth: Auth::Twemproxy(p.redis_auth.as_deref().map(Into::into)),
     })
 }
 
