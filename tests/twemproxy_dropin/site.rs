@@ -20,7 +20,7 @@ pub fn redis_servers(n: usize, extra: &[&str]) -> Vec<Proc> {
     (0..n)
         .map(|_| {
             let port = free_port();
-            let mut p = Proc::spawn(
+            let p = Proc::spawn(
                 Command::new("redis-server")
                     .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
                     .args(["--save", "", "--appendonly", "no"])
