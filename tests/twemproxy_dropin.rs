@@ -8,6 +8,8 @@
 #[path = "twemproxy_dropin/auth.rs"]
 mod auth;
 mod common;
+#[path = "twemproxy_dropin/eject.rs"]
+mod eject;
 #[path = "twemproxy_dropin/placement.rs"]
 mod placement;
 #[path = "twemproxy_dropin/site.rs"]

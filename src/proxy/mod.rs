@@ -123,6 +123,8 @@ pub(crate) struct Proxy {
     /// The channels and patterns the proxy's subscribers hold (PUBSUB
     /// NUMPAT, INFO).
     pub(crate) subscriptions: commands::pubsub::Held,
+    /// Servers `auto_eject_hosts` has taken out of the ring right now.
+    pub(crate) ejected: twem::eject::Ejected,
 }
 
 /// Starts a node process and returns its address once it answers PING.
@@ -218,6 +220,7 @@ impl Proxy {
             store,
             auth,
             subscriptions: Default::default(),
+            ejected: Default::default(),
             config,
         });
         if let Some(s) = saved {

@@ -238,6 +238,10 @@ async fn start_change(
     if routing.migration.is_some() || proxy.migration.is_changing() {
         return Err(AdminError::InProgress);
     }
+    let ejected = proxy.ejected.names();
+    if !ejected.is_empty() {
+        return Err(AdminError::Ejected(ejected.join(", ")));
+    }
     Ok((lock, routing))
 }
 

@@ -91,6 +91,16 @@ pub struct Config {
     pub preconnect: bool,
     /// The listener's accept queue (twemproxy's `backlog`).
     pub backlog: u32,
+    /// twemproxy's `auto_eject_hosts`: when set, a server failing this often
+    /// leaves the ring for a while and its keys go to the others.
+    pub eject: Option<EjectPolicy>,
+}
+
+/// `server_failure_limit` and `server_retry_timeout` of an ejecting pool.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct EjectPolicy {
+    pub failure_limit: u32,
+    pub retry_ms: u64,
 }
 
 /// The commands a new upstream connection sends before any request.
@@ -326,6 +336,7 @@ impl Config {
             backend: BackendSetup::default(),
             preconnect: false,
             backlog: crate::listen::BACKLOG,
+            eject: None,
         })
     }
 }

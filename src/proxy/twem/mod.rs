@@ -8,6 +8,7 @@
 //! until shutdown. It never writes the YAML: topology changes go to each
 //! pool's state file.
 
+pub(crate) mod eject;
 mod pool;
 pub mod stats;
 mod stats_table;
@@ -142,6 +143,9 @@ fn start(proxy: &Arc<Proxy>) {
     tokio::spawn(crate::proxy::ops::hotkeys::run_ticker(Arc::downgrade(
         proxy,
     )));
+    if let Some(policy) = proxy.config.eject {
+        tokio::spawn(eject::run(Arc::downgrade(proxy), policy));
+    }
     if proxy.config.preconnect {
         for shard in proxy.routing.load().shards.iter() {
             shard.primary().preconnect();

@@ -5,7 +5,7 @@
 use std::path::Path;
 
 use crate::nutcracker::{self, Listen, ServerAddr};
-use crate::proxy::config::BackendSetup;
+use crate::proxy::config::{BackendSetup, EjectPolicy};
 use crate::proxy::conn::auth::Auth;
 use crate::proxy::upstream::shard::ShardSpec;
 use crate::proxy::{Config, Pool};
@@ -64,6 +64,12 @@ pub(crate) fn pool_of(
         ));
     }
     config.connections_per_node = p.server_connections.clamp(1, MAX_SERVER_CONNECTIONS) as usize;
+    if p.auto_eject_hosts {
+        config.eject = Some(EjectPolicy {
+            failure_limit: p.server_failure_limit.max(1),
+            retry_ms: p.server_retry_timeout_ms,
+        });
+    }
     if let Some(dir) = state_dir {
         config.state_file = Some(
             dir.join(state_file_name(&p.name))

@@ -85,6 +85,10 @@ pub(crate) struct Health {
     /// 0 = never connected, 1 = up, 2 = down.
     state: AtomicU8,
     pub(crate) failures: AtomicU64,
+    /// Failures since the last successful connect (twemproxy's
+    /// `failure_count`, which `auto_eject_hosts` compares with
+    /// `server_failure_limit`).
+    pub(crate) consecutive: AtomicU64,
     pub(crate) last_error: std::sync::Mutex<String>,
     /// Requests, errors, latency, in flight, reconnects (for `/metrics`).
     pub(crate) metrics: NodeMetrics,
@@ -106,11 +110,13 @@ impl Health {
 
     fn set_up(&self) {
         self.state.store(1, Ordering::Relaxed);
+        self.consecutive.store(0, Ordering::Relaxed);
     }
 
     fn set_down(&self, err: &UpstreamError) {
         self.state.store(2, Ordering::Relaxed);
         self.failures.fetch_add(1, Ordering::Relaxed);
+        self.consecutive.fetch_add(1, Ordering::Relaxed);
         if let Ok(mut e) = self.last_error.lock() {
             *e = err.to_string();
         }
