@@ -334,6 +334,7 @@ fn run_nutcracker(a: ProxyArgs, path: &Path) -> Result<(), String> {
     }
     let opts = proxy::twem::Options {
         state_dir: a.twem.state_dir.clone(),
+        stats: a.twem.stats(),
     };
     if a.check_config || a.twem.test_conf {
         return twem_cli::test_conf(path, &opts);

@@ -9,6 +9,10 @@ use clap::Args;
 
 use shardis::proxy::twem;
 
+/// nutcracker's default stats port (`-s`); shardis binds it on loopback
+/// unless `-a` says otherwise.
+const DEFAULT_STATS_PORT: u16 = 22222;
+const DEFAULT_STATS_ADDR: &str = "127.0.0.1";
 /// nutcracker's default log level (`-v`): notice.
 const DEFAULT_VERBOSITY: u8 = 5;
 
@@ -53,6 +57,19 @@ pub struct TwemArgs {
 }
 
 impl TwemArgs {
+    /// The stats listener `-s` and `-a` ask for (or the defaults).
+    pub fn stats(&self) -> Option<(String, bool)> {
+        let asked = self.stats_port.is_some() || self.stats_addr.is_some();
+        let addr = self.stats_addr.as_deref().unwrap_or(DEFAULT_STATS_ADDR);
+        let port = self.stats_port.unwrap_or(DEFAULT_STATS_PORT);
+        let host = if addr.contains(':') {
+            format!("[{addr}]")
+        } else {
+            addr.to_string()
+        };
+        Some((format!("{host}:{port}"), asked))
+    }
+
     /// The tracing filter `-v` asks for.
     pub fn log_filter(&self) -> &'static str {
         match self.verbose.unwrap_or(DEFAULT_VERBOSITY) {
@@ -96,5 +113,5 @@ pub fn run(
     for w in &warnings {
         tracing::warn!("{w}");
     }
-    runtime.block_on(twem::run(served, shutdown))
+    runtime.block_on(twem::run(served, opts, shutdown))
 }

@@ -14,3 +14,5 @@ mod eject;
 mod placement;
 #[path = "twemproxy_dropin/site.rs"]
 mod site;
+#[path = "twemproxy_dropin/stats.rs"]
+mod stats;

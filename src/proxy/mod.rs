@@ -58,6 +58,12 @@ pub(crate) struct Stats {
     pub(crate) blocked_clients: AtomicUsize,
     /// Clients closed for their own or the proxy-wide query buffer limit.
     pub(crate) query_limit_closes: AtomicU64,
+    /// Clients that closed their connection (twemproxy's `client_eof`).
+    pub(crate) client_eof: AtomicU64,
+    /// Client connections that failed (twemproxy's `client_err`).
+    pub(crate) client_err: AtomicU64,
+    /// Requests split across nodes, one per node (twemproxy's `fragments`).
+    pub(crate) fragments: AtomicU64,
 }
 
 /// One client's place under `max_clients`, given back when dropped — also
@@ -243,6 +249,21 @@ impl Proxy {
                 Arc::new(Shard::new(primary, Vec::new()))
             })
             .collect()
+    }
+
+    /// Every node this proxy has connections for: the ring's, in ring
+    /// order, then any other (ejected, or leaving).
+    pub(crate) fn known_nodes(&self) -> Vec<Arc<Node>> {
+        let routing = self.routing.load();
+        let mut out: Vec<Arc<Node>> = routing.primaries().cloned().collect();
+        let pool = self.pool.lock().expect("pool lock");
+        let mut rest: Vec<&Arc<Node>> = pool
+            .values()
+            .filter(|n| !out.iter().any(|o| Arc::ptr_eq(o, n)))
+            .collect();
+        rest.sort_by(|a, b| a.spec.name.cmp(&b.spec.name));
+        out.extend(rest.into_iter().cloned());
+        out
     }
 
     /// Drops a node's pooled connections (after it left the ring and was

@@ -40,7 +40,6 @@ impl Ejected {
     }
 
     /// When `name` was ejected, if it is now.
-    #[allow(dead_code)]
     pub(crate) fn at(&self, name: &str) -> Option<u64> {
         let now = self.now.lock().unwrap_or_else(|e| e.into_inner());
         now.iter().find(|(n, _)| n == name).map(|(_, at)| *at)

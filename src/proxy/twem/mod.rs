@@ -33,6 +33,9 @@ pub struct Options {
     /// Where each pool keeps its state file (`{pool}.state`); `None`: in
     /// memory only.
     pub state_dir: Option<PathBuf>,
+    /// The stats port's `host:port`, and whether it was asked for (a
+    /// default one that is taken is only skipped, with a warning).
+    pub stats: Option<(String, bool)>,
 }
 
 /// Whether `text` (from `path`) is a `nutcracker.yml` rather than TOML: by
@@ -84,12 +87,24 @@ pub fn describe(listen: &Listen) -> String {
     }
 }
 
-/// Binds every pool's listener (all or none), then serves them all until
-/// `shutdown` completes, and drains each.
+/// Binds every pool's listener (all or none) and the stats port, then
+/// serves them all until `shutdown` completes, and drains each.
 pub async fn run(
     served: Vec<Served>,
+    opts: &Options,
     shutdown: impl std::future::Future<Output = ()>,
 ) -> Result<(), String> {
+    let stats = match &opts.stats {
+        Some((addr, asked)) => match crate::listen::listen(addr).await {
+            Ok(l) => Some(l),
+            Err(e) if *asked => return Err(format!("stats port {addr}: {e}")),
+            Err(e) => {
+                tracing::warn!("stats port {addr}: {e}; serving without it (set -s)");
+                None
+            }
+        },
+        None => None,
+    };
     let mut bound = Vec::with_capacity(served.len());
     for s in served {
         let what = format!("pool '{}': listen {}", s.name, describe(&s.listen));
@@ -107,12 +122,17 @@ pub async fn run(
     }
     let (stop, stopped) = tokio::sync::watch::channel(false);
     let mut tasks = Vec::with_capacity(bound.len());
+    let mut board = stats::Board {
+        started: std::time::Instant::now(),
+        pools: Vec::new(),
+    };
     for (s, tcp, socket) in bound {
         let port = tcp.local_addr().map(|a| a.port()).unwrap_or(0);
         let local = tcp.local_addr().map_err(|e| e.to_string())?;
         let proxy =
             Proxy::new(s.pool, port, None).map_err(|e| format!("pool '{}': {e}", s.name))?;
         start(&proxy);
+        board.pools.push((s.name.clone(), proxy.clone()));
         tracing::info!(pool = %s.name, listen = %describe(&s.listen), nodes = proxy.routing.load().shards.len(), "pool ready");
         let mut stopped = stopped.clone();
         let bridge = socket.map(|sock| {
@@ -129,7 +149,11 @@ pub async fn run(
             }
         }));
     }
+    let stats = stats.map(|l| tokio::spawn(stats::serve(l, Arc::new(board))));
     shutdown.await;
+    if let Some(s) = stats {
+        s.abort();
+    }
     let _ = stop.send(true);
     for t in tasks {
         let _ = t.await;
