@@ -294,6 +294,18 @@ fn run_proxy(a: ProxyArgs) -> Result<(), String> {
     if proxy::twem::is_yaml(&path, &text) {
         return run_nutcracker(a, &path);
     }
+    let t = &a.twem;
+    if t.stats_port.is_some()
+        || t.stats_addr.is_some()
+        || t.daemonize
+        || t.pid_file.is_some()
+        || t.state_dir.is_some()
+    {
+        return Err(format!(
+            "{}: -s, -a, -d, -p and --state-dir are for a nutcracker.yml; a TOML config sets proxy.state_file and [admin]",
+            path.display()
+        ));
+    }
     let mut config = Config::load(&path)?;
     if let Some(l) = a.listen {
         proxy::config::check_host_port("--listen", &l)?;
@@ -342,7 +354,7 @@ fn run_nutcracker(a: ProxyArgs, path: &Path) -> Result<(), String> {
     if a.exit_with_parent {
         exit_with_parent();
     }
-    twem_cli::run(path, &opts, stop_signal(), runtime(0)?)
+    twem_cli::run(path, &opts, &a.twem, stop_signal, || runtime(0))
 }
 
 /// Exits this process soon after its parent exits (polled: portable, and

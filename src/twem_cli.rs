@@ -102,16 +102,58 @@ pub fn test_conf(path: &Path, opts: &twem::Options) -> Result<(), String> {
     }
 }
 
-/// Serves every pool of a nutcracker.yml until `shutdown`.
-pub fn run(
+/// Serves every pool of a nutcracker.yml until `shutdown` resolves: the
+/// file read first (its errors reach the terminal), then `-d` and `-p`.
+pub fn run<F: std::future::Future<Output = ()>>(
     path: &Path,
     opts: &twem::Options,
-    shutdown: impl std::future::Future<Output = ()>,
-    runtime: tokio::runtime::Runtime,
+    args: &TwemArgs,
+    shutdown: impl FnOnce() -> F,
+    runtime: impl FnOnce() -> Result<tokio::runtime::Runtime, String>,
 ) -> Result<(), String> {
     let (served, warnings) = twem::load(path, opts)?;
     for w in &warnings {
         tracing::warn!("{w}");
     }
-    runtime.block_on(twem::run(served, opts, shutdown))
+    if args.stats_interval.is_some() {
+        tracing::info!("-i: shardis reads its stats live when asked; the interval is not needed");
+    }
+    if args.daemonize {
+        daemonize()?;
+    }
+    let _pid = match &args.pid_file {
+        Some(p) => Some(PidFile::write(p)?),
+        None => None,
+    };
+    runtime()?.block_on(twem::run(served, opts, shutdown()))
+}
+
+/// `-d`: into the background, detached from the terminal, as nutcracker
+/// does (its working directory kept, so relative paths still hold). Called
+/// before any thread starts.
+fn daemonize() -> Result<(), String> {
+    // SAFETY: no other thread runs yet (the runtime starts after this);
+    // daemon(3) forks, the parent exits, the child calls setsid and points
+    // stdin, stdout and stderr at /dev/null.
+    if unsafe { libc::daemon(1, 0) } != 0 {
+        return Err(format!("-d: {}", std::io::Error::last_os_error()));
+    }
+    Ok(())
+}
+
+/// `-p`: the process id in a file, removed when dropped.
+struct PidFile(PathBuf);
+
+impl PidFile {
+    fn write(path: &Path) -> Result<PidFile, String> {
+        std::fs::write(path, format!("{}\n", std::process::id()))
+            .map_err(|e| format!("-p {}: {e}", path.display()))?;
+        Ok(PidFile(path.to_path_buf()))
+    }
+}
+
+impl Drop for PidFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
 }

@@ -7,6 +7,8 @@
 
 #[path = "twemproxy_dropin/auth.rs"]
 mod auth;
+#[path = "twemproxy_dropin/cli.rs"]
+mod cli;
 mod common;
 #[path = "twemproxy_dropin/eject.rs"]
 mod eject;
