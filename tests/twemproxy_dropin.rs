@@ -12,6 +12,8 @@ mod cli;
 mod common;
 #[path = "twemproxy_dropin/eject.rs"]
 mod eject;
+#[path = "twemproxy_dropin/grow.rs"]
+mod grow;
 #[path = "twemproxy_dropin/placement.rs"]
 mod placement;
 #[path = "twemproxy_dropin/site.rs"]

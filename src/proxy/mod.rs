@@ -129,6 +129,9 @@ pub(crate) struct Proxy {
     /// The channels and patterns the proxy's subscribers hold (PUBSUB
     /// NUMPAT, INFO).
     pub(crate) subscriptions: commands::pubsub::Held,
+    /// `Some`: every ring of this proxy places keys as this twemproxy pool
+    /// would (see [`Proxy::ring`]).
+    pub(crate) placement: Option<crate::ring::Placement>,
     /// Servers `auto_eject_hosts` has taken out of the ring right now.
     pub(crate) ejected: twem::eject::Ejected,
 }
@@ -227,12 +230,23 @@ impl Proxy {
             auth,
             subscriptions: Default::default(),
             ejected: Default::default(),
+            placement: pool.twemproxy,
             config,
         });
         if let Some(s) = saved {
             admin::migration::resume(&proxy, s).map_err(StartError::Resume)?;
         }
         Ok(proxy)
+    }
+
+    /// The ring over `nodes` at `epoch`, placed the pool's way (as
+    /// [`Pool::ring`]): what a resumed change is rebuilt with.
+    pub(crate) fn ring(
+        &self,
+        nodes: Vec<NodeSpec>,
+        epoch: u64,
+    ) -> Result<Ring, crate::ring::RingError> {
+        pool::place(self.placement, self.config.ring, nodes, epoch)
     }
 
     /// The shard at each of `ring`'s entries, its primary the pooled node

@@ -15,6 +15,7 @@ use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use crate::proxy::config::EjectPolicy;
+use crate::proxy::pool::place;
 use crate::proxy::upstream::shard::Shard;
 use crate::proxy::upstream::topology::Routing;
 use crate::proxy::Proxy;
@@ -115,10 +116,7 @@ fn tick(p: &Proxy, cur: &Arc<Routing>, policy: EjectPolicy, state: &mut State) {
         Routing::new(ring.clone(), shards.clone(), None, false)
     } else {
         let specs = live.iter().map(|i| ring.nodes()[*i].clone()).collect();
-        let placed = match ring.placement() {
-            Some(pl) => Ring::twemproxy(specs, pl, ring.epoch()),
-            None => Ring::new(specs, ring.config(), ring.epoch()),
-        };
+        let placed = place(ring.placement(), ring.config(), specs, ring.epoch());
         let Ok(placed) = placed else { return };
         let live_shards = live.iter().map(|i| shards[*i].clone()).collect();
         Routing::new(Arc::new(placed), live_shards, None, false)
