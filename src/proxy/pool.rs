@@ -47,11 +47,12 @@ impl Pool {
             .cloned()
             .map(ShardSpec::single)
             .collect();
+        let auth = Auth::from_config(&config.auth);
         Pool {
             config,
             shards,
             twemproxy: None,
-            auth: Auth::Open,
+            auth,
         }
     }
 

@@ -11,6 +11,7 @@ mod file;
 
 use file::*;
 
+pub use crate::proxy::conn::auth::config::AuthConfig;
 use crate::proxy::conn::budget::OutputLimits;
 use crate::proxy::ops::{AdminSection, HotKeysSection, OpsConfig, SlowlogSection};
 use crate::resp::Limits;
@@ -94,6 +95,8 @@ pub struct Config {
     /// twemproxy's `auto_eject_hosts`: when set, a server failing this often
     /// leaves the ring for a while and its keys go to the others.
     pub eject: Option<EjectPolicy>,
+    /// `[proxy] requirepass`, `protected_mode`, `auth_*` and `[[users]]`.
+    pub auth: AuthConfig,
 }
 
 /// `server_failure_limit` and `server_retry_timeout` of an ejecting pool.
@@ -290,6 +293,14 @@ impl Config {
             });
         }
         let ops = OpsConfig::validate(f.admin, f.hot_keys, f.slowlog)?;
+        let auth = AuthConfig::validate(
+            p.requirepass,
+            f.users,
+            p.protected_mode,
+            p.auth_timeout_ms,
+            p.auth_failures_per_sec,
+        )?;
+        auth.check_protected("proxy.listen", &p.listen)?;
         let ring = RingConfig {
             scheme,
             vnodes: f.ring.vnodes,
@@ -311,6 +322,7 @@ impl Config {
                 max_bulk_len: p.max_bulk_len,
                 max_inline_len: Limits::default().max_inline_len,
                 max_query_buffer: p.max_query_buffer,
+                unauthenticated: false,
             },
             output_limits: OutputLimits {
                 hard_bytes: p.client_output_hard_limit,
@@ -337,6 +349,7 @@ impl Config {
             preconnect: false,
             backlog: crate::listen::BACKLOG,
             eject: None,
+            auth,
         })
     }
 }

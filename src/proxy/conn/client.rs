@@ -46,9 +46,11 @@ pub(crate) struct ClientState {
     /// MONITOR was run: once its `+OK` is written the session serves the
     /// monitor loop.
     pub(crate) monitor: bool,
-    /// Gave the pool's password (`Auth::Twemproxy`). Atomic only so the
-    /// state stays `Sync`: the session alone writes it.
-    pub(crate) authenticated: std::sync::atomic::AtomicBool,
+    /// The user this client authenticated as; `None` before it has (with
+    /// users configured) or always (without).
+    pub(crate) user: Option<Arc<crate::proxy::conn::auth::users::User>>,
+    /// Gave the pool's password (`Auth::Twemproxy`).
+    pub(crate) authenticated: bool,
 }
 
 impl ClientState {
@@ -94,7 +96,8 @@ impl ClientState {
             entry,
             reply: Default::default(),
             monitor: false,
-            authenticated: Default::default(),
+            user: None,
+            authenticated: false,
         };
         (state, query)
     }
