@@ -21,6 +21,7 @@ pub mod policy;
 pub(crate) mod pool;
 pub mod route;
 pub(crate) mod session;
+pub mod twem;
 pub(crate) mod upstream;
 
 use std::collections::HashMap;
@@ -60,6 +61,12 @@ pub(crate) struct Stats {
     pub(crate) blocked_clients: AtomicUsize,
     /// Clients closed for their own or the proxy-wide query buffer limit.
     pub(crate) query_limit_closes: AtomicU64,
+    /// Clients that closed their connection (twemproxy's `client_eof`).
+    pub(crate) client_eof: AtomicU64,
+    /// Client connections that failed (twemproxy's `client_err`).
+    pub(crate) client_err: AtomicU64,
+    /// Requests split across nodes, one per node (twemproxy's `fragments`).
+    pub(crate) fragments: AtomicU64,
 }
 
 /// One client's place under `max_clients`, given back when dropped — also
@@ -127,6 +134,11 @@ pub(crate) struct Proxy {
     pub(crate) subscriptions: commands::pubsub::Held,
     /// Replicas, member status, failover (see `ha`).
     pub(crate) ha: Arc<ha::Ha>,
+    /// `Some`: every ring of this proxy places keys as this twemproxy pool
+    /// would (see [`Proxy::ring`]).
+    pub(crate) placement: Option<crate::ring::Placement>,
+    /// Servers `auto_eject_hosts` has taken out of the ring right now.
+    pub(crate) ejected: twem::eject::Ejected,
 }
 
 /// Starts a node process and returns its address once it answers PING.
@@ -216,7 +228,7 @@ impl Proxy {
                 Arc::new(Shard::new(nodes[&spec.name].clone(), replicas))
             })
             .collect();
-        let config = pool.config;
+        let (config, auth) = (pool.config, pool.auth);
         let proxy = Arc::new(Proxy {
             port,
             routing: ArcSwap::from_pointee(Routing::new(Arc::new(ring), shards, None, false)),
@@ -233,15 +245,27 @@ impl Proxy {
             spawner,
             ops: ops::Ops::new(&config.ops),
             store,
-            auth: conn::auth::Auth::from_config(&config.auth),
+            auth,
             subscriptions: Default::default(),
             ha,
+            ejected: Default::default(),
+            placement: pool.twemproxy,
             config,
         });
         if let Some(s) = saved {
             admin::migration::resume(&proxy, s).map_err(StartError::Resume)?;
         }
         Ok(proxy)
+    }
+
+    /// The ring over `nodes` at `epoch`, placed the pool's way (as
+    /// [`Pool::ring`]): what a resumed change is rebuilt with.
+    pub(crate) fn ring(
+        &self,
+        nodes: Vec<NodeSpec>,
+        epoch: u64,
+    ) -> Result<Ring, crate::ring::RingError> {
+        pool::place(self.placement, self.config.ring, nodes, epoch)
     }
 
     /// The shard at each of `ring`'s entries, its primary the pooled node
@@ -274,6 +298,21 @@ impl Proxy {
         pool.insert(name.to_string(), Arc::new(new_node(&spec, &self.config)));
     }
 
+    /// Every node this proxy has connections for: the ring's, in ring
+    /// order, then any other (ejected, or leaving).
+    pub(crate) fn known_nodes(&self) -> Vec<Arc<Node>> {
+        let routing = self.routing.load();
+        let mut out: Vec<Arc<Node>> = routing.primaries().cloned().collect();
+        let pool = self.pool.lock().expect("pool lock");
+        let mut rest: Vec<&Arc<Node>> = pool
+            .values()
+            .filter(|n| !out.iter().any(|o| Arc::ptr_eq(o, n)))
+            .collect();
+        rest.sort_by(|a, b| a.spec.name.cmp(&b.spec.name));
+        out.extend(rest.into_iter().cloned());
+        out
+    }
+
     /// Drops a node's pooled connections (after it left the ring and was
     /// swept), and stops its process if this proxy's `up` started it.
     pub(crate) fn release(&self, name: &str) {
@@ -293,6 +332,7 @@ pub(crate) fn new_node(spec: &NodeSpec, config: &Config) -> Node {
         config.max_pinned_per_node,
         config.limits.max_bulk_len,
         config.node_auth.for_node(&spec.name),
+        config.backend.commands(),
     )
 }
 

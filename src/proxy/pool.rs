@@ -4,9 +4,10 @@
 //! twemproxy `nutcracker.yml` names several, each with its own listener and
 //! a ring placing keys as twemproxy would (`twemproxy`, `Ring::twemproxy`).
 
+use crate::proxy::conn::auth::Auth;
 use crate::proxy::upstream::shard::ShardSpec;
 use crate::proxy::Config;
-use crate::ring::{twemproxy, NodeSpec, Ring, RingError};
+use crate::ring::{twemproxy, NodeSpec, Ring, RingConfig, RingError};
 
 /// What one proxy serves: built from the config, then handed to
 /// `Proxy::new`.
@@ -18,6 +19,22 @@ pub struct Pool {
     /// `Some`: the ring places keys exactly as this twemproxy pool would
     /// (a pool from `nutcracker.yml`); `None`: the config's `[ring]`.
     pub(crate) twemproxy: Option<twemproxy::Placement>,
+    /// How its clients are admitted.
+    pub(crate) auth: Auth,
+}
+
+/// The ring over `nodes` at `epoch`: twemproxy's placement when given, else
+/// the `[ring]` settings. Every ring a pool routes by is built here.
+pub(crate) fn place(
+    twemproxy: Option<twemproxy::Placement>,
+    ring: RingConfig,
+    nodes: Vec<NodeSpec>,
+    epoch: u64,
+) -> Result<Ring, RingError> {
+    match twemproxy {
+        Some(placement) => Ring::twemproxy(nodes, placement, epoch),
+        None => Ring::new(nodes, ring, epoch),
+    }
 }
 
 impl Pool {
@@ -37,10 +54,12 @@ impl Pool {
                 primary,
             })
             .collect();
+        let auth = Auth::from_config(&config.auth);
         Pool {
             config,
             shards,
             twemproxy: None,
+            auth,
         }
     }
 
@@ -52,9 +71,6 @@ impl Pool {
 
     /// The ring over `nodes` at `epoch`, placed the pool's way.
     pub(crate) fn ring(&self, nodes: Vec<NodeSpec>, epoch: u64) -> Result<Ring, RingError> {
-        match self.twemproxy {
-            Some(placement) => Ring::twemproxy(nodes, placement, epoch),
-            None => Ring::new(nodes, self.config.ring, epoch),
-        }
+        place(self.twemproxy, self.config.ring, nodes, epoch)
     }
 }

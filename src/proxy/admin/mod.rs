@@ -243,6 +243,10 @@ async fn start_change(
     if proxy.ha.is_failing_over() {
         return Err(AdminError::FailingOver);
     }
+    let ejected = proxy.ejected.names();
+    if !ejected.is_empty() {
+        return Err(AdminError::Ejected(ejected.join(", ")));
+    }
     Ok((lock, routing))
 }
 

@@ -86,6 +86,18 @@ pub struct Config {
     pub nodes: Vec<NodeSpec>,
     /// `[admin]`, `[hot_keys]`, `[slowlog]`.
     pub ops: OpsConfig,
+    /// What every upstream connection says first: the password it sends
+    /// (`AUTH`) and the database it selects (twemproxy's `redis_auth` and
+    /// `redis_db`; none and 0 from TOML).
+    pub backend: BackendSetup,
+    /// Connect to every node at start rather than on first use
+    /// (twemproxy's `preconnect`).
+    pub preconnect: bool,
+    /// The listener's accept queue (twemproxy's `backlog`).
+    pub backlog: u32,
+    /// twemproxy's `auto_eject_hosts`: when set, a server failing this often
+    /// leaves the ring for a while and its keys go to the others.
+    pub eject: Option<EjectPolicy>,
     /// `[proxy] requirepass`, `protected_mode`, `auth_*` and `[[users]]`.
     pub auth: AuthConfig,
     /// Each shard's replicas, by the shard's (its primary's) name.
@@ -94,6 +106,39 @@ pub struct Config {
     pub ha: ha::HaConfig,
     /// `[backend_auth]` and each `[[nodes]]` entry's username and password.
     pub node_auth: NodeCredentials,
+}
+
+/// `server_failure_limit` and `server_retry_timeout` of an ejecting pool.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct EjectPolicy {
+    pub failure_limit: u32,
+    pub retry_ms: u64,
+}
+
+/// The commands a new upstream connection sends before any request.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct BackendSetup {
+    pub password: Option<String>,
+    pub db: u32,
+}
+
+impl BackendSetup {
+    /// `AUTH password` and `SELECT db`, each encoded, as far as configured.
+    pub(crate) fn commands(&self) -> std::sync::Arc<[bytes::Bytes]> {
+        let mut out = Vec::new();
+        if let Some(pw) = &self.password {
+            let mut b = bytes::BytesMut::new();
+            crate::resp::encode::command(&mut b, &[b"AUTH", pw.as_bytes()]);
+            out.push(b.freeze());
+        }
+        if self.db != 0 {
+            let mut b = bytes::BytesMut::new();
+            let db = self.db.to_string();
+            crate::resp::encode::command(&mut b, &[b"SELECT", db.as_bytes()]);
+            out.push(b.freeze());
+        }
+        out.into()
+    }
 }
 
 /// Background mover settings.
@@ -327,6 +372,10 @@ impl Config {
             },
             nodes,
             ops,
+            backend: BackendSetup::default(),
+            preconnect: false,
+            backlog: crate::listen::BACKLOG,
+            eject: None,
             auth,
             replicas,
             ha,

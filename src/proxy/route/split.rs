@@ -56,6 +56,8 @@ pub(crate) async fn split(
         return Pending::Charged(rx);
     }
     // One fragment per node: the command name, then that node's keys (and values).
+    let fragments = &proxy.stats.fragments;
+    fragments.fetch_add(groups.len() as u64, std::sync::atomic::Ordering::Relaxed);
     let mut waits = Vec::with_capacity(groups.len());
     for (node, ps) in &groups {
         let mut parts: Vec<&[u8]> = vec![&req.args[0]];

@@ -201,11 +201,7 @@ pub(crate) fn resume(proxy: &Arc<Proxy>, saved: Saved) -> Result<(), MigrationEr
         }
         return Ok(());
     };
-    let other = Arc::new(Ring::new(
-        state::to_specs(&m.other_nodes),
-        proxy.config.ring,
-        m.other_epoch,
-    )?);
+    let other = Arc::new(proxy.ring(state::to_specs(&m.other_nodes), m.other_epoch)?);
     proxy
         .migration
         .reset(format!("resumed {} after restart", m.phase));
