@@ -222,10 +222,14 @@ pub(crate) fn hrandfield(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     let mut count = None;
     let mut withvalues = false;
     if args.len() >= 3 {
+        let raw = parse_i64(args[2])?;
+        withvalues = args.len() == 4 && eq_ignore_case(args[3], b"withvalues");
+        // Redis makes sure the count doubles without overflow.
+        if withvalues && raw != i64::MIN && !(-(i64::MAX / 2)..=i64::MAX / 2).contains(&raw) {
+            return Err(CmdError::err("value is out of range"));
+        }
         count = Some(parse_count(args[2])?);
-        if args.len() == 4 && eq_ignore_case(args[3], b"withvalues") {
-            withvalues = true;
-        } else if args.len() >= 4 {
+        if args.len() >= 4 && !withvalues {
             return Err(CmdError::Syntax);
         }
     }
