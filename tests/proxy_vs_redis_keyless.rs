@@ -56,6 +56,11 @@ const CASES: &[&str] = &[
     "HRANDFIELD nohash 9223372036854775807 WITHVALUES",
     "SRANDMEMBER s -9223372036854775808",
     "ZRANDMEMBER z -9223372036854775808 WITHSCORES",
+    "ZADD z 1 m",
+    "ZRANDMEMBER z -9223372036854775807 WITHSCORES",
+    "ZRANDMEMBER z 4611686018427387904 WITHSCORES",
+    "ZRANDMEMBER noz 9223372036854775807 WITHSCORES",
+    "ZRANDMEMBER z 4611686018427387904 WITHSCORE",
     "SMOVE a b",
     "SMOVE a b c d",
     "RPOPLPUSH a",
@@ -80,7 +85,7 @@ fn keyless_shapes_through_the_proxy_answer_as_redis_server() {
     let redis = common::start_redis(common::free_port());
     for proto in ["2", "3"] {
         let mut c = Compare::open(cluster.proxy.port, redis.port, proto);
-        c.both(&["DEL", "h"]);
+        c.both(&["DEL", "h", "z"]);
         for step in CASES {
             c.line(&format!("RESP{proto}"), step);
         }

@@ -4,7 +4,7 @@
 
 use super::counters::format_float;
 use super::keys::parse_cursor;
-use super::util::{empty_scan, parse_count, scan_opts, scan_reply, scan_step};
+use super::util::{empty_scan, parse_random_count, scan_opts, scan_reply, scan_step};
 use super::{parse_f64, parse_i64, CmdResult, Ctx};
 use crate::backend::error::CmdError;
 use crate::backend::keyspace::lfu::random;
@@ -222,13 +222,8 @@ pub(crate) fn hrandfield(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     let mut count = None;
     let mut withvalues = false;
     if args.len() >= 3 {
-        let raw = parse_i64(args[2])?;
         withvalues = args.len() == 4 && eq_ignore_case(args[3], b"withvalues");
-        // Redis makes sure the count doubles without overflow.
-        if withvalues && raw != i64::MIN && !(-(i64::MAX / 2)..=i64::MAX / 2).contains(&raw) {
-            return Err(CmdError::err("value is out of range"));
-        }
-        count = Some(parse_count(args[2])?);
+        count = Some(parse_random_count(args[2], withvalues)?);
         if args.len() >= 4 && !withvalues {
             return Err(CmdError::Syntax);
         }
