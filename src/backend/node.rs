@@ -38,6 +38,8 @@ pub(crate) struct Stats {
     pub(crate) connected_clients: AtomicUsize,
     /// Connections waiting in a blocking command now.
     pub(crate) blocked_clients: AtomicUsize,
+    /// Those of them with a timeout (INFO `clients_in_timeout_table`).
+    pub(crate) timeout_clients: AtomicUsize,
 }
 
 /// State shared by every connection of one node.

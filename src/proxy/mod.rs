@@ -59,6 +59,8 @@ pub(crate) struct Stats {
     pub(crate) output_limit_closes: AtomicU64,
     /// Clients waiting in a blocking command (INFO `blocked_clients`).
     pub(crate) blocked_clients: AtomicUsize,
+    /// Blocked commands with a timeout (INFO `clients_in_timeout_table`).
+    pub(crate) timeout_clients: AtomicUsize,
     /// Clients closed for their own or the proxy-wide query buffer limit.
     pub(crate) query_limit_closes: AtomicU64,
     /// Clients that closed their connection (twemproxy's `client_eof`).
