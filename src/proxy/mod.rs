@@ -326,15 +326,22 @@ impl Proxy {
 }
 
 pub(crate) fn new_node(spec: &NodeSpec, config: &Config) -> Node {
+    let opts = upstream::UpstreamOptions {
+        label: String::new(),
+        addr: String::new(),
+        proto: 2,
+        connect_timeout: Duration::from_millis(config.connect_timeout_ms),
+        request_timeout: Duration::from_millis(config.request_timeout_ms),
+        pinned: false,
+        max_bulk_len: config.limits.max_bulk_len,
+        credentials: config.node_auth.for_node(&spec.name),
+        setup: config.backend.commands(),
+    };
     Node::new(
         spec.clone(),
         config.connections_per_node,
-        Duration::from_millis(config.connect_timeout_ms),
-        Duration::from_millis(config.request_timeout_ms),
         config.max_pinned_per_node,
-        config.limits.max_bulk_len,
-        config.node_auth.for_node(&spec.name),
-        config.backend.commands(),
+        opts,
     )
 }
 

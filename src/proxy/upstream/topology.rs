@@ -10,7 +10,6 @@
 
 use std::sync::atomic::{fence, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
-use std::time::Duration;
 
 use arc_swap::ArcSwap;
 use bytes::Bytes;
@@ -34,27 +33,21 @@ pub(crate) struct Node {
 
 impl Node {
     /// Creates the node's connection actors (they connect on first use).
+    /// `opts` carries the timeouts, limits and handshake every connection
+    /// uses; its label and address are the node's.
     pub(crate) fn new(
         spec: NodeSpec,
         conns: usize,
-        connect_timeout: Duration,
-        request_timeout: Duration,
         max_pinned: usize,
-        max_bulk_len: usize,
-        credentials: Option<Arc<crate::proxy::upstream::credentials::Credentials>>,
-        setup: Arc<[bytes::Bytes]>,
+        opts: UpstreamOptions,
     ) -> Node {
         let health = Arc::new(Health::default());
         let opts = UpstreamOptions {
             label: format!("{} ({})", spec.name, spec.addr),
             addr: spec.addr.clone(),
             proto: 2,
-            connect_timeout,
-            request_timeout,
             pinned: false,
-            max_bulk_len,
-            credentials,
-            setup,
+            ..opts
         };
         let resp2 = (0..conns)
             .map(|_| Upstream::spawn(opts.clone(), health.clone()))
@@ -310,6 +303,7 @@ pub(crate) fn all_nodes(routing: &Routing) -> Vec<Arc<Node>> {
 mod tests {
     use super::*;
     use crate::ring::RingConfig;
+    use std::time::Duration;
 
     fn routing(epoch: u64) -> Routing {
         let spec = NodeSpec {
