@@ -165,22 +165,38 @@ impl Proxy {
         spawner: Option<Arc<dyn Spawner>>,
     ) -> Result<Arc<Proxy>, StartError> {
         let config = &pool.config;
-        let store = admin::store::open(config.state_file.as_deref());
+        let host = config
+            .listen
+            .rsplit_once(':')
+            .map_or("127.0.0.1", |(h, _)| h);
+        let store = admin::store::open(
+            &config.topology,
+            config.state_file.as_deref(),
+            format!("{host}:{port}"),
+        )
+        .map_err(StartError::State)?;
+        let seed = admin::state::Saved {
+            epoch: 1,
+            nodes: pool.primaries(),
+            migration: None,
+            pending_sweep: Vec::new(),
+        };
         let saved = match &store {
-            Some(store) => store.load().map_err(StartError::State)?,
+            Some(store) if seed.nodes.is_empty() => store.load().map_err(StartError::State)?,
+            Some(store) => store.load_or_seed(&seed).map_err(StartError::State)?,
             None => None,
         };
         let (specs, epoch) = match &saved {
             Some(s) => (s.nodes.clone(), s.epoch),
-            None => (pool.primaries(), 1),
+            None => (seed.nodes, 1),
         };
         if let (Some(s), Some(store)) = (&saved, &store) {
             let path = store.name();
             let diff = admin::state::topology_difference(&config.nodes, &s.nodes);
             if diff.is_empty() {
-                tracing::info!(state_file = %path, epoch = s.epoch, nodes = s.nodes.len(), "topology from the state file, as the config lists it");
+                tracing::info!(store = %path, epoch = s.epoch, nodes = s.nodes.len(), "topology from the store, as the config lists it");
             } else {
-                tracing::warn!(state_file = %path, epoch = s.epoch, nodes = s.nodes.len(), differences = %diff.join("; "), "topology from the state file, which overrides the config's nodes");
+                tracing::warn!(store = %path, epoch = s.epoch, nodes = s.nodes.len(), differences = %diff.join("; "), "topology from the store, which overrides the config's nodes");
             }
         }
         let ring = pool.ring(specs, epoch).map_err(StartError::Ring)?;
@@ -219,8 +235,13 @@ impl Proxy {
             subscriptions: Default::default(),
             config,
         });
-        if let Some(s) = saved {
-            admin::migration::resume(&proxy, s).map_err(StartError::Resume)?;
+        match saved {
+            // In a fleet the leader resumes a change; every proxy routes by it.
+            Some(s) if admin::fleet::fleet(&proxy).is_some() => {
+                admin::migration::follow::apply(&proxy, &s).map_err(StartError::Resume)?
+            }
+            Some(s) => admin::migration::resume(&proxy, s).map_err(StartError::Resume)?,
+            None => {}
         }
         Ok(proxy)
     }
@@ -300,6 +321,7 @@ pub async fn run_with(
         }
     }
     tokio::spawn(ops::hotkeys::run_ticker(Arc::downgrade(&proxy)));
+    admin::fleet::spawn(&proxy);
     serve(listener, proxy, shutdown).await;
     drop(stop);
     Ok(())

@@ -26,6 +26,8 @@ pub(super) struct FileConfig {
     pub(super) hot_keys: HotKeysSection,
     #[serde(default)]
     pub(super) slowlog: SlowlogSection,
+    #[serde(default)]
+    pub(super) topology: TopologySection,
 }
 
 #[derive(Debug, Deserialize)]
@@ -133,4 +135,30 @@ pub(super) struct NodeSection {
     pub(super) addr: String,
     pub(super) name: Option<String>,
     pub(super) weight: Option<u32>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub(super) struct TopologySection {
+    pub(super) store: String,
+    pub(super) endpoints: Vec<String>,
+    pub(super) prefix: String,
+    pub(super) user: Option<String>,
+    pub(super) password: Option<String>,
+    pub(super) lease_ttl_s: u64,
+    pub(super) proxy_id: Option<String>,
+}
+
+impl Default for TopologySection {
+    fn default() -> Self {
+        TopologySection {
+            store: "file".into(),
+            endpoints: vec![DEFAULT_ETCD_ENDPOINT.into()],
+            prefix: DEFAULT_ETCD_PREFIX.into(),
+            user: None,
+            password: None,
+            lease_ttl_s: DEFAULT_LEASE_TTL_S,
+            proxy_id: None,
+        }
+    }
 }

@@ -8,8 +8,12 @@ use std::path::Path;
 use std::time::Duration;
 
 mod file;
+mod topology;
 
 use file::*;
+pub use topology::{
+    EtcdConfig, TopologyConfig, DEFAULT_ETCD_ENDPOINT, DEFAULT_ETCD_PREFIX, DEFAULT_LEASE_TTL_S,
+};
 
 use crate::proxy::conn::budget::OutputLimits;
 use crate::proxy::ops::{AdminSection, HotKeysSection, OpsConfig, SlowlogSection};
@@ -82,6 +86,8 @@ pub struct Config {
     pub nodes: Vec<NodeSpec>,
     /// `[admin]`, `[hot_keys]`, `[slowlog]`.
     pub ops: OpsConfig,
+    /// `[topology]`: where the ring lives (the state file, or etcd).
+    pub topology: TopologyConfig,
 }
 
 /// Background mover settings.
@@ -245,6 +251,7 @@ impl Config {
             });
         }
         let ops = OpsConfig::validate(f.admin, f.hot_keys, f.slowlog)?;
+        let topology = TopologyConfig::validate(f.topology, p.state_file.as_deref())?;
         let ring = RingConfig {
             scheme,
             vnodes: f.ring.vnodes,
@@ -288,6 +295,7 @@ impl Config {
             },
             nodes,
             ops,
+            topology,
         })
     }
 }
