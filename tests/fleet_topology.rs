@@ -5,42 +5,15 @@
 
 mod common;
 
-use std::time::{Duration, Instant};
-
-use common::etcd::Etcd;
+use common::etcd::{eventually, Etcd, Member};
 use common::*;
 
-/// A proxy over `nodes` sharing `etcd`'s topology, its stderr kept in a file.
-struct Member {
-    proc: Proc,
-    _dir: tempdir::Dir,
-    log: std::path::PathBuf,
-}
-
 fn member(etcd: &Etcd, nodes: &[String], env: &[(&str, &str)]) -> Member {
-    let dir = tempdir::Dir::new();
-    let (path, port) = write_proxy_config(&dir, nodes, &etcd.topology(2));
-    let log = dir.path().join("stderr.log");
-    let file = std::fs::File::create(&log).unwrap();
-    let proc = start_proxy_env(&path, port, env, Some(file));
-    Member {
-        proc,
-        _dir: dir,
-        log,
-    }
+    Member::start(etcd, nodes, 2, env)
 }
 
 fn info(port: u16) -> String {
     cluster_info(&mut connect(port))
-}
-
-/// Waits (up to `secs`) until `f` holds.
-fn eventually(secs: u64, what: &str, mut f: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(secs);
-    while !f() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(100));
-    }
 }
 
 fn owners(port: u16, n: usize) -> Vec<String> {

@@ -88,3 +88,45 @@ fn spawn(dir: &tempdir::Dir, client: u16, peer: u16) -> Proc {
         "etcd",
     )
 }
+
+/// A proxy over `nodes` sharing an etcd's topology (lease `ttl_s`), its
+/// stderr also kept in a file.
+pub struct Member {
+    pub proc: Proc,
+    pub dir: tempdir::Dir,
+    pub log: std::path::PathBuf,
+}
+
+impl Member {
+    pub fn start(etcd: &Etcd, nodes: &[String], ttl_s: u64, env: &[(&str, &str)]) -> Member {
+        let dir = tempdir::Dir::new();
+        let (path, port) = write_proxy_config(&dir, nodes, &etcd.topology(ttl_s));
+        let log = dir.path().join("stderr.log");
+        let file = std::fs::File::create(&log).unwrap();
+        let proc = start_proxy_env(&path, port, env, Some(file));
+        Member { proc, dir, log }
+    }
+
+    pub fn port(&self) -> u16 {
+        self.proc.port
+    }
+
+    pub fn ring_info(&self) -> String {
+        cluster_info(&mut connect(self.proc.port))
+    }
+
+    /// Whether it routes by `epoch` with no change in progress.
+    pub fn is_settled_at(&self, epoch: u64) -> bool {
+        let i = self.ring_info();
+        ring_field(&i, "epoch") == epoch.to_string() && ring_field(&i, "state") == "ok"
+    }
+}
+
+/// Waits (up to `secs`) until `f` holds.
+pub fn eventually(secs: u64, what: &str, mut f: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    while !f() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
