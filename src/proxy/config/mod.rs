@@ -15,6 +15,7 @@ pub use topology::{
     EtcdConfig, TopologyConfig, DEFAULT_ETCD_ENDPOINT, DEFAULT_ETCD_PREFIX, DEFAULT_LEASE_TTL_S,
 };
 
+pub use crate::proxy::conn::auth::config::AuthConfig;
 use crate::proxy::conn::budget::OutputLimits;
 use crate::proxy::ops::{AdminSection, HotKeysSection, OpsConfig, SlowlogSection};
 use crate::resp::Limits;
@@ -88,6 +89,8 @@ pub struct Config {
     pub ops: OpsConfig,
     /// `[topology]`: where the ring lives (the state file, or etcd).
     pub topology: TopologyConfig,
+    /// `[proxy] requirepass`, `protected_mode`, `auth_*` and `[[users]]`.
+    pub auth: AuthConfig,
 }
 
 /// Background mover settings.
@@ -252,6 +255,14 @@ impl Config {
         }
         let ops = OpsConfig::validate(f.admin, f.hot_keys, f.slowlog)?;
         let topology = TopologyConfig::validate(f.topology, p.state_file.as_deref())?;
+        let auth = AuthConfig::validate(
+            p.requirepass,
+            f.users,
+            p.protected_mode,
+            p.auth_timeout_ms,
+            p.auth_failures_per_sec,
+        )?;
+        auth.check_protected("proxy.listen", &p.listen)?;
         let ring = RingConfig {
             scheme,
             vnodes: f.ring.vnodes,
@@ -273,6 +284,7 @@ impl Config {
                 max_bulk_len: p.max_bulk_len,
                 max_inline_len: Limits::default().max_inline_len,
                 max_query_buffer: p.max_query_buffer,
+                unauthenticated: false,
             },
             output_limits: OutputLimits {
                 hard_bytes: p.client_output_hard_limit,
@@ -296,6 +308,7 @@ impl Config {
             nodes,
             ops,
             topology,
+            auth,
         })
     }
 }
