@@ -321,7 +321,7 @@ fn run_proxy(a: ProxyArgs) -> Result<(), String> {
             .is_some(),
         None => false,
     };
-    if config.nodes.is_empty() && !saved {
+    if config.nodes.is_empty() && !saved && config.topology.etcd().is_none() {
         return Err(format!(
             "{}: nodes: at least one [[nodes]] entry is required; this file lists none, like config/default.toml, which is for `shardis up` (it starts its own nodes). For `shardis proxy`, list the backends as config/redis-servers.toml does",
             path.display()

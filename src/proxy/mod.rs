@@ -39,7 +39,7 @@ pub use config::Config;
 pub use pool::Pool;
 use session::ClientSession;
 use upstream::shard::Shard;
-use upstream::topology::{Node, Routing};
+use upstream::topology::{new_node, Node, Routing};
 
 use crate::ring::{NodeSpec, Ring};
 
@@ -184,22 +184,47 @@ impl Proxy {
         spawner: Option<Arc<dyn Spawner>>,
     ) -> Result<Arc<Proxy>, StartError> {
         let config = &pool.config;
-        let store = admin::store::open(config.state_file.as_deref());
+        let host = config
+            .listen
+            .rsplit_once(':')
+            .map_or("127.0.0.1", |(h, _)| h);
+        let store = admin::store::open(
+            &config.topology,
+            config.state_file.as_deref(),
+            format!("{host}:{port}"),
+        )
+        .map_err(StartError::State)?;
+        let config_replicas = ha::replica_addrs(
+            &pool
+                .shards
+                .iter()
+                .filter(|s| !s.replicas.is_empty())
+                .map(|s| (s.primary.name.clone(), s.replicas.clone()))
+                .collect(),
+        );
+        let seed = admin::state::Saved {
+            epoch: 1,
+            nodes: pool.primaries(),
+            migration: None,
+            pending_sweep: Vec::new(),
+            replicas: config_replicas.clone(),
+        };
         let saved = match &store {
-            Some(store) => store.load().map_err(StartError::State)?,
+            Some(store) if seed.nodes.is_empty() => store.load().map_err(StartError::State)?,
+            Some(store) => store.load_or_seed(&seed).map_err(StartError::State)?,
             None => None,
         };
         let (specs, epoch) = match &saved {
             Some(s) => (s.nodes.clone(), s.epoch),
-            None => (pool.primaries(), 1),
+            None => (seed.nodes, 1),
         };
         if let (Some(s), Some(store)) = (&saved, &store) {
             let path = store.name();
             let diff = admin::state::topology_difference(&config.nodes, &s.nodes);
             if diff.is_empty() {
-                tracing::info!(state_file = %path, epoch = s.epoch, nodes = s.nodes.len(), "topology from the state file, as the config lists it");
+                tracing::info!(store = %path, epoch = s.epoch, nodes = s.nodes.len(), "topology from the store, as the config lists it");
             } else {
-                tracing::warn!(state_file = %path, epoch = s.epoch, nodes = s.nodes.len(), differences = %diff.join("; "), "topology from the state file, which overrides the config's nodes");
+                tracing::warn!(store = %path, epoch = s.epoch, nodes = s.nodes.len(), differences = %diff.join("; "), "topology from the store, which overrides the config's nodes");
             }
         }
         let ring = pool.ring(specs, epoch).map_err(StartError::Ring)?;
@@ -207,14 +232,7 @@ impl Proxy {
         // else the config's.
         let replicas = match &saved {
             Some(s) if !s.replicas.is_empty() => s.replicas.clone(),
-            _ => ha::replica_addrs(
-                &pool
-                    .shards
-                    .iter()
-                    .filter(|s| !s.replicas.is_empty())
-                    .map(|s| (s.primary.name.clone(), s.replicas.clone()))
-                    .collect(),
-            ),
+            _ => config_replicas,
         };
         let ha = Arc::new(ha::Ha::new(config.ha, replicas));
         let nodes: HashMap<String, Arc<Node>> = ring
@@ -254,8 +272,13 @@ impl Proxy {
             placement: pool.twemproxy,
             config,
         });
-        if let Some(s) = saved {
-            admin::migration::resume(&proxy, s).map_err(StartError::Resume)?;
+        match saved {
+            // In a fleet the leader resumes a change; every proxy routes by it.
+            Some(s) if admin::fleet::fleet(&proxy).is_some() => {
+                admin::migration::follow::apply(&proxy, &s).map_err(StartError::Resume)?
+            }
+            Some(s) => admin::migration::resume(&proxy, s).map_err(StartError::Resume)?,
+            None => {}
         }
         Ok(proxy)
     }
@@ -325,26 +348,6 @@ impl Proxy {
     }
 }
 
-pub(crate) fn new_node(spec: &NodeSpec, config: &Config) -> Node {
-    let opts = upstream::UpstreamOptions {
-        label: String::new(),
-        addr: String::new(),
-        proto: 2,
-        connect_timeout: Duration::from_millis(config.connect_timeout_ms),
-        request_timeout: Duration::from_millis(config.request_timeout_ms),
-        pinned: false,
-        max_bulk_len: config.limits.max_bulk_len,
-        credentials: config.node_auth.for_node(&spec.name),
-        setup: config.backend.commands(),
-    };
-    Node::new(
-        spec.clone(),
-        config.connections_per_node,
-        config.max_pinned_per_node,
-        opts,
-    )
-}
-
 /// Serves one pool's clients on `listener` until `shutdown` completes, then
 /// drains: stops accepting, answers the replies clients are owed (at most
 /// `drain_timeout_ms`), and returns.
@@ -384,6 +387,7 @@ pub async fn run_with(
     }
     tokio::spawn(ops::hotkeys::run_ticker(Arc::downgrade(&proxy)));
     ha::monitor::start(&proxy);
+    admin::fleet::spawn(&proxy);
     serve(listener, proxy, shutdown).await;
     drop(stop);
     Ok(())

@@ -20,6 +20,7 @@ use std::time::{Duration, Instant};
 pub mod cluster;
 pub mod compare;
 pub mod conn;
+pub mod etcd;
 pub mod frames;
 pub mod http;
 pub mod inproc;

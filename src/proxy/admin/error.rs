@@ -62,6 +62,8 @@ pub(crate) enum AdminError {
     Ring(RingError),
     /// The migration engine refused or failed the change.
     Migration(MigrationError),
+    /// The fleet's shared store or leader did not complete the request.
+    FleetChange(String),
 }
 
 impl fmt::Display for AdminError {
@@ -129,6 +131,7 @@ impl fmt::Display for AdminError {
             }
             AdminError::Ring(e) => write!(f, "{e}"),
             AdminError::Migration(e) => write!(f, "{e}"),
+            AdminError::FleetChange(e) => f.write_str(e),
         }
     }
 }

@@ -6,6 +6,7 @@
 //! | `CLUSTER REMOVENODE name-or-addr` | `+OK` once the new epoch routes |
 //! | `CLUSTER RING` | one line per node of the ring |
 //! | `CLUSTER RINGINFO` | `key:value` lines: the change state and its progress |
+//! | `CLUSTER PROXIES` | one line per live proxy sharing the topology (fleet.rs) |
 //! | `CLUSTER KEYNODE key` | the owner's name |
 //! | `CLUSTER SLOTS` / `SHARDS` / `NODES` / `INFO` / `MYID` / `KEYSLOT` | the proxy as one Redis Cluster node owning every slot (cluster.rs) |
 //!
@@ -13,6 +14,8 @@
 //! is down can be removed at any time (see [`remove_node`]).
 
 pub(crate) mod error;
+pub(crate) mod etcd;
+pub(crate) mod fleet;
 pub(crate) mod migration;
 pub(crate) mod plan;
 pub mod state;
@@ -97,12 +100,19 @@ pub(crate) async fn handle(proxy: &Arc<Proxy>, s: &ClientState, req: Request) ->
             });
             Pending::One(rx)
         }
-        "keynode" | "ringinfo" | "ring" | "addnode" | "removenode" => {
+        "proxies" if args.len() == 2 => {
+            let (tx, rx) = tokio::sync::oneshot::channel();
+            tokio::spawn(async move {
+                let _ = tx.send(fleet::proxies(proxy, proto).await);
+            });
+            Pending::One(rx)
+        }
+        "keynode" | "ringinfo" | "ring" | "addnode" | "removenode" | "proxies" => {
             Pending::error(&format!("ERR wrong number of arguments for 'cluster|{sub}' command"))
         }
         _ => {
             Pending::error(&format!(
-                "ERR unknown subcommand '{}'. Try CLUSTER ADDNODE, SPAWNNODE, REMOVENODE, RING, RINGINFO, KEYNODE, PLAN, HOTKEYS, SLOTS, SHARDS, NODES or INFO.",
+                "ERR unknown subcommand '{}'. Try CLUSTER ADDNODE, SPAWNNODE, REMOVENODE, RING, RINGINFO, PROXIES, KEYNODE, PLAN, HOTKEYS, SLOTS, SHARDS, NODES or INFO.",
                 String::from_utf8_lossy(&args[1])
             ))
         }
@@ -126,7 +136,7 @@ async fn add_node(
 ) -> Result<(), AdminError> {
     // The same parsing, and so the same errors, as CLUSTER PLAN ADDNODE.
     let NodeSpec { name, addr, weight } = crate::proxy::admin::plan::parse_add(args)?;
-    let (_lock, routing) = start_change(proxy).await?;
+    let (lock, routing) = start_change(proxy).await?;
     for n in routing.ring.nodes() {
         if n.addr == addr {
             return Err(AdminError::AddrPresent {
@@ -165,7 +175,23 @@ async fn add_node(
         }
     }
     migration::begin(proxy, Change::Add(NodeSpec { name, addr, weight })).await?;
-    Ok(())
+    drop(lock);
+    await_fleet(proxy).await
+}
+
+/// On a proxy that does not drive the change it just started: waits until
+/// the fleet's leader has cut it over (at once otherwise).
+async fn await_fleet(proxy: &crate::proxy::Proxy) -> Result<(), AdminError> {
+    let next = proxy
+        .routing
+        .load()
+        .migration
+        .as_ref()
+        .map(|m| m.next.epoch());
+    match next {
+        Some(n) => fleet::await_change(proxy, n).await,
+        None => Ok(()),
+    }
 }
 
 /// `CLUSTER SPAWNNODE [WEIGHT w] [NAME n]` under `shardis up`: starts a new
@@ -274,9 +300,10 @@ async fn remove_node(
     let spec = routing.ring.node(idx).clone();
     let timeout = Duration::from_millis(proxy.config.connect_timeout_ms.max(1000));
     if probe(&spec.addr, &[b"PING"], timeout).await.is_ok() {
-        let (_lock, _) = start_change(proxy).await?;
+        let (lock, _) = start_change(proxy).await?;
         migration::begin(proxy, Change::Remove(spec.name)).await?;
-        return Ok(());
+        drop(lock);
+        return await_fleet(proxy).await;
     }
     if proxy.migration.is_copying() {
         proxy
@@ -316,7 +343,8 @@ fn cluster_info(proxy: &crate::proxy::Proxy) -> String {
         _ => t.last_duration_ms,
     };
     let next = routing.migration.as_ref().map(|m| m.next.clone());
-    let ops = proxy.ops.info_lines();
+    let mut ops = fleet_lines(proxy);
+    ops.push_str(&proxy.ops.info_lines());
     let ha = crate::proxy::ha::views::ringinfo_lines(proxy);
     format!(
         "state:{}\r\nepoch:{}\r\nnodes:{}\r\npoints:{}\r\nscheme:{}\r\nnext_epoch:{}\r\nlast_change:{}\r\nring_rebuild_us:{}\r\nmigration_keys_to_scan:{to_scan}\r\nmigration_keys_scanned:{scanned}\r\nmigration_keys_copied:{copied}\r\nmigration_keys_resynced:{}\r\nmigration_keys_dirty:{}\r\nmigration_keys_swept:{}\r\nmigration_progress:{progress:.1}%\r\nmigration_moved_fraction:{:.4}\r\nmigration_cutover_pause_ms:{}\r\nmigration_cutover_persist_us:{}\r\nsweep_pending:{}\r\nmigration_ms:{elapsed}\r\nlast_error:{}\r\n{ops}{ha}",
@@ -337,6 +365,20 @@ fn cluster_info(proxy: &crate::proxy::Proxy) -> String {
         if pending.is_empty() { "-".to_string() } else { pending.join(",") },
         t.last_error,
     )
+}
+
+/// RINGINFO's lines about the shared store (none for a proxy alone).
+fn fleet_lines(proxy: &crate::proxy::Proxy) -> String {
+    match fleet::fleet(proxy) {
+        Some(f) => format!(
+            "topology_store:etcd\r\nproxy_id:{}\r\nleader:{}\r\netcd_connected:{}\r\nlease_ttl_s:{}\r\n",
+            f.id,
+            f.leader_id(),
+            u8::from(f.is_connected()),
+            f.lease_ttl_s
+        ),
+        None => String::new(),
+    }
 }
 
 async fn cluster_nodes(proxy: &crate::proxy::Proxy, proto: u8, client: u64) -> Bytes {

@@ -30,6 +30,10 @@ pub enum StateError {
     Encode(String),
     /// Creating, writing, syncing or renaming the file failed.
     Write { path: String, err: std::io::Error },
+    /// A shared store could not be reached or refused a request.
+    Store { store: String, message: String },
+    /// A shared store refused the write: another change holds the topology.
+    Busy { store: String, message: String },
 }
 
 impl std::fmt::Display for StateError {
@@ -41,6 +45,9 @@ impl std::fmt::Display for StateError {
             StateError::Parse { path, message } => write!(f, "{path}: {message}"),
             StateError::NoNodes { path } => write!(f, "{path}: nodes: empty"),
             StateError::Encode(e) => f.write_str(e),
+            StateError::Store { store, message } | StateError::Busy { store, message } => {
+                write!(f, "{store}: {message}")
+            }
         }
     }
 }
@@ -126,27 +133,33 @@ pub fn load(path: &str) -> Result<Option<Saved>, StateError> {
             })
         }
     };
-    let f: File = toml::from_str(&text).map_err(|e| StateError::Parse {
-        path: path.to_string(),
+    decode(path, &text).map(Some)
+}
+
+/// The topology from its TOML text (a state file's or a shared store's
+/// value); errors name `origin`. Every field of [`Saved`] goes through here
+/// and [`encode`], so a store keeps whatever `Saved` holds.
+pub(crate) fn decode(origin: &str, text: &str) -> Result<Saved, StateError> {
+    let f: File = toml::from_str(text).map_err(|e| StateError::Parse {
+        path: origin.to_string(),
         message: e.message().to_string(),
     })?;
     if f.nodes.is_empty() {
         return Err(StateError::NoNodes {
-            path: path.to_string(),
+            path: origin.to_string(),
         });
     }
-    Ok(Some(Saved {
+    Ok(Saved {
         epoch: f.epoch,
         nodes: to_specs(&f.nodes),
         migration: f.migration,
         pending_sweep: to_specs(&f.pending_sweep),
         replicas: f.replicas,
-    }))
+    })
 }
 
-/// Writes the state file atomically. Blocking (fsync): call it off the
-/// runtime's worker threads. The error names the file and the OS error.
-pub(crate) fn save(path: &str, state: &Saved) -> Result<(), StateError> {
+/// The topology as TOML text (see [`decode`]).
+pub(crate) fn encode(state: &Saved) -> Result<String, StateError> {
     let f = File {
         epoch: state.epoch,
         nodes: to_saved(&state.nodes),
@@ -154,7 +167,13 @@ pub(crate) fn save(path: &str, state: &Saved) -> Result<(), StateError> {
         pending_sweep: to_saved(&state.pending_sweep),
         replicas: state.replicas.clone(),
     };
-    let text = toml::to_string(&f).map_err(|e| StateError::Encode(e.to_string()))?;
+    toml::to_string(&f).map_err(|e| StateError::Encode(e.to_string()))
+}
+
+/// Writes the state file atomically. Blocking (fsync): call it off the
+/// runtime's worker threads. The error names the file and the OS error.
+pub(crate) fn save(path: &str, state: &Saved) -> Result<(), StateError> {
+    let text = encode(state)?;
     let target = Path::new(path);
     let dir = target
         .parent()
@@ -183,6 +202,38 @@ pub(crate) fn save(path: &str, state: &Saved) -> Result<(), StateError> {
         path: path.to_string(),
         err,
     })
+}
+
+/// What a saved change does, in a few words (`add node4`, `remove node2`):
+/// the names in one of its two rings and not in the other.
+pub(crate) fn change_label(s: &Saved) -> String {
+    let Some(m) = &s.migration else {
+        return "none".into();
+    };
+    let (from, to): (Vec<&str>, Vec<&str>) = (
+        s.nodes.iter().map(|n| n.name.as_str()).collect(),
+        m.other_nodes.iter().map(|n| n.name.as_str()).collect(),
+    );
+    let (from, to) = if m.phase == "sweep" {
+        (to, from)
+    } else {
+        (from, to)
+    };
+    let mut words: Vec<String> = Vec::new();
+    words.extend(
+        to.iter()
+            .filter(|n| !from.contains(n))
+            .map(|n| format!("add {n}")),
+    );
+    words.extend(
+        from.iter()
+            .filter(|n| !to.contains(n))
+            .map(|n| format!("remove {n}")),
+    );
+    if words.is_empty() {
+        words.push("reweigh".into());
+    }
+    words.join(", ")
 }
 
 /// How a persisted ring differs from the config's nodes, one phrase per

@@ -1,14 +1,16 @@
 //! Where the topology is kept between runs: a [`TopologyStore`] loads the
 //! saved topology at start and saves each change's phase (copy, sweep,
 //! done) as the change passes it. [`StateFile`] — the `state_file` of the
-//! config — is the one store today; the migration engine and the start-up
-//! path see only the trait. There is no `watch` (changes by other writers):
-//! one proxy owns its state file, and nothing yet follows a change made
-//! elsewhere; it comes with the first store that several proxies share.
+//! config — is one proxy's store; the etcd store (`admin::etcd`) is shared by
+//! a fleet and also offers a [`Fleet`]: other proxies' writes, the election,
+//! the registrations. The migration engine and the start-up path see only
+//! the trait.
 
 use std::sync::Arc;
 
+use crate::proxy::admin::etcd::{EtcdStore, Fleet, ProxyInfo};
 use crate::proxy::admin::state::{self, Saved, StateError};
+use crate::proxy::config::TopologyConfig;
 
 /// A place that keeps the topology (ring, epoch, a change in progress).
 pub(crate) trait TopologyStore: Send + Sync {
@@ -21,6 +23,23 @@ pub(crate) trait TopologyStore: Send + Sync {
     /// Saves the topology and the phase of the change in progress.
     /// Blocking (a file store fsyncs): call it off the runtime's workers.
     fn save(&self, state: &Saved) -> Result<(), StateError>;
+
+    /// At start: the saved topology, or `Ok(None)` after making `seed` (the
+    /// config's ring) the saved one. A file is only written on a change, so
+    /// the file store just loads.
+    fn load_or_seed(&self, _seed: &Saved) -> Result<Option<Saved>, StateError> {
+        self.load()
+    }
+
+    /// The fleet this store is shared with; `None` for a store one proxy owns.
+    fn fleet(&self) -> Option<&Fleet> {
+        None
+    }
+
+    /// The live proxies sharing this store (blocking).
+    fn proxies(&self) -> Result<Vec<ProxyInfo>, StateError> {
+        Ok(Vec::new())
+    }
 }
 
 /// The state file: TOML, written atomically (see `state`).
@@ -42,11 +61,20 @@ impl TopologyStore for StateFile {
     }
 }
 
-/// The store the config names, if any (`proxy.state_file`).
-pub(crate) fn open(state_file: Option<&str>) -> Option<Arc<dyn TopologyStore>> {
-    state_file.map(|path| {
+/// The store the config names, if any (`[topology]`, `proxy.state_file`);
+/// `id` names this proxy to a shared store.
+pub(crate) fn open(
+    topology: &TopologyConfig,
+    state_file: Option<&str>,
+    id: String,
+) -> Result<Option<Arc<dyn TopologyStore>>, StateError> {
+    if let Some(etcd) = topology.etcd() {
+        let id = etcd.proxy_id.clone().unwrap_or(id);
+        return Ok(Some(Arc::new(EtcdStore::open(etcd, id)?)));
+    }
+    Ok(state_file.map(|path| {
         Arc::new(StateFile {
             path: path.to_string(),
         }) as Arc<dyn TopologyStore>
-    })
+    }))
 }

@@ -30,6 +30,8 @@ pub(super) struct FileConfig {
     #[serde(default)]
     pub(super) slowlog: SlowlogSection,
     #[serde(default)]
+    pub(super) topology: TopologySection,
+    #[serde(default)]
     pub(super) users: Vec<UserSection>,
     #[serde(default)]
     pub(super) failover: ha::FailoverSection,
@@ -201,4 +203,30 @@ pub(super) fn field_at(text: &str, at: usize) -> Option<String> {
     } else {
         format!("{table}.{key}")
     })
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub(super) struct TopologySection {
+    pub(super) store: String,
+    pub(super) endpoints: Vec<String>,
+    pub(super) prefix: String,
+    pub(super) user: Option<String>,
+    pub(super) password: Option<String>,
+    pub(super) lease_ttl_s: u64,
+    pub(super) proxy_id: Option<String>,
+}
+
+impl Default for TopologySection {
+    fn default() -> Self {
+        TopologySection {
+            store: "file".into(),
+            endpoints: vec![DEFAULT_ETCD_ENDPOINT.into()],
+            prefix: DEFAULT_ETCD_PREFIX.into(),
+            user: None,
+            password: None,
+            lease_ttl_s: DEFAULT_LEASE_TTL_S,
+            proxy_id: None,
+        }
+    }
 }

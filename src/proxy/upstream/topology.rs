@@ -299,6 +299,28 @@ pub(crate) fn all_nodes(routing: &Routing) -> Vec<Arc<Node>> {
     routing.primaries().cloned().collect()
 }
 
+/// A ring member's connections, with the config's timeouts, limits and
+/// handshake (credentials, a pool's setup commands).
+pub(crate) fn new_node(spec: &NodeSpec, config: &crate::proxy::Config) -> Node {
+    let opts = crate::proxy::upstream::UpstreamOptions {
+        label: String::new(),
+        addr: String::new(),
+        proto: 2,
+        connect_timeout: std::time::Duration::from_millis(config.connect_timeout_ms),
+        request_timeout: std::time::Duration::from_millis(config.request_timeout_ms),
+        pinned: false,
+        max_bulk_len: config.limits.max_bulk_len,
+        credentials: config.node_auth.for_node(&spec.name),
+        setup: config.backend.commands(),
+    };
+    Node::new(
+        spec.clone(),
+        config.connections_per_node,
+        config.max_pinned_per_node,
+        opts,
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -29,6 +29,7 @@
 mod copy;
 mod cutover;
 mod error;
+pub(crate) mod follow;
 mod mover;
 mod status;
 mod sweep;
@@ -152,6 +153,12 @@ pub(crate) async fn begin(proxy: &Arc<Proxy>, change: Change) -> Result<u64, Mig
         Some(route),
         true,
     )));
+    if !crate::proxy::admin::fleet::is_leader(proxy) {
+        // The fleet's leader drives it once it sees it in the store; this
+        // proxy routes by it meanwhile, as every other proxy does.
+        proxy.migration.following.store(true, Ordering::Relaxed);
+        return Ok(rebuild_us);
+    }
     let p = proxy.clone();
     tokio::spawn(async move {
         // Writes routed before tracking began must be answered before the copy
@@ -181,6 +188,16 @@ fn new_route(proxy: &Proxy, next: Arc<Ring>) -> Arc<MigrationRoute> {
 /// Restores what the state file says is unfinished after a restart: a change
 /// (resumed from its copy or its sweep) and the pending sweeps.
 pub(crate) fn resume(proxy: &Arc<Proxy>, saved: Saved) -> Result<(), MigrationError> {
+    resume_with(proxy, saved, "after restart")
+}
+
+/// [`resume`], saying why in the change's label (`after restart`, `as the
+/// new leader`).
+pub(crate) fn resume_with(
+    proxy: &Arc<Proxy>,
+    saved: Saved,
+    why: &str,
+) -> Result<(), MigrationError> {
     for n in &saved.pending_sweep {
         proxy.migration.add_pending(n);
     }
@@ -202,9 +219,7 @@ pub(crate) fn resume(proxy: &Arc<Proxy>, saved: Saved) -> Result<(), MigrationEr
         return Ok(());
     };
     let other = Arc::new(proxy.ring(state::to_specs(&m.other_nodes), m.other_epoch)?);
-    proxy
-        .migration
-        .reset(format!("resumed {} after restart", m.phase));
+    proxy.migration.reset(format!("resumed {} {why}", m.phase));
     let p = proxy.clone();
     if m.phase == "sweep" {
         proxy.routing.store(Arc::new(Routing::new(

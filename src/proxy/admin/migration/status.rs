@@ -40,6 +40,9 @@ pub(crate) struct Tracker {
     pub(super) ended: Notify,
     /// The background retry of pending sweeps is running.
     pub(super) retrying: AtomicBool,
+    /// The change shown is another proxy's, mirrored from a shared store:
+    /// this proxy routes by it but does not drive it.
+    pub(super) following: AtomicBool,
 }
 
 /// The text parts of [`Tracker`].
@@ -66,6 +69,7 @@ impl Tracker {
         }
         self.last_pause_ms.store(0, Ordering::Relaxed);
         *self.abort_reason.lock().expect("abort lock") = None;
+        self.following.store(false, Ordering::Relaxed);
         let mut t = self.info.lock().expect("tracker lock");
         t.state = "copying".into();
         t.change = change;
@@ -102,6 +106,11 @@ impl Tracker {
             self.text().state.as_str(),
             "copying" | "catch-up" | "cutover" | "sweeping"
         )
+    }
+
+    /// True while this proxy drives a change (not one it only follows).
+    pub(crate) fn is_driving(&self) -> bool {
+        self.is_changing() && !self.following.load(Ordering::Relaxed)
     }
 
     /// True while the running change can still be aborted (before the swap).

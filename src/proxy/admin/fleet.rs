@@ -1,0 +1,190 @@
+//! The proxy's side of a shared topology store: the follower that routes by
+//! what other proxies write and, on the elected leader, resumes the change
+//! in progress; the report each proxy registers; `CLUSTER PROXIES`; and the
+//! wait of a change requested on a proxy that does not drive it. Started by
+//! `proxy::run_with`; a no-op for a store one proxy owns.
+
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+
+use crate::proxy::admin::etcd::{Fleet, ProxyInfo};
+use crate::proxy::admin::migration::{self, follow};
+use crate::proxy::admin::AdminError;
+use crate::proxy::Proxy;
+use crate::resp::encode;
+
+/// How often the registration's numbers are refreshed.
+const REPORT_MS: u64 = 1_000;
+/// How long a change requested here waits for the leader to finish it.
+const CHANGE_WAIT_MS: u64 = 600_000;
+
+/// The fleet this proxy belongs to, if its store is shared.
+pub(crate) fn fleet(proxy: &Proxy) -> Option<&Fleet> {
+    proxy.store.as_deref().and_then(|s| s.fleet())
+}
+
+/// True unless the store is shared and another proxy holds the election.
+pub(crate) fn is_leader(proxy: &Proxy) -> bool {
+    fleet(proxy).is_none_or(|f| *f.leader.borrow())
+}
+
+/// Starts the follower and the report ticker (only for a shared store).
+pub(crate) fn spawn(proxy: &Arc<Proxy>) {
+    let Some(f) = fleet(proxy) else {
+        return;
+    };
+    let (others, leader) = (f.others.clone(), f.leader.clone());
+    tokio::spawn(follow_store(Arc::downgrade(proxy), others, leader));
+    tokio::spawn(report(Arc::downgrade(proxy)));
+}
+
+async fn follow_store(
+    weak: Weak<Proxy>,
+    mut others: tokio::sync::watch::Receiver<Option<crate::proxy::admin::state::Saved>>,
+    mut leader: tokio::sync::watch::Receiver<bool>,
+) {
+    let mut was_leader = false;
+    loop {
+        tokio::select! {
+            r = others.changed() => if r.is_err() { return },
+            r = leader.changed() => if r.is_err() { return },
+        }
+        let Some(proxy) = weak.upgrade() else {
+            return;
+        };
+        let is_leader = *leader.borrow_and_update();
+        let mut saved = others.borrow_and_update().clone();
+        let _lock = proxy.admin_lock.lock().await;
+        if proxy.migration.is_driving() {
+            continue;
+        }
+        if is_leader && !was_leader {
+            tracing::info!("this proxy is the fleet's leader");
+            let store = proxy.store.clone().expect("a fleet has a store");
+            match tokio::task::spawn_blocking(move || store.load()).await {
+                Ok(Ok(s)) => saved = s.or(saved),
+                Ok(Err(e)) => tracing::warn!(error = %e, "reading the topology as the new leader"),
+                Err(e) => tracing::warn!(error = %e, "reading the topology as the new leader"),
+            }
+        }
+        was_leader = is_leader;
+        let Some(s) = saved else {
+            continue;
+        };
+        if let Err(e) = follow::apply(&proxy, &s) {
+            tracing::warn!(error = %e, "cannot route by the topology in the store");
+            continue;
+        }
+        if is_leader && s.migration.is_some() {
+            tracing::info!(change = %crate::proxy::admin::state::change_label(&s), "resuming the fleet's change as its leader");
+            if let Err(e) = migration::resume_with(&proxy, s, "as the new leader") {
+                tracing::warn!(error = %e, "cannot resume the fleet's change");
+            }
+        }
+    }
+}
+
+/// Refreshes what this proxy registers: its address, epoch, clients, rate.
+async fn report(weak: Weak<Proxy>) {
+    loop {
+        {
+            let Some(proxy) = weak.upgrade() else {
+                return;
+            };
+            let Some(f) = fleet(&proxy) else {
+                return;
+            };
+            let host = proxy
+                .config
+                .listen
+                .rsplit_once(':')
+                .map_or("127.0.0.1", |(h, _)| h);
+            let info = ProxyInfo {
+                id: f.id.clone(),
+                addr: format!("{host}:{}", proxy.port),
+                epoch: proxy.routing.load().ring.epoch(),
+                clients: proxy.stats.clients.load(Ordering::Relaxed) as u64,
+                requests_per_sec: proxy
+                    .stats
+                    .ops
+                    .rate(proxy.stats.commands.load(Ordering::Relaxed)),
+                state: proxy.migration.text().state,
+            };
+            *f.report.lock().expect("report lock") = info;
+        }
+        tokio::time::sleep(Duration::from_millis(REPORT_MS)).await;
+    }
+}
+
+/// After a change was started on a proxy that does not drive it: waits until
+/// the fleet routes by epoch `next` (Ok) or the change ended without it.
+pub(crate) async fn await_change(proxy: &Proxy, next: u64) -> Result<(), AdminError> {
+    if is_leader(proxy) {
+        return Ok(());
+    }
+    let deadline = tokio::time::Instant::now() + Duration::from_millis(CHANGE_WAIT_MS);
+    loop {
+        let routing = proxy.routing.load();
+        if routing.ring.epoch() >= next {
+            return Ok(());
+        }
+        if routing.migration.is_none() && !proxy.migration.is_changing() {
+            return Err(AdminError::FleetChange(
+                "the change ended without its new epoch (aborted by the fleet's leader; see its CLUSTER RINGINFO last_error)".into(),
+            ));
+        }
+        if tokio::time::Instant::now() > deadline {
+            return Err(AdminError::FleetChange(
+                "still running on the fleet's leader; see CLUSTER RINGINFO".into(),
+            ));
+        }
+        drop(routing);
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// `CLUSTER PROXIES`: one line per live proxy of the fleet (just this one
+/// without a shared store).
+pub(crate) async fn proxies(proxy: Arc<Proxy>, proto: u8) -> Bytes {
+    let me = fleet(&proxy).map(|f| (f.id.clone(), f.leader_id()));
+    let lines = match (proxy.store.clone(), &me) {
+        (Some(store), Some(_)) => {
+            match tokio::task::spawn_blocking(move || store.proxies()).await {
+                Ok(Ok(p)) => p,
+                Ok(Err(e)) => return AdminError::FleetChange(e.to_string()).reply(),
+                Err(e) => return AdminError::FleetChange(e.to_string()).reply(),
+            }
+        }
+        _ => vec![ProxyInfo {
+            id: format!("127.0.0.1:{}", proxy.port),
+            addr: format!("127.0.0.1:{}", proxy.port),
+            epoch: proxy.routing.load().ring.epoch(),
+            clients: proxy.stats.clients.load(Ordering::Relaxed) as u64,
+            requests_per_sec: proxy
+                .stats
+                .ops
+                .rate(proxy.stats.commands.load(Ordering::Relaxed)),
+            state: proxy.migration.text().state,
+        }],
+    };
+    let leader = me.map(|m| m.1).unwrap_or_default();
+    let mut text = String::new();
+    for p in lines {
+        text.push_str(&format!(
+            "{} {} epoch={} clients={} requests_per_sec={} state={} role={}\n",
+            p.id,
+            p.addr,
+            p.epoch,
+            p.clients,
+            p.requests_per_sec,
+            p.state,
+            if p.id == leader { "leader" } else { "member" }
+        ));
+    }
+    let mut out = BytesMut::new();
+    encode::verbatim(&mut out, text.as_bytes(), proto);
+    out.freeze()
+}
