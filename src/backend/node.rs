@@ -89,6 +89,9 @@ pub(crate) struct Node {
     gate: RwLock<()>,
     /// The Lua state and script cache (EVAL, FUNCTION).
     pub(crate) scripting: crate::backend::scripting::Scripting,
+    /// Replication: the stream and backlog, the replicas, the link to a
+    /// primary.
+    pub(crate) repl: crate::backend::replication::Repl,
 }
 
 impl Node {
@@ -164,6 +167,7 @@ impl Node {
             next_client_id: AtomicU64::new(1),
             gate: RwLock::new(()),
             scripting: Default::default(),
+            repl: Default::default(),
         }
     }
 }

@@ -47,6 +47,7 @@ mod zstore;
 use super::error::CmdError;
 use super::keyspace::store::Store;
 use super::node::Node;
+use super::replication;
 use crate::resp::encode;
 use bytes::{Bytes, BytesMut};
 use std::sync::atomic::Ordering::Relaxed;
@@ -85,6 +86,15 @@ pub(crate) struct Client {
     pub(crate) pubsub: Option<Box<crate::backend::pubsub::Subscriber>>,
     /// MULTI's queue and WATCH's keys.
     pub(crate) tx: multi::TxState,
+    /// The primary's stream on a replica: never refused as a write to a
+    /// replica, never held back by maxmemory.
+    pub(crate) is_master: bool,
+    /// The stream offset after this client's last write (WAIT waits for it).
+    pub(crate) woff: u64,
+    /// Set by REPLCONF and PSYNC: the connection is a replica's.
+    pub(crate) replica: Option<Box<replication::commands::Hello>>,
+    /// Set by WAIT when it has to wait: the server loop awaits it.
+    pub(crate) wait: Option<replication::commands::WaitFor>,
 }
 
 impl Client {
@@ -103,6 +113,10 @@ impl Client {
             never_block: false,
             pubsub: None,
             tx: multi::TxState::default(),
+            is_master: false,
+            woff: 0,
+            replica: None,
+            wait: None,
         }
     }
 
@@ -198,8 +212,18 @@ pub(crate) fn dispatch(
         }
         return Next::Done;
     }
+    if !client.is_master && node.repl.is_replica() && replication::effects::is_write(cmd, args) {
+        let script = matches!(cmd.run, Run::Script(_)) || cmd.id == crate::catalogue::Id::Script;
+        if !script && node.settings.flag("replica-read-only") {
+            client.tx.flag();
+            CmdError::ReadOnly.write(out);
+            return Next::Done;
+        }
+    }
     if matches!(cmd.run, Run::Exec) {
+        replication::begin_tx(node);
         multi::exec(node, client, out, now);
+        replication::end_tx(node);
         return Next::Done;
     }
     // Before queueing, as Redis checks it: MULTI itself is refused there.
@@ -209,12 +233,23 @@ pub(crate) fn dispatch(
             return Next::Done;
         }
     }
-    let _gate = node.hold(matches!(cmd.run, Run::Script(_)));
+    let script = matches!(cmd.run, Run::Script(_));
+    // While writes feed a stream, one runs at a time, so the stream's
+    // order is the order they changed the keyspace in.
+    let _gate = node.hold(script || (cmd.flags & WRITE != 0 && replication::is_feeding(node)));
     if client.tx.is_queueing() && !multi::runs_immediately(cmd) {
         multi::queue(node, client, out, cmd, args, now);
         return Next::Done;
     }
-    if cmd.flags & DENYOOM != 0 && node.make_room(now).is_err() {
+    if script {
+        replication::begin_tx(node);
+        let next = run(node, client, out, cmd, args, now);
+        replication::end_tx(node);
+        return next;
+    }
+    // A replica ignores maxmemory for its primary's writes, as Redis's
+    // `replica-ignore-maxmemory yes`.
+    if cmd.flags & DENYOOM != 0 && !client.is_master && node.make_room(now).is_err() {
         CmdError::OutOfMemory.write(out);
         return Next::Done;
     }
@@ -254,6 +289,10 @@ pub(crate) fn run(
     });
     if cmd.flags & WRITE != 0 {
         touch_written(&node.store, cmd, args, now);
+    }
+    if replication::is_feeding(node) && !node.repl.is_replica() {
+        replication::effects::after_command(node, cmd, args, now);
+        client.woff = node.repl.feed().end();
     }
     next
 }

@@ -11,6 +11,7 @@
 use super::clock::{lru_clock, now_ms};
 use super::entry::Entry;
 use super::ready::ReadyKeys;
+use super::replicated::Hooks;
 use super::watched::Watched;
 use crate::backend::value::Kind;
 use hashbrown::raw::RawTable;
@@ -69,6 +70,9 @@ pub(crate) struct Store {
     pub(crate) counters: Counters,
     /// Lists and sorted sets created while clients block (`ready.rs`, `backend::blocking`).
     pub(crate) ready: ReadyKeys,
+    /// Replication's hooks: removals to propagate, hidden expiry, the
+    /// snapshot of a full sync (`replicated.rs`).
+    pub(crate) hooks: Hooks,
 }
 
 impl Default for Store {
@@ -83,6 +87,7 @@ pub(crate) struct Locked<'a> {
     seed: u64,
     pub(crate) counters: &'a Counters,
     ready: &'a ReadyKeys,
+    pub(crate) hooks: &'a Hooks,
     /// The command's time, ms since the epoch.
     pub(crate) now: u64,
 }
@@ -99,6 +104,7 @@ impl Store {
             seed: h.finish(),
             counters: Counters::default(),
             ready: ReadyKeys::default(),
+            hooks: Hooks::default(),
         }
     }
 
@@ -123,11 +129,13 @@ impl Store {
         // A panic while holding a shard leaves the table consistent (every
         // mutation is a single table call), so poisoning is ignored.
         let shard = self.shards[i].lock().unwrap_or_else(|e| e.into_inner());
+        self.hooks.snapshot.on_lock(i, &shard);
         Locked {
             shard,
             seed: self.seed,
             counters: &self.counters,
             ready: &self.ready,
+            hooks: &self.hooks,
             now,
         }
     }
@@ -234,9 +242,14 @@ impl Locked<'_> {
         // table is not modified before it is used.
         let expired = unsafe { bucket.as_ref() }.is_expired(now);
         if expired {
+            if self.hooks.is_hiding() {
+                // A replica: the primary's DEL removes it.
+                return None;
+            }
             // SAFETY: as above; the bucket is full.
             let (e, _) = unsafe { self.shard.table.remove(bucket) };
             self.forget(&e);
+            self.hooks.removed(e.key());
             self.counters.expired_keys.fetch_add(1, Relaxed);
             return None;
         }
