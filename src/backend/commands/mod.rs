@@ -48,6 +48,7 @@ use super::error::CmdError;
 use super::keyspace::store::Store;
 use super::node::Node;
 use super::replication;
+use crate::catalogue::Id;
 use crate::resp::encode;
 use bytes::{Bytes, BytesMut};
 use std::sync::atomic::Ordering::Relaxed;
@@ -213,7 +214,7 @@ pub(crate) fn dispatch(
         return Next::Done;
     }
     if !client.is_master && node.repl.is_replica() && replication::effects::is_write(cmd, args) {
-        let script = matches!(cmd.run, Run::Script(_)) || cmd.id == crate::catalogue::Id::Script;
+        let script = matches!(cmd.run, Run::Script(_)) || cmd.id == Id::Script;
         if !script && node.settings.flag("replica-read-only") {
             client.tx.flag();
             CmdError::ReadOnly.write(out);
@@ -236,7 +237,10 @@ pub(crate) fn dispatch(
     let script = matches!(cmd.run, Run::Script(_));
     // While writes feed a stream, one runs at a time, so the stream's
     // order is the order they changed the keyspace in.
-    let _gate = node.hold(script || (cmd.flags & WRITE != 0 && replication::is_feeding(node)));
+    // REPLICAOF changes roles between two commands, never during one.
+    let role_change = matches!(cmd.id, Id::Replicaof | Id::Slaveof);
+    let _gate = node
+        .hold(script || role_change || (cmd.flags & WRITE != 0 && replication::is_feeding(node)));
     if client.tx.is_queueing() && !multi::runs_immediately(cmd) {
         multi::queue(node, client, out, cmd, args, now);
         return Next::Done;

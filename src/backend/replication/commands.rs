@@ -32,7 +32,8 @@ pub(crate) struct WaitFor {
     timeout_ms: u64,
 }
 
-/// REPLICAOF host port | REPLICAOF NO ONE (and SLAVEOF).
+/// REPLICAOF host port | REPLICAOF NO ONE (and SLAVEOF). The dispatcher
+/// runs it with the node's gate held exclusively.
 pub(crate) fn replicaof(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     if eq_ignore_case(args[1], b"no") && eq_ignore_case(args[2], b"one") {
         promote(ctx.node);
@@ -55,14 +56,19 @@ pub(crate) fn replicaof(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
         encode::simple(ctx.out, "OK Already connected to specified master");
         return Ok(());
     }
-    follow(ctx.node, host, port);
+    follow_held(ctx.node, host, port);
     ctx.ok();
     Ok(())
 }
 
-/// Makes the node a replica of `host:port` (REPLICAOF, `--replicaof`).
+/// Makes the node a replica of `host:port` (`--replicaof`).
 pub(crate) fn follow(node: &Node, host: String, port: u16) {
     let _excl = node.exclusive();
+    follow_held(node, host, port);
+}
+
+/// [`follow`], with the node's gate held exclusively by the caller.
+fn follow_held(node: &Node, host: String, port: u16) {
     let repl = &node.repl;
     let generation = repl.generation.fetch_add(1, Relaxed) + 1;
     *repl.link() = Some(super::Link {
@@ -86,9 +92,9 @@ pub(crate) fn follow(node: &Node, host: String, port: u16) {
 
 /// REPLICAOF NO ONE: a primary from now on, keeping the data and the
 /// history (its old id stays valid up to the current offset, so the other
-/// replicas of the shard continue from here with a partial resync).
-pub(crate) fn promote(node: &Node) {
-    let _excl = node.exclusive();
+/// replicas of the shard continue from here with a partial resync). The
+/// caller holds the node's gate exclusively.
+fn promote(node: &Node) {
     let repl = &node.repl;
     if !repl.is_replica() {
         return;

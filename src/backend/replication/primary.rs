@@ -132,7 +132,7 @@ async fn full_sync(
         match snapshot.next_chunk() {
             None => break,
             Some(chunk) if chunk.is_empty() => tokio::task::yield_now().await,
-            Some(chunk) => wr.write_all(&chunk).await?,
+            Some(chunk) => write(node, wr, id, &chunk).await?,
         }
     }
     std::mem::forget(cancel);
@@ -187,9 +187,33 @@ async fn stream(node: &Node, wr: &mut OwnedWriteHalf, id: u64) -> std::io::Resul
             }
             continue;
         }
-        wr.write_all(&chunk).await?;
+        write(node, wr, id, &chunk).await?;
         if let Some(r) = node.repl.feed().reader(id) {
             r.pos += chunk.len() as u64;
+        }
+    }
+}
+
+/// Writes `bytes` unless the replica is cut off first (a replica that
+/// stopped reading must not keep its connection, nor this task).
+async fn write(node: &Node, wr: &mut OwnedWriteHalf, id: u64, bytes: &[u8]) -> std::io::Result<()> {
+    tokio::select! {
+        r = wr.write_all(bytes) => r,
+        () = cut_off(node, id) => Err(std::io::Error::other(
+            "over the client-output-buffer-limit for replicas",
+        )),
+    }
+}
+
+/// Completes once the reader is cut off or gone.
+async fn cut_off(node: &Node, id: u64) {
+    let mut written = node.repl.written.subscribe();
+    loop {
+        if node.repl.feed().reader(id).is_none_or(|r| r.kicked) {
+            return;
+        }
+        if written.changed().await.is_err() {
+            std::future::pending::<()>().await;
         }
     }
 }
