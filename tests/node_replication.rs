@@ -89,8 +89,9 @@ fn a_full_sync_of_a_hundred_thousand_keys_under_writes_ends_identical() {
     let stop = Arc::new(AtomicBool::new(false));
     let (writes, slowest) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
     let w = writer(pp, stop.clone(), writes.clone(), slowest.clone());
-    std::thread::sleep(Duration::from_millis(200));
+    std::thread::sleep(Duration::from_millis(500));
     let before = writes.load(Ordering::Relaxed);
+    let slowest_before = slowest.swap(0, Ordering::Relaxed);
     let started = Instant::now();
     let mut replica = start_replica(rp, &format!("127.0.0.1:{pp}"));
     eventually(60, "the link comes up", || {
@@ -104,10 +105,11 @@ fn a_full_sync_of_a_hundred_thousand_keys_under_writes_ends_identical() {
     wait_synced(pp, rp, 30);
     let keys = assert_same_keyspace(pp, rp);
     eprintln!(
-        "full sync of {keys} keys in {synced_in:?}; {during} writes meanwhile, slowest pipeline {} ms",
+        "full sync of {keys} keys in {synced_in:?}; {during} writes meanwhile, slowest pipeline {} ms (before the sync: {slowest_before} ms)",
         slowest.load(Ordering::Relaxed)
     );
-    assert!(keys > 90_000, "{keys}");
+    // The writer deletes one loaded key per pipeline.
+    assert!(keys > 50_000, "{keys}");
     assert!(during > 0, "the writer kept writing during the sync");
     assert_eq!(number(pp, "stats", "sync_full"), 1);
     assert_eq!(number(pp, "replication", "connected_slaves"), 1);

@@ -162,10 +162,10 @@ impl Store {
     /// Keys and keys-with-TTL over all shards (expired but unreclaimed keys
     /// included, as Redis counts them).
     pub(crate) fn counts(&self) -> (usize, usize) {
-        let now = now_ms();
+        // Read-only: no need to capture shards for a snapshot first.
         (0..SHARDS).fold((0, 0), |(k, e), i| {
-            let s = self.lock_shard(i, now);
-            (k + s.shard.table.len(), e + s.shard.expires)
+            let s = self.shards[i].lock().unwrap_or_else(|e| e.into_inner());
+            (k + s.table.len(), e + s.expires)
         })
     }
 

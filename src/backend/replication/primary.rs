@@ -132,7 +132,12 @@ async fn full_sync(
         match snapshot.next_chunk() {
             None => break,
             Some(chunk) if chunk.is_empty() => tokio::task::yield_now().await,
-            Some(chunk) => write(node, wr, id, &chunk).await?,
+            Some(chunk) => {
+                write(node, wr, id, &chunk).await?;
+                // A write to a socket with room does not yield: let the
+                // clients in between shards.
+                tokio::task::yield_now().await;
+            }
         }
     }
     std::mem::forget(cancel);
