@@ -38,7 +38,7 @@ mod streams_info;
 mod streams_read;
 mod strings;
 mod table;
-mod timeout;
+pub(crate) mod timeout;
 pub(crate) mod util;
 mod zrange;
 mod zsets;

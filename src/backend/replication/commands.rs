@@ -213,16 +213,13 @@ pub(crate) fn psync(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
 /// WAIT numreplicas timeout: how many replicas acknowledged this client's
 /// writes, once `numreplicas` have or the timeout passes.
 pub(crate) fn wait(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
-    let wanted = parse_i64(args[1])?;
-    let ms = parse_i64(args[2])?;
-    if ms < 0 {
-        return Err(CmdError::err("timeout is negative"));
-    }
     if ctx.node.repl.is_replica() {
         return Err(CmdError::err(
             "WAIT cannot be used with replica instances. Please also note that since Redis 4.0 if a replica is configured to be writable (which is not the default) writes to replicas are just local and are not propagated.",
         ));
     }
+    let wanted = parse_i64(args[1])?;
+    let ms = crate::backend::commands::timeout::parse_ms(args[2])?;
     let offset = ctx.client.woff;
     let have = acked(&ctx.node.repl.feed(), offset);
     if wanted <= have as i64 || ctx.client.never_block {
@@ -232,7 +229,7 @@ pub(crate) fn wait(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     ctx.client.wait = Some(WaitFor {
         offset,
         replicas: wanted as usize,
-        timeout_ms: ms as u64,
+        timeout_ms: ms,
     });
     Ok(())
 }
