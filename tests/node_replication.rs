@@ -72,11 +72,14 @@ fn writer(
                 .arg(format!("w:{}", i % 5000))
                 .arg(1000)
                 .ignore();
-            p.cmd("DEL").arg(format!("k:{}", i * 7 % 100_000)).ignore();
+            p.cmd("DEL").arg(format!("k:{}", i * 7 % 20_000)).ignore();
             let () = p.query(&mut con).unwrap();
             slowest_ms.fetch_max(t.elapsed().as_millis() as u64, Ordering::Relaxed);
             writes.fetch_add(6, Ordering::Relaxed);
             i += 1;
+            // A steady client, not a flood: the sync must not be a race for
+            // the CPU with the writer.
+            std::thread::sleep(Duration::from_micros(500));
         }
     })
 }
@@ -108,8 +111,8 @@ fn a_full_sync_of_a_hundred_thousand_keys_under_writes_ends_identical() {
         "full sync of {keys} keys in {synced_in:?}; {during} writes meanwhile, slowest pipeline {} ms (before the sync: {slowest_before} ms)",
         slowest.load(Ordering::Relaxed)
     );
-    // The writer deletes one loaded key per pipeline.
-    assert!(keys > 50_000, "{keys}");
+    // The writer deletes some of the first 20 000 loaded keys.
+    assert!(keys > 80_000, "{keys}");
     assert!(during > 0, "the writer kept writing during the sync");
     assert_eq!(number(pp, "stats", "sync_full"), 1);
     assert_eq!(number(pp, "replication", "connected_slaves"), 1);

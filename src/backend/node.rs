@@ -91,7 +91,7 @@ pub(crate) struct Node {
     pub(crate) scripting: crate::backend::scripting::Scripting,
     /// Replication: the stream and backlog, the replicas, the link to a
     /// primary.
-    pub(crate) repl: crate::backend::replication::Repl,
+    pub(crate) repl: crate::backend::replication::state::Repl,
 }
 
 impl Node {

@@ -131,6 +131,7 @@ fn pop_or_block(
         }
         Attempt::Wait(ticket) => Ok(Some(Block {
             ticket: Some(ticket),
+            wait: None,
             timeout_ms,
             on_timeout: if proto >= 3 { b"_\r\n" } else { b"*-1\r\n" },
         })),

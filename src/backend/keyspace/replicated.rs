@@ -17,13 +17,11 @@
 
 use super::dump;
 use super::entry::Entry;
-use super::store::{Shard, SHARDS};
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
 /// Replication's hooks into the keyspace.
-#[derive(Default)]
 pub(crate) struct Hooks {
     /// Set while writes are fed to a replication stream: removals the
     /// keyspace makes on its own are then logged in `removed`.
@@ -43,6 +41,16 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl Hooks {
+    /// Hooks for a keyspace of `shards` shards.
+    pub(crate) fn new(shards: usize) -> Hooks {
+        Hooks {
+            feeding: AtomicBool::new(false),
+            hide_expired: AtomicBool::new(false),
+            removed: Mutex::default(),
+            snapshot: Snapshot::new(shards),
+        }
+    }
+
     /// Logs `key` as removed by the keyspace itself (while feeding).
     pub(crate) fn removed(&self, key: &[u8]) {
         if self.feeding.load(Ordering::Relaxed) {
@@ -65,17 +73,17 @@ impl Hooks {
 /// captured shards waiting to be sent.
 pub(crate) struct Snapshot {
     active: AtomicBool,
-    pending: [AtomicBool; SHARDS],
+    pending: Box<[AtomicBool]>,
     /// Captured shards, each a run of RESTORE requests; `left` counts the
     /// shards not yet captured.
     captured: Mutex<Captured>,
 }
 
-impl Default for Snapshot {
-    fn default() -> Self {
+impl Snapshot {
+    fn new(shards: usize) -> Snapshot {
         Snapshot {
             active: AtomicBool::new(false),
-            pending: std::array::from_fn(|_| AtomicBool::new(false)),
+            pending: (0..shards).map(|_| AtomicBool::new(false)).collect(),
             captured: Mutex::default(),
         }
     }
@@ -94,7 +102,7 @@ impl Snapshot {
     pub(crate) fn begin(&self) {
         let mut c = lock(&self.captured);
         c.chunks.clear();
-        c.left = SHARDS;
+        c.left = self.pending.len();
         for p in &self.pending {
             p.store(true, Ordering::Relaxed);
         }
@@ -109,15 +117,17 @@ impl Snapshot {
         c.left = 0;
     }
 
-    /// Called with shard `i` locked: captures it if it is still pending.
-    pub(crate) fn on_lock(&self, i: usize, shard: &Shard) {
-        if !self.active.load(Ordering::Acquire) || !self.pending[i].swap(false, Ordering::AcqRel) {
-            return;
-        }
+    /// Whether shard `i` must be captured now (the caller holds its lock
+    /// and then calls [`Snapshot::capture`] with its entries).
+    pub(crate) fn wants(&self, i: usize) -> bool {
+        self.active.load(Ordering::Acquire) && self.pending[i].swap(false, Ordering::AcqRel)
+    }
+
+    /// Captures a shard [`Snapshot::wants`] asked for.
+    pub(crate) fn capture<'a>(&self, entries: impl Iterator<Item = &'a Entry>) {
         let mut chunk = Vec::new();
-        // SAFETY: the caller holds the shard's lock for the whole walk.
-        for b in unsafe { shard.table.iter() } {
-            restore_request(&mut chunk, unsafe { b.as_ref() });
+        for e in entries {
+            restore_request(&mut chunk, e);
         }
         let mut c = lock(&self.captured);
         if !self.active.load(Ordering::Acquire) || c.left == 0 {

@@ -104,7 +104,7 @@ impl Store {
             seed: h.finish(),
             counters: Counters::default(),
             ready: ReadyKeys::default(),
-            hooks: Hooks::default(),
+            hooks: Hooks::new(SHARDS),
         }
     }
 
@@ -129,7 +129,11 @@ impl Store {
         // A panic while holding a shard leaves the table consistent (every
         // mutation is a single table call), so poisoning is ignored.
         let shard = self.shards[i].lock().unwrap_or_else(|e| e.into_inner());
-        self.hooks.snapshot.on_lock(i, &shard);
+        if self.hooks.snapshot.wants(i) {
+            // SAFETY: the shard's lock is held for the whole walk.
+            let entries = unsafe { shard.table.iter() }.map(|b| unsafe { &*b.as_ptr() });
+            self.hooks.snapshot.capture(entries);
+        }
         Locked {
             shard,
             seed: self.seed,

@@ -260,8 +260,12 @@ async fn execute_batch(
                 Next::Block(b) => blocked = Some(b),
             }
             if let Some(w) = client.wait.take() {
-                let n = replication::commands::wait_for(node, w).await;
-                crate::resp::encode::integer(out, n);
+                blocked = Some(Block {
+                    ticket: None,
+                    timeout_ms: 0,
+                    on_timeout: b":0\r\n",
+                    wait: Some(w),
+                });
             }
             // Redis serves blocked clients after each command (after EXEC
             // for a transaction), before the next one runs.
