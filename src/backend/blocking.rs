@@ -75,7 +75,7 @@ pub(crate) struct Block {
     /// The reply when the time is up.
     pub(crate) on_timeout: &'static [u8],
     /// WAIT: the acknowledgements it waits for (it keeps its own time).
-    pub(crate) wait: Option<crate::backend::replication::commands::WaitFor>,
+    pub(crate) wait: Option<crate::backend::replication::state::WaitFor>,
 }
 
 /// A panic while holding one of these locks leaves the maps consistent

@@ -95,7 +95,7 @@ pub(crate) struct Client {
     /// Set by REPLCONF and PSYNC: the connection is a replica's.
     pub(crate) replica: Option<Box<replication::commands::Hello>>,
     /// Set by WAIT when it has to wait: the server loop awaits it.
-    pub(crate) wait: Option<replication::commands::WaitFor>,
+    pub(crate) wait: Option<replication::state::WaitFor>,
 }
 
 impl Client {

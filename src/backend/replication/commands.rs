@@ -7,6 +7,7 @@
 //! hands the socket over once PSYNC has been read), and WAIT's waiting in
 //! [`wait`], which the server loop awaits.
 
+use super::state::WaitFor;
 use super::{feed::Feed, LinkState};
 use crate::backend::commands::{parse_i64, CmdResult, Ctx};
 use crate::backend::error::CmdError;
@@ -22,14 +23,6 @@ pub(crate) struct Hello {
     pub(crate) port: u16,
     /// PSYNC's replication id and offset (`?`, -1 for a full sync).
     pub(crate) psync: Option<(String, i64)>,
-}
-
-/// A WAIT that has to wait: for `replicas` acknowledgements of `offset`.
-#[derive(Debug)]
-pub(crate) struct WaitFor {
-    offset: u64,
-    replicas: usize,
-    timeout_ms: u64,
 }
 
 /// REPLICAOF host port | REPLICAOF NO ONE (and SLAVEOF). The dispatcher

@@ -174,3 +174,12 @@ impl Repl {
         self.with_feed(|f| f.append(bytes));
     }
 }
+
+/// A WAIT that has to wait: for `replicas` acknowledgements of `offset`
+/// (`commands::wait_for` does the waiting).
+#[derive(Debug)]
+pub(crate) struct WaitFor {
+    pub(crate) offset: u64,
+    pub(crate) replicas: usize,
+    pub(crate) timeout_ms: u64,
+}
