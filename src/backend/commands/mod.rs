@@ -45,11 +45,12 @@ mod zsets;
 mod zstore;
 
 use super::error::CmdError;
+use super::keyspace::clock::now_ms;
 use super::keyspace::store::Store;
 use super::node::Node;
 use super::replication;
 use crate::catalogue::Id;
-use crate::resp::encode;
+use crate::resp::{encode, eq_ignore_case};
 use bytes::{Bytes, BytesMut};
 use std::sync::atomic::Ordering::Relaxed;
 pub(crate) use table::{
@@ -172,6 +173,12 @@ pub(crate) enum Next {
     Migrate,
     /// Wait for the reply of a blocked command before anything else.
     Block(crate::backend::blocking::Block),
+    /// Run this script (EVAL, FCALL …) on a thread of its own, holding the
+    /// gate exclusively ([`run_script`]), then write its reply.
+    Script(&'static Command),
+    /// A script runs on another connection, not yet past
+    /// `busy-reply-threshold`: wait, then dispatch this request again.
+    Busy,
 }
 
 /// Runs one request and appends its reply to `out`.
@@ -213,6 +220,26 @@ pub(crate) fn dispatch(
         }
         return Next::Done;
     }
+    let busy = &node.scripting.busy;
+    if busy.is_running() {
+        if is_kill(args) {
+            return run(node, client, out, cmd, args, now);
+        }
+        // The primary's stream on a replica waits for the script however
+        // long it runs: a refusal would lose a write.
+        if client.is_master || !busy.is_past(node.busy_threshold_ms()) {
+            return Next::Busy;
+        }
+        let e = CmdError::Other(busy.refusal().into());
+        if matches!(cmd.run, Run::Exec) {
+            client.tx.clear(node);
+            multi::abort_exec(out, &e);
+        } else {
+            client.tx.flag();
+            e.write(out);
+        }
+        return Next::Done;
+    }
     if !client.is_master && node.repl.is_replica() && replication::effects::is_write(cmd, args) {
         let script = matches!(cmd.run, Run::Script(_)) || cmd.id == Id::Script;
         if !script && node.settings.flag("replica-read-only") {
@@ -234,22 +261,29 @@ pub(crate) fn dispatch(
             return Next::Done;
         }
     }
-    let script = matches!(cmd.run, Run::Script(_));
-    // While writes feed a stream, one runs at a time, so the stream's
-    // order is the order they changed the keyspace in.
-    // REPLICAOF changes roles between two commands, never during one.
-    let role_change = matches!(cmd.id, Id::Replicaof | Id::Slaveof);
-    let _gate = node
-        .hold(script || role_change || (cmd.flags & WRITE != 0 && replication::is_feeding(node)));
+    // While writes feed a stream one runs at a time, so the stream's order
+    // is the order they changed the keyspace in; REPLICAOF changes roles
+    // between two commands, never during one. A script that started since
+    // the check above holds the gate: wait for it without holding this thread.
+    let exclusive = matches!(cmd.id, Id::Replicaof | Id::Slaveof)
+        || (cmd.flags & WRITE != 0
+            && !matches!(cmd.run, Run::Script(_))
+            && replication::is_feeding(node));
+    let gate = if exclusive {
+        node.try_exclusive()
+            .or_else(|| (!busy.is_running()).then(|| node.exclusive()))
+            .map(Gate::Exclusive)
+    } else {
+        node.try_shared()
+            .or_else(|| (!busy.is_running()).then(|| node.shared()))
+            .map(Gate::Shared)
+    };
+    let Some(gate) = gate else {
+        return Next::Busy;
+    };
     if client.tx.is_queueing() && !multi::runs_immediately(cmd) {
         multi::queue(node, client, out, cmd, args, now);
         return Next::Done;
-    }
-    if script {
-        replication::begin_tx(node);
-        let next = run(node, client, out, cmd, args, now);
-        replication::end_tx(node);
-        return next;
     }
     // A replica ignores maxmemory for its primary's writes, as Redis's
     // `replica-ignore-maxmemory yes`.
@@ -260,7 +294,49 @@ pub(crate) fn dispatch(
     if matches!(cmd.run, Run::Migrate) {
         return Next::Migrate;
     }
-    run(node, client, out, cmd, args, now)
+    if matches!(cmd.run, Run::Script(_)) {
+        return Next::Script(cmd);
+    }
+    let next = run(node, client, out, cmd, args, now);
+    drop(gate);
+    next
+}
+
+/// The node's gate as a command holds it.
+enum Gate<'a> {
+    #[allow(dead_code)]
+    Shared(std::sync::RwLockReadGuard<'a, ()>),
+    #[allow(dead_code)]
+    Exclusive(std::sync::RwLockWriteGuard<'a, ()>),
+}
+
+/// SCRIPT KILL or FUNCTION KILL: answered while a script runs.
+fn is_kill(args: &[&[u8]]) -> bool {
+    args.len() == 2
+        && (eq_ignore_case(args[0], b"script") || eq_ignore_case(args[0], b"function"))
+        && eq_ignore_case(args[1], b"kill")
+}
+
+/// Runs a script command (checked already by [`dispatch`]) holding the
+/// node's gate exclusively, marked as the node's running script so other
+/// connections wait or get `-BUSY` instead of the gate. The server calls
+/// this on a thread of its own.
+pub(crate) fn run_script(
+    node: &Node,
+    client: &mut Client,
+    out: &mut BytesMut,
+    cmd: &'static Command,
+    args: &[&[u8]],
+) {
+    let eval = cmd.name.starts_with("eval");
+    let running = node.scripting.busy.begin(eval);
+    let gate = node.exclusive();
+    // Its writes reach replicas as one MULTI … EXEC.
+    replication::begin_tx(node);
+    run(node, client, out, cmd, args, now_ms());
+    replication::end_tx(node);
+    drop(gate);
+    drop(running);
 }
 
 /// Runs a command (checked already) and tells WATCH about the keys a write

@@ -33,15 +33,17 @@ impl Applier {
         }
     }
 
-    /// Runs one request of the primary's; its reply is dropped.
-    pub(super) fn apply(&mut self, node: &Node, args: &[&[u8]]) {
+    /// Runs one request of the primary's; its reply is dropped. False when
+    /// a script of the replica's own clients holds the node: the caller
+    /// waits a moment and applies it again.
+    pub(super) fn apply(&mut self, node: &Node, args: &[&[u8]]) -> bool {
         if args.is_empty() {
-            return;
+            return true;
         }
-        if let Next::Block(_) | Next::Migrate =
-            commands::dispatch(node, &mut self.client, &mut self.out, args, 0)
-        {
-            tracing::debug!("a replicated request tried to block or migrate; ignored");
+        match commands::dispatch(node, &mut self.client, &mut self.out, args, 0) {
+            Next::Busy => return false,
+            Next::Done => {}
+            _ => tracing::debug!("a replicated request tried to block, migrate or script; ignored"),
         }
         if self.out.first() == Some(&b'-') && !self.client.tx.is_queueing() {
             tracing::debug!(
@@ -50,5 +52,13 @@ impl Applier {
             );
         }
         self.out.clear();
+        true
+    }
+
+    /// [`Applier::apply`], waiting out a script that holds the node.
+    pub(super) async fn apply_now(&mut self, node: &Node, args: &[&[u8]]) {
+        while !self.apply(node, args) {
+            tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+        }
     }
 }

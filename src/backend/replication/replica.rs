@@ -189,7 +189,7 @@ async fn load_snapshot(
             if end {
                 return Ok(());
             }
-            applier.apply(node, &args);
+            applier.apply_now(node, &args).await;
         }
         if !is_current(node, generation) {
             return Err(std::io::Error::other("REPLICAOF changed"));
@@ -222,7 +222,7 @@ async fn stream(
             crate::resp::decode_request(buf, &limits).map_err(std::io::Error::other)?
         {
             let args: Vec<&[u8]> = req.args.iter().map(|a| &a[..]).collect();
-            applier.apply(node, &args);
+            applier.apply_now(node, &args).await;
             node.repl.append_raw(&req.raw);
             applied = true;
         }

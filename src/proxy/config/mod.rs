@@ -11,6 +11,7 @@ mod file;
 
 use file::*;
 
+pub use crate::proxy::conn::auth::config::AuthConfig;
 use crate::proxy::conn::budget::OutputLimits;
 use crate::proxy::ops::{AdminSection, HotKeysSection, OpsConfig, SlowlogSection};
 use crate::resp::Limits;
@@ -82,6 +83,8 @@ pub struct Config {
     pub nodes: Vec<NodeSpec>,
     /// `[admin]`, `[hot_keys]`, `[slowlog]`.
     pub ops: OpsConfig,
+    /// `[proxy] requirepass`, `protected_mode`, `auth_*` and `[[users]]`.
+    pub auth: AuthConfig,
 }
 
 /// Background mover settings.
@@ -245,6 +248,14 @@ impl Config {
             });
         }
         let ops = OpsConfig::validate(f.admin, f.hot_keys, f.slowlog)?;
+        let auth = AuthConfig::validate(
+            p.requirepass,
+            f.users,
+            p.protected_mode,
+            p.auth_timeout_ms,
+            p.auth_failures_per_sec,
+        )?;
+        auth.check_protected("proxy.listen", &p.listen)?;
         let ring = RingConfig {
             scheme,
             vnodes: f.ring.vnodes,
@@ -266,6 +277,7 @@ impl Config {
                 max_bulk_len: p.max_bulk_len,
                 max_inline_len: Limits::default().max_inline_len,
                 max_query_buffer: p.max_query_buffer,
+                unauthenticated: false,
             },
             output_limits: OutputLimits {
                 hard_bytes: p.client_output_hard_limit,
@@ -288,6 +300,7 @@ impl Config {
             },
             nodes,
             ops,
+            auth,
         })
     }
 }

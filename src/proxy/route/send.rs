@@ -9,7 +9,7 @@ use tokio::sync::oneshot;
 use crate::catalogue::Command;
 use crate::proxy::conn::budget::ReplyBudget;
 use crate::proxy::conn::client::ClientState;
-use crate::proxy::route::merge::lost;
+use crate::proxy::conn::error::lost;
 use crate::proxy::upstream::dirty::track_write;
 use crate::proxy::upstream::topology::{Node, Routing};
 use crate::proxy::Proxy;
