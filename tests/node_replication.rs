@@ -96,7 +96,7 @@ fn a_full_sync_of_a_hundred_thousand_keys_under_writes_ends_identical() {
     let before = writes.load(Ordering::Relaxed);
     let slowest_before = slowest.swap(0, Ordering::Relaxed);
     let started = Instant::now();
-    let mut replica = start_replica(rp, &format!("127.0.0.1:{pp}"));
+    let replica = start_replica(rp, &format!("127.0.0.1:{pp}"));
     eventually(60, "the link comes up", || {
         field(rp, "replication", "master_link_status") == "up"
     });
