@@ -21,17 +21,26 @@ pub const BACKLOG: u32 = 65_535;
 /// Binds `addr` (`host:port`, resolved; the first address is used) and
 /// listens with [`BACKLOG`].
 pub async fn listen(addr: &str) -> io::Result<TcpListener> {
+    listen_with(addr, BACKLOG).await
+}
+
+/// [`listen`] with an accept queue of `backlog` (twemproxy's `backlog`).
+pub async fn listen_with(addr: &str, backlog: u32) -> io::Result<TcpListener> {
     let sa = tokio::net::lookup_host(addr).await?.next().ok_or_else(|| {
         io::Error::new(
             io::ErrorKind::InvalidInput,
             format!("no address for {addr}"),
         )
     })?;
-    listen_at(sa)
+    listen_backlog(sa, backlog)
 }
 
 /// [`listen`] on an address already resolved.
 pub fn listen_at(sa: std::net::SocketAddr) -> io::Result<TcpListener> {
+    listen_backlog(sa, BACKLOG)
+}
+
+fn listen_backlog(sa: std::net::SocketAddr, backlog: u32) -> io::Result<TcpListener> {
     let sock = if sa.is_ipv4() {
         TcpSocket::new_v4()?
     } else {
@@ -41,7 +50,7 @@ pub fn listen_at(sa: std::net::SocketAddr) -> io::Result<TcpListener> {
     // once, even with connections of the previous one in TIME_WAIT.
     sock.set_reuseaddr(true)?;
     sock.bind(sa)?;
-    sock.listen(BACKLOG)
+    sock.listen(backlog)
 }
 
 #[cfg(test)]

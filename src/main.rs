@@ -10,6 +10,7 @@ use clap::{Args, Parser, Subcommand};
 use shardis::proxy::{self, Config};
 use shardis::ring::NodeSpec;
 
+mod twem_cli;
 mod up;
 
 /// The config `shardis up` reads when given none, if it exists.
@@ -87,9 +88,10 @@ struct UpArgs {
 
 #[derive(Args)]
 struct ProxyArgs {
-    /// Configuration file (TOML) listing the backend nodes.
-    #[arg(long)]
-    config: PathBuf,
+    /// Configuration file: shardis TOML listing the backend nodes, or
+    /// twemproxy's nutcracker.yml (by extension .yml / .yaml, or content).
+    #[arg(long, short = 'c', required_unless_present = "describe_stats")]
+    config: Option<PathBuf>,
     /// Override proxy.listen (host:port).
     #[arg(long)]
     listen: Option<String>,
@@ -99,6 +101,8 @@ struct ProxyArgs {
     /// Exit when the parent process exits (used by `shardis demo`).
     #[arg(long, hide = true)]
     exit_with_parent: bool,
+    #[command(flatten)]
+    twem: twem_cli::TwemArgs,
 }
 
 #[derive(Args)]
@@ -125,19 +129,22 @@ struct NodeArgs {
     /// Exit when the parent process exits (used by `shardis up`, so nodes never outlive it).
     #[arg(long, hide = true)]
     exit_with_parent: bool,
+    /// Clients must AUTH with this password first (as Redis's `requirepass`).
+    #[arg(long)]
+    requirepass: Option<String>,
 }
 
 fn main() -> ExitCode {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
-        )
-        .with_writer(std::io::stderr)
-        // Colour only on a terminal: a log file or a test's capture gets plain text.
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .init();
-    log_panics();
     let cli = Cli::parse();
+    let (level, log_file) = match &cli.cmd {
+        Cmd::Proxy(a) => (a.twem.log_filter(), a.twem.output.as_deref()),
+        _ => ("info", None),
+    };
+    if let Err(e) = init_logging(level, log_file) {
+        eprintln!("error: {e}");
+        return ExitCode::FAILURE;
+    }
+    log_panics();
     let result = match cli.cmd {
         Cmd::Up(a) => run_up(a),
         Cmd::Supervise { cmd } => up::supervise(&cmd),
@@ -172,6 +179,32 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// Logs to stderr, or appended to `file`, at `level` unless RUST_LOG says.
+fn init_logging(level: &str, file: Option<&Path>) -> Result<(), String> {
+    let filter =
+        tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| level.into());
+    let builder = tracing_subscriber::fmt().with_env_filter(filter);
+    match file {
+        Some(path) => {
+            let f = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(path)
+                .map_err(|e| format!("-o {}: {e}", path.display()))?;
+            builder
+                .with_writer(std::sync::Mutex::new(f))
+                .with_ansi(false)
+                .init();
+        }
+        None => builder
+            .with_writer(std::io::stderr)
+            // Colour only on a terminal: a log file or a test's capture gets plain text.
+            .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+            .init(),
+    }
+    Ok(())
 }
 
 /// Logs every panic through tracing (so it reaches the log with the rest),
@@ -257,7 +290,30 @@ fn listen_addrs(config: &Config) -> Vec<(&'static str, String)> {
 }
 
 fn run_proxy(a: ProxyArgs) -> Result<(), String> {
-    let mut config = Config::load(&a.config)?;
+    if a.twem.describe_stats {
+        print!("{}", proxy::twem::stats::describe());
+        return Ok(());
+    }
+    let Some(path) = a.config.clone() else {
+        return Err("--config: a configuration file is required".into());
+    };
+    let text = std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+    if proxy::twem::is_yaml(&path, &text) {
+        return run_nutcracker(a, &path);
+    }
+    let t = &a.twem;
+    if t.stats_port.is_some()
+        || t.stats_addr.is_some()
+        || t.daemonize
+        || t.pid_file.is_some()
+        || t.state_dir.is_some()
+    {
+        return Err(format!(
+            "{}: -s, -a, -d, -p and --state-dir are for a nutcracker.yml; a TOML config sets proxy.state_file and [admin]",
+            path.display()
+        ));
+    }
+    let mut config = Config::load(&path)?;
     if let Some(l) = a.listen {
         proxy::config::check_host_port("--listen", &l)?;
         config.auth.check_protected("--listen", &l)?;
@@ -272,10 +328,10 @@ fn run_proxy(a: ProxyArgs) -> Result<(), String> {
     if config.nodes.is_empty() && !saved {
         return Err(format!(
             "{}: nodes: at least one [[nodes]] entry is required; this file lists none, like config/default.toml, which is for `shardis up` (it starts its own nodes). For `shardis proxy`, list the backends as config/redis-servers.toml does",
-            a.config.display()
+            path.display()
         ));
     }
-    if a.check_config {
+    if a.check_config || a.twem.test_conf {
         check_binds(listen_addrs(&config))?;
         print_config(&config);
         return Ok(());
@@ -289,6 +345,24 @@ fn run_proxy(a: ProxyArgs) -> Result<(), String> {
             .map_err(|e| format!("cannot listen on {}: {e}", config.listen))?;
         proxy::run(listener, proxy::Pool::from_config(config), stop_signal()).await
     })
+}
+
+/// `shardis proxy --config nutcracker.yml`: every pool of the file.
+fn run_nutcracker(a: ProxyArgs, path: &Path) -> Result<(), String> {
+    if a.listen.is_some() {
+        return Err("--listen: a nutcracker.yml gives each pool its own listen:".into());
+    }
+    let opts = proxy::twem::Options {
+        state_dir: a.twem.state_dir.clone(),
+        stats: a.twem.stats(),
+    };
+    if a.check_config || a.twem.test_conf {
+        return twem_cli::test_conf(path, &opts);
+    }
+    if a.exit_with_parent {
+        exit_with_parent();
+    }
+    twem_cli::run(path, &opts, &a.twem, stop_signal, || runtime(0))
 }
 
 /// Exits this process soon after its parent exits (polled: portable, and
@@ -327,6 +401,11 @@ fn node(a: NodeArgs) -> Result<(), String> {
         let config = shardis::backend::NodeConfig {
             maxmemory: a.maxmemory,
             replicaof,
+            requirepass: a
+                .requirepass
+                .as_deref()
+                .filter(|p| !p.is_empty())
+                .map(shardis::backend::NodeConfig::password_digest),
             ..Default::default()
         };
         shardis::backend::run(listener, config, stop_signal())

@@ -67,3 +67,35 @@ fn counts_blocked_clients(backend: Backend) {
     );
     wait_blocked(port, 0);
 }
+
+#[test]
+fn info_counts_the_blocked_clients_with_a_timeout_in_the_timeout_table() {
+    let c = Backend::Builtin.cluster(3);
+    let port = c.proxy.port;
+    let table = || Raw::connect(port).info_field("clients", "clients_in_timeout_table");
+    assert_eq!(table(), 0);
+    let mut forever = RespConn::connect_loopback(port, TIMEOUT).unwrap();
+    forever.send(&[b"BLPOP", b"q", b"0"]).unwrap();
+    let mut timed = RespConn::connect_loopback(port, TIMEOUT).unwrap();
+    timed
+        .send(&[b"BLMPOP", b"30", b"1", b"q2", b"LEFT"])
+        .unwrap();
+    let mut xread = RespConn::connect_loopback(port, TIMEOUT).unwrap();
+    xread
+        .send(&[b"XREAD", b"BLOCK", b"30000", b"STREAMS", b"s", b"$"])
+        .unwrap();
+    wait_blocked(port, 3);
+    assert_eq!(table(), 2);
+    // Each built-in node counts its own (the proxy's pinned connections).
+    let on_nodes: u64 = c
+        .nodes
+        .iter()
+        .map(|n| Raw::connect(n.port).info_field("clients", "clients_in_timeout_table"))
+        .sum();
+    assert_eq!(on_nodes, 2);
+    drop(timed);
+    drop(xread);
+    wait_blocked(port, 1);
+    assert_eq!(table(), 0);
+    drop(forever);
+}

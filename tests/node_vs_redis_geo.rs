@@ -12,83 +12,15 @@ mod common;
 #[path = "node_vs_redis_geo/random.rs"]
 mod random;
 
-use common::{Cluster, Proc, Raw};
+use common::compare::{pair, split, Compare};
+use common::{Cluster, Raw};
 use random::Rng;
 
-/// A built-in node and a redis-server, both listening (killed on drop).
-fn pair() -> Option<(Proc, Proc)> {
-    if !common::have_tool("redis-server") {
-        return None;
-    }
-    let node = common::start_node(common::free_port());
-    Some((node, common::start_redis(common::free_port())))
-}
-
-/// A step's arguments: split on `|` if it has one, else on blanks.
-fn split(step: &str) -> Vec<String> {
-    if step.contains('|') {
-        step.split('|').map(String::from).collect()
-    } else {
-        step.split_whitespace().map(String::from).collect()
-    }
-}
-
-/// Sends the same requests to both servers and records every difference.
-struct Compare {
-    ours: Raw,
-    theirs: Raw,
-    steps: usize,
-    mismatches: Vec<String>,
-}
-
-impl Compare {
-    fn open(ours: u16, theirs: u16, proto: &str) -> Compare {
-        let mut c = Compare {
-            ours: Raw::connect(ours),
-            theirs: Raw::connect(theirs),
-            steps: 0,
-            mismatches: Vec::new(),
-        };
-        for args in [
-            vec!["HELLO".to_string(), proto.into()],
-            vec!["FLUSHALL".into()],
-        ] {
-            c.ours.call_bytes(&bytes(&args));
-            c.theirs.call_bytes(&bytes(&args));
-        }
-        c
-    }
-
-    fn step(&mut self, what: &str, args: &[String]) -> Vec<u8> {
-        let (a, b) = (
-            self.ours.call_bytes(&bytes(args)),
-            self.theirs.call_bytes(&bytes(args)),
-        );
-        self.steps += 1;
-        if a != b {
-            self.mismatches.push(format!(
-                "{what} {args:?}\n  ours:  {:?}\n  redis: {:?}",
-                String::from_utf8_lossy(&a),
-                String::from_utf8_lossy(&b)
-            ));
-        }
-        a
-    }
-
-    fn finish(self, what: &str) {
-        println!("{what}: {} steps compared byte for byte", self.steps);
-        assert!(
-            self.mismatches.is_empty(),
-            "{} of {} replies differ:\n{}",
-            self.mismatches.len(),
-            self.steps,
-            self.mismatches.join("\n")
-        );
-    }
-}
-
-fn bytes(args: &[String]) -> Vec<&[u8]> {
-    args.iter().map(|a| a.as_bytes()).collect()
+/// Opens a comparison on an empty keyspace.
+fn open(ours: u16, theirs: u16, proto: &str) -> Compare {
+    let mut c = Compare::open(ours, theirs, proto);
+    c.both(&["FLUSHALL"]);
+    c
 }
 
 #[test]
@@ -97,7 +29,7 @@ fn geo_replies_match_redis_server_in_resp2_and_resp3() {
         return;
     };
     for proto in ["2", "3"] {
-        let mut c = Compare::open(node.port, redis.port, proto);
+        let mut c = open(node.port, redis.port, proto);
         for case in cases::CASES {
             c.step("", &["FLUSHALL".to_string()]);
             for step in *case {
@@ -118,7 +50,7 @@ fn random_points_search_alike_on_the_node_and_redis_server() {
         return;
     };
     for (proto, seed) in [("2", 1), ("3", 2)] {
-        let mut c = Compare::open(node.port, redis.port, proto);
+        let mut c = open(node.port, redis.port, proto);
         let mut r = Rng::new(seed);
         let mut sets = random::points(&mut r, "big", 3000);
         sets.extend(random::points(&mut r, "small", 120));
@@ -150,7 +82,7 @@ fn ties_in_distance_cut_by_count_keep_redis_order() {
     let Some((node, redis)) = pair() else {
         return;
     };
-    let mut c = Compare::open(node.port, redis.port, "2");
+    let mut c = open(node.port, redis.port, "2");
     for args in random::ties() {
         c.step("ties", &args);
     }

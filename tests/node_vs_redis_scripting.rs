@@ -14,87 +14,27 @@ mod common;
 #[path = "node_vs_redis_scripting/functions.rs"]
 mod functions;
 
-use common::{Cluster, Proc, Raw};
+use common::compare::{pair, Compare};
+use common::{Cluster, Raw};
 
-/// A built-in node and a redis-server, both listening (killed on drop).
-fn pair() -> Option<(Proc, Proc)> {
-    if !common::have_tool("redis-server") {
-        return None;
+/// Empties the keyspace, the script cache and the libraries.
+fn reset(c: &mut Compare) {
+    for cmd in [
+        &["FLUSHALL"][..],
+        &["SCRIPT", "FLUSH"],
+        &["FUNCTION", "FLUSH"],
+    ] {
+        c.both(cmd);
     }
-    let node = common::start_node(common::free_port());
-    Some((node, common::start_redis(common::free_port())))
 }
 
-/// Sends the same requests to both servers and records every difference.
-struct Compare {
-    ours: Raw,
-    theirs: Raw,
-    steps: usize,
-    mismatches: Vec<String>,
-}
-
-impl Compare {
-    fn open(ours: u16, theirs: u16, proto: &str) -> Compare {
-        let mut c = Compare {
-            ours: Raw::connect(ours),
-            theirs: Raw::connect(theirs),
-            steps: 0,
-            mismatches: Vec::new(),
-        };
-        c.both(&["HELLO", proto]);
-        c
-    }
-
-    /// Sends to both, compares nothing (HELLO's reply differs by design).
-    fn both(&mut self, args: &[&str]) {
-        let args: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
-        self.ours.call_bytes(&args);
-        self.theirs.call_bytes(&args);
-    }
-
-    /// Empties the keyspace, the script cache and the libraries.
-    fn reset(&mut self) {
-        for cmd in [
-            &["FLUSHALL"][..],
-            &["SCRIPT", "FLUSH"],
-            &["FUNCTION", "FLUSH"],
-        ] {
-            self.both(cmd);
+/// Each case from an empty node.
+fn cases(c: &mut Compare, what: &str, cases: &[&[&[&str]]]) {
+    for case in cases {
+        reset(c);
+        for step in *case {
+            c.step(what, step);
         }
-    }
-
-    fn step(&mut self, what: &str, args: &[&str]) -> Vec<u8> {
-        let bytes: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
-        let (a, b) = (self.ours.call_bytes(&bytes), self.theirs.call_bytes(&bytes));
-        self.steps += 1;
-        if a != b {
-            self.mismatches.push(format!(
-                "{what} {args:?}\n  ours:  {:?}\n  redis: {:?}",
-                String::from_utf8_lossy(&a),
-                String::from_utf8_lossy(&b)
-            ));
-        }
-        a
-    }
-
-    fn cases(&mut self, what: &str, cases: &[&[&[&str]]]) {
-        for case in cases {
-            self.reset();
-            for step in *case {
-                self.step(what, step);
-            }
-        }
-    }
-
-    fn finish(self, what: &str) {
-        println!("{what}: {} steps compared byte for byte", self.steps);
-        assert!(
-            self.mismatches.is_empty(),
-            "{} of {} replies differ:\n{}",
-            self.mismatches.len(),
-            self.steps,
-            self.mismatches.join("\n")
-        );
     }
 }
 
@@ -105,7 +45,7 @@ fn eval_and_script_match_redis_server_in_resp2_and_resp3() {
     };
     for proto in ["2", "3"] {
         let mut c = Compare::open(node.port, redis.port, proto);
-        c.cases(&format!("RESP{proto}"), cases::EVAL);
+        cases(&mut c, &format!("RESP{proto}"), cases::EVAL);
         c.finish(&format!("EVAL cases, RESP{proto}"));
     }
     node.assert_no_panic();
@@ -118,7 +58,7 @@ fn script_libraries_match_redis_server() {
     };
     for proto in ["2", "3"] {
         let mut c = Compare::open(node.port, redis.port, proto);
-        c.cases(&format!("RESP{proto}"), cases::LIBS);
+        cases(&mut c, &format!("RESP{proto}"), cases::LIBS);
         c.finish(&format!("library cases, RESP{proto}"));
     }
     node.assert_no_panic();
@@ -131,7 +71,7 @@ fn functions_match_redis_server_in_resp2_and_resp3() {
     };
     for proto in ["2", "3"] {
         let mut c = Compare::open(node.port, redis.port, proto);
-        c.cases(&format!("RESP{proto}"), functions::FUNCTIONS);
+        cases(&mut c, &format!("RESP{proto}"), functions::FUNCTIONS);
         c.finish(&format!("FUNCTION cases, RESP{proto}"));
     }
     node.assert_no_panic();
@@ -152,7 +92,7 @@ fn a_rate_limiter_and_a_lock_behave_as_on_redis_server() {
         return;
     };
     let mut c = Compare::open(node.port, redis.port, "2");
-    c.reset();
+    reset(&mut c);
     for _ in 0..7 {
         c.step(
             "limiter",

@@ -14,119 +14,20 @@ mod common;
 #[allow(dead_code)]
 mod random;
 
-use common::{Proc, Raw};
+use common::compare::{pair, split, Compare};
+use common::Raw;
 use random::Rng;
 use std::time::Duration;
-
-fn pair() -> Option<(Proc, Proc)> {
-    if !common::have_tool("redis-server") {
-        return None;
-    }
-    let node = common::start_node(common::free_port());
-    Some((node, common::start_redis(common::free_port())))
-}
-
-fn split(step: &str) -> Vec<String> {
-    if step.contains('|') {
-        step.split('|').map(String::from).collect()
-    } else {
-        step.split_whitespace().map(String::from).collect()
-    }
-}
 
 fn bytes(args: &[String]) -> Vec<&[u8]> {
     args.iter().map(|a| a.as_bytes()).collect()
 }
 
-/// Every `:<integer>` of a reply replaced by `:N`.
-fn mask_ints(r: &[u8]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(r.len());
-    let mut i = 0;
-    while i < r.len() {
-        out.push(r[i]);
-        let line_start = i == 0 || r[i - 1] == b'\n';
-        if r[i] == b':' && line_start {
-            out.push(b'N');
-            while i + 1 < r.len() && r[i + 1] != b'\r' {
-                i += 1;
-            }
-        }
-        i += 1;
-    }
-    out
-}
-
-struct Compare {
-    ours: Raw,
-    theirs: Raw,
-    steps: usize,
-    mismatches: Vec<String>,
-}
-
-impl Compare {
-    fn open(ours: u16, theirs: u16, proto: &str) -> Compare {
-        let mut c = Compare {
-            ours: Raw::connect(ours),
-            theirs: Raw::connect(theirs),
-            steps: 0,
-            mismatches: Vec::new(),
-        };
-        for args in [
-            vec!["HELLO".to_string(), proto.into()],
-            vec!["FLUSHALL".into()],
-        ] {
-            c.ours.call_bytes(&bytes(&args));
-            c.theirs.call_bytes(&bytes(&args));
-        }
-        c
-    }
-
-    fn step(&mut self, what: &str, step: &str) {
-        let (masked, step) = match step.strip_prefix('~') {
-            Some(s) => (true, s),
-            None => (false, step),
-        };
-        // `%`: a reply with the time in it (XADD *): digits masked.
-        let (digits, step) = match step.strip_prefix('%') {
-            Some(s) => (true, s),
-            None => (false, step),
-        };
-        let args = split(step);
-        let (mut a, mut b) = (
-            self.ours.call_bytes(&bytes(&args)),
-            self.theirs.call_bytes(&bytes(&args)),
-        );
-        if masked {
-            (a, b) = (mask_ints(&a), mask_ints(&b));
-        }
-        if digits {
-            let hide = |r: &[u8]| -> Vec<u8> {
-                r.iter()
-                    .map(|&c| if c.is_ascii_digit() { b'N' } else { c })
-                    .collect()
-            };
-            (a, b) = (hide(&a), hide(&b));
-        }
-        self.steps += 1;
-        if a != b {
-            self.mismatches.push(format!(
-                "{what} {args:?}\n  ours:  {:?}\n  redis: {:?}",
-                String::from_utf8_lossy(&a),
-                String::from_utf8_lossy(&b)
-            ));
-        }
-    }
-
-    fn finish(self, what: &str) {
-        println!("{what}: {} steps compared", self.steps);
-        assert!(
-            self.mismatches.is_empty(),
-            "{} of {} replies differ:\n{}",
-            self.mismatches.len(),
-            self.steps,
-            self.mismatches.join("\n")
-        );
-    }
+/// Opens a comparison on an empty keyspace.
+fn open(ours: u16, theirs: u16, proto: &str) -> Compare {
+    let mut c = Compare::open(ours, theirs, proto);
+    c.both(&["FLUSHALL"]);
+    c
 }
 
 #[test]
@@ -135,11 +36,11 @@ fn stream_replies_match_redis_server_in_resp2_and_resp3() {
         return;
     };
     for proto in ["2", "3"] {
-        let mut c = Compare::open(node.port, redis.port, proto);
+        let mut c = open(node.port, redis.port, proto);
         for case in cases::CASES {
-            c.step("", "FLUSHALL");
+            c.line("", "FLUSHALL");
             for step in *case {
-                c.step(&format!("RESP{proto}"), step);
+                c.line(&format!("RESP{proto}"), step);
             }
         }
         c.finish(&format!("stream cases, RESP{proto}"));
@@ -165,7 +66,7 @@ fn random_streams_keep_redis_node_layout_and_trims() {
     let Some((node, redis)) = pair() else {
         return;
     };
-    let mut c = Compare::open(node.port, redis.port, "2");
+    let mut c = open(node.port, redis.port, "2");
     let mut r = Rng::new(11);
     let fields = ["f", "g", "123", "-5"];
     for i in 1..=1500u64 {
@@ -173,35 +74,35 @@ fn random_streams_keep_redis_node_layout_and_trims() {
         for _ in 0..1 + r.below(3) {
             step.push_str(&format!(" {} {}", fields[r.below(4)], value(&mut r)));
         }
-        c.step("add", &step);
+        c.line("add", &step);
         let ms = i / 3 + 1;
         match r.below(40) {
-            0 => c.step("trim", &format!("XTRIM s MAXLEN ~ {}", 10 + r.below(300))),
-            1 => c.step(
+            0 => c.line("trim", &format!("XTRIM s MAXLEN ~ {}", 10 + r.below(300))),
+            1 => c.line(
                 "trim",
                 &format!("XTRIM s MINID ~ {}", 1 + r.below(ms as usize)),
             ),
-            2 => c.step("trim", &format!("XTRIM s MAXLEN = {}", 50 + r.below(300))),
+            2 => c.line("trim", &format!("XTRIM s MAXLEN = {}", 50 + r.below(300))),
             3 | 4 => {
                 let (a, b) = (1 + r.below(ms as usize), r.below(3));
-                c.step(
+                c.line(
                     "del",
                     &format!("XDEL s {a}-{b} {}-0", 1 + r.below(ms as usize)),
                 );
             }
-            5 => c.step(
+            5 => c.line(
                 "limit",
                 &format!("XTRIM s MAXLEN ~ 5 LIMIT {}", r.below(150)),
             ),
             _ => {}
         }
         if i % 25 == 0 {
-            c.step("info", "XINFO STREAM s");
-            c.step("len", "XLEN s");
+            c.line("info", "XINFO STREAM s");
+            c.line("len", "XLEN s");
         }
     }
-    c.step("range", "XRANGE s - + COUNT 50");
-    c.step("range", "XREVRANGE s + - COUNT 50");
+    c.line("range", "XRANGE s - + COUNT 50");
+    c.line("range", "XREVRANGE s + - COUNT 50");
     c.finish("random streams");
     node.assert_no_panic();
 }
@@ -217,7 +118,7 @@ fn random_consumer_group_traffic_matches_redis_server() {
         return;
     };
     for (proto, seed) in [("2", 3), ("3", 4)] {
-        let mut c = Compare::open(node.port, redis.port, proto);
+        let mut c = open(node.port, redis.port, proto);
         let mut r = Rng::new(seed);
         let mut ms = 1;
         for i in 0..1500 {
@@ -267,7 +168,7 @@ fn random_consumer_group_traffic_matches_redis_server() {
                 97 => format!("XGROUP DELCONSUMER s g{g} {who}"),
                 _ => "~XINFO STREAM s FULL".to_string(),
             };
-            c.step(&format!("RESP{proto}"), &step);
+            c.line(&format!("RESP{proto}"), &step);
         }
         c.finish(&format!("random group traffic, RESP{proto}"));
     }

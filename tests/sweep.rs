@@ -279,7 +279,6 @@ fn allowed<'a>(list: &'a [(&str, &str)], label: &str) -> Option<&'a str> {
 fn is_refusal(o: &Outcome) -> bool {
     o.contains("is not supported by shardis")
         || o.contains("SCAN through shardis continues only cursors it returned")
-        || o.contains("without keys cannot be routed")
         || o.starts(b"-CROSSSLOT")
 }
 

@@ -52,6 +52,21 @@ pub struct NodeConfig {
     pub maxmemory: u64,
     /// Bounds on client requests.
     pub limits: Limits,
+    /// `--requirepass`, as its SHA-256: clients must `AUTH` first (as the
+    /// `default` user). `None`: no password, as Redis without one.
+    pub requirepass: Option<[u8; 32]>,
+}
+
+impl NodeConfig {
+    /// The digest kept for `--requirepass password` (the text itself is not kept).
+    pub fn password_digest(password: &str) -> [u8; 32] {
+        NodeConfig::password_digest_bytes(password.as_bytes())
+    }
+
+    pub(crate) fn password_digest_bytes(password: &[u8]) -> [u8; 32] {
+        use sha2::Digest;
+        sha2::Sha256::digest(password).into()
+    }
 }
 
 /// Serves a node on `listener` until `shutdown` completes; see

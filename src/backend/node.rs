@@ -38,6 +38,8 @@ pub(crate) struct Stats {
     pub(crate) connected_clients: AtomicUsize,
     /// Connections waiting in a blocking command now.
     pub(crate) blocked_clients: AtomicUsize,
+    /// Those of them with a timeout (INFO `clients_in_timeout_table`).
+    pub(crate) timeout_clients: AtomicUsize,
 }
 
 /// State shared by every connection of one node.
@@ -60,6 +62,8 @@ pub(crate) struct Node {
     pub(crate) started_ms: u64,
     /// A random id for this run (INFO `run_id`).
     pub(crate) run_id: String,
+    /// `--requirepass`'s SHA-256 (see `commands::connection`).
+    pub(crate) requirepass: Option<[u8; 32]>,
     /// INFO `instantaneous_ops_per_sec`.
     pub(crate) ops: crate::resp::info::OpsMeter,
     /// INFO `used_memory_peak`: raised by INFO and by the expiry tick, as
@@ -168,6 +172,7 @@ impl Node {
             port,
             started_ms: now_ms(),
             run_id,
+            requirepass: config.requirepass,
             ops: Default::default(),
             memory_peak: AtomicU64::new(0),
             blocking: Blocking::default(),

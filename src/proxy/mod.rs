@@ -15,11 +15,13 @@ pub mod commands;
 pub mod config;
 pub(crate) mod conn;
 pub(crate) mod dispatch;
+pub(crate) mod ha;
 pub mod ops;
 pub mod policy;
 pub(crate) mod pool;
 pub mod route;
 pub(crate) mod session;
+pub mod twem;
 pub(crate) mod upstream;
 
 use std::collections::HashMap;
@@ -57,8 +59,16 @@ pub(crate) struct Stats {
     pub(crate) output_limit_closes: AtomicU64,
     /// Clients waiting in a blocking command (INFO `blocked_clients`).
     pub(crate) blocked_clients: AtomicUsize,
+    /// Blocked commands with a timeout (INFO `clients_in_timeout_table`).
+    pub(crate) timeout_clients: AtomicUsize,
     /// Clients closed for their own or the proxy-wide query buffer limit.
     pub(crate) query_limit_closes: AtomicU64,
+    /// Clients that closed their connection (twemproxy's `client_eof`).
+    pub(crate) client_eof: AtomicU64,
+    /// Client connections that failed (twemproxy's `client_err`).
+    pub(crate) client_err: AtomicU64,
+    /// Requests split across nodes, one per node (twemproxy's `fragments`).
+    pub(crate) fragments: AtomicU64,
 }
 
 /// One client's place under `max_clients`, given back when dropped — also
@@ -124,6 +134,13 @@ pub(crate) struct Proxy {
     /// The channels and patterns the proxy's subscribers hold (PUBSUB
     /// NUMPAT, INFO).
     pub(crate) subscriptions: commands::pubsub::Held,
+    /// Replicas, member status, failover (see `ha`).
+    pub(crate) ha: Arc<ha::Ha>,
+    /// `Some`: every ring of this proxy places keys as this twemproxy pool
+    /// would (see [`Proxy::ring`]).
+    pub(crate) placement: Option<crate::ring::Placement>,
+    /// Servers `auto_eject_hosts` has taken out of the ring right now.
+    pub(crate) ejected: twem::eject::Ejected,
 }
 
 /// Starts a node process and returns its address once it answers PING.
@@ -186,6 +203,20 @@ impl Proxy {
             }
         }
         let ring = pool.ring(specs, epoch).map_err(StartError::Ring)?;
+        // The saved replicas when there are any (a failover changed them),
+        // else the config's.
+        let replicas = match &saved {
+            Some(s) if !s.replicas.is_empty() => s.replicas.clone(),
+            _ => ha::replica_addrs(
+                &pool
+                    .shards
+                    .iter()
+                    .filter(|s| !s.replicas.is_empty())
+                    .map(|s| (s.primary.name.clone(), s.replicas.clone()))
+                    .collect(),
+            ),
+        };
+        let ha = Arc::new(ha::Ha::new(config.ha, replicas));
         let nodes: HashMap<String, Arc<Node>> = ring
             .nodes()
             .iter()
@@ -195,12 +226,11 @@ impl Proxy {
             .nodes()
             .iter()
             .map(|spec| {
-                let replicas = pool.replicas_of(&spec.name).iter();
-                let replicas = replicas.map(|r| Arc::new(new_node(r, config))).collect();
+                let replicas = ha.replica_nodes(&spec.name, config);
                 Arc::new(Shard::new(nodes[&spec.name].clone(), replicas))
             })
             .collect();
-        let config = pool.config;
+        let (config, auth) = (pool.config, pool.auth);
         let proxy = Arc::new(Proxy {
             port,
             routing: ArcSwap::from_pointee(Routing::new(Arc::new(ring), shards, None, false)),
@@ -217,14 +247,27 @@ impl Proxy {
             spawner,
             ops: ops::Ops::new(&config.ops),
             store,
-            auth: conn::auth::Auth::from_config(&config.auth),
+            auth,
             subscriptions: Default::default(),
+            ha,
+            ejected: Default::default(),
+            placement: pool.twemproxy,
             config,
         });
         if let Some(s) = saved {
             admin::migration::resume(&proxy, s).map_err(StartError::Resume)?;
         }
         Ok(proxy)
+    }
+
+    /// The ring over `nodes` at `epoch`, placed the pool's way (as
+    /// [`Pool::ring`]): what a resumed change is rebuilt with.
+    pub(crate) fn ring(
+        &self,
+        nodes: Vec<NodeSpec>,
+        epoch: u64,
+    ) -> Result<Ring, crate::ring::RingError> {
+        pool::place(self.placement, self.config.ring, nodes, epoch)
     }
 
     /// The shard at each of `ring`'s entries, its primary the pooled node
@@ -238,9 +281,38 @@ impl Proxy {
                     .entry(spec.name.clone())
                     .or_insert_with(|| Arc::new(new_node(spec, &self.config)))
                     .clone();
-                Arc::new(Shard::new(primary, Vec::new()))
+                let replicas = self.ha.replica_nodes(&spec.name, &self.config);
+                Arc::new(Shard::new(primary, replicas))
             })
             .collect()
+    }
+
+    /// After a failover: the pooled primary of shard `name` is a new node
+    /// at `addr` (fresh connections; the old primary's are dropped).
+    pub(crate) fn replace_primary(&self, name: &str, addr: &str) {
+        let mut pool = self.pool.lock().expect("pool lock");
+        let weight = pool.get(name).map_or(1, |n| n.spec.weight);
+        let spec = NodeSpec {
+            name: name.to_string(),
+            addr: addr.to_string(),
+            weight,
+        };
+        pool.insert(name.to_string(), Arc::new(new_node(&spec, &self.config)));
+    }
+
+    /// Every node this proxy has connections for: the ring's, in ring
+    /// order, then any other (ejected, or leaving).
+    pub(crate) fn known_nodes(&self) -> Vec<Arc<Node>> {
+        let routing = self.routing.load();
+        let mut out: Vec<Arc<Node>> = routing.primaries().cloned().collect();
+        let pool = self.pool.lock().expect("pool lock");
+        let mut rest: Vec<&Arc<Node>> = pool
+            .values()
+            .filter(|n| !out.iter().any(|o| Arc::ptr_eq(o, n)))
+            .collect();
+        rest.sort_by(|a, b| a.spec.name.cmp(&b.spec.name));
+        out.extend(rest.into_iter().cloned());
+        out
     }
 
     /// Drops a node's pooled connections (after it left the ring and was
@@ -253,7 +325,7 @@ impl Proxy {
     }
 }
 
-fn new_node(spec: &NodeSpec, config: &Config) -> Node {
+pub(crate) fn new_node(spec: &NodeSpec, config: &Config) -> Node {
     Node::new(
         spec.clone(),
         config.connections_per_node,
@@ -261,6 +333,8 @@ fn new_node(spec: &NodeSpec, config: &Config) -> Node {
         Duration::from_millis(config.request_timeout_ms),
         config.max_pinned_per_node,
         config.limits.max_bulk_len,
+        config.node_auth.for_node(&spec.name),
+        config.backend.commands(),
     )
 }
 
@@ -302,6 +376,7 @@ pub async fn run_with(
         }
     }
     tokio::spawn(ops::hotkeys::run_ticker(Arc::downgrade(&proxy)));
+    ha::monitor::start(&proxy);
     serve(listener, proxy, shutdown).await;
     drop(stop);
     Ok(())

@@ -4,9 +4,10 @@
 //! twemproxy `nutcracker.yml` names several, each with its own listener and
 //! a ring placing keys as twemproxy would (`twemproxy`, `Ring::twemproxy`).
 
+use crate::proxy::conn::auth::Auth;
 use crate::proxy::upstream::shard::ShardSpec;
 use crate::proxy::Config;
-use crate::ring::{twemproxy, NodeSpec, Ring, RingError};
+use crate::ring::{twemproxy, NodeSpec, Ring, RingConfig, RingError};
 
 /// What one proxy serves: built from the config, then handed to
 /// `Proxy::new`.
@@ -18,22 +19,47 @@ pub struct Pool {
     /// `Some`: the ring places keys exactly as this twemproxy pool would
     /// (a pool from `nutcracker.yml`); `None`: the config's `[ring]`.
     pub(crate) twemproxy: Option<twemproxy::Placement>,
+    /// How its clients are admitted.
+    pub(crate) auth: Auth,
+}
+
+/// The ring over `nodes` at `epoch`: twemproxy's placement when given, else
+/// the `[ring]` settings. Every ring a pool routes by is built here.
+pub(crate) fn place(
+    twemproxy: Option<twemproxy::Placement>,
+    ring: RingConfig,
+    nodes: Vec<NodeSpec>,
+    epoch: u64,
+) -> Result<Ring, RingError> {
+    match twemproxy {
+        Some(placement) => Ring::twemproxy(nodes, placement, epoch),
+        None => Ring::new(nodes, ring, epoch),
+    }
 }
 
 impl Pool {
     /// The one pool a TOML config describes: one shard per `[[nodes]]`
-    /// entry, no replicas.
+    /// entry, with the replicas it lists.
     pub fn from_config(config: Config) -> Pool {
         let shards = config
             .nodes
             .iter()
             .cloned()
-            .map(ShardSpec::single)
+            .map(|primary| ShardSpec {
+                replicas: config
+                    .replicas
+                    .get(&primary.name)
+                    .cloned()
+                    .unwrap_or_default(),
+                primary,
+            })
             .collect();
+        let auth = Auth::from_config(&config.auth);
         Pool {
             config,
             shards,
             twemproxy: None,
+            auth,
         }
     }
 
@@ -45,17 +71,6 @@ impl Pool {
 
     /// The ring over `nodes` at `epoch`, placed the pool's way.
     pub(crate) fn ring(&self, nodes: Vec<NodeSpec>, epoch: u64) -> Result<Ring, RingError> {
-        match self.twemproxy {
-            Some(placement) => Ring::twemproxy(nodes, placement, epoch),
-            None => Ring::new(nodes, self.config.ring, epoch),
-        }
-    }
-
-    /// The configured replicas of the shard named `name` (none today).
-    pub(crate) fn replicas_of(&self, name: &str) -> &[NodeSpec] {
-        self.shards
-            .iter()
-            .find(|s| s.primary.name == name)
-            .map_or(&[], |s| &s.replicas)
+        place(self.twemproxy, self.config.ring, nodes, epoch)
     }
 }

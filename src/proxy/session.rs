@@ -273,6 +273,14 @@ impl ClientSession {
     /// Acts on what woke the loop; false when the session must end now,
     /// without writing what is left.
     fn on_event(&mut self, event: Event, io: &mut Io, budget: &ReplyBudget) -> bool {
+        let ended = match &event {
+            Event::Read(Ok(0)) => Some(&self.proxy.stats.client_eof),
+            Event::Read(Err(_)) | Event::Wrote(Err(_)) => Some(&self.proxy.stats.client_err),
+            _ => None,
+        };
+        if let Some(count) = ended {
+            count.fetch_add(1, Ordering::Relaxed);
+        }
         match event {
             // A client that leaves while blocked is gone, as Redis treats
             // it: dropping what it is owed closes the pinned connections,

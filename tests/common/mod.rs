@@ -18,6 +18,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 pub mod cluster;
+pub mod compare;
 pub mod conn;
 pub mod frames;
 pub mod http;

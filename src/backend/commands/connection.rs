@@ -50,10 +50,24 @@ pub(crate) fn select(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     }
 }
 
-/// Checks credentials. The node has no password, so like Redis with the
-/// `default` user on `nopass`, any password for `default` is accepted.
-fn check_auth(user: &[u8]) -> CmdResult {
-    if eq_ignore_case(user, b"default") {
+/// Checks credentials. Without `--requirepass`, like Redis with the
+/// `default` user on `nopass`, any password for `default` is accepted;
+/// with it, only that password, for `default`. A success authenticates
+/// the connection; a failure leaves it as it was.
+fn check_auth(ctx: &mut Ctx, user: &[u8], pass: &[u8]) -> CmdResult {
+    let ok = eq_ignore_case(user, b"default")
+        && match ctx.node.requirepass {
+            None => true,
+            Some(want) => {
+                let got = crate::backend::NodeConfig::password_digest_bytes(pass);
+                got.iter()
+                    .zip(want.iter())
+                    .fold(0u8, |d, (a, b)| d | (a ^ b))
+                    == 0
+            }
+        };
+    if ok {
+        ctx.client.authenticated = true;
         Ok(())
     } else {
         Err(CmdError::Other(
@@ -65,11 +79,16 @@ fn check_auth(user: &[u8]) -> CmdResult {
 /// AUTH [username] password
 pub(crate) fn auth(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     match args.len() {
+        2 if ctx.node.requirepass.is_some() => {
+            check_auth(ctx, b"default", args[1])?;
+            ctx.ok();
+            Ok(())
+        }
         2 => Err(CmdError::err(
             "AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?",
         )),
         3 => {
-            check_auth(args[1])?;
+            check_auth(ctx, args[1], args[2])?;
             ctx.ok();
             Ok(())
         }
@@ -108,7 +127,7 @@ pub(crate) fn hello(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     while j < args.len() {
         let more = args.len() - 1 - j;
         if eq_ignore_case(args[j], b"auth") && more >= 2 {
-            user = Some(&args[j + 1]);
+            user = Some((args[j + 1], args[j + 2]));
             j += 3;
         } else if eq_ignore_case(args[j], b"setname") && more >= 1 {
             name = Some(&args[j + 1]);
@@ -120,8 +139,12 @@ pub(crate) fn hello(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
             )));
         }
     }
-    if let Some(user) = user {
-        check_auth(user)?;
+    match user {
+        Some((user, pass)) => check_auth(ctx, user, pass)?,
+        None if !ctx.client.authenticated => {
+            return Err(CmdError::Other("NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time".into()));
+        }
+        None => {}
     }
     if let Some(name) = name {
         set_name(ctx, name)?;
@@ -159,6 +182,7 @@ pub(crate) fn reset(ctx: &mut Ctx, _args: &[&[u8]]) -> CmdResult {
     ctx.client.proto = 2;
     ctx.client.name = None;
     ctx.client.pubsub = None;
+    ctx.client.authenticated = ctx.node.requirepass.is_none();
     encode::simple(ctx.out, "RESET");
     Ok(())
 }

@@ -4,7 +4,7 @@
 
 use super::counters::format_float;
 use super::keys::parse_cursor;
-use super::util::{empty_scan, parse_count, scan_opts, scan_reply, scan_step};
+use super::util::{empty_scan, parse_random_count, scan_opts, scan_reply, scan_step};
 use super::{parse_f64, parse_i64, CmdResult, Ctx};
 use crate::backend::error::CmdError;
 use crate::backend::keyspace::lfu::random;
@@ -222,10 +222,9 @@ pub(crate) fn hrandfield(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     let mut count = None;
     let mut withvalues = false;
     if args.len() >= 3 {
-        count = Some(parse_count(args[2])?);
-        if args.len() == 4 && eq_ignore_case(args[3], b"withvalues") {
-            withvalues = true;
-        } else if args.len() >= 4 {
+        withvalues = args.len() == 4 && eq_ignore_case(args[3], b"withvalues");
+        count = Some(parse_random_count(args[2], withvalues)?);
+        if args.len() >= 4 && !withvalues {
             return Err(CmdError::Syntax);
         }
     }

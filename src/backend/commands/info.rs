@@ -58,7 +58,10 @@ pub(crate) fn info_text(ctx: &Ctx, sections: &[&[u8]]) -> String {
                 ),
                 // The node has no client tracking.
                 ("tracking_clients", 0),
-                ("clients_in_timeout_table", 0),
+                (
+                    "clients_in_timeout_table",
+                    node.stats.timeout_clients.load(Relaxed) as u64,
+                ),
                 // WATCH records, one per (client, key): shows they are
                 // dropped by UNWATCH, EXEC and disconnect.
                 (

@@ -97,6 +97,8 @@ pub(crate) struct Client {
     pub(crate) replica: Option<Box<replication::commands::Hello>>,
     /// Set by WAIT when it has to wait: the server loop awaits it.
     pub(crate) wait: Option<replication::state::WaitFor>,
+    /// False until AUTH when the node has a password.
+    pub(crate) authenticated: bool,
 }
 
 impl Client {
@@ -119,6 +121,7 @@ impl Client {
             woff: 0,
             replica: None,
             wait: None,
+            authenticated: true,
         }
     }
 
@@ -218,6 +221,11 @@ pub(crate) fn dispatch(
             client.tx.flag();
             e.write(out);
         }
+        return Next::Done;
+    }
+    if !client.authenticated && !matches!(cmd.name, "auth" | "hello" | "quit" | "reset") {
+        client.tx.flag();
+        CmdError::Other("NOAUTH Authentication required.".into()).write(out);
         return Next::Done;
     }
     let busy = &node.scripting.busy;

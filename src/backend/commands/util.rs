@@ -165,6 +165,17 @@ pub(crate) fn parse_count(b: &[u8]) -> Result<i64, CmdError> {
     Ok(v)
 }
 
+/// HRANDFIELD's and ZRANDMEMBER's count: [`parse_count`], and with
+/// `paired` (WITHVALUES, WITHSCORES) Redis's check that it doubles without
+/// overflow, made before the other.
+pub(crate) fn parse_random_count(b: &[u8], paired: bool) -> Result<i64, CmdError> {
+    let raw = parse_i64(b)?;
+    if paired && raw != i64::MIN && !(-(i64::MAX / 2)..=i64::MAX / 2).contains(&raw) {
+        return Err(CmdError::err("value is out of range"));
+    }
+    parse_count(b)
+}
+
 /// Redis's rank-range rule (LRANGE, ZRANGE): the inclusive `start..=end`
 /// clamped to `len`, or None when empty.
 pub(crate) fn rank_range(start: i64, end: i64, len: usize) -> Option<(usize, usize)> {

@@ -6,7 +6,7 @@
 use super::hashes::random_picks;
 use super::keys::parse_cursor;
 use super::util::{
-    double, empty_scan, fmt_double, parse_count, parse_mpop, parse_positive, parse_score,
+    double, empty_scan, fmt_double, parse_mpop, parse_positive, parse_random_count, parse_score,
     reply_pairs, scan_opts, scan_reply, scan_step, MUST_BE_POSITIVE,
 };
 use super::zrange::{parse_lex_range, parse_score_range};
@@ -333,10 +333,9 @@ pub(crate) fn zrandmember(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     let mut count = None;
     let mut withscores = false;
     if args.len() >= 3 {
-        count = Some(parse_count(args[2])?);
-        if args.len() == 4 && eq_ignore_case(args[3], b"withscores") {
-            withscores = true;
-        } else if args.len() >= 4 {
+        withscores = args.len() == 4 && eq_ignore_case(args[3], b"withscores");
+        count = Some(parse_random_count(args[2], withscores)?);
+        if args.len() >= 4 && !withscores {
             return Err(CmdError::Syntax);
         }
     }

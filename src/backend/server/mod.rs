@@ -132,6 +132,7 @@ async fn serve(node: Arc<Node>, mut sock: TcpStream, mut stop: watch::Receiver<b
     node.stats.total_connections.fetch_add(1, Relaxed);
     node.stats.connected_clients.fetch_add(1, Relaxed);
     let mut client = Client::new(id, addr, laddr, now_ms());
+    client.authenticated = node.requirepass.is_none();
     let mut query = Query::with_capacity(BUFFER_BYTES);
     let mut out = BytesMut::with_capacity(BUFFER_BYTES);
     let result: std::io::Result<bool> = async {

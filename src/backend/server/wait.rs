@@ -36,6 +36,7 @@ pub(super) async fn blocked(
     stop: &mut watch::Receiver<bool>,
 ) -> std::io::Result<Option<Bytes>> {
     let _counted = CountedBlocked::new(&node.stats.blocked_clients);
+    let _timed = (block.timeout_ms != 0).then(|| CountedBlocked::new(&node.stats.timeout_clients));
     let mut waiting = block
         .ticket
         .map(|t| Waiting::new(&node.blocking, &node.store.ready, t));
@@ -95,7 +96,8 @@ async fn served(waiting: &mut Option<Waiting<'_>>) -> Bytes {
     }
 }
 
-/// INFO `blocked_clients`, counted for as long as a connection waits.
+/// INFO `blocked_clients` (and `clients_in_timeout_table`), counted for as
+/// long as a connection waits.
 struct CountedBlocked<'a>(&'a AtomicUsize);
 
 impl<'a> CountedBlocked<'a> {

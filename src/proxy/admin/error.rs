@@ -42,6 +42,10 @@ pub(crate) enum AdminError {
     LockBusy,
     /// A change is running.
     InProgress,
+    /// A shard is failing over: the ring's members are about to change.
+    FailingOver,
+    /// `auto_eject_hosts` took these servers out of the ring for now.
+    Ejected(String),
     /// No node of the ring has that name or address.
     NoSuchNode(String),
     /// Removing it would leave the ring empty.
@@ -97,8 +101,15 @@ impl fmt::Display for AdminError {
             ),
             AdminError::Spawn(e) => f.write_str(e),
             AdminError::LockBusy => f.write_str("another topology change is being applied"),
+            AdminError::Ejected(names) => write!(
+                f,
+                "server(s) {names} are ejected (auto_eject_hosts); change the topology once they are back"
+            ),
             AdminError::InProgress => f.write_str(
                 "a topology change is in progress; retry when CLUSTER RINGINFO shows state:ok",
+            ),
+            AdminError::FailingOver => f.write_str(
+                "a shard is failing over; retry when CLUSTER RINGINFO shows its new primary",
             ),
             AdminError::NoSuchNode(which) => {
                 write!(f, "no node named or at '{which}' in the ring")

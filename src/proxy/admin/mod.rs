@@ -146,12 +146,14 @@ async fn add_node(
             .map_err(AdminError::StraysRemain)?;
     }
     let timeout = Duration::from_millis(proxy.config.connect_timeout_ms.max(1000));
-    let size = probe(&addr, &[b"DBSIZE"], timeout)
-        .await
-        .map_err(|e| AdminError::Unreachable {
-            addr: addr.clone(),
-            why: e.terse(),
-        })?;
+    let creds = proxy.config.node_auth.for_node(&name);
+    let size =
+        crate::proxy::upstream::credentials::probe(&addr, creds.as_deref(), &[b"DBSIZE"], timeout)
+            .await
+            .map_err(|e| AdminError::Unreachable {
+                addr: addr.clone(),
+                why: e.terse(),
+            })?;
     match integer(&size) {
         Some(0) => {}
         Some(keys) => return Err(AdminError::NotEmpty { addr, keys }),
@@ -238,6 +240,13 @@ async fn start_change(
     if routing.migration.is_some() || proxy.migration.is_changing() {
         return Err(AdminError::InProgress);
     }
+    if proxy.ha.is_failing_over() {
+        return Err(AdminError::FailingOver);
+    }
+    let ejected = proxy.ejected.names();
+    if !ejected.is_empty() {
+        return Err(AdminError::Ejected(ejected.join(", ")));
+    }
     Ok((lock, routing))
 }
 
@@ -308,8 +317,9 @@ fn cluster_info(proxy: &crate::proxy::Proxy) -> String {
     };
     let next = routing.migration.as_ref().map(|m| m.next.clone());
     let ops = proxy.ops.info_lines();
+    let ha = crate::proxy::ha::views::ringinfo_lines(proxy);
     format!(
-        "state:{}\r\nepoch:{}\r\nnodes:{}\r\npoints:{}\r\nscheme:{}\r\nnext_epoch:{}\r\nlast_change:{}\r\nring_rebuild_us:{}\r\nmigration_keys_to_scan:{to_scan}\r\nmigration_keys_scanned:{scanned}\r\nmigration_keys_copied:{copied}\r\nmigration_keys_resynced:{}\r\nmigration_keys_dirty:{}\r\nmigration_keys_swept:{}\r\nmigration_progress:{progress:.1}%\r\nmigration_moved_fraction:{:.4}\r\nmigration_cutover_pause_ms:{}\r\nmigration_cutover_persist_us:{}\r\nsweep_pending:{}\r\nmigration_ms:{elapsed}\r\nlast_error:{}\r\n{ops}",
+        "state:{}\r\nepoch:{}\r\nnodes:{}\r\npoints:{}\r\nscheme:{}\r\nnext_epoch:{}\r\nlast_change:{}\r\nring_rebuild_us:{}\r\nmigration_keys_to_scan:{to_scan}\r\nmigration_keys_scanned:{scanned}\r\nmigration_keys_copied:{copied}\r\nmigration_keys_resynced:{}\r\nmigration_keys_dirty:{}\r\nmigration_keys_swept:{}\r\nmigration_progress:{progress:.1}%\r\nmigration_moved_fraction:{:.4}\r\nmigration_cutover_pause_ms:{}\r\nmigration_cutover_persist_us:{}\r\nsweep_pending:{}\r\nmigration_ms:{elapsed}\r\nlast_error:{}\r\n{ops}{ha}",
         t.state,
         routing.ring.epoch(),
         routing.ring.nodes().len(),
@@ -369,8 +379,13 @@ async fn cluster_nodes(proxy: &crate::proxy::Proxy, proto: u8, client: u64) -> B
             Some(i) => (ring.points_of(i), ring.share_of(i) * 100.0),
             None => (0, 0.0),
         };
+        let shard = routing.shards.iter().find(|s| Arc::ptr_eq(s.primary(), n));
+        let (suffix, replicas) = match shard {
+            Some(s) => crate::proxy::ha::views::ring_suffix_and_lines(proxy, s),
+            None => Default::default(),
+        };
         text.push_str(&format!(
-            "{} {} weight={} points={} share={:.2}% keys={} state={} role={}\n",
+            "{} {} weight={} points={} share={:.2}% keys={} state={} role={}{suffix}\n{replicas}",
             n.spec.name,
             n.spec.addr,
             n.spec.weight,

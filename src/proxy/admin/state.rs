@@ -8,6 +8,7 @@
 //! `spawn_blocking`, since fsync can take milliseconds); read once at start-up.
 //! Nothing here touches the routing snapshot.
 
+use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::Path;
 
@@ -71,6 +72,9 @@ struct File {
     /// Nodes still holding copies of keys they do not own (see `Saved`).
     #[serde(default)]
     pending_sweep: Vec<SavedNode>,
+    /// Each shard's replicas (`host:port`), by the shard's name.
+    #[serde(default)]
+    replicas: BTreeMap<String, Vec<String>>,
 }
 
 /// The topology, as written to and read back from disk.
@@ -83,6 +87,9 @@ pub struct Saved {
     /// old owner after a cutover, a joining node after an abort): the proxy
     /// keeps retrying, and flushes such a node's strays before re-adding it.
     pub pending_sweep: Vec<NodeSpec>,
+    /// Each shard's replicas by the shard's name: after a failover the
+    /// old primary is one of them, and a restarted proxy keeps it so.
+    pub replicas: BTreeMap<String, Vec<String>>,
 }
 
 pub(crate) fn to_saved(nodes: &[NodeSpec]) -> Vec<SavedNode> {
@@ -133,6 +140,7 @@ pub fn load(path: &str) -> Result<Option<Saved>, StateError> {
         nodes: to_specs(&f.nodes),
         migration: f.migration,
         pending_sweep: to_specs(&f.pending_sweep),
+        replicas: f.replicas,
     }))
 }
 
@@ -144,6 +152,7 @@ pub(crate) fn save(path: &str, state: &Saved) -> Result<(), StateError> {
         nodes: to_saved(&state.nodes),
         migration: state.migration.clone(),
         pending_sweep: to_saved(&state.pending_sweep),
+        replicas: state.replicas.clone(),
     };
     let text = toml::to_string(&f).map_err(|e| StateError::Encode(e.to_string()))?;
     let target = Path::new(path);
@@ -253,6 +262,7 @@ mod tests {
             nodes: nodes.clone(),
             migration: Some(m),
             pending_sweep: nodes,
+            replicas: BTreeMap::from([("a".to_string(), vec!["127.0.0.1:2".to_string()])]),
         };
         save(path, &state).unwrap();
         assert_eq!(load(path).unwrap().unwrap(), state);
@@ -270,6 +280,7 @@ mod tests {
             nodes: Vec::new(),
             migration: None,
             pending_sweep: Vec::new(),
+            replicas: BTreeMap::new(),
         };
         let err = save(path, &state).unwrap_err();
         assert!(matches!(err, StateError::Write { .. }), "{err:?}");

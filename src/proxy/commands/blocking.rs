@@ -39,24 +39,38 @@ const MOVED_GRACE_MS: u64 = 200;
 pub(crate) struct BlockedGuard {
     client: Arc<AtomicUsize>,
     proxy: Arc<Proxy>,
+    /// Counted in `clients_in_timeout_table`: the command has a timeout.
+    timed: bool,
 }
 
 impl BlockedGuard {
     /// Counts the client as blocked (once, however many of its commands
     /// block) for CLIENT LIST and for INFO's `blocked_clients`.
-    fn new(proxy: &Arc<Proxy>, count: &Arc<AtomicUsize>) -> BlockedGuard {
+    /// `timed`: the command has a timeout, so it also counts in INFO's
+    /// `clients_in_timeout_table`.
+    fn new(proxy: &Arc<Proxy>, count: &Arc<AtomicUsize>, timed: bool) -> BlockedGuard {
         if count.fetch_add(1, Ordering::SeqCst) == 0 {
             proxy.stats.blocked_clients.fetch_add(1, Ordering::SeqCst);
+        }
+        if timed {
+            proxy.stats.timeout_clients.fetch_add(1, Ordering::SeqCst);
         }
         BlockedGuard {
             client: count.clone(),
             proxy: proxy.clone(),
+            timed,
         }
     }
 }
 
 impl Drop for BlockedGuard {
     fn drop(&mut self) {
+        if self.timed {
+            self.proxy
+                .stats
+                .timeout_clients
+                .fetch_sub(1, Ordering::SeqCst);
+        }
         if self.client.fetch_sub(1, Ordering::SeqCst) == 1 {
             self.proxy
                 .stats
@@ -76,14 +90,51 @@ pub(crate) async fn handle(
     if spec.id == Id::Wait {
         return wait(proxy, client, req).await;
     }
+    let numkeys = matches!(spec.keys, crate::catalogue::KeySpec::NumKeys { .. });
     let keys: Vec<Bytes> = match spec.key_positions(&req.args) {
         Ok(ps) => ps.iter().map(|&p| req.args[p].clone()).collect(),
+        // A key count Redis refuses (BLMPOP 0 -1 …, 0 0 …): the node
+        // answers with Redis's error, its timeout checked first, and cannot
+        // block on it, so the shared upstream may carry it.
+        Err(_) if numkeys => return refused(proxy, client, req).await,
         Err(e) => return Pending::error(&e.to_string()),
     };
     if keys.is_empty() {
+        if numkeys {
+            return refused(proxy, client, req).await;
+        }
         return Pending::error(&crate::catalogue::arity_error(spec));
     }
-    blocked(proxy, client, keys, req.raw, spec.is_write()).await
+    let timed = has_timeout(spec.id, &req.args);
+    blocked(proxy, client, keys, req.raw, spec.is_write(), timed).await
+}
+
+/// Whether a blocking command waits with a timeout (not 0, "block
+/// forever"): its timeout argument, where each command has it.
+fn has_timeout(id: Id, args: &[Bytes]) -> bool {
+    let at = match id {
+        Id::Blmpop | Id::Bzmpop => args.get(1),
+        Id::Wait => args.get(2),
+        Id::Xread | Id::Xreadgroup => args
+            .iter()
+            .position(|a| a.eq_ignore_ascii_case(b"block"))
+            .and_then(|i| args.get(i + 1)),
+        _ => args.last(),
+    };
+    at.and_then(|t| std::str::from_utf8(t).ok()?.parse::<f64>().ok())
+        .is_some_and(|t| t > 0.0)
+}
+
+/// A blocking command whose key count Redis refuses, sent to the node that
+/// owns its name for Redis's error.
+async fn refused(proxy: &Arc<Proxy>, client: &ClientState, req: Request) -> Pending {
+    let routing = topology::enter(&proxy.routing, std::iter::empty).await;
+    let rx = routing
+        .owner(&req.args[0])
+        .upstream(client.proto, client.id)
+        .send(req.raw)
+        .await;
+    Pending::One(rx)
 }
 
 /// Sends `raw` (blocking on `keys`) on a new pinned connection and waits.
@@ -93,6 +144,7 @@ pub(crate) async fn blocked(
     keys: Vec<Bytes>,
     raw: Bytes,
     write: bool,
+    timed: bool,
 ) -> Pending {
     let routing = topology::enter(&proxy.routing, || keys.iter()).await;
     let node = routing.owner(&keys[0]).clone();
@@ -106,7 +158,7 @@ pub(crate) async fn blocked(
     invalidate(proxy, &keys, write);
     let rx = pin.send_for(raw, &client.budget).await;
     drop(routing);
-    let guard = BlockedGuard::new(proxy, &client.blocked);
+    let guard = BlockedGuard::new(proxy, &client.blocked, timed);
     let proxy = proxy.clone();
     Pending::Later(Box::pin(async move {
         let _guard = guard;
@@ -183,7 +235,7 @@ async fn wait(proxy: &Arc<Proxy>, client: &mut ClientState, req: Request) -> Pen
         waits.push(p.send(req.raw.clone()).await);
     }
     drop(routing);
-    let guard = BlockedGuard::new(proxy, &client.blocked);
+    let guard = BlockedGuard::new(proxy, &client.blocked, has_timeout(Id::Wait, &req.args));
     Pending::Later(Box::pin(async move {
         let _guard = guard;
         let _pins = pins;

@@ -159,7 +159,10 @@ fn info_text(p: &Proxy, want: Selection, n: &NodeSums) -> String {
                     p.stats.blocked_clients.load(Ordering::Relaxed),
                 ),
                 ("tracking_clients", 0),
-                ("clients_in_timeout_table", 0),
+                (
+                    "clients_in_timeout_table",
+                    p.stats.timeout_clients.load(Ordering::Relaxed),
+                ),
                 // Bytes of requests read but not yet complete, all clients.
                 ("shardis_query_buffer_bytes", p.query_buffers.total()),
             ],

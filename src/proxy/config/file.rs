@@ -31,6 +31,19 @@ pub(super) struct FileConfig {
     pub(super) slowlog: SlowlogSection,
     #[serde(default)]
     pub(super) users: Vec<UserSection>,
+    #[serde(default)]
+    pub(super) failover: ha::FailoverSection,
+    #[serde(default)]
+    pub(super) backend_auth: BackendAuthSection,
+}
+
+/// `[backend_auth]`: what the proxy sends every node that has no
+/// `username`/`password` of its own.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct BackendAuthSection {
+    pub(super) username: Option<String>,
+    pub(super) password: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -146,4 +159,46 @@ pub(super) struct NodeSection {
     pub(super) addr: String,
     pub(super) name: Option<String>,
     pub(super) weight: Option<u32>,
+    /// The shard's replicas (`host:port`), copies of this node.
+    #[serde(default)]
+    pub(super) replicas: Vec<String>,
+    pub(super) username: Option<String>,
+    pub(super) password: Option<String>,
+}
+
+/// The dotted name of the key whose value starts at byte `at` of a TOML
+/// text: the key on that line, under the last table header before it
+/// (`[[nodes]]` entries are numbered: `nodes[1].weight`).
+pub(super) fn field_at(text: &str, at: usize) -> Option<String> {
+    let line_start = text[..at].rfind('\n').map_or(0, |i| i + 1);
+    let line = text[line_start..].lines().next()?;
+    let key = line.split_once('=')?.0.trim().trim_matches('"');
+    if key.is_empty() || key.starts_with('[') {
+        return None;
+    }
+    let mut table = String::new();
+    let mut counts: Vec<(String, usize)> = Vec::new();
+    for l in text[..line_start].lines().map(str::trim) {
+        if let Some(name) = l.strip_prefix("[[").and_then(|r| r.split_once("]]")) {
+            let name = name.0.trim().to_string();
+            let n = match counts.iter_mut().find(|(c, _)| *c == name) {
+                Some((_, n)) => {
+                    *n += 1;
+                    *n
+                }
+                None => {
+                    counts.push((name.clone(), 0));
+                    0
+                }
+            };
+            table = format!("{name}[{n}]");
+        } else if let Some(name) = l.strip_prefix('[').and_then(|r| r.split_once(']')) {
+            table = name.0.trim().to_string();
+        }
+    }
+    Some(if table.is_empty() {
+        key.to_string()
+    } else {
+        format!("{table}.{key}")
+    })
 }

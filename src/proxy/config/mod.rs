@@ -8,12 +8,15 @@ use std::path::Path;
 use std::time::Duration;
 
 mod file;
+pub mod ha;
 
 use file::*;
 
 pub use crate::proxy::conn::auth::config::AuthConfig;
 use crate::proxy::conn::budget::OutputLimits;
 use crate::proxy::ops::{AdminSection, HotKeysSection, OpsConfig, SlowlogSection};
+use crate::proxy::upstream::credentials::Credentials;
+pub use crate::proxy::upstream::credentials::NodeCredentials;
 use crate::resp::Limits;
 use crate::ring::{NodeSpec, PointScheme, RingConfig, DEFAULT_VNODES};
 
@@ -83,8 +86,59 @@ pub struct Config {
     pub nodes: Vec<NodeSpec>,
     /// `[admin]`, `[hot_keys]`, `[slowlog]`.
     pub ops: OpsConfig,
+    /// What every upstream connection says first: the password it sends
+    /// (`AUTH`) and the database it selects (twemproxy's `redis_auth` and
+    /// `redis_db`; none and 0 from TOML).
+    pub backend: BackendSetup,
+    /// Connect to every node at start rather than on first use
+    /// (twemproxy's `preconnect`).
+    pub preconnect: bool,
+    /// The listener's accept queue (twemproxy's `backlog`).
+    pub backlog: u32,
+    /// twemproxy's `auto_eject_hosts`: when set, a server failing this often
+    /// leaves the ring for a while and its keys go to the others.
+    pub eject: Option<EjectPolicy>,
     /// `[proxy] requirepass`, `protected_mode`, `auth_*` and `[[users]]`.
     pub auth: AuthConfig,
+    /// Each shard's replicas, by the shard's (its primary's) name.
+    pub replicas: std::collections::BTreeMap<String, Vec<NodeSpec>>,
+    /// `[failover]`: policies and the failure detector's thresholds.
+    pub ha: ha::HaConfig,
+    /// `[backend_auth]` and each `[[nodes]]` entry's username and password.
+    pub node_auth: NodeCredentials,
+}
+
+/// `server_failure_limit` and `server_retry_timeout` of an ejecting pool.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct EjectPolicy {
+    pub failure_limit: u32,
+    pub retry_ms: u64,
+}
+
+/// The commands a new upstream connection sends before any request.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct BackendSetup {
+    pub password: Option<String>,
+    pub db: u32,
+}
+
+impl BackendSetup {
+    /// `AUTH password` and `SELECT db`, each encoded, as far as configured.
+    pub(crate) fn commands(&self) -> std::sync::Arc<[bytes::Bytes]> {
+        let mut out = Vec::new();
+        if let Some(pw) = &self.password {
+            let mut b = bytes::BytesMut::new();
+            crate::resp::encode::command(&mut b, &[b"AUTH", pw.as_bytes()]);
+            out.push(b.freeze());
+        }
+        if self.db != 0 {
+            let mut b = bytes::BytesMut::new();
+            let db = self.db.to_string();
+            crate::resp::encode::command(&mut b, &[b"SELECT", db.as_bytes()]);
+            out.push(b.freeze());
+        }
+        out.into()
+    }
 }
 
 /// Background mover settings.
@@ -229,6 +283,16 @@ impl Config {
             ));
         }
         let mut nodes = Vec::with_capacity(f.nodes.len());
+        let mut replicas = std::collections::BTreeMap::new();
+        let mut seen = std::collections::HashSet::new();
+        let mut node_auth = NodeCredentials {
+            default: credentials(
+                "backend_auth",
+                f.backend_auth.username,
+                f.backend_auth.password,
+            )?,
+            ..Default::default()
+        };
         for (i, n) in f.nodes.into_iter().enumerate() {
             check_host_port(&format!("nodes[{i}].addr"), &n.addr)?;
             let weight = n.weight.unwrap_or(1);
@@ -241,12 +305,20 @@ impl Config {
                     "nodes[{i}].name: must be non-empty without spaces, got {name:?}"
                 ));
             }
+            let copies = ha::replica_specs(i, &n.addr, n.replicas, &mut seen)?;
+            if !copies.is_empty() {
+                replicas.insert(name.clone(), copies);
+            }
+            if let Some(c) = credentials(&format!("nodes[{i}]"), n.username, n.password)? {
+                node_auth.by_name.insert(name.clone(), c);
+            }
             nodes.push(NodeSpec {
                 name,
                 addr: n.addr,
                 weight,
             });
         }
+        let ha = ha::HaConfig::validate(f.failover)?;
         let ops = OpsConfig::validate(f.admin, f.hot_keys, f.slowlog)?;
         let auth = AuthConfig::validate(
             p.requirepass,
@@ -300,8 +372,29 @@ impl Config {
             },
             nodes,
             ops,
+            backend: BackendSetup::default(),
+            preconnect: false,
+            backlog: crate::listen::BACKLOG,
+            eject: None,
             auth,
+            replicas,
+            ha,
+            node_auth,
         })
+    }
+}
+
+/// A node's credentials from `field`'s username and password (a username
+/// alone is refused: it would be sent with no password).
+fn credentials(
+    field: &str,
+    username: Option<String>,
+    password: Option<String>,
+) -> Result<Option<std::sync::Arc<Credentials>>, String> {
+    match (username, password.filter(|p| !p.is_empty())) {
+        (None, None) => Ok(None),
+        (Some(_), None) => Err(format!("{field}.password: a username needs a password")),
+        (u, Some(p)) => Ok(Some(std::sync::Arc::new(Credentials::new(u, p)))),
     }
 }
 
@@ -317,43 +410,6 @@ pub fn check_host_port(field: &str, value: &str) -> Result<(), String> {
             "{field}: expected host:port with a port from 0 to 65535, got {value:?}"
         ))
     }
-}
-
-/// The dotted name of the key whose value starts at byte `at` of a TOML
-/// text: the key on that line, under the last table header before it
-/// (`[[nodes]]` entries are numbered: `nodes[1].weight`).
-fn field_at(text: &str, at: usize) -> Option<String> {
-    let line_start = text[..at].rfind('\n').map_or(0, |i| i + 1);
-    let line = text[line_start..].lines().next()?;
-    let key = line.split_once('=')?.0.trim().trim_matches('"');
-    if key.is_empty() || key.starts_with('[') {
-        return None;
-    }
-    let mut table = String::new();
-    let mut counts: Vec<(String, usize)> = Vec::new();
-    for l in text[..line_start].lines().map(str::trim) {
-        if let Some(name) = l.strip_prefix("[[").and_then(|r| r.split_once("]]")) {
-            let name = name.0.trim().to_string();
-            let n = match counts.iter_mut().find(|(c, _)| *c == name) {
-                Some((_, n)) => {
-                    *n += 1;
-                    *n
-                }
-                None => {
-                    counts.push((name.clone(), 0));
-                    0
-                }
-            };
-            table = format!("{name}[{n}]");
-        } else if let Some(name) = l.strip_prefix('[').and_then(|r| r.split_once(']')) {
-            table = name.0.trim().to_string();
-        }
-    }
-    Some(if table.is_empty() {
-        key.to_string()
-    } else {
-        format!("{table}.{key}")
-    })
 }
 
 #[cfg(test)]
@@ -474,6 +530,12 @@ mod tests {
                 "ring.vnodes: ketama makes points four at a time",
             ),
             ("[proxy]\nbogus = 1\n", "line 2: unknown field `bogus`"),
+            ("[backend_auth]\nusername = \"u\"\n", "backend_auth.password"),
+            (
+                "[[nodes]]\naddr = \"127.0.0.1:1\"\nusername = \"u\"\n",
+                "nodes[0].password",
+            ),
+            ("[proxy]\nlisten = \"0.0.0.0:7000\"\n", "protected mode"),
             ("listen = =\n", "line 1: listen: "),
             ("a\nlisten = 0", "line 1: "),
         ];

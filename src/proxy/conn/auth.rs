@@ -15,6 +15,7 @@ mod gate;
 pub(crate) mod guard;
 pub(crate) mod http;
 pub(crate) mod perm;
+mod twemproxy;
 pub(crate) mod users;
 
 use std::sync::Arc;
@@ -35,6 +36,10 @@ pub(crate) enum Auth {
     /// Redis's users: authenticate first, then each request is checked
     /// against the user's command class and key and channel patterns.
     Users(Arc<Users>),
+    /// A pool from `nutcracker.yml`: twemproxy's `redis_auth`, with its
+    /// replies. With a password, nothing but AUTH is admitted before the
+    /// right one; without, AUTH is answered as twemproxy answers it.
+    Twemproxy(Option<Arc<str>>),
 }
 
 impl Auth {
@@ -54,6 +59,7 @@ impl Auth {
         match self {
             Auth::Open => Ok(()),
             Auth::Users(users) => gate::admit(users, client, req),
+            Auth::Twemproxy(password) => twemproxy::admit(password.as_deref(), client, req),
         }
     }
 
@@ -62,13 +68,14 @@ impl Auth {
         match self {
             Auth::Open => false,
             Auth::Users(_) => client.user.is_none(),
+            Auth::Twemproxy(password) => password.is_some() && !client.authenticated,
         }
     }
 
     /// The users, when there are any.
     pub(crate) fn users(&self) -> Option<&Users> {
         match self {
-            Auth::Open => None,
+            Auth::Open | Auth::Twemproxy(_) => None,
             Auth::Users(u) => Some(u),
         }
     }

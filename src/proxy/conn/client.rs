@@ -49,6 +49,8 @@ pub(crate) struct ClientState {
     /// The user this client authenticated as; `None` before it has (with
     /// users configured) or always (without).
     pub(crate) user: Option<Arc<crate::proxy::conn::auth::users::User>>,
+    /// Gave the pool's password (`Auth::Twemproxy`).
+    pub(crate) authenticated: bool,
 }
 
 impl ClientState {
@@ -95,6 +97,7 @@ impl ClientState {
             reply: Default::default(),
             monitor: false,
             user: None,
+            authenticated: false,
         };
         (state, query)
     }

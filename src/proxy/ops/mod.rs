@@ -36,7 +36,7 @@ pub(crate) struct AdminSection {
     /// `host:port`; absent: off for `shardis proxy`, 127.0.0.1:7070 for
     /// `shardis up`; `""` turns it off everywhere.
     pub(crate) listen: Option<String>,
-    /// The admin API has no authentication: a non-loopback address must be
+    /// Only the cache API asks for credentials (once users exist): a non-loopback address must be
     /// asked for explicitly.
     pub(crate) allow_remote: bool,
 }
@@ -121,7 +121,7 @@ impl OpsConfig {
                 .map_err(|_| format!("admin.listen: expected ip:port, got {l:?}"))?;
             if !addr.ip().is_loopback() && !admin.allow_remote {
                 return Err(format!(
-                    "admin.listen: {l} is not a loopback address; the admin API has no authentication, set admin.allow_remote = true to serve it there"
+                    "admin.listen: {l} is not a loopback address; only the admin API's cache routes ask for credentials (once users exist), set admin.allow_remote = true to serve it there"
                 ));
             }
         }

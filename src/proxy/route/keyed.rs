@@ -38,7 +38,10 @@ pub(crate) async fn keyed(
     }
     let positions = spec.key_positions(&req.args);
     let keyless = match &positions {
-        Ok(p) => p.is_empty() && matches!(spec.keys, KeySpec::Range { .. }),
+        // No key: a form that touches no data (OBJECT HELP), a key count
+        // of 0 that Redis refuses (LMPOP 0 …: "numkeys should be greater
+        // than 0"), or a script without declared keys.
+        Ok(p) => p.is_empty(),
         // A malformed key count: Redis refuses the request before touching
         // data, with an error that depends on more than the count (EVALSHA
         // checks its digest first), so let a node say it. Any other error
@@ -47,13 +50,19 @@ pub(crate) async fn keyed(
         Err(_) => matches!(spec.keys, KeySpec::NumKeys { .. }),
     };
     if keyless {
-        // A form with no key at all (OBJECT HELP, OBJECT ENCODING without
-        // its key) or one Redis refuses: it touches no data, so any node
-        // answers it as Redis would.
+        // Any node answers it as Redis would. A keyless script (EVAL …
+        // 0, FCALL f 0) goes where its body, digest or function name would
+        // live as a key: always the same node for the same script, as a
+        // Redis Cluster client sends it to one node of its choice.
+        let by = if is_script(spec.id) && req.args.len() > 1 {
+            &req.args[1]
+        } else {
+            &req.args[0]
+        };
         let routing = topology::enter(&proxy.routing, std::iter::empty).await;
-        client.served.on(routing.ring.locate(&req.args[0]));
+        client.served.on(routing.ring.locate(by));
         let rx = routing
-            .owner(&req.args[0])
+            .owner(by)
             .upstream(client.proto, client.id)
             .send(req.raw)
             .await;
@@ -63,12 +72,6 @@ pub(crate) async fn keyed(
         Ok(p) => p,
         Err(e) => return Pending::error(&e),
     };
-    if positions.is_empty() {
-        return Pending::error(&format!(
-            "ERR '{}' without keys cannot be routed: declare at least one key so shardis can pick a node",
-            spec.name
-        ));
-    }
     let routing = topology::enter(&proxy.routing, || positions.iter().map(|&p| &req.args[p])).await;
     let first = routing.ring.locate(&req.args[positions[0]]);
     let node = routing.node(first).clone();
@@ -85,7 +88,7 @@ pub(crate) async fn keyed(
         spec,
         positions.iter().map(|&p| req.args[p].clone()),
     );
-    let rx = send_tracked(client, &routing, &node, req.raw, track).await;
+    let rx = send_tracked(proxy, spec, client, &routing, &node, req.raw, track).await;
     Pending::Charged(rx)
 }
 
@@ -116,10 +119,16 @@ async fn single_key(
         }
     }
     let idx = routing.ring.locate(key);
-    let node = routing.node(idx);
+    let mut node = routing.node(idx);
+    if spec.flags & crate::catalogue::READONLY != 0 {
+        node = match crate::proxy::ha::reads::read_node(proxy, &routing.shards[idx], client.id) {
+            Ok(n) => n,
+            Err(e) => return Pending::error(&e),
+        };
+    }
     client.served.on(idx);
     let track = moving_writes(&routing, spec, std::iter::once(key.clone()));
-    let rx = send_tracked(client, &routing, node, raw, track).await;
+    let rx = send_tracked(proxy, spec, client, &routing, node, raw, track).await;
     match fill {
         Some((token, epoch)) => fill_on_reply(proxy, client, key.clone(), token, epoch, rx),
         None if spec.is_write() && proxy.ops.hot_cache.is_some() => {
@@ -178,4 +187,12 @@ fn on_reply(
         }
         reply
     }))
+}
+
+/// EVAL, FCALL and their forms: a keyless one is routed by its script.
+fn is_script(id: Id) -> bool {
+    matches!(
+        id,
+        Id::Eval | Id::Evalsha | Id::EvalRo | Id::EvalshaRo | Id::Fcall | Id::FcallRo
+    )
 }

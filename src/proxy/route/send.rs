@@ -7,6 +7,7 @@ use bytes::Bytes;
 use tokio::sync::oneshot;
 
 use crate::catalogue::Command;
+use crate::proxy::config::ha::WriteAck;
 use crate::proxy::conn::budget::ReplyBudget;
 use crate::proxy::conn::client::ClientState;
 use crate::proxy::conn::error::lost;
@@ -32,18 +33,25 @@ pub(crate) fn moving_writes(
 }
 
 /// Sends a request, tracking it if it writes moving keys; its reply is
-/// charged to the client's budget when it arrives.
+/// charged to the client's budget when it arrives. A write under
+/// `write_ack = "replica"` is answered once a replica has it
+/// (`ha::reads::send_acked`).
 pub(crate) async fn send_tracked(
+    proxy: &Proxy,
+    spec: &Command,
     client: &ClientState,
     routing: &Routing,
     node: &Node,
     raw: Bytes,
     track: Option<Vec<Bytes>>,
 ) -> oneshot::Receiver<Bytes> {
-    let rx = node
-        .upstream(client.proto, client.id)
-        .send_for(raw, Some(client.budget.clone()))
-        .await;
+    let rx = if spec.is_write() && proxy.ha.config.write_ack == WriteAck::Replica {
+        crate::proxy::ha::reads::send_acked(proxy, client, node, raw).await
+    } else {
+        node.upstream(client.proto, client.id)
+            .send_for(raw, Some(client.budget.clone()))
+            .await
+    };
     match (track, &routing.migration) {
         (Some(keys), Some(m)) => track_write(&m.dirty, keys, rx),
         _ => rx,

@@ -52,10 +52,12 @@ pub(crate) async fn split(
             spec,
             positions.iter().map(|&p| req.args[p].clone()),
         );
-        let rx = send_tracked(client, &routing, &groups[0].0, req.raw, track).await;
+        let rx = send_tracked(proxy, spec, client, &routing, &groups[0].0, req.raw, track).await;
         return Pending::Charged(rx);
     }
     // One fragment per node: the command name, then that node's keys (and values).
+    let fragments = &proxy.stats.fragments;
+    fragments.fetch_add(groups.len() as u64, std::sync::atomic::Ordering::Relaxed);
     let mut waits = Vec::with_capacity(groups.len());
     for (node, ps) in &groups {
         let mut parts: Vec<&[u8]> = vec![&req.args[0]];
@@ -68,7 +70,7 @@ pub(crate) async fn split(
         let mut raw = BytesMut::new();
         encode::command(&mut raw, &parts);
         let track = moving_writes(&routing, spec, ps.iter().map(|&p| req.args[p].clone()));
-        waits.push(send_tracked(client, &routing, node, raw.freeze(), track).await);
+        waits.push(send_tracked(proxy, spec, client, &routing, node, raw.freeze(), track).await);
     }
     let order: Vec<Vec<usize>> = groups.into_iter().map(|(_, ps)| ps).collect();
     let total = positions.len();

@@ -18,6 +18,7 @@
 //! and the actor reconnects with capped exponential backoff. While the node
 //! is down, requests fail at once instead of queueing.
 
+pub(crate) mod credentials;
 pub(crate) mod dirty;
 pub(crate) mod pinned;
 pub(crate) mod shard;
@@ -85,9 +86,54 @@ pub(crate) struct Health {
     /// 0 = never connected, 1 = up, 2 = down.
     state: AtomicU8,
     pub(crate) failures: AtomicU64,
+    /// Failures since the last successful connect (twemproxy's
+    /// `failure_count`, which `auto_eject_hosts` compares with
+    /// `server_failure_limit`).
+    pub(crate) consecutive: AtomicU64,
     pub(crate) last_error: std::sync::Mutex<String>,
     /// Requests, errors, latency, in flight, reconnects (for `/metrics`).
     pub(crate) metrics: NodeMetrics,
+    /// What went over the wire (twemproxy's per-server stats).
+    pub(crate) wire: Wire,
+}
+
+/// One node's traffic and connection ends, as twemproxy's stats count them.
+#[derive(Default)]
+pub(crate) struct Wire {
+    pub(crate) requests: AtomicU64,
+    pub(crate) request_bytes: AtomicU64,
+    pub(crate) responses: AtomicU64,
+    pub(crate) response_bytes: AtomicU64,
+    /// Connections closed by the node.
+    pub(crate) eof: AtomicU64,
+    /// Connections that failed otherwise (refused, reset, bad reply).
+    pub(crate) err: AtomicU64,
+    /// Connects and replies that timed out.
+    pub(crate) timedout: AtomicU64,
+    /// Open now, and ever opened.
+    pub(crate) connections: AtomicU64,
+    pub(crate) opened: AtomicU64,
+    /// Requests answered with our error because the node failed
+    /// (twemproxy's pool stat `forward_error`).
+    pub(crate) forward_errors: AtomicU64,
+}
+
+impl Wire {
+    #[inline]
+    fn sent(&self, n: u64, bytes: u64) {
+        if n > 0 {
+            self.requests.fetch_add(n, Ordering::Relaxed);
+            self.request_bytes.fetch_add(bytes, Ordering::Relaxed);
+        }
+    }
+
+    #[inline]
+    fn received(&self, n: u64, bytes: u64) {
+        if n > 0 {
+            self.responses.fetch_add(n, Ordering::Relaxed);
+            self.response_bytes.fetch_add(bytes, Ordering::Relaxed);
+        }
+    }
 }
 
 impl Health {
@@ -106,11 +152,19 @@ impl Health {
 
     fn set_up(&self) {
         self.state.store(1, Ordering::Relaxed);
+        self.consecutive.store(0, Ordering::Relaxed);
     }
 
     fn set_down(&self, err: &UpstreamError) {
         self.state.store(2, Ordering::Relaxed);
         self.failures.fetch_add(1, Ordering::Relaxed);
+        self.consecutive.fetch_add(1, Ordering::Relaxed);
+        let kind = match err {
+            UpstreamError::ClosedByNode => &self.wire.eof,
+            UpstreamError::NoReply(_) | UpstreamError::ConnectTimeout(_) => &self.wire.timedout,
+            _ => &self.wire.err,
+        };
+        kind.fetch_add(1, Ordering::Relaxed);
         if let Ok(mut e) = self.last_error.lock() {
             *e = err.to_string();
         }
@@ -135,6 +189,12 @@ pub(crate) struct UpstreamOptions {
     /// Largest bulk accepted in a reply (`proto-max-bulk-len`); a longer one
     /// poisons the connection before anything is buffered for it.
     pub(crate) max_bulk_len: usize,
+    /// Sent first on every connection when the node wants a password.
+    pub(crate) credentials: Option<Arc<credentials::Credentials>>,
+    /// Commands every new connection sends before any request (`AUTH`,
+    /// `SELECT` of a twemproxy pool's `redis_auth` and `redis_db`), each
+    /// encoded; an error reply to one fails the connect.
+    pub(crate) setup: Arc<[Bytes]>,
 }
 
 /// Handle to one pipelined connection actor. Cloning shares the connection.
@@ -200,6 +260,8 @@ pub(crate) enum UpstreamError {
     ConnectTimeout(Duration),
     HelloRefused(String),
     HelloTimeout,
+    /// The node refused a setup command (`AUTH`, `SELECT`).
+    SetupRefused(String),
     /// The socket failed while reading or writing.
     Io(String),
     ClosedByNode,
@@ -220,8 +282,9 @@ impl fmt::Display for UpstreamError {
         match self {
             Connect(e) | Io(e) => write!(f, "{e}"),
             ConnectTimeout(t) => write!(f, "connect timed out after {} ms", t.as_millis()),
-            HelloRefused(r) => write!(f, "HELLO 3 refused: {r}"),
-            HelloTimeout => write!(f, "HELLO 3 timed out"),
+            HelloRefused(r) => write!(f, "handshake refused: {r}"),
+            HelloTimeout => write!(f, "handshake timed out"),
+            SetupRefused(r) => write!(f, "connection setup refused: {r}"),
             ClosedByNode => write!(f, "connection closed by node"),
             StrayReply => write!(f, "stray reply from node"),
             InvalidReply(e) => write!(f, "{e}"),
@@ -256,7 +319,10 @@ async fn run(opts: UpstreamOptions, mut rx: mpsc::Receiver<UpRequest>, health: A
                 }
                 failed_before = true;
                 backoff = MIN_BACKOFF_MS;
-                let why = serve(sock, first, &mut rx, &opts, &health.metrics).await;
+                health.wire.connections.fetch_add(1, Ordering::Relaxed);
+                health.wire.opened.fetch_add(1, Ordering::Relaxed);
+                let why = serve(sock, first, &mut rx, &opts, &health).await;
+                health.wire.connections.fetch_sub(1, Ordering::Relaxed);
                 match why {
                     None => return,
                     Some(e) => {
@@ -273,6 +339,7 @@ async fn run(opts: UpstreamOptions, mut rx: mpsc::Receiver<UpRequest>, health: A
                 health.set_down(&e);
                 failed_before = true;
                 health.metrics.observe(0, true);
+                health.wire.forward_errors.fetch_add(1, Ordering::Relaxed);
                 first.reply.answer(error_reply(&opts.label, &e));
                 if opts.pinned {
                     return fail_rest(&opts, rx, &e).await;
@@ -284,6 +351,7 @@ async fn run(opts: UpstreamOptions, mut rx: mpsc::Receiver<UpRequest>, health: A
                         r = rx.recv() => match r {
                             Some(req) => {
                                 health.metrics.observe(0, true);
+                                health.wire.forward_errors.fetch_add(1, Ordering::Relaxed);
                                 req.reply.answer(error_reply(&opts.label, &e));
                             }
                             None => return,
@@ -315,11 +383,15 @@ pub(crate) async fn connect(opts: &UpstreamOptions) -> Result<TcpStream, Upstrea
         Err(_) => return Err(UpstreamError::ConnectTimeout(opts.connect_timeout)),
     };
     let _ = sock.set_nodelay(true);
-    if opts.proto >= 3 {
-        let hello = b"*2\r\n$5\r\nHELLO\r\n$1\r\n3\r\n";
+    let first = match (&opts.credentials, opts.proto >= 3) {
+        (Some(c), _) => Some(c.handshake(opts.proto)),
+        (None, true) => Some(BytesMut::from(&b"*2\r\n$5\r\nHELLO\r\n$1\r\n3\r\n"[..])),
+        (None, false) => None,
+    };
+    if let Some(first) = first {
         let mut buf = BytesMut::with_capacity(512);
         let res = timeout(opts.request_timeout, async {
-            sock.write_all(hello).await?;
+            sock.write_all(&first).await?;
             loop {
                 if let Some(n) = reply_len(&buf).map_err(std::io::Error::other)? {
                     return Ok::<_, std::io::Error>(buf.split_to(n));
@@ -340,7 +412,44 @@ pub(crate) async fn connect(opts: &UpstreamOptions) -> Result<TcpStream, Upstrea
             Err(_) => return Err(UpstreamError::HelloTimeout),
         }
     }
+    for cmd in opts.setup.iter() {
+        match say(&mut sock, cmd, opts.request_timeout).await {
+            Ok(Ok(())) => {}
+            Ok(Err(r)) => return Err(UpstreamError::SetupRefused(r)),
+            Err(None) => return Err(UpstreamError::ConnectTimeout(opts.request_timeout)),
+            Err(Some(e)) => return Err(UpstreamError::Connect(e)),
+        }
+    }
     Ok(sock)
+}
+
+/// Sends one command on a fresh connection and reads its reply:
+/// `Ok(Err(reply))` when the node refused it, `Err(None)` on a timeout,
+/// `Err(Some(why))` when the socket failed.
+async fn say(
+    sock: &mut TcpStream,
+    cmd: &Bytes,
+    within: Duration,
+) -> Result<Result<(), String>, Option<String>> {
+    let mut buf = BytesMut::with_capacity(512);
+    let res = timeout(within, async {
+        sock.write_all(cmd).await?;
+        loop {
+            if let Some(n) = reply_len(&buf).map_err(std::io::Error::other)? {
+                return Ok::<_, std::io::Error>(buf.split_to(n));
+            }
+            if sock.read_buf(&mut buf).await? == 0 {
+                return Err(std::io::ErrorKind::UnexpectedEof.into());
+            }
+        }
+    })
+    .await;
+    match res {
+        Ok(Ok(r)) if !reply::is_error(&r) => Ok(Ok(())),
+        Ok(Ok(r)) => Ok(Err(String::from_utf8_lossy(&r).trim_end().to_string())),
+        Ok(Err(e)) => Err(Some(e.to_string())),
+        Err(_) => Err(None),
+    }
 }
 
 /// What woke a connection's task.
@@ -365,8 +474,9 @@ async fn serve(
     first: UpRequest,
     rx: &mut mpsc::Receiver<UpRequest>,
     opts: &UpstreamOptions,
-    metrics: &NodeMetrics,
+    health: &Health,
 ) -> Option<UpstreamError> {
+    let (metrics, wire) = (&health.metrics, &health.wire);
     let (mut rd, mut wr) = sock.split();
     // Each request's reply slot, the watchdog tick it was sent in, and when.
     let mut inflight: VecDeque<(Waiter, u32, std::time::Instant)> = VecDeque::new();
@@ -379,13 +489,16 @@ async fn serve(
     let mut now: u32 = 0;
     let mut handle_dropped = false;
     out.extend_from_slice(&first.raw);
+    wire.sent(1, first.raw.len() as u64);
     inflight.push_back((first.reply, now, std::time::Instant::now()));
 
-    let why = 'conn: loop {
+    let why = loop {
         // Gather what is already queued into one write. A slot goes into the
         // FIFO with its bytes, so a reply can never arrive ahead of its slot.
         // One clock read stamps the whole batch (for the latency metrics).
         let mut stamp = None;
+        let gathered = out.len();
+        let taken = inflight.len();
         while !handle_dropped && out.len() < MAX_BATCH_BYTES && inflight.len() < MAX_IN_FLIGHT {
             match rx.try_recv() {
                 Ok(req) => {
@@ -397,6 +510,10 @@ async fn serve(
                 Err(mpsc::error::TryRecvError::Disconnected) => handle_dropped = true,
             }
         }
+        wire.sent(
+            (inflight.len() - taken) as u64,
+            (out.len() - gathered) as u64,
+        );
         if handle_dropped && (inflight.is_empty() || opts.pinned) {
             break None;
         }
@@ -421,12 +538,15 @@ async fn serve(
             Event::Read(Ok(_)) => {
                 // One clock read for every reply this read brought.
                 let read_at = std::time::Instant::now();
-                loop {
+                let (mut replies, mut reply_bytes) = (0, 0);
+                let why = loop {
                     // The framer resumes where the last read left it: a large
                     // reply arriving in many reads is scanned once.
                     match framer.next(&buf) {
                         Ok(Some(n)) => {
                             let reply = buf.split_to(n).freeze();
+                            replies += 1;
+                            reply_bytes += n as u64;
                             match inflight.pop_front() {
                                 Some((waiter, _, sent)) => {
                                     metrics.observe(
@@ -435,15 +555,19 @@ async fn serve(
                                     );
                                     waiter.answer(reply)
                                 }
-                                None => break 'conn Some(UpstreamError::StrayReply),
+                                None => break Some(UpstreamError::StrayReply),
                             }
                         }
                         Ok(None) if !buf.is_empty() && inflight.is_empty() => {
-                            break 'conn Some(UpstreamError::StrayReply)
+                            break Some(UpstreamError::StrayReply)
                         }
-                        Ok(None) => break,
-                        Err(e) => break 'conn Some(UpstreamError::InvalidReply(e)),
+                        Ok(None) => break None,
+                        Err(e) => break Some(UpstreamError::InvalidReply(e)),
                     }
+                };
+                wire.received(replies, reply_bytes);
+                if why.is_some() {
+                    break why;
                 }
             }
             Event::Wrote(Ok(0)) => break Some(UpstreamError::ClosedByNode),
@@ -457,6 +581,7 @@ async fn serve(
             Event::Wrote(Err(e)) => break Some(UpstreamError::Io(e.to_string())),
             Event::Request(Some(req)) => {
                 out.extend_from_slice(&req.raw);
+                wire.sent(1, req.raw.len() as u64);
                 inflight.push_back((req.reply, now, std::time::Instant::now()));
             }
             Event::Request(None) => handle_dropped = true,
@@ -476,6 +601,9 @@ async fn serve(
     let msg = why.clone().unwrap_or(UpstreamError::Closed);
     for (waiter, _, sent) in inflight {
         metrics.observe(sent.elapsed().as_nanos() as u64, true);
+        if why.is_some() {
+            wire.forward_errors.fetch_add(1, Ordering::Relaxed);
+        }
         waiter.answer(error_reply(&opts.label, &msg));
     }
     metrics.in_flight.store(0, Ordering::Relaxed);

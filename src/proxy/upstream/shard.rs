@@ -1,11 +1,10 @@
 //! A ring entry: the [`Shard`]. The ring places keys on shards by the
-//! shard's name; a shard is served by one primary node and, later, by
-//! replicas that copy it.
+//! shard's name; a shard is served by one primary node and copied by 0–2
+//! replicas (`proxy::ha` polls their roles and offsets and fails over).
 //!
-//! Today every shard is exactly one node and its replica list is empty:
-//! routing reads `shard.primary()` wherever it used to read the node, so
-//! adding replicas, roles, replication offsets and failover changes what a
-//! shard holds, not who asks it.
+//! The primary's `Node` always carries the shard's name (a replica's carries
+//! its address): a failover builds a new primary `Node` at the promoted
+//! replica's address under the same name, so placement never moves.
 
 use std::sync::Arc;
 
@@ -13,8 +12,7 @@ use crate::proxy::upstream::topology::Node;
 use crate::ring::NodeSpec;
 
 /// A shard as configured: the node that owns its keys and the nodes that
-/// copy them. The config model carries the replica list (always empty
-/// today) so a later change can fill it without reshaping routing.
+/// copy them.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct ShardSpec {
     /// The primary; its name is the shard's name, which the ring places by.
@@ -24,7 +22,8 @@ pub(crate) struct ShardSpec {
 }
 
 impl ShardSpec {
-    /// A shard of one node and no replicas (every shard today).
+    /// A shard of one node and no replicas.
+    #[allow(dead_code)]
     pub(crate) fn single(primary: NodeSpec) -> ShardSpec {
         ShardSpec {
             primary,
@@ -56,8 +55,13 @@ impl Shard {
         &self.primary
     }
 
+    /// The nodes copying the primary (reads may go to them, see `ha::reads`).
+    pub(crate) fn replicas(&self) -> &[Arc<Node>] {
+        &self.replicas
+    }
+
     /// Every node of the shard, primary first: what holds the shard's keys
-    /// or its subscribers (today the primary alone).
+    /// or its subscribers.
     pub(crate) fn nodes(&self) -> impl Iterator<Item = &Arc<Node>> {
         std::iter::once(&self.primary).chain(&self.replicas)
     }

@@ -41,6 +41,8 @@ impl Node {
         request_timeout: Duration,
         max_pinned: usize,
         max_bulk_len: usize,
+        credentials: Option<Arc<crate::proxy::upstream::credentials::Credentials>>,
+        setup: Arc<[bytes::Bytes]>,
     ) -> Node {
         let health = Arc::new(Health::default());
         let opts = UpstreamOptions {
@@ -51,6 +53,8 @@ impl Node {
             request_timeout,
             pinned: false,
             max_bulk_len,
+            credentials,
+            setup,
         };
         let resp2 = (0..conns)
             .map(|_| Upstream::spawn(opts.clone(), health.clone()))
@@ -83,6 +87,19 @@ impl Node {
             &self.resp2
         };
         &pool[(client as usize) % pool.len()]
+    }
+
+    /// Opens every shared connection now instead of on first use
+    /// (twemproxy's `preconnect`): a PING on each, its reply dropped.
+    pub(crate) fn preconnect(&self) {
+        for up in &self.resp2 {
+            let up = up.clone();
+            tokio::spawn(async move {
+                let _ = up
+                    .call(bytes::Bytes::from_static(b"*1\r\n$4\r\nPING\r\n"))
+                    .await;
+            });
+        }
     }
 
     /// A dedicated connection to this node for one client (bounded by

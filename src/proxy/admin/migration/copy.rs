@@ -152,7 +152,7 @@ pub(crate) async fn copy_walk(
             started,
             pending: Vec::new(),
         };
-        scan_node(&mut Conns::new(timeout), &s.spec, batch, step).await
+        scan_node(&mut Conns::new(proxy, timeout), &s.spec, batch, step).await
     });
     futures::future::try_join_all(walks).await?;
     Ok(())

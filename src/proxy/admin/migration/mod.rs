@@ -76,7 +76,7 @@ async fn fault_phase_delay() {
 /// Saves the topology to the proxy's store off the runtime threads (fsync can take
 /// milliseconds, and the cutover writes inside its pause); returns the time
 /// it took in microseconds. The pending sweeps go along.
-async fn persist(
+pub(crate) async fn persist(
     proxy: &Proxy,
     ring: &Ring,
     migration: Option<SavedMigration>,
@@ -89,6 +89,7 @@ async fn persist(
         nodes: ring.nodes().to_vec(),
         migration,
         pending_sweep: proxy.migration.pending(),
+        replicas: proxy.ha.all_replicas(),
     };
     // One writer at a time: they share the temporary file's name.
     let _one = proxy.migration.persist_lock.lock().await;
@@ -200,11 +201,7 @@ pub(crate) fn resume(proxy: &Arc<Proxy>, saved: Saved) -> Result<(), MigrationEr
         }
         return Ok(());
     };
-    let other = Arc::new(Ring::new(
-        state::to_specs(&m.other_nodes),
-        proxy.config.ring,
-        m.other_epoch,
-    )?);
+    let other = Arc::new(proxy.ring(state::to_specs(&m.other_nodes), m.other_epoch)?);
     proxy
         .migration
         .reset(format!("resumed {} after restart", m.phase));
@@ -269,7 +266,7 @@ async fn drive(proxy: Arc<Proxy>, restarted: bool) {
         return;
     };
     let timeout = Duration::from_millis(proxy.config.migration.timeout_ms);
-    let mut conns = Conns::new(timeout);
+    let mut conns = Conns::new(&proxy, timeout);
     let before_swap = async {
         // A node that still holds strays must lose them before it gains keys:
         // a stray of a key deleted since would otherwise come back.

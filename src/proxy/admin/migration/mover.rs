@@ -49,6 +49,8 @@ fn why(e: ClientError, timeout: Duration) -> String {
 pub(crate) struct Conns {
     by_name: HashMap<String, Conn>,
     pub(crate) timeout: Duration,
+    /// What each node wants first (see `upstream::credentials`).
+    credentials: crate::proxy::upstream::credentials::NodeCredentials,
 }
 
 /// A failure attributed to one node.
@@ -65,10 +67,11 @@ impl std::fmt::Display for NodeError {
 }
 
 impl Conns {
-    pub(crate) fn new(timeout: Duration) -> Conns {
+    pub(crate) fn new(proxy: &crate::proxy::Proxy, timeout: Duration) -> Conns {
         Conns {
             by_name: HashMap::new(),
             timeout,
+            credentials: proxy.config.node_auth.clone(),
         }
     }
 
@@ -91,9 +94,19 @@ impl Conns {
             why,
         };
         if !self.by_name.contains_key(&node.name) {
-            let c = Conn::connect(&node.addr, timeout)
+            let mut c = Conn::connect(&node.addr, timeout)
                 .await
                 .map_err(|e| err(why(e, timeout)))?;
+            if let Some(creds) = self.credentials.for_node(&node.name) {
+                let r = c
+                    .call(&[b"AUTH", creds.user().as_bytes(), creds.password.as_bytes()])
+                    .await
+                    .map_err(|e| err(why(e, timeout)))?;
+                if r.starts_with(b"-") {
+                    let r = String::from_utf8_lossy(&r).trim_end().to_string();
+                    return Err(err(format!("AUTH refused: {r}")));
+                }
+            }
             self.by_name.insert(node.name.clone(), c);
         }
         let conn = self.by_name.get_mut(&node.name).expect("just inserted");
@@ -195,8 +208,16 @@ pub(crate) async fn copy_keys(
         timeout_ms.as_bytes(),
         b"COPY",
         b"REPLACE",
-        b"KEYS",
     ];
+    let creds = conns.credentials.for_node(&target.name);
+    if let Some(c) = &creds {
+        args.extend([
+            b"AUTH2" as &[u8],
+            c.user().as_bytes(),
+            c.password.as_bytes(),
+        ]);
+    }
+    args.push(b"KEYS");
     args.extend(keys.iter().map(|k| k.as_ref()));
     let failed = match conns.call(source, &args).await {
         Ok(r) if r.starts_with(b"+OK") => return Ok(true),

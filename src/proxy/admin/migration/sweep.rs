@@ -52,7 +52,7 @@ pub(crate) async fn sweep_nodes(proxy: &Proxy, ring: &Ring, nodes: &[NodeSpec]) 
     let sweeps = nodes.iter().map(|node| async move {
         let step = Sweep { proxy, ring, node };
         let batch = proxy.config.migration.batch;
-        scan_node(&mut Conns::new(timeout), node, batch, step).await
+        scan_node(&mut Conns::new(proxy, timeout), node, batch, step).await
     });
     futures::future::join_all(sweeps)
         .await

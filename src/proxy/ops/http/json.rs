@@ -37,6 +37,7 @@ pub(crate) async fn cluster(State(p): State<Arc<Proxy>>) -> Json<Value> {
                 "name": n.name, "addr": n.addr, "weight": n.weight, "points": n.points,
                 "share": n.ring_share, "state": n.state, "keys": n.keys,
                 "role": if leaving(&n.name) { "leaving" } else { "member" },
+                "replication": crate::proxy::ha::views::json_of(&p, &n.name),
             })
         })
         .collect();

@@ -1,0 +1,292 @@
+//! `[failover]`: how a pool's shards survive a member's loss — what happens
+//! when a primary goes down, when a write counts as acknowledged, where reads
+//! go, and the failure detector's thresholds. Validated into [`HaConfig`];
+//! read by `proxy::ha` (the detector and the failover) and by `route` (reads
+//! from replicas, writes acknowledged by one).
+
+use serde::Deserialize;
+
+use crate::ring::NodeSpec;
+
+/// Between two probes of a member that is up.
+pub const DEFAULT_PROBE_INTERVAL_MS: u64 = 100;
+/// A probe without a reply within this counts as a timeout.
+pub const DEFAULT_PROBE_TIMEOUT_MS: u64 = 150;
+/// Consecutive probe timeouts that mark a member down (the first marks it
+/// suspect). A refused connection marks it down at once.
+pub const DEFAULT_DOWN_AFTER_TIMEOUTS: u32 = 3;
+/// Longest wait between probes of a member that is down (the wait doubles
+/// from `probe_interval_ms`, with ±25 % jitter).
+pub const DEFAULT_PROBE_MAX_BACKOFF_MS: u64 = 2_000;
+/// Shards failed over at once, at most: a proxy cut off from the network
+/// sees every primary down and must not promote them all.
+pub const DEFAULT_MAX_CONCURRENT_FAILOVERS: usize = 2;
+/// How long `write_ack = "replica"` waits for a replica (`WAIT 1 <ms>`).
+pub const DEFAULT_WAIT_TIMEOUT_MS: u64 = 500;
+/// A replica more than this many bytes of replication stream behind its
+/// primary is not read from.
+pub const DEFAULT_MAX_LAG_BYTES: u64 = 1 << 20;
+
+/// What a pool does when a shard's primary is down.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OnPrimaryDown {
+    /// Promote the most up-to-date replica and repoint the others.
+    Failover,
+    /// Answer the shard's keys with an error until the primary returns.
+    Fail,
+    /// Eject the shard: its keys go to the next ring entry until it returns
+    /// (twemproxy's `auto_eject_hosts`; for pure caches).
+    Remap,
+}
+
+/// When a write is acknowledged to the client.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WriteAck {
+    /// When the primary answered (replication is asynchronous).
+    Primary,
+    /// When `WAIT 1` confirmed a replica has it too.
+    Replica,
+}
+
+/// Where reads go.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReadFrom {
+    Primary,
+    /// A replica in sync if there is one, else the primary.
+    PreferReplica,
+    /// A replica in sync, else an error.
+    Replica,
+}
+
+/// The validated `[failover]` section.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HaConfig {
+    pub on_primary_down: OnPrimaryDown,
+    pub write_ack: WriteAck,
+    pub read_from: ReadFrom,
+    pub max_lag_bytes: u64,
+    pub probe_interval_ms: u64,
+    pub probe_timeout_ms: u64,
+    pub down_after_timeouts: u32,
+    pub probe_max_backoff_ms: u64,
+    pub max_concurrent_failovers: usize,
+    pub wait_timeout_ms: u64,
+}
+
+impl Default for HaConfig {
+    fn default() -> Self {
+        HaConfig::validate(FailoverSection::default()).expect("defaults are valid")
+    }
+}
+
+/// `[failover]` as written.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub(super) struct FailoverSection {
+    on_primary_down: String,
+    write_ack: String,
+    read_from: String,
+    max_lag_bytes: u64,
+    probe_interval_ms: u64,
+    probe_timeout_ms: u64,
+    down_after_timeouts: u32,
+    probe_max_backoff_ms: u64,
+    max_concurrent_failovers: usize,
+    wait_timeout_ms: u64,
+}
+
+impl Default for FailoverSection {
+    fn default() -> Self {
+        FailoverSection {
+            on_primary_down: "failover".into(),
+            write_ack: "primary".into(),
+            read_from: "primary".into(),
+            max_lag_bytes: DEFAULT_MAX_LAG_BYTES,
+            probe_interval_ms: DEFAULT_PROBE_INTERVAL_MS,
+            probe_timeout_ms: DEFAULT_PROBE_TIMEOUT_MS,
+            down_after_timeouts: DEFAULT_DOWN_AFTER_TIMEOUTS,
+            probe_max_backoff_ms: DEFAULT_PROBE_MAX_BACKOFF_MS,
+            max_concurrent_failovers: DEFAULT_MAX_CONCURRENT_FAILOVERS,
+            wait_timeout_ms: DEFAULT_WAIT_TIMEOUT_MS,
+        }
+    }
+}
+
+impl HaConfig {
+    /// Checks every field; the error names it (`failover.write_ack: …`).
+    pub(super) fn validate(f: FailoverSection) -> Result<HaConfig, String> {
+        let on_primary_down = match f.on_primary_down.as_str() {
+            "failover" => OnPrimaryDown::Failover,
+            "fail" => OnPrimaryDown::Fail,
+            "remap" => OnPrimaryDown::Remap,
+            other => {
+                return Err(format!(
+                    "failover.on_primary_down: expected \"failover\", \"fail\" or \"remap\", got {other:?}"
+                ))
+            }
+        };
+        let write_ack = match f.write_ack.as_str() {
+            "primary" => WriteAck::Primary,
+            "replica" => WriteAck::Replica,
+            other => {
+                return Err(format!(
+                    "failover.write_ack: expected \"primary\" or \"replica\", got {other:?}"
+                ))
+            }
+        };
+        let read_from = match f.read_from.as_str() {
+            "primary" => ReadFrom::Primary,
+            "prefer-replica" => ReadFrom::PreferReplica,
+            "replica" => ReadFrom::Replica,
+            other => {
+                return Err(format!(
+                    "failover.read_from: expected \"primary\", \"prefer-replica\" or \"replica\", got {other:?}"
+                ))
+            }
+        };
+        for (field, v) in [
+            ("failover.probe_interval_ms", f.probe_interval_ms),
+            ("failover.probe_timeout_ms", f.probe_timeout_ms),
+            (
+                "failover.down_after_timeouts",
+                u64::from(f.down_after_timeouts),
+            ),
+            ("failover.probe_max_backoff_ms", f.probe_max_backoff_ms),
+            (
+                "failover.max_concurrent_failovers",
+                f.max_concurrent_failovers as u64,
+            ),
+            ("failover.wait_timeout_ms", f.wait_timeout_ms),
+        ] {
+            if v == 0 {
+                return Err(format!("{field}: must be greater than 0"));
+            }
+        }
+        Ok(HaConfig {
+            on_primary_down,
+            write_ack,
+            read_from,
+            max_lag_bytes: f.max_lag_bytes,
+            probe_interval_ms: f.probe_interval_ms,
+            probe_timeout_ms: f.probe_timeout_ms,
+            down_after_timeouts: f.down_after_timeouts,
+            probe_max_backoff_ms: f.probe_max_backoff_ms.max(f.probe_interval_ms),
+            max_concurrent_failovers: f.max_concurrent_failovers,
+            wait_timeout_ms: f.wait_timeout_ms,
+        })
+    }
+}
+
+/// The replicas listed by `nodes[i]` (primary `addr`), checked: each
+/// `host:port`, none a member of another shard (`seen` collects them).
+pub(super) fn replica_specs(
+    i: usize,
+    addr: &str,
+    replicas: Vec<String>,
+    seen: &mut std::collections::HashSet<String>,
+) -> Result<Vec<NodeSpec>, String> {
+    seen.insert(addr.to_string());
+    let mut copies = Vec::with_capacity(replicas.len().min(8));
+    for (j, r) in replicas.into_iter().enumerate() {
+        super::check_host_port(&format!("nodes[{i}].replicas[{j}]"), &r)?;
+        if r == addr || !seen.insert(r.clone()) {
+            return Err(format!(
+                "nodes[{i}].replicas[{j}]: {r} is already a member of a shard"
+            ));
+        }
+        copies.push(NodeSpec {
+            name: r.clone(),
+            addr: r,
+            weight: 1,
+        });
+    }
+    Ok(copies)
+}
+
+impl OnPrimaryDown {
+    /// The word the config and `CLUSTER RINGINFO` use.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OnPrimaryDown::Failover => "failover",
+            OnPrimaryDown::Fail => "fail",
+            OnPrimaryDown::Remap => "remap",
+        }
+    }
+}
+
+impl WriteAck {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            WriteAck::Primary => "primary",
+            WriteAck::Replica => "replica",
+        }
+    }
+}
+
+impl ReadFrom {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ReadFrom::Primary => "primary",
+            ReadFrom::PreferReplica => "prefer-replica",
+            ReadFrom::Replica => "replica",
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::proxy::config::ha::*;
+    use crate::proxy::Config;
+
+    #[test]
+    fn replicas_and_policies_parse_and_default() {
+        let c = Config::parse(
+            "[[nodes]]\naddr = \"127.0.0.1:7001\"\nname = \"a\"\nreplicas = [\"127.0.0.1:7011\"]\n\
+             [[nodes]]\naddr = \"127.0.0.1:7002\"\n\
+             [failover]\non_primary_down = \"remap\"\nwrite_ack = \"replica\"\nread_from = \"prefer-replica\"\n",
+        )
+        .unwrap();
+        assert_eq!(c.replicas["a"][0].addr, "127.0.0.1:7011");
+        assert_eq!(c.replicas.len(), 1);
+        assert_eq!(c.ha.on_primary_down, OnPrimaryDown::Remap);
+        assert_eq!(c.ha.write_ack, WriteAck::Replica);
+        assert_eq!(c.ha.read_from, ReadFrom::PreferReplica);
+        let d = Config::parse("").unwrap().ha;
+        assert_eq!(d.on_primary_down, OnPrimaryDown::Failover);
+        assert_eq!(d.write_ack, WriteAck::Primary);
+        assert_eq!(d.read_from, ReadFrom::Primary);
+        // Sub-second on a LAN: a refused connect is seen within one
+        // interval, a silent node within down_after_timeouts probes.
+        let worst = d.probe_interval_ms + u64::from(d.down_after_timeouts) * d.probe_timeout_ms;
+        assert!(worst < 1_000, "{worst} ms");
+    }
+
+    #[test]
+    fn bad_failover_fields_are_named() {
+        let cases = [
+            (
+                "[failover]\non_primary_down = \"panic\"\n",
+                "failover.on_primary_down",
+            ),
+            ("[failover]\nwrite_ack = \"all\"\n", "failover.write_ack"),
+            ("[failover]\nread_from = \"any\"\n", "failover.read_from"),
+            (
+                "[failover]\nprobe_interval_ms = 0\n",
+                "failover.probe_interval_ms",
+            ),
+            ("[failover]\nbogus = 1\n", "bogus"),
+            (
+                "[[nodes]]\naddr = \"127.0.0.1:1\"\nreplicas = [\"x\"]\n",
+                "nodes[0].replicas[0]",
+            ),
+            (
+                "[[nodes]]\naddr = \"127.0.0.1:1\"\nreplicas = [\"127.0.0.1:1\"]\n",
+                "already a member",
+            ),
+        ];
+        for (text, field) in cases {
+            let err = Config::parse(text).unwrap_err();
+            assert!(err.contains(field), "{text:?} -> {err}");
+        }
+    }
+}

@@ -1,0 +1,210 @@
+//! The failure detector's probes: one task per shard member, which reads
+//! `INFO replication` on its own connection every `probe_interval_ms`
+//! (backing off with jitter while the member is down), records what it says
+//! and, on a verdict, acts: a primary found down gets its pool's policy
+//! (`failover.rs`), a replica that does not follow its shard's primary is
+//! told to (`REPLICAOF`), an ejected primary that answers again is put back.
+//!
+//! Started by `Proxy::start_ha` and again after a member is added; a task
+//! ends when its address is no longer a member or the proxy is gone. Never
+//! touches the routing snapshot itself.
+
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+use crate::client::{ClientError, Conn};
+use crate::proxy::config::ha::OnPrimaryDown;
+use crate::proxy::ha::failover;
+use crate::proxy::ha::status::{parse_info, Detector, Liveness, Probe, ReplInfo, Role};
+use crate::proxy::Proxy;
+
+/// What an address is to the pool right now.
+pub(crate) struct Member {
+    pub(crate) shard: String,
+    /// `None` for the primary; the primary's address for a replica.
+    pub(crate) primary: Option<String>,
+}
+
+/// The role `addr` plays in the pool, if it is a member at all (an ejected
+/// primary still is: it is probed so that it can be put back).
+pub(crate) fn member(proxy: &Proxy, addr: &str) -> Option<Member> {
+    let routing = proxy.routing.load();
+    if let Some(n) = routing.ring.nodes().iter().find(|n| n.addr == addr) {
+        return Some(Member {
+            shard: n.name.clone(),
+            primary: None,
+        });
+    }
+    let ejected = proxy.ha.ejected.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(n) = ejected.iter().find(|n| n.addr == addr) {
+        return Some(Member {
+            shard: n.name.clone(),
+            primary: None,
+        });
+    }
+    drop(ejected);
+    let shard = proxy.ha.shard_of_replica(addr)?;
+    let primary = routing
+        .ring
+        .nodes()
+        .iter()
+        .find(|n| n.name == shard)
+        .map(|n| n.addr.clone())?;
+    Some(Member {
+        shard,
+        primary: Some(primary),
+    })
+}
+
+/// Starts a probe task for every member that has none. Nothing is probed
+/// while no shard has a replica and the policy is not `remap`: the pool then
+/// behaves exactly as one without replicas.
+pub(crate) fn start(proxy: &Arc<Proxy>) {
+    let ha = &proxy.ha;
+    if !ha.has_replicas() && ha.config.on_primary_down != OnPrimaryDown::Remap {
+        return;
+    }
+    let routing = proxy.routing.load();
+    let mut addrs: Vec<String> = routing
+        .ring
+        .nodes()
+        .iter()
+        .map(|n| n.addr.clone())
+        .collect();
+    addrs.extend(ha.all_replicas().into_values().flatten());
+    for addr in addrs {
+        if ha.start_probing(&addr) {
+            tokio::spawn(probe_loop(Arc::downgrade(proxy), addr));
+        }
+    }
+}
+
+async fn probe_loop(proxy: Weak<Proxy>, addr: String) {
+    let mut conn: Option<Conn> = None;
+    let seed = addr.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
+    });
+    let mut detector = Detector::new(seed);
+    loop {
+        let Some(p) = proxy.upgrade() else { return };
+        let Some(m) = member(&p, &addr) else {
+            p.ha.stop_probing(&addr);
+            return;
+        };
+        let config = p.ha.config;
+        let timeout = Duration::from_millis(config.probe_timeout_ms);
+        let (outcome, info) = probe(&mut conn, &addr, timeout).await;
+        let before = detector.state;
+        let verdict = detector.observe(outcome, &config);
+        let status = p.ha.status(&addr);
+        status.set_liveness(verdict);
+        if let Some(info) = &info {
+            status.record(info);
+        }
+        if verdict != before && before != Liveness::Unknown {
+            tracing::info!(member = %addr, shard = %m.shard, from = before.as_str(), to = verdict.as_str(), "member liveness changed");
+        }
+        match (&m.primary, verdict) {
+            (None, Liveness::Down) => {
+                let (p, addr) = (p.clone(), addr.clone());
+                tokio::spawn(async move { failover::primary_down(&p, &m.shard, &addr).await });
+            }
+            (None, Liveness::Up) => failover::primary_up(&p, &m.shard, &addr).await,
+            (Some(primary), Liveness::Up) => {
+                if let Some(info) = &info {
+                    follow(&p, &m.shard, &addr, primary, info).await;
+                }
+            }
+            _ => {}
+        }
+        let delay = detector.next_delay(&config);
+        drop(p);
+        tokio::time::sleep(delay).await;
+    }
+}
+
+/// One `INFO replication` on the member's probe connection, reconnecting
+/// once when the connection broke: a killed node shows as a refused connect.
+async fn probe(
+    conn: &mut Option<Conn>,
+    addr: &str,
+    timeout: Duration,
+) -> (Probe, Option<ReplInfo>) {
+    for _ in 0..2 {
+        let fresh = conn.is_none();
+        if conn.is_none() {
+            match Conn::connect(addr, timeout).await {
+                Ok(c) => *conn = Some(c),
+                Err(e) => return (classify(&e), None),
+            }
+        }
+        let Some(c) = conn.as_mut() else { break };
+        let call = c.call(&[b"INFO", b"replication"]);
+        match tokio::time::timeout(timeout, call).await {
+            Ok(Ok(reply)) => {
+                let text = String::from_utf8_lossy(&reply);
+                return (Probe::Answered, Some(parse_info(&text)));
+            }
+            Ok(Err(e)) => {
+                *conn = None;
+                if e.is_read_timeout() || fresh {
+                    return (classify(&e), None);
+                }
+            }
+            Err(_) => {
+                *conn = None;
+                return (Probe::TimedOut, None);
+            }
+        }
+    }
+    (Probe::TimedOut, None)
+}
+
+fn classify(e: &ClientError) -> Probe {
+    match e {
+        ClientError::Connect { err, .. } if err.kind() == std::io::ErrorKind::ConnectionRefused => {
+            Probe::Refused
+        }
+        ClientError::Closed => Probe::Refused,
+        _ => Probe::TimedOut,
+    }
+}
+
+/// A replica that is not replicating from its shard's primary (a returning
+/// old primary, a replica the failover could not repoint, one just added)
+/// is told to, once the primary is up and answers as a master. Its full
+/// sync replaces whatever it held, so a key deleted while it was away
+/// cannot come back; reads skip it until it is in sync.
+async fn follow(proxy: &Arc<Proxy>, shard: &str, addr: &str, primary: &str, info: &ReplInfo) {
+    if info.role == Role::Replica && info.master.as_deref() == Some(primary) {
+        return;
+    }
+    if proxy.ha.is_failing(shard) {
+        return;
+    }
+    let p = proxy.ha.status(primary);
+    if p.liveness() != Liveness::Up || p.role() != Role::Master {
+        return;
+    }
+    let Some((host, port)) = primary.rsplit_once(':') else {
+        return;
+    };
+    let timeout = Duration::from_millis(proxy.ha.config.probe_timeout_ms.max(500));
+    let r = crate::client::probe(
+        addr,
+        &[b"REPLICAOF", host.as_bytes(), port.as_bytes()],
+        timeout,
+    )
+    .await;
+    match r {
+        Ok(reply) if !crate::resp::reply::is_error(&reply) => {
+            proxy.ha.note(format!(
+                "{addr} ({shard}) was not following its primary: now a replica of {primary}"
+            ));
+        }
+        Ok(reply) => {
+            tracing::warn!(member = %addr, reply = %String::from_utf8_lossy(&reply).trim_end(), "REPLICAOF refused")
+        }
+        Err(e) => tracing::warn!(member = %addr, error = %e, "REPLICAOF failed"),
+    }
+}

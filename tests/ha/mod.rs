@@ -1,0 +1,186 @@
+//! What the high-availability tests share: redis-server members (with an
+//! append-only file when a test restarts one with its old data), a proxy over
+//! shards with replicas, and waits on what `CLUSTER RING` says.
+
+#![allow(dead_code)]
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::common::*;
+
+/// Starts redis-server on `port`; with `dir`, an append-only file there,
+/// fsynced on every write, so a restart after kill -9 has every write back.
+pub fn redis_at(port: u16, dir: Option<&Path>) -> Proc {
+    let port_s = port.to_string();
+    let mut args: Vec<String> = [
+        "--port",
+        &port_s,
+        "--bind",
+        "127.0.0.1",
+        "--save",
+        "",
+        "--tcp-backlog",
+        "4096",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    match dir {
+        Some(d) => args.extend(
+            [
+                "--appendonly",
+                "yes",
+                "--appendfsync",
+                "always",
+                "--dir",
+                d.to_str().unwrap(),
+            ]
+            .iter()
+            .map(|s| s.to_string()),
+        ),
+        None => args.extend(["--appendonly".to_string(), "no".to_string()]),
+    }
+    let mut p = Proc::spawn(
+        Command::new("redis-server")
+            .args(&args)
+            .stdout(Stdio::null()),
+        port,
+        "redis-server",
+    );
+    p.wait_ready();
+    p
+}
+
+/// A proxy over shards `(primary, replicas)` named node1…, with a state
+/// file, short timeouts and `extra` config.
+pub fn ha_proxy(shards: &[(String, Vec<String>)], extra: &str) -> (Proc, tempdir::Dir) {
+    let dir = tempdir::Dir::new();
+    let port = free_port();
+    let mut cfg = format!(
+        "[proxy]\nlisten = \"127.0.0.1:{port}\"\nconnect_timeout_ms = 300\nrequest_timeout_ms = 2000\nstate_file = \"state.toml\"\n{extra}\n"
+    );
+    for (i, (p, rs)) in shards.iter().enumerate() {
+        let rs: Vec<String> = rs.iter().map(|r| format!("\"{r}\"")).collect();
+        cfg.push_str(&format!(
+            "[[nodes]]\naddr = \"{p}\"\nname = \"node{}\"\nreplicas = [{}]\n",
+            i + 1,
+            rs.join(", ")
+        ));
+    }
+    let path = dir.path().join("proxy.toml");
+    std::fs::write(&path, cfg).unwrap();
+    (start_proxy_with(&path, port), dir)
+}
+
+/// `CLUSTER RING` as text.
+pub fn ring(con: &mut redis::Connection) -> String {
+    redis::cmd("CLUSTER").arg("RING").query(con).unwrap()
+}
+
+/// Waits (at most `secs`) until `ok` holds; fails naming `what` and the ring.
+pub fn wait_ring(
+    con: &mut redis::Connection,
+    secs: u64,
+    what: &str,
+    ok: impl Fn(&str) -> bool,
+) -> String {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    loop {
+        let r = ring(con);
+        if ok(&r) {
+            return r;
+        }
+        assert!(Instant::now() < deadline, "{what}; CLUSTER RING:\n{r}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// True when `ring` lists `addr` as a replica whose link to its primary is up.
+pub fn is_synced_replica(ring: &str, addr: &str) -> bool {
+    ring.lines().any(|l| {
+        l.starts_with(&format!("{addr} "))
+            && l.contains("role=replica repl=replica")
+            && l.contains("link=up")
+    })
+}
+
+/// A direct connection to a member, bypassing the proxy.
+pub fn direct(port: u16) -> redis::Connection {
+    connect(port)
+}
+
+/// The `CLUSTER RINGINFO` field `key`.
+pub fn info_field(con: &mut redis::Connection, key: &str) -> String {
+    ring_field(&cluster_info(con), key)
+}
+
+/// A writer through the proxy for `run_for`: SET `prefix:i` i, one after
+/// another; what was acknowledged, the first failure and the first success
+/// after it (the failover window as a client sees it).
+pub struct Writes {
+    pub acked: Vec<usize>,
+    pub errors: usize,
+    pub window: Option<Duration>,
+    pub last_error: String,
+}
+
+pub fn write_for(
+    port: u16,
+    prefix: &str,
+    run_for: Duration,
+    mut during: impl FnMut(usize),
+) -> Writes {
+    let mut con = connect(port);
+    let start = Instant::now();
+    let mut w = Writes {
+        acked: Vec::new(),
+        errors: 0,
+        window: None,
+        last_error: String::new(),
+    };
+    let mut first_fail: Option<Instant> = None;
+    let mut i = 0;
+    while start.elapsed() < run_for {
+        during(i);
+        let r: redis::RedisResult<()> = redis::cmd("SET")
+            .arg(format!("{prefix}:{i}"))
+            .arg(i)
+            .query(&mut con);
+        match r {
+            Ok(()) => {
+                w.acked.push(i);
+                if let (Some(f), None) = (first_fail, w.window) {
+                    w.window = Some(f.elapsed());
+                }
+            }
+            Err(e) => {
+                w.errors += 1;
+                w.last_error = e.to_string();
+                first_fail.get_or_insert_with(Instant::now);
+                if e.is_io_error() {
+                    con = connect(port);
+                }
+            }
+        }
+        i += 1;
+    }
+    w
+}
+
+/// The acknowledged keys a GET through the proxy no longer finds.
+pub fn lost(port: u16, prefix: &str, acked: &[usize]) -> Vec<usize> {
+    let mut con = connect(port);
+    acked
+        .iter()
+        .copied()
+        .filter(|i| {
+            let v: Option<usize> = redis::cmd("GET")
+                .arg(format!("{prefix}:{i}"))
+                .query(&mut con)
+                .unwrap();
+            v != Some(*i)
+        })
+        .collect()
+}
