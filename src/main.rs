@@ -122,6 +122,10 @@ struct NodeArgs {
     /// parallel; transactions stay atomic either way.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=256))]
     threads: u16,
+    /// Replicate from this built-in node (host:port) from the start, as
+    /// `REPLICAOF host port` does.
+    #[arg(long, value_name = "HOST:PORT")]
+    replicaof: Option<String>,
     /// Exit when the parent process exits (used by `shardis up`, so nodes never outlive it).
     #[arg(long, hide = true)]
     exit_with_parent: bool,
@@ -377,6 +381,16 @@ fn node(a: NodeArgs) -> Result<(), String> {
     if a.exit_with_parent {
         exit_with_parent();
     }
+    let replicaof = match &a.replicaof {
+        None => None,
+        Some(addr) => {
+            let (host, port) = addr
+                .rsplit_once(':')
+                .and_then(|(h, p)| Some((h.to_string(), p.parse::<u16>().ok()?)))
+                .ok_or_else(|| format!("--replicaof {addr}: expected host:port"))?;
+            Some((host, port))
+        }
+    };
     // One thread per node by default: `up` runs ten of them on two cores,
     // and a current-thread runtime avoids cross-thread wakeups on every request.
     runtime(a.threads as usize)?.block_on(async move {
@@ -386,6 +400,7 @@ fn node(a: NodeArgs) -> Result<(), String> {
             .map_err(|e| format!("cannot listen on {addr}: {e}"))?;
         let config = shardis::backend::NodeConfig {
             maxmemory: a.maxmemory,
+            replicaof,
             requirepass: a
                 .requirepass
                 .as_deref()

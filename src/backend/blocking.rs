@@ -68,12 +68,14 @@ impl Op {
 
 /// A connection that must wait before its reply.
 pub(crate) struct Block {
-    /// The registration a push answers; `None` for WAIT, which only time ends.
+    /// The registration a push answers; `None` for WAIT.
     pub(crate) ticket: Option<Ticket>,
     /// How long to wait, in ms; 0 = until served.
     pub(crate) timeout_ms: u64,
     /// The reply when the time is up.
     pub(crate) on_timeout: &'static [u8],
+    /// WAIT: the acknowledgements it waits for (it keeps its own time).
+    pub(crate) wait: Option<crate::backend::replication::state::WaitFor>,
 }
 
 /// A panic while holding one of these locks leaves the maps consistent

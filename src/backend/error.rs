@@ -44,6 +44,8 @@ pub(crate) enum CmdError {
     BadPayload,
     /// `OOM command not allowed when used memory > 'maxmemory'.`
     OutOfMemory,
+    /// A write on a read-only replica.
+    ReadOnly,
     /// `ERR DB index is out of range`
     DbIndexOutOfRange,
     /// Any other line, verbatim after the `-` (prefix included).
@@ -83,6 +85,7 @@ impl fmt::Display for CmdError {
             BusyKey => f.write_str("BUSYKEY Target key name already exists."),
             BadPayload => f.write_str("ERR DUMP payload version or checksum are wrong"),
             OutOfMemory => f.write_str("OOM command not allowed when used memory > 'maxmemory'."),
+            ReadOnly => f.write_str("READONLY You can't write against a read only replica."),
             DbIndexOutOfRange => f.write_str("ERR DB index is out of range"),
             Other(s) => f.write_str(s),
         }

@@ -16,6 +16,8 @@
 //! - `node` the state every connection shares ([`node::Node`]): the above, the
 //!   counters, the transaction gate, MIGRATE's connection cache;
 //! - `commands/` one file per command family, the table and the dispatcher;
+//! - `replication/` the stream of writes to replicas, the link to a
+//!   primary, REPLICAOF, ROLE, WAIT;
 //! - `server/` the accept loop and each client's socket loop: its query
 //!   buffer, the wait of a blocked request, writing replies and messages.
 //!
@@ -30,6 +32,7 @@ mod error;
 mod keyspace;
 mod node;
 mod pubsub;
+mod replication;
 mod scripting;
 mod server;
 mod value;
@@ -38,8 +41,11 @@ use crate::resp::Limits;
 use std::future::Future;
 
 /// Settings of one node.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Default)]
 pub struct NodeConfig {
+    /// Replicate from this primary (`host`, `port`) from the start, as
+    /// `REPLICAOF host port` would.
+    pub replicaof: Option<(String, u16)>,
     /// Memory limit in bytes for keys, values and their overhead; 0 =
     /// unlimited. Above it, keys are evicted by `maxmemory-policy`
     /// (allkeys-lru unless CONFIG SET changes it).

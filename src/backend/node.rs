@@ -85,6 +85,9 @@ pub(crate) struct Node {
     gate: RwLock<()>,
     /// The Lua state and script cache (EVAL, FUNCTION).
     pub(crate) scripting: crate::backend::scripting::Scripting,
+    /// Replication: the stream and backlog, the replicas, the link to a
+    /// primary.
+    pub(crate) repl: crate::backend::replication::state::Repl,
 }
 
 impl Node {
@@ -110,6 +113,15 @@ impl Node {
     }
 
     /// Holds the gate shared unless something holds it exclusively now.
+    /// Holds the gate exclusively if nothing holds it now.
+    pub(crate) fn try_exclusive(&self) -> Option<RwLockWriteGuard<'_, ()>> {
+        match self.gate.try_write() {
+            Ok(g) => Some(g),
+            Err(std::sync::TryLockError::Poisoned(e)) => Some(e.into_inner()),
+            Err(std::sync::TryLockError::WouldBlock) => None,
+        }
+    }
+
     pub(crate) fn try_shared(&self) -> Option<RwLockReadGuard<'_, ()>> {
         match self.gate.try_read() {
             Ok(g) => Some(g),
@@ -168,6 +180,7 @@ impl Node {
             next_client_id: AtomicU64::new(1),
             gate: RwLock::new(()),
             scripting: Default::default(),
+            repl: Default::default(),
         }
     }
 }

@@ -11,10 +11,10 @@
 //! timeout at once, as Redis's CLIENT_DENY_BLOCKING does.
 
 use super::lists::{move_one, parse_side, pop_many, reply_key_and_items};
-use super::timeout::{parse_ms, parse_secs};
+use super::timeout::parse_secs;
 use super::util::{double, parse_mpop};
 use super::zsets::{reply_key_and_pairs, zpop_many};
-use super::{parse_i64, Ctx};
+use super::Ctx;
 use crate::backend::blocking::{Attempt, Block, Op};
 use crate::backend::error::CmdError;
 use crate::backend::node::Node;
@@ -75,8 +75,15 @@ pub(crate) fn serve(
             };
             reply_key_and_pairs(out, key, &p, proto);
         }
-        Op::XRead(x) => return super::streams_read::serve_blocked(x, node, key, proto, now, out),
+        Op::XRead(x) => {
+            let served = super::streams_read::serve_blocked(x, node, key, proto, now, out)?;
+            if served {
+                crate::backend::replication::effects::served(node, op, key, now);
+            }
+            return Ok(served);
+        }
     }
+    crate::backend::replication::effects::served(node, op, key, now);
     Ok(true)
 }
 
@@ -124,6 +131,7 @@ fn pop_or_block(
         }
         Attempt::Wait(ticket) => Ok(Some(Block {
             ticket: Some(ticket),
+            wait: None,
             timeout_ms,
             on_timeout: if proto >= 3 { b"_\r\n" } else { b"*-1\r\n" },
         })),
@@ -208,23 +216,6 @@ pub(crate) fn bzmpop(ctx: &mut Ctx, args: &[&[u8]]) -> BlockResult {
         count: a.count,
     };
     pop_or_block(ctx, &args[a.keys], op, ms, false)
-}
-
-/// WAIT numreplicas timeout. The node has no replicas, so it acknowledges
-/// 0 of them: at once when 0 (or fewer) are asked for or inside MULTI,
-/// else after the timeout (0 = never), as a replica-less redis-server does.
-pub(crate) fn wait(ctx: &mut Ctx, args: &[&[u8]]) -> BlockResult {
-    let wanted = parse_i64(args[1])?;
-    let ms = parse_ms(args[2])?;
-    if wanted <= 0 || ctx.client.never_block {
-        encode::integer(ctx.out, 0);
-        return Ok(None);
-    }
-    Ok(Some(Block {
-        ticket: None,
-        timeout_ms: ms,
-        on_timeout: b":0\r\n",
-    }))
 }
 
 #[cfg(test)]

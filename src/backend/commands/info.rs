@@ -133,22 +133,16 @@ pub(crate) fn info_text(ctx: &Ctx, sections: &[&[u8]]) -> String {
                 ("pubsub_channels", hub.count(Space::Channel) as u64),
                 ("pubsub_patterns", hub.count(Space::Pattern) as u64),
                 ("pubsubshard_channels", hub.count(Space::Shard) as u64),
+                ("sync_full", node.repl.sync_full.load(Relaxed)),
+                ("sync_partial_ok", node.repl.sync_partial_ok.load(Relaxed)),
+                ("sync_partial_err", node.repl.sync_partial_err.load(Relaxed)),
             ],
         );
     }
     if want.has("replication") {
-        t.section(
-            "replication",
-            &[
-                ("role", "master".to_string()),
-                ("connected_slaves", "0".into()),
-                ("master_failover_state", "no-failover".into()),
-                ("master_replid", node.run_id.clone()),
-                ("master_repl_offset", "0".into()),
-                ("second_repl_offset", "-1".into()),
-                ("repl_backlog_active", "0".into()),
-            ],
-        );
+        let fields = crate::backend::replication::commands::info_fields(node);
+        let fields: Vec<(&str, &String)> = fields.iter().map(|(k, v)| (k.as_str(), v)).collect();
+        t.section("replication", &fields);
     }
     t.cpu_and_empty(&want, &usage);
     if want.has("cluster") {

@@ -395,8 +395,11 @@ fn delete_if_unchanged(node: &Node, sent: &Sent) -> bool {
         .map(|e| e.expire_at == sent.expire_at && dump::encode(e) == sent.payload);
     if current == Some(true) {
         let old = s.remove(sent.hash, &sent.key);
+        // A replica learns of the move as a DEL.
+        store.hooks.removed(&sent.key);
         drop(s);
         drop(old);
+        crate::backend::replication::flush_removed(node);
     }
     current != Some(false)
 }

@@ -38,7 +38,7 @@ mod streams_info;
 mod streams_read;
 mod strings;
 mod table;
-mod timeout;
+pub(crate) mod timeout;
 pub(crate) mod util;
 mod zrange;
 mod zsets;
@@ -48,6 +48,8 @@ use super::error::CmdError;
 use super::keyspace::clock::now_ms;
 use super::keyspace::store::Store;
 use super::node::Node;
+use super::replication;
+use crate::catalogue::Id;
 use crate::resp::{encode, eq_ignore_case};
 use bytes::{Bytes, BytesMut};
 use std::sync::atomic::Ordering::Relaxed;
@@ -86,6 +88,15 @@ pub(crate) struct Client {
     pub(crate) pubsub: Option<Box<crate::backend::pubsub::Subscriber>>,
     /// MULTI's queue and WATCH's keys.
     pub(crate) tx: multi::TxState,
+    /// The primary's stream on a replica: never refused as a write to a
+    /// replica, never held back by maxmemory.
+    pub(crate) is_master: bool,
+    /// The stream offset after this client's last write (WAIT waits for it).
+    pub(crate) woff: u64,
+    /// Set by REPLCONF and PSYNC: the connection is a replica's.
+    pub(crate) replica: Option<Box<replication::commands::Hello>>,
+    /// Set by WAIT when it has to wait: the server loop awaits it.
+    pub(crate) wait: Option<replication::state::WaitFor>,
     /// False until AUTH when the node has a password.
     pub(crate) authenticated: bool,
 }
@@ -106,6 +117,10 @@ impl Client {
             never_block: false,
             pubsub: None,
             tx: multi::TxState::default(),
+            is_master: false,
+            woff: 0,
+            replica: None,
+            wait: None,
             authenticated: true,
         }
     }
@@ -218,7 +233,9 @@ pub(crate) fn dispatch(
         if is_kill(args) {
             return run(node, client, out, cmd, args, now);
         }
-        if !busy.is_past(node.busy_threshold_ms()) {
+        // The primary's stream on a replica waits for the script however
+        // long it runs: a refusal would lose a write.
+        if client.is_master || !busy.is_past(node.busy_threshold_ms()) {
             return Next::Busy;
         }
         let e = CmdError::Other(busy.refusal().into());
@@ -231,8 +248,18 @@ pub(crate) fn dispatch(
         }
         return Next::Done;
     }
+    if !client.is_master && node.repl.is_replica() && replication::effects::is_write(cmd, args) {
+        let script = matches!(cmd.run, Run::Script(_)) || cmd.id == Id::Script;
+        if !script && node.settings.flag("replica-read-only") {
+            client.tx.flag();
+            CmdError::ReadOnly.write(out);
+            return Next::Done;
+        }
+    }
     if matches!(cmd.run, Run::Exec) {
+        replication::begin_tx(node);
         multi::exec(node, client, out, now);
+        replication::end_tx(node);
         return Next::Done;
     }
     // Before queueing, as Redis checks it: MULTI itself is refused there.
@@ -242,19 +269,33 @@ pub(crate) fn dispatch(
             return Next::Done;
         }
     }
-    // A script that started since the check above holds the gate: wait
-    // for it without holding this thread.
-    let Some(gate) = node
-        .try_shared()
-        .or_else(|| (!busy.is_running()).then(|| node.shared()))
-    else {
+    // While writes feed a stream one runs at a time, so the stream's order
+    // is the order they changed the keyspace in; REPLICAOF changes roles
+    // between two commands, never during one. A script that started since
+    // the check above holds the gate: wait for it without holding this thread.
+    let exclusive = matches!(cmd.id, Id::Replicaof | Id::Slaveof)
+        || (cmd.flags & WRITE != 0
+            && !matches!(cmd.run, Run::Script(_))
+            && replication::is_feeding(node));
+    let gate = if exclusive {
+        node.try_exclusive()
+            .or_else(|| (!busy.is_running()).then(|| node.exclusive()))
+            .map(Gate::Exclusive)
+    } else {
+        node.try_shared()
+            .or_else(|| (!busy.is_running()).then(|| node.shared()))
+            .map(Gate::Shared)
+    };
+    let Some(gate) = gate else {
         return Next::Busy;
     };
     if client.tx.is_queueing() && !multi::runs_immediately(cmd) {
         multi::queue(node, client, out, cmd, args, now);
         return Next::Done;
     }
-    if cmd.flags & DENYOOM != 0 && node.make_room(now).is_err() {
+    // A replica ignores maxmemory for its primary's writes, as Redis's
+    // `replica-ignore-maxmemory yes`.
+    if cmd.flags & DENYOOM != 0 && !client.is_master && node.make_room(now).is_err() {
         CmdError::OutOfMemory.write(out);
         return Next::Done;
     }
@@ -267,6 +308,14 @@ pub(crate) fn dispatch(
     let next = run(node, client, out, cmd, args, now);
     drop(gate);
     next
+}
+
+/// The node's gate as a command holds it.
+enum Gate<'a> {
+    #[allow(dead_code)]
+    Shared(std::sync::RwLockReadGuard<'a, ()>),
+    #[allow(dead_code)]
+    Exclusive(std::sync::RwLockWriteGuard<'a, ()>),
 }
 
 /// SCRIPT KILL or FUNCTION KILL: answered while a script runs.
@@ -290,7 +339,10 @@ pub(crate) fn run_script(
     let eval = cmd.name.starts_with("eval");
     let running = node.scripting.busy.begin(eval);
     let gate = node.exclusive();
+    // Its writes reach replicas as one MULTI … EXEC.
+    replication::begin_tx(node);
     run(node, client, out, cmd, args, now_ms());
+    replication::end_tx(node);
     drop(gate);
     drop(running);
 }
@@ -325,6 +377,10 @@ pub(crate) fn run(
     });
     if cmd.flags & WRITE != 0 {
         touch_written(&node.store, cmd, args, now);
+    }
+    if replication::is_feeding(node) && !node.repl.is_replica() {
+        replication::effects::after_command(node, cmd, args, now);
+        client.woff = node.repl.feed().end();
     }
     next
 }

@@ -266,6 +266,7 @@ fn read(ctx: &mut Ctx, args: &[&[u8]], xgroup: bool) -> BlockResult {
         }
         Attempt::Wait(ticket) => Ok(Some(Block {
             ticket: Some(ticket),
+            wait: None,
             timeout_ms: ms,
             on_timeout: if proto >= 3 { b"_\r\n" } else { b"*-1\r\n" },
         })),

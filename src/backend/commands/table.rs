@@ -7,6 +7,7 @@
 //! not serve. Never runs anything.
 
 use super::*;
+use crate::backend::replication;
 use crate::backend::scripting;
 use std::ops::Deref;
 use std::sync::LazyLock;
@@ -99,7 +100,13 @@ pub(crate) static COMMANDS: &[Command] = &[
     sync(Time, server::time),
     sync(Lastsave, server::lastsave),
     // Redis does not flag WAIT as blocking (COMMAND INFO), though it waits.
-    block(Wait, blocking::wait),
+    sync(Wait, replication::commands::wait),
+    sync(Replicaof, replication::commands::replicaof),
+    sync(Slaveof, replication::commands::replicaof),
+    sync(Role, replication::commands::role),
+    sync(Replconf, replication::commands::replconf),
+    sync(Psync, replication::commands::psync),
+    sync(Sync, replication::commands::psync),
     // strings
     sync(Get, strings::get),
     sync(Set, strings::set),

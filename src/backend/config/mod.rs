@@ -145,6 +145,24 @@ static PARAMS: &[Param] = &[
     p("appendonly", Kind::Bool, "no"),
     p("activerehashing", Kind::Bool, "yes"),
     p("lazyfree-lazy-eviction", Kind::Bool, "no"),
+    p("repl-backlog-size", Kind::Memory(1, LONG_MAX), "1048576"),
+    p("repl-backlog-ttl", Kind::Int(0, INT_MAX), "3600"),
+    p("repl-timeout", Kind::Int(1, INT_MAX), "60"),
+    p("repl-ping-replica-period", Kind::Int(1, INT_MAX), "10"),
+    pa("replica-read-only", "slave-read-only", Kind::Bool, "yes"),
+    pa(
+        "replica-priority",
+        "slave-priority",
+        Kind::Int(0, INT_MAX),
+        "100",
+    ),
+    pa(
+        "replica-serve-stale-data",
+        "slave-serve-stale-data",
+        Kind::Bool,
+        "yes",
+    ),
+    p("replica-announced", Kind::Bool, "yes"),
     p("databases", Kind::Immutable, "1"),
     p("port", Kind::Immutable, "0"),
     p("bind", Kind::Immutable, "127.0.0.1"),
@@ -257,6 +275,17 @@ impl Settings {
     pub(crate) fn int(&self, name: &str) -> Option<i64> {
         let i = find(name.as_bytes())?;
         self.lock()[i].parse().ok()
+    }
+
+    /// A yes/no parameter's current value by name or alias.
+    pub(crate) fn flag(&self, name: &str) -> bool {
+        find(name.as_bytes()).is_some_and(|i| self.lock()[i] == "yes")
+    }
+
+    /// A parameter's current text by name or alias.
+    pub(crate) fn text(&self, name: &str) -> Option<String> {
+        let i = find(name.as_bytes())?;
+        Some(self.lock()[i].clone())
     }
 
     /// `(name, value)` of every parameter whose name or alias matches.

@@ -88,9 +88,19 @@ impl Store {
     /// One active-expiry tick over all shards, within a time budget.
     /// Returns how many keys it removed.
     pub(crate) fn expire_tick(&self, now: u64) -> usize {
+        if self.hooks.is_hiding() {
+            // A replica removes only what its primary's stream says.
+            return 0;
+        }
         let start = Instant::now();
         let mut removed = 0;
         for i in 0..SHARDS {
+            // A shard a full sync has yet to capture waits for the next
+            // tick: sweeping it now would capture it here, and a tick that
+            // captured every shard would stall the node for the whole snapshot.
+            if self.hooks.snapshot.is_pending(i) {
+                continue;
+            }
             loop {
                 let (found, inspected) = self.lock_shard(i, now).sweep(SWEEP_BUCKETS);
                 removed += found;
@@ -169,6 +179,7 @@ impl Locked<'_> {
             self.shard.table.remove(b)
         };
         self.forget(&e);
+        self.hooks.removed(e.key());
         let c = if e.is_expired(self.now) {
             &self.counters.expired_keys
         } else {
@@ -203,6 +214,7 @@ impl Locked<'_> {
                 // SAFETY: `b` is a full bucket of this table.
                 let (e, _) = unsafe { self.shard.table.remove(b) };
                 self.forget(&e);
+                self.hooks.removed(e.key());
                 self.counters.expired_keys.fetch_add(1, Relaxed);
                 removed += 1;
             }
@@ -218,8 +230,12 @@ impl Locked<'_> {
             // SAFETY: a full bucket index of this table, just found.
             let b = unsafe { self.shard.table.bucket(i) };
             if unsafe { b.as_ref() }.is_expired(self.now) {
+                if self.hooks.is_hiding() {
+                    continue;
+                }
                 let (e, _) = unsafe { self.shard.table.remove(b) };
                 self.forget(&e);
+                self.hooks.removed(e.key());
                 self.counters.expired_keys.fetch_add(1, Relaxed);
                 continue;
             }

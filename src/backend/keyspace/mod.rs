@@ -13,6 +13,7 @@ pub(crate) mod evict;
 pub(crate) mod lfu;
 pub(crate) mod policy;
 pub(crate) mod ready;
+pub(crate) mod replicated;
 pub(crate) mod scan;
 pub(crate) mod store;
 pub(crate) mod typed;

@@ -11,6 +11,7 @@
 use super::clock::{lru_clock, now_ms};
 use super::entry::Entry;
 use super::ready::ReadyKeys;
+use super::replicated::Hooks;
 use super::watched::Watched;
 use crate::backend::value::Kind;
 use hashbrown::raw::RawTable;
@@ -69,6 +70,9 @@ pub(crate) struct Store {
     pub(crate) counters: Counters,
     /// Lists and sorted sets created while clients block (`ready.rs`, `backend::blocking`).
     pub(crate) ready: ReadyKeys,
+    /// Replication's hooks: removals to propagate, hidden expiry, the
+    /// snapshot of a full sync (`replicated.rs`).
+    pub(crate) hooks: Hooks,
 }
 
 impl Default for Store {
@@ -83,6 +87,7 @@ pub(crate) struct Locked<'a> {
     seed: u64,
     pub(crate) counters: &'a Counters,
     ready: &'a ReadyKeys,
+    pub(crate) hooks: &'a Hooks,
     /// The command's time, ms since the epoch.
     pub(crate) now: u64,
 }
@@ -99,6 +104,7 @@ impl Store {
             seed: h.finish(),
             counters: Counters::default(),
             ready: ReadyKeys::default(),
+            hooks: Hooks::new(SHARDS),
         }
     }
 
@@ -123,11 +129,17 @@ impl Store {
         // A panic while holding a shard leaves the table consistent (every
         // mutation is a single table call), so poisoning is ignored.
         let shard = self.shards[i].lock().unwrap_or_else(|e| e.into_inner());
+        if self.hooks.snapshot.wants(i) {
+            // SAFETY: the shard's lock is held for the whole walk.
+            let entries = unsafe { shard.table.iter() }.map(|b| unsafe { &*b.as_ptr() });
+            self.hooks.snapshot.capture(entries);
+        }
         Locked {
             shard,
             seed: self.seed,
             counters: &self.counters,
             ready: &self.ready,
+            hooks: &self.hooks,
             now,
         }
     }
@@ -154,10 +166,10 @@ impl Store {
     /// Keys and keys-with-TTL over all shards (expired but unreclaimed keys
     /// included, as Redis counts them).
     pub(crate) fn counts(&self) -> (usize, usize) {
-        let now = now_ms();
+        // Read-only: no need to capture shards for a snapshot first.
         (0..SHARDS).fold((0, 0), |(k, e), i| {
-            let s = self.lock_shard(i, now);
-            (k + s.shard.table.len(), e + s.shard.expires)
+            let s = self.shards[i].lock().unwrap_or_else(|e| e.into_inner());
+            (k + s.table.len(), e + s.expires)
         })
     }
 
@@ -234,9 +246,14 @@ impl Locked<'_> {
         // table is not modified before it is used.
         let expired = unsafe { bucket.as_ref() }.is_expired(now);
         if expired {
+            if self.hooks.is_hiding() {
+                // A replica: the primary's DEL removes it.
+                return None;
+            }
             // SAFETY: as above; the bucket is full.
             let (e, _) = unsafe { self.shard.table.remove(bucket) };
             self.forget(&e);
+            self.hooks.removed(e.key());
             self.counters.expired_keys.fetch_add(1, Relaxed);
             return None;
         }

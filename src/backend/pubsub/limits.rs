@@ -2,7 +2,8 @@
 //! `normal 0 0 0 slave 268435456 67108864 60 pubsub 33554432 8388608 60`.
 //! CONFIG SET takes any number of `class hard soft seconds` groups and
 //! changes only the classes it names. The node acts on the `pubsub` class
-//! (see `mailbox.rs`); `normal` and `slave` are kept and reported.
+//! (see `mailbox.rs`) and the `slave` class (replication's stream);
+//! `normal` is kept and reported.
 //!
 //! Used by `backend/config/`; pure text, no I/O.
 
@@ -56,6 +57,17 @@ pub(crate) fn merge(current: &str, value: &[u8]) -> Result<String, String> {
 /// The `pubsub` class of a (valid) text.
 pub(crate) fn pubsub(text: &str) -> Limits {
     let [hard, soft, soft_secs] = parse(text)[2];
+    Limits {
+        hard,
+        soft,
+        soft_secs,
+    }
+}
+
+/// The `slave` (replica) class of a (valid) text: what a replica's
+/// stream may hold unsent before it is disconnected (`backend::replication`).
+pub(crate) fn replica(text: &str) -> Limits {
+    let [hard, soft, soft_secs] = parse(text)[1];
     Limits {
         hard,
         soft,

@@ -131,6 +131,12 @@ impl<'a> Caller<'a> {
             return fail("This Redis command is not allowed from script");
         }
         if cmd.flags & WRITE != 0 {
+            if self.node.repl.is_replica()
+                && !self.client.is_master
+                && self.node.settings.flag("replica-read-only")
+            {
+                return fail("-READONLY You can't write against a read only replica.");
+            }
             if self.readonly {
                 return fail("-ERR Write commands are not allowed from read-only scripts.");
             }

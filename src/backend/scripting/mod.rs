@@ -53,4 +53,13 @@ impl Scripting {
     fn functions(&self) -> MutexGuard<'_, Option<library::Libraries>> {
         self.functions.lock().unwrap_or_else(|e| e.into_inner())
     }
+
+    /// FUNCTION DUMP's payload of the loaded libraries, if any (a full
+    /// sync sends it to the replica).
+    pub(crate) fn dump_functions(&self) -> Option<Vec<u8>> {
+        let libs = self.functions();
+        libs.as_ref()
+            .filter(|l| !l.libs.is_empty())
+            .map(|l| l.dump())
+    }
 }

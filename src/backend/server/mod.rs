@@ -29,6 +29,7 @@ use crate::backend::error::CmdError;
 use crate::backend::keyspace::clock::now_ms;
 use crate::backend::keyspace::evict::EXPIRE_TICK_MS;
 use crate::backend::node::Node;
+use crate::backend::replication;
 use crate::backend::NodeConfig;
 use crate::resp::Limits;
 use bytes::BytesMut;
@@ -58,6 +59,13 @@ pub(crate) async fn run(
     let node = Arc::new(Node::new(&config, port));
     let (stop_tx, stop_rx) = watch::channel(false);
     let expiry = tokio::spawn(expire_loop(node.clone(), stop_rx.clone()));
+    let (starts, wanted) = tokio::sync::mpsc::unbounded_channel();
+    *node.repl.starts() = Some(starts);
+    node.repl.refresh(&node.settings);
+    let links = tokio::spawn(replication::run_links(node.clone(), wanted));
+    if let Some((host, port)) = config.replicaof.clone() {
+        replication::commands::follow(&node, host, port);
+    }
     let mut clients = tokio::task::JoinSet::new();
     tokio::pin!(shutdown);
     loop {
@@ -87,6 +95,10 @@ pub(crate) async fn run(
         clients.abort_all();
     }
     expiry.abort();
+    links.abort();
+    // Link tasks end with the runtime; bumping the generation stops them
+    // at their next step when the runtime lives on (tests).
+    node.repl.generation.fetch_add(1, Relaxed);
     Ok(())
 }
 
@@ -97,9 +109,12 @@ async fn expire_loop(node: Arc<Node>, mut stop: watch::Receiver<bool>) {
     loop {
         tokio::select! {
             _ = tick.tick() => {
-                // Not while a script holds the gate: the next tick sweeps.
-                let Some(_shared) = node.try_shared() else { continue };
-                node.store.expire_tick(now_ms());
+                {
+                    // Not while a script holds the gate: the next tick sweeps.
+                    let Some(_shared) = node.try_shared() else { continue };
+                    node.store.expire_tick(now_ms());
+                }
+                replication::flush_removed(&node);
                 node.memory_peak.fetch_max(node.store.used_memory() as u64, Relaxed);
             }
             _ = stop.changed() => return,
@@ -120,7 +135,7 @@ async fn serve(node: Arc<Node>, mut sock: TcpStream, mut stop: watch::Receiver<b
     client.authenticated = node.requirepass.is_none();
     let mut query = Query::with_capacity(BUFFER_BYTES);
     let mut out = BytesMut::with_capacity(BUFFER_BYTES);
-    let result = async {
+    let result: std::io::Result<bool> = async {
         // False right after a blocked request answered: the rest of the
         // input may hold complete requests already.
         let mut read_first = true;
@@ -138,22 +153,23 @@ async fn serve(node: Arc<Node>, mut sock: TcpStream, mut stop: watch::Receiver<b
                 };
                 let Some(n) = n else {
                     if !write_pushes(&client, &mut out, &mut sock).await? {
-                        return Ok(());
+                        return Ok(false);
                     }
                     continue;
                 };
                 if n == 0 {
-                    return Ok(());
+                    return Ok(false);
                 }
             }
             read_first = true;
             let batch = execute_batch(&node, &mut client, &mut query, &mut out, &mut sock).await?;
             if !out.is_empty() && !write_out(&mut sock, &mut out, mailbox(&client)).await? {
-                return Ok(());
+                return Ok(false);
             }
             match batch {
                 Batch::More => {}
-                Batch::Close => return Ok(()),
+                Batch::Close => return Ok(false),
+                Batch::Replica => return Ok(true),
                 Batch::Blocked(block) => {
                     let waited = wait::blocked(
                         &node,
@@ -166,7 +182,7 @@ async fn serve(node: Arc<Node>, mut sock: TcpStream, mut stop: watch::Receiver<b
                     );
                     match waited.await? {
                         Some(reply) => out.extend_from_slice(&reply),
-                        None => return Ok(()),
+                        None => return Ok(false),
                     }
                     read_first = false;
                 }
@@ -174,7 +190,14 @@ async fn serve(node: Arc<Node>, mut sock: TcpStream, mut stop: watch::Receiver<b
         }
     }
     .await;
-    let _: std::io::Result<()> = result;
+    if let (Ok(true), Some(hello)) = (&result, client.replica.take()) {
+        // PSYNC: from now on this connection carries the stream.
+        client.close(&node);
+        node.stats.connected_clients.fetch_sub(1, Relaxed);
+        let input = std::mem::take(&mut query.buf);
+        replication::serve_replica(node, sock, hello, input, stop).await;
+        return;
+    }
     client.close(&node);
     // Dropping the client (and its subscriptions) leaves every channel.
     drop(client);
@@ -192,6 +215,8 @@ enum Batch {
     /// then go on with the rest of the input (later requests wait behind
     /// it, as in Redis).
     Blocked(Block),
+    /// PSYNC: the connection now belongs to a replica.
+    Replica,
 }
 
 /// Executes every complete request in `input`. Returns false when the
@@ -244,6 +269,14 @@ async fn execute_batch(
                 },
                 Next::Block(b) => blocked = Some(b),
             }
+            if let Some(w) = client.wait.take() {
+                blocked = Some(Block {
+                    ticket: None,
+                    timeout_ms: 0,
+                    on_timeout: b":0\r\n",
+                    wait: Some(w),
+                });
+            }
             // Redis serves blocked clients after each command (after EXEC
             // for a transaction), before the next one runs.
             if node.store.ready.is_pending() && !node.scripting.busy.is_running() {
@@ -252,6 +285,9 @@ async fn execute_batch(
         }
         drop(args);
         query.consume(&frame);
+        if client.replica.as_ref().is_some_and(|h| h.psync.is_some()) {
+            return Ok(Batch::Replica);
+        }
         if let Some(b) = blocked {
             return Ok(Batch::Blocked(b));
         }

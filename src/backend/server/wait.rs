@@ -51,6 +51,15 @@ pub(super) async fn blocked(
         }
     };
     tokio::pin!(timeout);
+    // WAIT: answered with the count once enough replicas acknowledged or
+    // its own timeout passed.
+    let acks = async {
+        match block.wait {
+            Some(w) => crate::backend::replication::commands::wait_for(node, w).await,
+            None => std::future::pending().await,
+        }
+    };
+    tokio::pin!(acks);
     loop {
         if input.capacity() - input.len() < BUFFER_BYTES / 4 {
             input.reserve(BUFFER_BYTES);
@@ -59,6 +68,7 @@ pub(super) async fn blocked(
         let mut pushes = false;
         tokio::select! {
             reply = served(&mut waiting) => return Ok(Some(reply)),
+            n = &mut acks => return Ok(Some(Bytes::from(format!(":{n}\r\n")))),
             _ = wait_pushes(client), if client.pubsub.is_some() => pushes = true,
             _ = &mut timeout => {
                 // A push may have served it just now: then that is the reply.
