@@ -18,7 +18,7 @@ use shardis::proxy::commands::monitor::Monitors;
 use shardis::proxy::ops::hotkeys::HotKeys;
 use shardis::proxy::ops::metrics::{command_index, Metrics, NodeMetrics};
 use shardis::proxy::ops::slowlog::SlowLog;
-use shardis::proxy::route::policy::lookup;
+use shardis::proxy::policy::lookup;
 
 const KEYS: usize = 10_000;
 

@@ -17,7 +17,7 @@ use std::hint::black_box;
 
 use bytes::BytesMut;
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
-use shardis::proxy::route::policy::lookup;
+use shardis::proxy::policy::lookup;
 use shardis::resp::reply::ReplyFramer;
 use shardis::resp::{decode_request, encode, reply_len, Limits, RequestDecoder};
 

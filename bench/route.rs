@@ -11,9 +11,9 @@ use std::hint::black_box;
 
 use bytes::{Bytes, BytesMut};
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
+use shardis::proxy::policy::lookup;
+use shardis::proxy::policy::{Aggregate, Merge};
 use shardis::proxy::route::merge::{aggregate, merge_fragments};
-use shardis::proxy::route::policy::lookup;
-use shardis::proxy::route::policy::{Aggregate, Merge};
 use shardis::resp::{encode, Request};
 use shardis::ring::{NodeSpec, Ring, RingConfig};
 

@@ -141,7 +141,7 @@ fn main() -> ExitCode {
         Cmd::Node(a) => node(a),
         Cmd::Sim(a) => shardis::sim::run(&a, &mut std::io::stdout().lock()),
         Cmd::Commands => {
-            print!("{}", shardis::proxy::route::policy::markdown_table());
+            print!("{}", shardis::proxy::policy::markdown_table());
             Ok(())
         }
         Cmd::Check(a) => match shardis::check::run(&a) {
@@ -256,6 +256,7 @@ fn run_proxy(a: ProxyArgs) -> Result<(), String> {
     let mut config = Config::load(&a.config)?;
     if let Some(l) = a.listen {
         proxy::config::check_host_port("--listen", &l)?;
+        config.auth.check_protected("--listen", &l)?;
         config.listen = l;
     }
     let saved = match &config.state_file {

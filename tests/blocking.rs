@@ -252,6 +252,44 @@ fn leaving_client_pops_nothing(backend: Backend) {
 }
 
 #[test]
+fn a_client_that_sends_a_blocking_pop_and_eof_together_is_closed_as_redis_closes_it() {
+    if have_tool("redis-server") {
+        let redis = start_redis(free_port());
+        assert_closed_after_blpop_and_eof(redis.port, "redis-server");
+    }
+    for backend in backends() {
+        // A shallow pipeline: the EOF is read while the BLPOP still waits
+        // in the query buffer behind the PINGs.
+        let extra = "max_pinned_per_node = 1\npipeline_depth = 2\n";
+        let c = Cluster::over(backend.nodes(1), extra);
+        assert_closed_after_blpop_and_eof(c.proxy.port, "the proxy");
+        let mut second = conn(c.proxy.port);
+        let mut admin = RespConn::connect_loopback(c.proxy.port, TIMEOUT).unwrap();
+        assert_pin_given_back(&mut second, &mut admin, "q", "the client that left");
+    }
+}
+
+/// Writes ten PINGs and `BLPOP q 0` and shuts the write side in one go:
+/// the server answers the PINGs and closes the connection.
+fn assert_closed_after_blpop_and_eof(port: u16, who: &str) {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    s.set_read_timeout(Some(TIMEOUT)).unwrap();
+    let mut burst = b"PING\r\n".repeat(10);
+    burst.extend_from_slice(b"*3\r\n$5\r\nBLPOP\r\n$1\r\nq\r\n$1\r\n0\r\n");
+    s.write_all(&burst).unwrap();
+    s.shutdown(std::net::Shutdown::Write).unwrap();
+    let mut got = Vec::new();
+    let r = s.read_to_end(&mut got);
+    assert!(r.is_ok(), "{who} kept the connection open: {r:?}");
+    assert!(
+        got == b"+PONG\r\n".repeat(10),
+        "{who} answered {:?}",
+        String::from_utf8_lossy(&got)
+    );
+}
+
+#[test]
 fn a_command_blocked_on_keys_that_a_topology_change_moves_is_aborted_with_an_error() {
     for backend in backends() {
         aborted_by_topology_change(backend);

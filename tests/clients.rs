@@ -1,6 +1,8 @@
 //! Unmodified client libraries against the proxy, each through its own API:
 //! redis-py 5 and 8 (`scan_iter`), ioredis 5 (`scanStream`), node-redis 4
-//! and 6 (`scanIterator`), over built-in nodes and over redis-servers.
+//! and 6 (`scanIterator`), over built-in nodes and over redis-servers; and
+//! applications built on scripts over built-in nodes: BullMQ's queue,
+//! rate-limiter-flexible and redlock.
 //!
 //! The tests install the libraries on first use (redis-py into
 //! `target/clients/py5` and `py8`, the Node.js ones with `npm ci` in
@@ -84,4 +86,36 @@ fn ioredis_and_node_redis_work_over_redis_servers() {
     }
     let c = Cluster::redis(4);
     node_clients(c.proxy.port, true);
+}
+
+/// Runs `script` from `tests/clients/node` with `args`; its output.
+fn node_app(script: &str, args: &[&str]) -> Option<String> {
+    if !have_tool("node") {
+        return None;
+    }
+    let dir = common::node_clients()?;
+    let mut cmd = Command::new("timeout");
+    cmd.args(["240", "node"]).arg(dir.join(script)).args(args);
+    Some(run_ok(&mut cmd))
+}
+
+#[test]
+fn bullmq_processes_ten_thousand_jobs_exactly_once_over_builtin_nodes() {
+    let c = Cluster::builtin(3);
+    let port = c.proxy.port.to_string();
+    if let Some(out) = node_app("bullmq.js", &[&port, "10000"]) {
+        assert!(
+            out.contains("10000 jobs completed once each, 200 retried"),
+            "{out}"
+        );
+    }
+}
+
+#[test]
+fn rate_limiter_and_redlock_hold_over_builtin_nodes() {
+    let c = Cluster::builtin(3);
+    if let Some(out) = node_app("locks.js", &[&c.proxy.port.to_string()]) {
+        assert!(out.contains("rate-limiter-flexible 5."), "{out}");
+        assert!(out.contains("redlock 4."), "{out}");
+    }
 }

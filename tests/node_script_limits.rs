@@ -1,39 +1,164 @@
-//! A script without end does not hang the built-in node: past
-//! busy-reply-threshold (5 s) the node stops it with an error, keeps the
-//! writes it made before (as after any script error), and serves every
-//! client again. A `pcall` around the loop cannot catch its way out, and
-//! a library whose load-time code never ends is stopped the same way.
+//! A long script on the built-in node, as Redis 7 handles one: it runs on,
+//! other clients wait until `busy-reply-threshold` (alias `lua-time-limit`,
+//! set with CONFIG SET) and then get `-BUSY`; SCRIPT KILL or FUNCTION KILL
+//! from another connection stops it unless it wrote (`-UNKILLABLE`). A
+//! script inside EXEC, where no other client can be served, is stopped past
+//! the threshold; a library's load-time code past Redis's 500 ms load
+//! timeout.
 
 mod common;
 
 use common::Raw;
+use std::time::{Duration, Instant};
 
-fn killed(reply: &str) -> bool {
-    reply.starts_with("-ERR Script killed") || reply.contains("Script killed: it ran longer")
+fn b(args: &[&str]) -> Vec<Vec<u8>> {
+    args.iter().map(|a| a.as_bytes().to_vec()).collect()
 }
 
+/// Sends `args` on a fresh connection without reading the reply.
+fn start(port: u16, args: &[&str]) -> Raw {
+    let mut c = Raw::connect(port);
+    let args = b(args);
+    let refs: Vec<&[u8]> = args.iter().map(|a| a.as_slice()).collect();
+    c.send(&refs);
+    c
+}
+
+/// Calls PING until it is refused with `-BUSY` (the script passed the
+/// threshold); the refusal.
+fn until_busy(c: &mut Raw) -> String {
+    let t = Instant::now();
+    loop {
+        let r = c.call(&["PING"]);
+        if r.starts_with("-BUSY") {
+            return r;
+        }
+        assert_eq!(r, "+PONG\r\n");
+        assert!(t.elapsed() < Duration::from_secs(5), "never busy");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+const SPIN: &str = "local a = 1 while true do a = a + 1 end";
+
 #[test]
-fn a_script_without_end_is_stopped_and_the_node_serves_again() {
+fn a_busy_script_is_refused_to_others_and_killed_by_script_kill() {
     let port = common::free_port();
     let _node = common::start_node(port);
     let mut c = Raw::connect(port);
-    c.check(&["SET", "k", "v"], "+OK\r\n");
-    let reply = c.call(&["EVAL", "redis.call('set','k','w') while true do end", "0"]);
-    assert!(killed(&reply), "{reply}");
+    c.check(&["CONFIG", "SET", "lua-time-limit", "50"], "+OK\r\n");
+    c.check(
+        &["CONFIG", "GET", "busy-reply-threshold"],
+        "*2\r\n$20\r\nbusy-reply-threshold\r\n$2\r\n50\r\n",
+    );
+    c.check(
+        &["SCRIPT", "KILL"],
+        "-NOTBUSY No scripts in execution right now.\r\n",
+    );
+    let mut spinning = start(port, &["EVAL", SPIN, "0"]);
+    assert_eq!(
+        until_busy(&mut c),
+        "-BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE.\r\n"
+    );
+    c.check(
+        &["FUNCTION", "KILL"],
+        "-BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE.\r\n",
+    );
+    c.check(&["MULTI"], "-BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE.\r\n");
+    c.check(&["SCRIPT", "KILL"], "+OK\r\n");
+    let reply = String::from_utf8_lossy(&spinning.reply()).into_owned();
+    assert!(
+        reply.starts_with("-ERR Script killed by user with SCRIPT KILL..."),
+        "{reply}"
+    );
+    c.check(&["PING"], "+PONG\r\n");
+    // The killed connection goes on.
+    spinning.send(&[b"PING"]);
+    assert_eq!(spinning.reply(), b"+PONG\r\n");
+}
+
+#[test]
+fn a_busy_function_is_killed_by_function_kill_and_pcall_cannot_catch_it() {
+    let port = common::free_port();
+    let _node = common::start_node(port);
+    let mut c = Raw::connect(port);
+    c.check(&["CONFIG", "SET", "busy-reply-threshold", "50"], "+OK\r\n");
+    let lib = "#!lua name=spin\nredis.register_function('spin', function() while true do pcall(function() while true do end end) end end)";
+    c.check(&["FUNCTION", "LOAD", lib], "$4\r\nspin\r\n");
+    let mut spinning = start(port, &["FCALL", "spin", "0"]);
+    assert_eq!(
+        until_busy(&mut c),
+        "-BUSY Redis is busy running a script. You can only call FUNCTION KILL or SHUTDOWN NOSAVE.\r\n"
+    );
+    c.check(
+        &["SCRIPT", "KILL"],
+        "-BUSY Redis is busy running a script. You can only call FUNCTION KILL or SHUTDOWN NOSAVE.\r\n",
+    );
+    c.check(&["FUNCTION", "KILL"], "+OK\r\n");
+    let reply = String::from_utf8_lossy(&spinning.reply()).into_owned();
+    assert!(reply.contains("Script killed by user"), "{reply}");
+    c.check(&["PING"], "+PONG\r\n");
+}
+
+#[test]
+fn a_script_that_wrote_is_unkillable_and_its_writes_stay() {
+    let port = common::free_port();
+    let _node = common::start_node(port);
+    let mut c = Raw::connect(port);
+    c.check(&["CONFIG", "SET", "busy-reply-threshold", "50"], "+OK\r\n");
+    // Writes, then spins for 600 ms by the server's clock, then returns.
+    let script = "redis.call('set', KEYS[1], 'y') \
+        local t0 = redis.call('time') \
+        local function ms(t) return t[1] * 1000 + math.floor(t[2] / 1000) end \
+        while ms(redis.call('time')) - ms(t0) < 600 do end \
+        return 'done'";
+    let mut writer = start(port, &["EVAL", script, "1", "x"]);
+    until_busy(&mut c);
+    c.check(
+        &["SCRIPT", "KILL"],
+        "-UNKILLABLE Sorry the script already executed write commands against the dataset. You can either wait the script termination or kill the server in a hard way using the SHUTDOWN NOSAVE command.\r\n",
+    );
+    assert_eq!(writer.reply(), b"$4\r\ndone\r\n");
+    c.check(&["GET", "x"], "$1\r\ny\r\n");
+}
+
+#[test]
+fn others_wait_for_a_short_script_instead_of_being_refused() {
+    let port = common::free_port();
+    let _node = common::start_node(port);
+    let mut c = Raw::connect(port);
+    let script = "local t0 = redis.call('time') \
+        while redis.call('time')[1] * 1000000 + redis.call('time')[2] - t0[1] * 1000000 - t0[2] < 200000 do end \
+        return redis.call('incr', KEYS[1])";
+    let mut slow = start(port, &["EVAL", script, "1", "n"]);
+    std::thread::sleep(Duration::from_millis(50));
+    // Queued behind the script, as behind Redis's one thread.
+    c.check(&["INCR", "n"], ":2\r\n");
+    assert_eq!(slow.reply(), b":1\r\n");
+}
+
+#[test]
+fn a_script_inside_exec_past_the_threshold_is_stopped_and_the_node_serves_again() {
+    let port = common::free_port();
+    let _node = common::start_node(port);
+    let mut c = Raw::connect(port);
+    c.check(&["CONFIG", "SET", "busy-reply-threshold", "100"], "+OK\r\n");
+    c.check(&["MULTI"], "+OK\r\n");
+    c.check(&["SET", "k", "v"], "+QUEUED\r\n");
+    c.check(
+        &["EVAL", "redis.call('set','k','w') while true do end", "0"],
+        "+QUEUED\r\n",
+    );
+    let reply = c.call(&["EXEC"]);
+    assert!(
+        reply.contains("Script killed: it ran longer than 100 ms"),
+        "{reply}"
+    );
     c.check(&["GET", "k"], "$1\r\nw\r\n");
 
-    let reply = c.call(&[
-        "EVAL",
-        "while true do pcall(function() while true do end end) end",
-        "0",
-    ]);
-    assert!(killed(&reply), "{reply}");
-
     let reply = c.call(&["FUNCTION", "LOAD", "#!lua name=spin\nwhile true do end"]);
-    assert!(killed(&reply), "{reply}");
+    assert!(reply.contains("FUNCTION LOAD timeout"), "{reply}");
     c.check(&["FUNCTION", "LIST"], "*0\r\n");
-
-    // The next script runs on a fresh clock.
     c.check(&["EVAL", "return 1", "0"], ":1\r\n");
     let mut other = Raw::connect(port);
     other.check(&["PING"], "+PONG\r\n");

@@ -37,7 +37,11 @@ impl Bench {
     /// Runs one request; its reply is appended to `out`.
     pub fn run(&mut self, args: &[&[u8]], out: &mut BytesMut) {
         let now = super::keyspace::clock::now_ms();
-        commands::dispatch(&self.node, &mut self.client, out, args, now);
+        if let commands::Next::Script(cmd) =
+            commands::dispatch(&self.node, &mut self.client, out, args, now)
+        {
+            commands::run_script(&self.node, &mut self.client, out, cmd, args);
+        }
     }
 
     /// Takes and releases the node's gate shared, as every command does.

@@ -40,14 +40,6 @@ pub(crate) struct Stats {
     pub(crate) blocked_clients: AtomicUsize,
 }
 
-/// The node's gate as a command holds it (see [`Node::hold`]).
-pub(crate) enum Held<'a> {
-    #[allow(dead_code)]
-    Shared(RwLockReadGuard<'a, ()>),
-    #[allow(dead_code)]
-    Exclusive(RwLockWriteGuard<'a, ()>),
-}
-
 /// State shared by every connection of one node.
 pub(crate) struct Node {
     /// The keyspace.
@@ -105,13 +97,20 @@ impl Node {
         self.gate.write().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Holds the gate exclusively for a script (EVAL, FCALL: nothing may
-    /// interleave with it), shared for any other command.
-    pub(crate) fn hold(&self, script: bool) -> Held<'_> {
-        if script {
-            Held::Exclusive(self.exclusive())
-        } else {
-            Held::Shared(self.shared())
+    /// `busy-reply-threshold` (alias `lua-time-limit`) in ms: how long a
+    /// script runs before other clients are answered `-BUSY`.
+    pub(crate) fn busy_threshold_ms(&self) -> u64 {
+        self.settings
+            .int("busy-reply-threshold")
+            .map_or(5_000, |v| v.max(0) as u64)
+    }
+
+    /// Holds the gate shared unless something holds it exclusively now.
+    pub(crate) fn try_shared(&self) -> Option<RwLockReadGuard<'_, ()>> {
+        match self.gate.try_read() {
+            Ok(g) => Some(g),
+            Err(std::sync::TryLockError::Poisoned(e)) => Some(e.into_inner()),
+            Err(std::sync::TryLockError::WouldBlock) => None,
         }
     }
 

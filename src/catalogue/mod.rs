@@ -1,7 +1,7 @@
 //! The command catalogue: every command shardis knows, stated once — its
 //! name, arity, key positions (with the keyword searches some commands
 //! need) and flags, under a command [`Id`]. The proxy's policy for each
-//! command (`proxy::route::policy`) and the built-in node's handler
+//! command (`proxy::policy`) and the built-in node's handler
 //! (`backend::commands::table`) are columns joined to it by that id.
 //!
 //! Looked up once per request, case-insensitively and without allocating.

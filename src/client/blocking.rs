@@ -132,10 +132,11 @@ fn is_timeout(e: &std::io::Error) -> bool {
     matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut)
 }
 
-/// Whether something on `127.0.0.1:port` answers PING with PONG within
-/// `timeout`; false on any error or other reply.
+/// Whether something on `127.0.0.1:port` answers PING within `timeout`,
+/// with PONG or with the error of a server that wants a password first;
+/// false on any other error or reply.
 pub fn answers_ping(port: u16, timeout: Duration) -> bool {
     Conn::connect_loopback(port, timeout)
         .and_then(|mut c| c.call(&[b"PING"]))
-        .is_ok_and(|r| r == b"+PONG\r\n")
+        .is_ok_and(|r| r == b"+PONG\r\n" || r.starts_with(b"-NOAUTH "))
 }

@@ -14,8 +14,10 @@ pub mod admin;
 pub mod commands;
 pub mod config;
 pub(crate) mod conn;
+pub(crate) mod dispatch;
 pub(crate) mod ha;
 pub mod ops;
+pub mod policy;
 pub(crate) mod pool;
 pub mod route;
 pub(crate) mod session;
@@ -231,7 +233,7 @@ impl Proxy {
             spawner,
             ops: ops::Ops::new(&config.ops),
             store,
-            auth: conn::auth::Auth::Open,
+            auth: conn::auth::Auth::from_config(&config.auth),
             subscriptions: Default::default(),
             ha,
             config,

@@ -42,7 +42,8 @@ use crate::proxy::commands::monitor::serve as serve_monitor;
 use crate::proxy::conn::after::after_request;
 use crate::proxy::conn::budget::{Exceeded, ReplyBudget, SoftClock};
 use crate::proxy::conn::client::{ClientState, QueryCharge};
-use crate::proxy::conn::error::ProxyError;
+use crate::proxy::conn::error::{internal_error, ProxyError};
+use crate::proxy::conn::io::Io;
 use crate::proxy::conn::pending::{front_reply, lost_reply, sleep_until_some, Pending};
 use crate::proxy::ops::metrics::Timing;
 use crate::proxy::Proxy;
@@ -65,6 +66,8 @@ pub(crate) struct ClientSession {
     closing: bool,
     /// This client's share of the proxy-wide query buffer total.
     query: QueryCharge,
+    /// When a client that has not authenticated is closed (`auth_timeout_ms`).
+    auth_deadline: Option<Instant>,
 }
 
 /// What woke a session.
@@ -73,39 +76,12 @@ enum Event {
     Wrote(std::io::Result<usize>),
     /// The front reply, and whether it was charged on arrival.
     Reply(Bytes, bool),
-    /// The soft limit's time is up.
+    /// The soft limit's time is up, or the client's time to authenticate.
     Budget,
     /// A byte limit may have been crossed, or the proxy began to drain.
     Woken,
     /// A pub/sub message (or the end of the subscriber).
     Push(Option<crate::proxy::commands::pubsub::Push>),
-}
-
-/// The loop's buffers and read state between events.
-struct Io {
-    /// Bytes read and not yet decoded.
-    buf: BytesMut,
-    /// Replies gathered and not yet written.
-    out: BytesMut,
-    /// The client sent EOF (or its socket failed), or the proxy drains:
-    /// answer what is owed, then close.
-    eof: bool,
-    /// `buf` holds no complete request until more bytes arrive.
-    need_bytes: bool,
-}
-
-impl Io {
-    /// Room for the next read: a fresh buffer when the last was drained,
-    /// else more capacity behind what is buffered.
-    fn make_room(&mut self) {
-        if self.need_bytes && self.buf.capacity() - self.buf.len() < 4096 {
-            if self.buf.is_empty() {
-                self.buf = BytesMut::with_capacity(16 * 1024);
-            } else {
-                self.buf.reserve(16 * 1024);
-            }
-        }
-    }
 }
 
 impl ClientSession {
@@ -117,6 +93,7 @@ impl ClientSession {
         let (mut rd, mut wr) = sock.split();
         let depth = session.proxy.config.pipeline_depth.max(1);
         let mut decoder = RequestDecoder::new(session.proxy.config.limits);
+        session.auth_changed(&mut decoder);
         let budget = session.state.budget.clone();
         let mut io = Io {
             buf: BytesMut::with_capacity(16 * 1024),
@@ -148,6 +125,11 @@ impl ClientSession {
                 .dispatch_buffered(&mut decoder, &mut io, depth)
                 .await;
             session.query.resize(io.buf.len());
+            // The client sent a blocking command and EOF in one burst: it is
+            // gone, as Redis sees it, and a blocked reply may never come.
+            if io.eof && session.state.blocked.load(Ordering::SeqCst) > 0 {
+                return;
+            }
             // Gather every reply that is complete at the front.
             let closed = session.collect(&mut io.out, &budget);
             if closed || (io.eof && session.owed.is_empty()) {
@@ -165,6 +147,14 @@ impl ClientSession {
             let soft_deadline = match soft.check(&budget, Instant::now) {
                 Ok(d) => d,
                 Err(why) => return session.exceeded(why),
+            };
+            if session.auth_deadline.is_some_and(|d| d <= Instant::now()) {
+                tracing::debug!(client = session.state.id, peer = %session.state.peer, "closing a client that did not authenticate in time");
+                return;
+            }
+            let soft_deadline = match (soft_deadline, session.auth_deadline) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
             };
             if budget.is_evicted() && !session.closing {
                 // The proxy-wide query buffer limit chose this client: its
@@ -226,7 +216,20 @@ impl ClientSession {
             closing: false,
             query,
             proxy,
+            auth_deadline: None,
         }
+    }
+
+    /// After a request that may have changed who the client is: the
+    /// decoder's limits and the deadline to authenticate follow.
+    fn auth_changed(&mut self, decoder: &mut RequestDecoder) {
+        let pending = self.proxy.auth.is_pending(&self.state);
+        decoder.set_unauthenticated(pending);
+        self.auth_deadline = match (pending, self.auth_deadline) {
+            (false, _) => None,
+            (true, Some(d)) => Some(d),
+            (true, None) => self.proxy.auth.users().map(|u| Instant::now() + u.timeout),
+        };
     }
 
     /// Dispatches what is buffered, up to the pipeline depth, each request
@@ -240,10 +243,11 @@ impl ClientSession {
                     self.proxy.stats.commands.fetch_add(1, Ordering::Relaxed);
                     let started = *arrived.get_or_insert_with(std::time::Instant::now);
                     let raw = req.raw.clone();
-                    let p = match self.proxy.auth.admit(&self.state, &req) {
+                    let p = match self.proxy.auth.admit(&mut self.state, &req) {
                         Ok(()) => dispatch(&self.proxy, &mut self.state, req).await,
                         Err(refused) => refused,
                     };
+                    self.auth_changed(decoder);
                     let served = self.state.served.get();
                     let p = after_request(&self.proxy, &mut self.state, p, &raw, served, started);
                     self.push(p);
@@ -438,7 +442,7 @@ async fn dispatch(proxy: &Arc<Proxy>, state: &mut ClientState, req: Request) -> 
     let id = state.id;
     let routed = AssertUnwindSafe(async {
         fault_panic(&name);
-        crate::proxy::route::dispatch(proxy, state, req).await
+        crate::proxy::dispatch::dispatch(proxy, state, req).await
     })
     .catch_unwind()
     .await;
@@ -454,22 +458,6 @@ async fn dispatch(proxy: &Arc<Proxy>, state: &mut ClientState, req: Request) -> 
         Ok(p) => p,
         Err(_) => Pending::Ready(internal_error(proxy, id, &name)),
     }
-}
-
-/// The reply for a request whose handler panicked; counts it.
-fn internal_error(proxy: &Proxy, client: u64, command: &[u8]) -> Bytes {
-    let command = String::from_utf8_lossy(command).to_ascii_lowercase();
-    let command = command.as_str();
-    proxy.stats.internal_errors.fetch_add(1, Ordering::Relaxed);
-    tracing::warn!(
-        client,
-        command,
-        "request handler panicked; answered -ERR internal error"
-    );
-    ProxyError::Internal {
-        command: command.to_string(),
-    }
-    .reply()
 }
 
 /// Fault injection for tests: with `SHARDIS_FAULT_PANIC_ON=<command>` the

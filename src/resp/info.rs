@@ -103,6 +103,13 @@ impl InfoText {
         }
     }
 
+    /// Appends more `field:value` lines to the section appended last.
+    pub(crate) fn more<V: std::fmt::Display>(&mut self, fields: &[(&str, V)]) {
+        for (k, v) in fields {
+            let _ = write!(self.text, "{k}:{v}\r\n");
+        }
+    }
+
     /// The CPU section from this process's `usage`, then the sections that
     /// are always empty here (no modules; per-command, per-error and latency
     /// statistics are not kept) — the same for the proxy and the node.

@@ -38,7 +38,18 @@ pub struct Limits {
     pub max_inline_len: usize,
     /// Most unparsed bytes buffered for one client.
     pub max_query_buffer: usize,
+    /// The client has not authenticated: Redis's tighter limits apply
+    /// (at most [`UNAUTH_MAX_ARGS`] arguments of [`UNAUTH_MAX_BULK_LEN`]
+    /// bytes, [`UNAUTH_MAX_QUERY_BUFFER`] buffered), with Redis's errors.
+    pub unauthenticated: bool,
 }
+
+/// Arguments one request of an unauthenticated client may have (Redis's limit).
+pub const UNAUTH_MAX_ARGS: usize = 10;
+/// Longest argument of an unauthenticated client (Redis's limit).
+pub const UNAUTH_MAX_BULK_LEN: usize = 16 * 1024;
+/// Unparsed bytes buffered for an unauthenticated client, at most.
+pub const UNAUTH_MAX_QUERY_BUFFER: usize = 1024 * 1024;
 
 impl Default for Limits {
     fn default() -> Self {
@@ -47,6 +58,7 @@ impl Default for Limits {
             max_bulk_len: DEFAULT_MAX_BULK_LEN,
             max_inline_len: DEFAULT_MAX_INLINE_LEN,
             max_query_buffer: DEFAULT_MAX_QUERY_BUFFER,
+            unauthenticated: false,
         }
     }
 }

@@ -17,6 +17,8 @@ pub enum ProtocolError {
     TooBigInline,
     UnbalancedQuotes,
     QueryBufferFull,
+    UnauthenticatedMultibulkLength,
+    UnauthenticatedBulkLength,
 }
 
 impl fmt::Display for ProtocolError {
@@ -32,6 +34,10 @@ impl fmt::Display for ProtocolError {
             TooBigInline => write!(f, "Protocol error: too big inline request"),
             UnbalancedQuotes => write!(f, "Protocol error: unbalanced quotes in request"),
             QueryBufferFull => write!(f, "Protocol error: query buffer limit reached"),
+            UnauthenticatedMultibulkLength => {
+                write!(f, "Protocol error: unauthenticated multibulk length")
+            }
+            UnauthenticatedBulkLength => write!(f, "Protocol error: unauthenticated bulk length"),
         }
     }
 }

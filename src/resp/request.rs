@@ -86,6 +86,11 @@ pub(crate) struct Progress {
 }
 
 impl RequestDecoder {
+    /// Applies, or lifts, the limits for a client that has not authenticated.
+    pub fn set_unauthenticated(&mut self, on: bool) {
+        self.limits.unauthenticated = on;
+    }
+
     pub fn new(limits: Limits) -> RequestDecoder {
         RequestDecoder {
             limits,
@@ -228,7 +233,12 @@ fn parse_front_from(
     } else {
         parse_inline(buf, limits, &mut progress.scanned)?
     };
-    if matches!(parsed, Parsed::Incomplete) && buf.len() > limits.max_query_buffer {
+    let most = if limits.unauthenticated {
+        limits.max_query_buffer.min(super::UNAUTH_MAX_QUERY_BUFFER)
+    } else {
+        limits.max_query_buffer
+    };
+    if matches!(parsed, Parsed::Incomplete) && buf.len() > most {
         return Err(ProtocolError::QueryBufferFull);
     }
     Ok(parsed)
@@ -279,6 +289,9 @@ fn parse_multibulk_from(
             return Ok(Parsed::Incomplete);
         };
         let count = parse_i64(&buf[1..eol]).ok_or(ProtocolError::InvalidMultibulkLength)?;
+        if limits.unauthenticated && count > super::UNAUTH_MAX_ARGS as i64 {
+            return Err(ProtocolError::UnauthenticatedMultibulkLength);
+        }
         if count > i32::MAX as i64 || count > limits.max_args as i64 {
             return Err(ProtocolError::InvalidMultibulkLength);
         }
@@ -311,6 +324,9 @@ fn parse_multibulk_from(
         // The `$len` line is complete: a resumed call finds it at once.
         p.scanned = eol - pos;
         let len = parse_i64(&buf[pos + 1..eol]).ok_or(ProtocolError::InvalidBulkLength)?;
+        if limits.unauthenticated && len > super::UNAUTH_MAX_BULK_LEN as i64 {
+            return Err(ProtocolError::UnauthenticatedBulkLength);
+        }
         if len < 0 || len as u64 > limits.max_bulk_len as u64 {
             return Err(ProtocolError::InvalidBulkLength);
         }

@@ -105,15 +105,21 @@ pub fn redis_py(major: u32) -> Option<PathBuf> {
 }
 
 /// `tests/clients/node` with its `node_modules` (ioredis, node-redis 4 and
-/// 6 from the lock file), installed with `npm ci` on first use.
+/// 6, BullMQ, redlock and rate-limiter-flexible from the lock file),
+/// installed with `npm ci` on first use.
 pub fn node_clients() -> Option<PathBuf> {
     let dir = manifest().join("tests/clients/node");
     if !have_tool("node") {
         return None;
     }
     let install = "npm ci --prefix tests/clients/node";
-    // npm writes its hidden lock file last, once every package is in place.
+    // npm writes its hidden lock file last, once every package is in place;
+    // one older than the lock file is from before a package was added.
     let done = dir.join("node_modules/.package-lock.json");
+    let modified = |p: &Path| std::fs::metadata(p).and_then(|m| m.modified()).ok();
+    if modified(&done) < modified(&dir.join("package-lock.json")) {
+        let _ = std::fs::remove_file(&done);
+    }
     let ok = installed(&done, install, || {
         run(Command::new("npm")
             .args(["ci", "--no-audit", "--no-fund", "--loglevel=error"])

@@ -45,9 +45,10 @@ mod zsets;
 mod zstore;
 
 use super::error::CmdError;
+use super::keyspace::clock::now_ms;
 use super::keyspace::store::Store;
 use super::node::Node;
-use crate::resp::encode;
+use crate::resp::{encode, eq_ignore_case};
 use bytes::{Bytes, BytesMut};
 use std::sync::atomic::Ordering::Relaxed;
 pub(crate) use table::{
@@ -157,6 +158,12 @@ pub(crate) enum Next {
     Migrate,
     /// Wait for the reply of a blocked command before anything else.
     Block(crate::backend::blocking::Block),
+    /// Run this script (EVAL, FCALL …) on a thread of its own, holding the
+    /// gate exclusively ([`run_script`]), then write its reply.
+    Script(&'static Command),
+    /// A script runs on another connection, not yet past
+    /// `busy-reply-threshold`: wait, then dispatch this request again.
+    Busy,
 }
 
 /// Runs one request and appends its reply to `out`.
@@ -198,6 +205,24 @@ pub(crate) fn dispatch(
         }
         return Next::Done;
     }
+    let busy = &node.scripting.busy;
+    if busy.is_running() {
+        if is_kill(args) {
+            return run(node, client, out, cmd, args, now);
+        }
+        if !busy.is_past(node.busy_threshold_ms()) {
+            return Next::Busy;
+        }
+        let e = CmdError::Other(busy.refusal().into());
+        if matches!(cmd.run, Run::Exec) {
+            client.tx.clear(node);
+            multi::abort_exec(out, &e);
+        } else {
+            client.tx.flag();
+            e.write(out);
+        }
+        return Next::Done;
+    }
     if matches!(cmd.run, Run::Exec) {
         multi::exec(node, client, out, now);
         return Next::Done;
@@ -209,7 +234,14 @@ pub(crate) fn dispatch(
             return Next::Done;
         }
     }
-    let _gate = node.hold(matches!(cmd.run, Run::Script(_)));
+    // A script that started since the check above holds the gate: wait
+    // for it without holding this thread.
+    let Some(gate) = node
+        .try_shared()
+        .or_else(|| (!busy.is_running()).then(|| node.shared()))
+    else {
+        return Next::Busy;
+    };
     if client.tx.is_queueing() && !multi::runs_immediately(cmd) {
         multi::queue(node, client, out, cmd, args, now);
         return Next::Done;
@@ -221,7 +253,38 @@ pub(crate) fn dispatch(
     if matches!(cmd.run, Run::Migrate) {
         return Next::Migrate;
     }
-    run(node, client, out, cmd, args, now)
+    if matches!(cmd.run, Run::Script(_)) {
+        return Next::Script(cmd);
+    }
+    let next = run(node, client, out, cmd, args, now);
+    drop(gate);
+    next
+}
+
+/// SCRIPT KILL or FUNCTION KILL: answered while a script runs.
+fn is_kill(args: &[&[u8]]) -> bool {
+    args.len() == 2
+        && (eq_ignore_case(args[0], b"script") || eq_ignore_case(args[0], b"function"))
+        && eq_ignore_case(args[1], b"kill")
+}
+
+/// Runs a script command (checked already by [`dispatch`]) holding the
+/// node's gate exclusively, marked as the node's running script so other
+/// connections wait or get `-BUSY` instead of the gate. The server calls
+/// this on a thread of its own.
+pub(crate) fn run_script(
+    node: &Node,
+    client: &mut Client,
+    out: &mut BytesMut,
+    cmd: &'static Command,
+    args: &[&[u8]],
+) {
+    let eval = cmd.name.starts_with("eval");
+    let running = node.scripting.busy.begin(eval);
+    let gate = node.exclusive();
+    run(node, client, out, cmd, args, now_ms());
+    drop(gate);
+    drop(running);
 }
 
 /// Runs a command (checked already) and tells WATCH about the keys a write

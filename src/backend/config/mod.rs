@@ -92,6 +92,14 @@ static PARAMS: &[Param] = &[
         Kind::OutputBufferLimit,
         limits::DEFAULT_TEXT,
     ),
+    // Read where they act: how long a script runs before other clients
+    // are answered -BUSY.
+    pa(
+        "busy-reply-threshold",
+        "lua-time-limit",
+        Kind::Int(0, i64::MAX),
+        "5000",
+    ),
     // Kept, reported, not acted on.
     p("maxmemory-eviction-tenacity", Kind::Int(0, 100), "10"),
     pa(

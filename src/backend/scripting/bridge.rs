@@ -135,6 +135,7 @@ impl<'a> Caller<'a> {
                 return fail("-ERR Write commands are not allowed from read-only scripts.");
             }
             self.wrote = true;
+            self.state.busy.wrote();
         }
         if cmd.flags & DENYOOM != 0 && !self.wrote && self.node.make_room(self.now).is_err() {
             return fail("-OOM command not allowed when used memory > 'maxmemory'.");

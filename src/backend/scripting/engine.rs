@@ -6,6 +6,7 @@
 //! and a caller-supplied `redis.call`; the node serializes runs (the
 //! caller holds the node's gate exclusively).
 
+use super::busy::{Busy, KILLED};
 use super::libs;
 use crate::backend::node::REDIS_VERSION;
 use mlua::{Function, Lua, LuaOptions, MultiValue, StdLib, Table, Value};
@@ -18,21 +19,62 @@ use std::time::Instant;
 pub(crate) struct RunState {
     /// The protocol `redis.call` replies come back in (`redis.setresp`).
     pub(crate) resp: AtomicU8,
-    /// Set by SCRIPT KILL / FUNCTION KILL: the next check raises this.
+    /// Set by the hook when it stops the script: the next check raises this
+    /// (so `pcall` cannot catch its way out).
     pub(crate) kill: Mutex<Option<String>>,
     /// Set while a script runs.
     pub(crate) running: AtomicBool,
-    /// When the running script started.
+    /// When the running code started, if it runs against a clock.
     pub(crate) started: Mutex<Option<Instant>>,
+    /// That clock's limit in ms, and what stopping it says.
+    limit: Mutex<Option<(u64, &'static str)>>,
+    /// The node's running script, which SCRIPT KILL and FUNCTION KILL mark.
+    pub(crate) busy: Arc<Busy>,
 }
 
-/// How long a script may run before the node stops it: Redis's default
-/// `busy-reply-threshold`. Redis then answers `-BUSY` to other clients and
-/// waits for SCRIPT KILL; the built-in node serves its connections on one
-/// thread, so it stops the script itself instead of hanging every client.
-/// Writes the script made before stay, as after any script error (Redis
-/// never rolls a script back), and no other client ran in between.
-pub(crate) const SCRIPT_TIME_LIMIT_MS: u64 = 5_000;
+impl RunState {
+    /// Starts the clock for code that may run `limit` ms before the hook
+    /// stops it with `msg`.
+    fn start(&self, limit: Option<(u64, &'static str)>) {
+        *self.kill.lock().unwrap_or_else(|e| e.into_inner()) = None;
+        *self.started.lock().unwrap_or_else(|e| e.into_inner()) = Some(Instant::now());
+        *self.limit.lock().unwrap_or_else(|e| e.into_inner()) = limit;
+        self.running.store(true, Relaxed);
+    }
+
+    fn stop(&self) {
+        self.running.store(false, Relaxed);
+        *self.started.lock().unwrap_or_else(|e| e.into_inner()) = None;
+    }
+
+    /// What the hook raises now, if anything: a kill asked for by SCRIPT
+    /// KILL / FUNCTION KILL, or the clock past its limit.
+    fn interruption(&self) -> Option<String> {
+        if !self.running.load(Relaxed) {
+            return None;
+        }
+        if self.busy.is_killed() {
+            return Some(KILLED.to_string());
+        }
+        let limit = *self.limit.lock().unwrap_or_else(|e| e.into_inner());
+        let started = *self.started.lock().unwrap_or_else(|e| e.into_inner());
+        match (limit, started) {
+            (Some((ms, msg)), Some(t)) if t.elapsed().as_millis() as u64 > ms => {
+                Some(msg.replace("{ms}", &ms.to_string()))
+            }
+            _ => None,
+        }
+    }
+}
+
+/// What stops a script that runs where no other client can be served
+/// (inside EXEC) past `busy-reply-threshold`: the node would otherwise hang.
+/// Writes it made before stay, as after any script error.
+pub(crate) const IN_PLACE_LIMIT: &str =
+    "ERR Script killed: it ran longer than {ms} ms (busy-reply-threshold) where no other client could be served; writes it made before stay";
+
+/// Redis's limit on a library's load-time code.
+const LOAD_TIMEOUT_MS: u64 = 500;
 
 /// How often (in Lua VM instructions) a running script's clock is read.
 const CLOCK_EVERY_INSTRUCTIONS: u32 = 10_000;
@@ -59,7 +101,7 @@ pub(crate) struct Engine {
 impl Engine {
     /// A fresh state: base, table, string, math and (for the prelude
     /// only) debug libraries, plus cjson, bit, struct and cmsgpack.
-    pub(crate) fn new() -> mlua::Result<Engine> {
+    pub(crate) fn new(busy: Arc<Busy>) -> mlua::Result<Engine> {
         // Safety: the debug library is loaded for the prelude, which
         // removes it from the globals before any script runs.
         let lua = unsafe {
@@ -69,7 +111,10 @@ impl Engine {
             )
         };
         libs::install(&lua)?;
-        let state = Arc::new(RunState::default());
+        let state = Arc::new(RunState {
+            busy,
+            ..Default::default()
+        });
         state.resp.store(2, Relaxed);
         let bridge = lua.create_table()?;
         bridge.set(
@@ -119,20 +164,12 @@ impl Engine {
         let s = state.clone();
         lua.set_global_hook(
             mlua::HookTriggers::new().every_nth_instruction(CLOCK_EVERY_INSTRUCTIONS),
-            move |_, _| {
-                let over = s
-                    .started
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .is_some_and(|t| t.elapsed().as_millis() as u64 > SCRIPT_TIME_LIMIT_MS);
-                if !over || !s.running.load(Relaxed) {
-                    return Ok(mlua::VmState::Continue);
+            move |_, _| match s.interruption() {
+                None => Ok(mlua::VmState::Continue),
+                Some(msg) => {
+                    *s.kill.lock().unwrap_or_else(|e| e.into_inner()) = Some(msg.clone());
+                    Err(mlua::Error::RuntimeError(msg))
                 }
-                let msg = format!(
-                    "ERR Script killed: it ran longer than {SCRIPT_TIME_LIMIT_MS} ms (busy-reply-threshold); writes it made before stay"
-                );
-                *s.kill.lock().unwrap_or_else(|e| e.into_inner()) = Some(msg.clone());
-                Err(mlua::Error::RuntimeError(msg))
             },
         )?;
         bridge.set(
@@ -188,17 +225,17 @@ impl Engine {
         Ok(t)
     }
 
-    /// Runs `f(args...)` with `call` as `redis.call`'s way to the node.
+    /// Runs `f(args...)` with `call` as `redis.call`'s way to the node;
+    /// stopped past `limit_ms` when it has one, and when killed.
     pub(crate) fn run(
         &self,
         f: &Function,
         args: MultiValue,
+        limit_ms: Option<u64>,
         call: impl FnMut(&Lua, MultiValue) -> mlua::Result<(bool, Value)>,
     ) -> mlua::Result<Outcome> {
         self.state.resp.store(2, Relaxed);
-        *self.state.kill.lock().unwrap_or_else(|e| e.into_inner()) = None;
-        *self.state.started.lock().unwrap_or_else(|e| e.into_inner()) = Some(Instant::now());
-        self.state.running.store(true, Relaxed);
+        self.state.start(limit_ms.map(|ms| (ms, IN_PLACE_LIMIT)));
         let result = self.lua.scope(|scope| {
             self.bridge.set("call", scope.create_function_mut(call)?)?;
             let mut all = args;
@@ -212,8 +249,7 @@ impl Engine {
                 Outcome::Error(v)
             })
         });
-        self.state.running.store(false, Relaxed);
-        *self.state.started.lock().unwrap_or_else(|e| e.into_inner()) = None;
+        self.state.stop();
         result
     }
 }
@@ -236,13 +272,11 @@ impl Engine {
             .map_err(|m| format!("Error compiling function: {m}"))?;
         let loading: Function = self.bridge.get("loading").map_err(|e| e.to_string())?;
         loading.call::<()>(true).map_err(|e| e.to_string())?;
-        // A library's load-time code is on the same clock as a script.
-        *self.state.kill.lock().unwrap_or_else(|e| e.into_inner()) = None;
-        *self.state.started.lock().unwrap_or_else(|e| e.into_inner()) = Some(Instant::now());
-        self.state.running.store(true, Relaxed);
+        // A library's load-time code has Redis's load timeout.
+        self.state
+            .start(Some((LOAD_TIMEOUT_MS, "FUNCTION LOAD timeout")));
         let ran = self.run.call::<MultiValue>(f);
-        self.state.running.store(false, Relaxed);
-        *self.state.started.lock().unwrap_or_else(|e| e.into_inner()) = None;
+        self.state.stop();
         loading.call::<()>(false).map_err(|e| e.to_string())?;
         let mut r = ran.map_err(|e| e.to_string())?.into_iter();
         if !matches!(r.next(), Some(Value::Boolean(true))) {
@@ -317,11 +351,13 @@ mod limit_tests {
     use super::*;
 
     #[test]
-    fn a_script_past_the_time_limit_is_stopped() {
-        let e = Engine::new().unwrap();
+    fn a_script_in_place_past_its_limit_is_stopped() {
+        let e = Engine::new(Arc::default()).unwrap();
         let f = e.compile(b"while true do end", "@user_script").unwrap();
         let out = e
-            .run(&f, MultiValue::new(), |_, _| Ok((true, Value::Nil)))
+            .run(&f, MultiValue::new(), Some(100), |_, _| {
+                Ok((true, Value::Nil))
+            })
             .unwrap();
         match out {
             Outcome::Error(Value::Table(t)) => {

@@ -2,6 +2,7 @@
 //! them, over the node's script cache.
 
 use super::bridge::Caller;
+use super::busy::Busy;
 use super::convert::{lua_to_reply, write_error};
 use super::engine::{Engine, Outcome};
 use super::sha1;
@@ -11,6 +12,7 @@ use crate::resp::{encode, eq_ignore_case};
 use mlua::{Function, MultiValue, Value};
 use std::collections::HashMap;
 use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
 
 /// The Lua state EVAL runs in and the scripts compiled in it, by SHA-1.
 pub(crate) struct Scripts {
@@ -27,9 +29,9 @@ struct Script {
 }
 
 impl Scripts {
-    fn new() -> Result<Scripts, CmdError> {
+    fn new(busy: &Arc<Busy>) -> Result<Scripts, CmdError> {
         Ok(Scripts {
-            engine: Engine::new().map_err(|e| CmdError::err(format!("Lua: {e}")))?,
+            engine: Engine::new(busy.clone()).map_err(|e| CmdError::err(format!("Lua: {e}")))?,
             cache: HashMap::new(),
         })
     }
@@ -126,7 +128,10 @@ pub(crate) fn execute(
     readonly: bool,
 ) -> CmdResult {
     let mut caller = Caller::new(ctx.node, ctx.now, readonly, &engine.state);
-    let outcome = engine.run(f, fargs, |lua, args| caller.call(lua, args));
+    // On its own thread the script runs until it returns or is killed;
+    // in place (inside EXEC) it is stopped past the threshold.
+    let limit = (!ctx.node.scripting.busy.is_running()).then(|| ctx.node.busy_threshold_ms());
+    let outcome = engine.run(f, fargs, limit, |lua, args| caller.call(lua, args));
     let resp = engine.state.resp.load(Relaxed);
     match outcome {
         Ok(Outcome::Value(v)) => lua_to_reply(ctx.out, &v, ctx.client.proto, resp, 0),
@@ -175,7 +180,7 @@ fn eval_generic(ctx: &mut Ctx, args: &[&[u8]], by_sha: bool, ro: bool) -> CmdRes
     let (keys, argv) = split_keys(args)?;
     let mut guard = ctx.node.scripting.scripts();
     if guard.is_none() {
-        *guard = Some(Scripts::new()?);
+        *guard = Some(Scripts::new(&ctx.node.scripting.busy)?);
     }
     let scripts = guard.as_mut().expect("created above");
     let sha = if by_sha {
@@ -278,7 +283,7 @@ pub(crate) fn script(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
             arity(args.len() == 3)?;
             let mut guard = ctx.node.scripting.scripts();
             if guard.is_none() {
-                *guard = Some(Scripts::new()?);
+                *guard = Some(Scripts::new(&ctx.node.scripting.busy)?);
             }
             let sha = guard.as_mut().expect("created above").load(args[2])?;
             encode::bulk(ctx.out, sha.as_bytes());
@@ -303,9 +308,8 @@ pub(crate) fn script(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
         }
         "kill" => {
             arity(args.len() == 2)?;
-            return Err(CmdError::Other(
-                "NOTBUSY No scripts in execution right now.".into(),
-            ));
+            ctx.node.scripting.busy.kill(true)?;
+            ctx.ok();
         }
         _ => {
             return Err(CmdError::UnknownSubcommand(

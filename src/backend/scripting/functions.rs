@@ -58,7 +58,7 @@ fn with_libs<R>(
 ) -> Result<R, CmdError> {
     let mut guard = ctx.node.scripting.functions();
     if guard.is_none() {
-        *guard = Some(Libraries::new()?);
+        *guard = Some(Libraries::new(&ctx.node.scripting.busy)?);
     }
     f(guard.as_mut().expect("created above"))
 }
@@ -293,9 +293,8 @@ pub(crate) fn function(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
         }
         "kill" => {
             arity(args.len() == 2)?;
-            return Err(CmdError::Other(
-                "NOTBUSY No scripts in execution right now.".into(),
-            ));
+            ctx.node.scripting.busy.kill(false)?;
+            ctx.ok();
         }
         _ => {
             return Err(CmdError::UnknownSubcommand(

@@ -62,9 +62,9 @@ fn metadata(code: &[u8]) -> Result<(String, usize), CmdError> {
 }
 
 impl Libraries {
-    pub(crate) fn new() -> Result<Libraries, CmdError> {
+    pub(crate) fn new(busy: &std::sync::Arc<super::busy::Busy>) -> Result<Libraries, CmdError> {
         Ok(Libraries {
-            engine: Engine::new().map_err(|e| CmdError::err(format!("Lua: {e}")))?,
+            engine: Engine::new(busy.clone()).map_err(|e| CmdError::err(format!("Lua: {e}")))?,
             libs: BTreeMap::new(),
         })
     }

@@ -11,10 +11,15 @@
 //!
 //! A script runs atomically: the dispatcher holds the node's gate
 //! exclusively for it (as EXEC does, see `commands/multi.rs`), so no other
-//! client's command interleaves with the commands it calls. Inside EXEC
-//! the gate is already held and the script runs in place.
+//! client's command interleaves with the commands it calls. It runs on a
+//! thread of its own, so the node's connections go on: they wait while
+//! it runs, and past `busy-reply-threshold` get `-BUSY` and may SCRIPT
+//! KILL or FUNCTION KILL it (`busy.rs`). Inside EXEC the gate is already
+//! held and the script runs in place; no other client can be served
+//! then, so past the threshold the script is stopped with an error.
 
 mod bridge;
+pub(crate) mod busy;
 mod convert;
 mod engine;
 mod eval;
@@ -24,7 +29,7 @@ mod libs;
 mod raising;
 pub(crate) mod sha1;
 
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 pub(crate) use eval::{eval, eval_ro, evalsha, evalsha_ro, script};
 pub(crate) use functions::{fcall, fcall_ro, function};
@@ -36,6 +41,8 @@ pub(crate) struct Scripting {
     eval: Mutex<Option<eval::Scripts>>,
     /// The Lua state FCALL runs in, with the loaded libraries.
     functions: Mutex<Option<library::Libraries>>,
+    /// The script running now, read by every connection without a lock.
+    pub(crate) busy: Arc<busy::Busy>,
 }
 
 impl Scripting {

@@ -97,7 +97,8 @@ async fn expire_loop(node: Arc<Node>, mut stop: watch::Receiver<bool>) {
     loop {
         tokio::select! {
             _ = tick.tick() => {
-                let _shared = node.shared();
+                // Not while a script holds the gate: the next tick sweeps.
+                let Some(_shared) = node.try_shared() else { continue };
                 node.store.expire_tick(now_ms());
                 node.memory_peak.fetch_max(node.store.used_memory() as u64, Relaxed);
             }
@@ -196,7 +197,7 @@ enum Batch {
 /// connection must close after the replies are written (QUIT, protocol
 /// error, query buffer over the limit).
 async fn execute_batch(
-    node: &Node,
+    node: &Arc<Node>,
     client: &mut Client,
     query: &mut Query,
     out: &mut BytesMut,
@@ -226,8 +227,16 @@ async fn execute_batch(
             if !commands::pubsub::take_pushes(client, out) {
                 return Ok(Batch::Close);
             }
-            match commands::dispatch(node, client, out, &args, now) {
-                Next::Done => {}
+            let mut next = commands::dispatch(node, client, out, &args, now);
+            while matches!(next, Next::Busy) {
+                wait_script(node).await;
+                next = commands::dispatch(node, client, out, &args, now_ms());
+            }
+            match next {
+                Next::Done | Next::Busy => {}
+                Next::Script(cmd) => {
+                    out.extend_from_slice(&run_script(node, client, cmd, &args).await)
+                }
                 Next::Migrate => match commands::migrate::migrate(node, &args).await {
                     Ok(reply) => out.extend_from_slice(&reply),
                     Err(e) => e.write(out),
@@ -236,7 +245,7 @@ async fn execute_batch(
             }
             // Redis serves blocked clients after each command (after EXEC
             // for a transaction), before the next one runs.
-            if node.store.ready.is_pending() {
+            if node.store.ready.is_pending() && !node.scripting.busy.is_running() {
                 commands::blocking::serve_ready(node, now);
             }
         }
@@ -258,4 +267,51 @@ async fn execute_batch(
         return Ok(Batch::Close);
     }
     Ok(Batch::More)
+}
+
+/// How often a connection looks again while a script runs on another
+/// one and has not yet passed `busy-reply-threshold`.
+const SCRIPT_POLL_MS: u64 = 1;
+
+/// Waits until the running script returns or passes the threshold.
+async fn wait_script(node: &Node) {
+    let busy = &node.scripting.busy;
+    while busy.is_running() && !busy.is_past(node.busy_threshold_ms()) {
+        tokio::time::sleep(Duration::from_millis(SCRIPT_POLL_MS)).await;
+    }
+}
+
+/// Runs a script command on a blocking thread, so this node's other
+/// connections are served meanwhile (they wait, then get `-BUSY`, and may
+/// kill it); its reply. The script runs on a client of its own with the
+/// caller's protocol and identity.
+async fn run_script(
+    node: &Arc<Node>,
+    client: &Client,
+    cmd: &'static commands::Command,
+    args: &[&[u8]],
+) -> BytesMut {
+    let node = node.clone();
+    let args: Vec<Vec<u8>> = args.iter().map(|a| a.to_vec()).collect();
+    let mut c = Client::new(
+        client.id,
+        client.addr.clone(),
+        client.laddr.clone(),
+        client.since,
+    );
+    c.proto = client.proto;
+    let ran = tokio::task::spawn_blocking(move || {
+        let argv: Vec<&[u8]> = args.iter().map(|a| a.as_slice()).collect();
+        let mut out = BytesMut::new();
+        commands::run_script(&node, &mut c, &mut out, cmd, &argv);
+        out
+    });
+    match ran.await {
+        Ok(out) => out,
+        Err(e) => {
+            let mut out = BytesMut::new();
+            CmdError::err(format!("script thread failed: {e}")).write(&mut out);
+            out
+        }
+    }
 }

@@ -10,7 +10,7 @@
 //! pops nothing for it. When a topology change moves the keys while the
 //! command blocks, the command is aborted with an error (after a short grace
 //! for a reply already on its way), since pushes now go to the new owner.
-//! Called by `route::dispatch` (and for XREAD/XREADGROUP with BLOCK).
+//! Called by `dispatch` (and for XREAD/XREADGROUP with BLOCK).
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -21,7 +21,7 @@ use bytes::Bytes;
 use crate::catalogue::Id;
 use crate::proxy::conn::client::ClientState;
 use crate::proxy::conn::pending::Pending;
-use crate::proxy::route::policy::CommandSpec;
+use crate::proxy::policy::CommandSpec;
 use crate::proxy::upstream::pinned::Pinned;
 use crate::proxy::upstream::topology;
 use crate::proxy::Proxy;
@@ -130,7 +130,7 @@ async fn wait_reply(
     let mut tick = tokio::time::interval(Duration::from_millis(OWNER_CHECK_MS));
     loop {
         tokio::select! {
-            r = &mut rx => return r.unwrap_or_else(|_| crate::proxy::route::merge::lost()),
+            r = &mut rx => return r.unwrap_or_else(|_| crate::proxy::conn::error::lost()),
             _ = tick.tick() => {
                 let routing = proxy.routing.load();
                 if keys.iter().all(|k| pin.is_to(routing.owner(k))) {
@@ -191,7 +191,7 @@ async fn wait(proxy: &Arc<Proxy>, client: &mut ClientState, req: Request) -> Pen
         for w in waits {
             let r = w
                 .await
-                .unwrap_or_else(|_| crate::proxy::route::merge::lost());
+                .unwrap_or_else(|_| crate::proxy::conn::error::lost());
             match integer(&r) {
                 Some(n) if least.as_ref().is_none_or(|(m, _)| n < *m) => least = Some((n, r)),
                 Some(_) => {}

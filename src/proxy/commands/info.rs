@@ -240,6 +240,7 @@ fn info_text(p: &Proxy, want: Selection, n: &NodeSums) -> String {
                 ),
             ],
         );
+        t.more(&crate::proxy::conn::auth::info_fields(&p.auth));
     }
     if want.has("replication") {
         t.section(

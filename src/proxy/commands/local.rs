@@ -3,7 +3,7 @@
 //! ECHO, QUIT. Replies follow redis-server 7 so that client libraries'
 //! handshakes succeed unchanged.
 //!
-//! Called by `route::dispatch`. INFO and MEMORY live in `info.rs`, CONFIG
+//! Called by `dispatch`. INFO and MEMORY live in `info.rs`, CONFIG
 //! in `config_cmd.rs`.
 
 use std::sync::Arc;
@@ -16,8 +16,8 @@ use crate::catalogue::KeySpec;
 use crate::proxy::commands::common::{help, REDIS_COMPAT_VERSION};
 use crate::proxy::conn::client::ClientState;
 use crate::proxy::conn::pending::Pending;
-use crate::proxy::route::policy::TABLE;
-use crate::proxy::route::policy::{lookup, CommandSpec, Kind};
+use crate::proxy::policy::TABLE;
+use crate::proxy::policy::{lookup, CommandSpec, Kind};
 use crate::proxy::Proxy;
 use crate::resp::{encode, eq_ignore_case, parse_i64, Request};
 
@@ -71,6 +71,7 @@ pub(crate) async fn handle(
             None => return Pending::error("ERR value is not an integer or out of range"),
         },
         Id::Client => return client(proxy, s, args),
+        Id::Acl => return crate::proxy::conn::auth::acl::handle(&proxy.auth, s, args),
         Id::Monitor => {
             s.monitor = true;
             encode::simple(&mut out, "OK");

@@ -5,6 +5,9 @@
 use serde::Deserialize;
 
 use super::*;
+use crate::proxy::conn::auth::config::{
+    UserSection, DEFAULT_AUTH_FAILURES_PER_SEC, DEFAULT_AUTH_TIMEOUT_MS,
+};
 
 /// The whole file as written; every section optional.
 #[derive(Debug, Default, Deserialize)]
@@ -28,6 +31,8 @@ pub(super) struct FileConfig {
     pub(super) slowlog: SlowlogSection,
     #[serde(default)]
     pub(super) failover: ha::FailoverSection,
+    #[serde(default)]
+    pub(super) users: Vec<UserSection>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -50,6 +55,10 @@ pub(super) struct ProxySection {
     pub(super) client_output_soft_seconds: u64,
     pub(super) drain_timeout_ms: u64,
     pub(super) state_file: Option<String>,
+    pub(super) requirepass: Option<String>,
+    pub(super) protected_mode: bool,
+    pub(super) auth_timeout_ms: u64,
+    pub(super) auth_failures_per_sec: u32,
 }
 
 impl Default for ProxySection {
@@ -73,6 +82,10 @@ impl Default for ProxySection {
             client_output_soft_seconds: DEFAULT_CLIENT_OUTPUT_SOFT_SECONDS,
             drain_timeout_ms: DEFAULT_DRAIN_TIMEOUT_MS,
             state_file: None,
+            requirepass: None,
+            protected_mode: true,
+            auth_timeout_ms: DEFAULT_AUTH_TIMEOUT_MS,
+            auth_failures_per_sec: DEFAULT_AUTH_FAILURES_PER_SEC,
         }
     }
 }

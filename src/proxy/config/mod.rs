@@ -12,6 +12,7 @@ pub mod ha;
 
 use file::*;
 
+pub use crate::proxy::conn::auth::config::AuthConfig;
 use crate::proxy::conn::budget::OutputLimits;
 use crate::proxy::ops::{AdminSection, HotKeysSection, OpsConfig, SlowlogSection};
 use crate::resp::Limits;
@@ -87,6 +88,8 @@ pub struct Config {
     pub replicas: std::collections::BTreeMap<String, Vec<NodeSpec>>,
     /// `[failover]`: policies and the failure detector's thresholds.
     pub ha: ha::HaConfig,
+    /// `[proxy] requirepass`, `protected_mode`, `auth_*` and `[[users]]`.
+    pub auth: AuthConfig,
 }
 
 /// Background mover settings.
@@ -245,10 +248,7 @@ impl Config {
                     "nodes[{i}].name: must be non-empty without spaces, got {name:?}"
                 ));
             }
-            let copies = ha::replica_specs(i, &n.addr, n.replicas, &mut seen)?;
-            if !copies.is_empty() {
-                replicas.insert(name.clone(), copies);
-            }
+            ha::add_replicas(i, (&name, &n.addr), n.replicas, &mut seen, &mut replicas)?;
             nodes.push(NodeSpec {
                 name,
                 addr: n.addr,
@@ -257,6 +257,14 @@ impl Config {
         }
         let ha = ha::HaConfig::validate(f.failover)?;
         let ops = OpsConfig::validate(f.admin, f.hot_keys, f.slowlog)?;
+        let auth = AuthConfig::validate(
+            p.requirepass,
+            f.users,
+            p.protected_mode,
+            p.auth_timeout_ms,
+            p.auth_failures_per_sec,
+        )?;
+        auth.check_protected("proxy.listen", &p.listen)?;
         let ring = RingConfig {
             scheme,
             vnodes: f.ring.vnodes,
@@ -278,6 +286,7 @@ impl Config {
                 max_bulk_len: p.max_bulk_len,
                 max_inline_len: Limits::default().max_inline_len,
                 max_query_buffer: p.max_query_buffer,
+                unauthenticated: false,
             },
             output_limits: OutputLimits {
                 hard_bytes: p.client_output_hard_limit,
@@ -302,6 +311,7 @@ impl Config {
             ops,
             replicas,
             ha,
+            auth,
         })
     }
 }

@@ -46,6 +46,9 @@ pub(crate) struct ClientState {
     /// MONITOR was run: once its `+OK` is written the session serves the
     /// monitor loop.
     pub(crate) monitor: bool,
+    /// The user this client authenticated as; `None` before it has (with
+    /// users configured) or always (without).
+    pub(crate) user: Option<Arc<crate::proxy::conn::auth::users::User>>,
 }
 
 impl ClientState {
@@ -91,6 +94,7 @@ impl ClientState {
             entry,
             reply: Default::default(),
             monitor: false,
+            user: None,
         };
         (state, query)
     }

@@ -14,6 +14,11 @@ use crate::resp::{encode, ProtocolError};
 /// Keys of one request on two nodes: Redis Cluster's text, outside MULTI as inside.
 pub(crate) const CROSSSLOT: &str = "CROSSSLOT Keys in request don't hash to the same slot";
 
+/// The `-ERR` a client gets when its reply's channel closed without a reply.
+pub(crate) fn lost() -> Bytes {
+    Bytes::from_static(b"-ERR upstream connection lost before the reply arrived\r\n")
+}
+
 /// What went wrong with a client's request before any node saw it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) enum ProxyError {
@@ -48,4 +53,23 @@ impl ProxyError {
         encode::error(&mut b, &self.to_string());
         b.freeze()
     }
+}
+
+/// The reply for a request whose handler panicked; counts it.
+pub(crate) fn internal_error(proxy: &crate::proxy::Proxy, client: u64, command: &[u8]) -> Bytes {
+    let command = String::from_utf8_lossy(command).to_ascii_lowercase();
+    let command = command.as_str();
+    proxy
+        .stats
+        .internal_errors
+        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    tracing::warn!(
+        client,
+        command,
+        "request handler panicked; answered -ERR internal error"
+    );
+    ProxyError::Internal {
+        command: command.to_string(),
+    }
+    .reply()
 }

@@ -9,4 +9,5 @@ pub(crate) mod auth;
 pub(crate) mod budget;
 pub(crate) mod client;
 pub(crate) mod error;
+pub(crate) mod io;
 pub(crate) mod pending;

@@ -79,7 +79,7 @@ pub(crate) async fn send_acked(
     tokio::spawn(async move {
         let reply = written
             .await
-            .unwrap_or_else(|_| crate::proxy::route::merge::lost());
+            .unwrap_or_else(|_| crate::proxy::conn::error::lost());
         let acked = waited.await.ok();
         let reply = if is_error(&reply) {
             reply

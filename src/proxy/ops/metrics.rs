@@ -11,8 +11,8 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use crate::proxy::route::policy::CommandSpec;
-use crate::proxy::route::policy::TABLE;
+use crate::proxy::policy::CommandSpec;
+use crate::proxy::policy::TABLE;
 
 /// Latency bucket upper bounds in nanoseconds: 50 µs … 10 s, the usual
 /// Prometheus spread shifted down for a cache.
@@ -365,7 +365,7 @@ pub struct Timing {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::proxy::route::policy::lookup;
+    use crate::proxy::policy::lookup;
 
     #[test]
     fn histogram_buckets_follow_le() {

@@ -5,8 +5,8 @@ use std::sync::Arc;
 
 use crate::proxy::conn::client::ClientState;
 use crate::proxy::conn::pending::Pending;
+use crate::proxy::policy::Aggregate;
 use crate::proxy::route::merge::{aggregate, owned_only};
-use crate::proxy::route::policy::Aggregate;
 use crate::proxy::route::send::gather;
 use crate::proxy::upstream::topology::{self, all_nodes};
 use crate::proxy::Proxy;

@@ -9,7 +9,7 @@
 
 use bytes::{Bytes, BytesMut};
 
-use crate::proxy::route::policy::{Aggregate, Merge};
+use crate::proxy::policy::{Aggregate, Merge};
 use crate::proxy::upstream::topology::Routing;
 use crate::resp::reply::{elements, integer, is_error};
 use crate::resp::{encode, parse_i64};
@@ -136,11 +136,6 @@ pub(crate) fn bad_fragment(r: &Bytes) -> Bytes {
         ),
     );
     out.freeze()
-}
-
-/// The `-ERR` a client gets when its reply's channel closed without a reply.
-pub(crate) fn lost() -> Bytes {
-    Bytes::from_static(b"-ERR upstream connection lost before the reply arrived\r\n")
 }
 
 #[cfg(test)]

@@ -43,9 +43,10 @@ use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
 
+use crate::proxy::conn::error::lost;
 use crate::proxy::conn::pending::Pending;
 use crate::proxy::route::cursor::{self, CursorError};
-use crate::proxy::route::merge::{lost, owned_only};
+use crate::proxy::route::merge::owned_only;
 use crate::proxy::upstream::topology::all_nodes;
 use crate::proxy::upstream::topology::{self, Routing};
 use crate::proxy::Proxy;

@@ -10,7 +10,7 @@ use crate::catalogue::Command;
 use crate::proxy::config::ha::WriteAck;
 use crate::proxy::conn::budget::ReplyBudget;
 use crate::proxy::conn::client::ClientState;
-use crate::proxy::route::merge::lost;
+use crate::proxy::conn::error::lost;
 use crate::proxy::upstream::dirty::track_write;
 use crate::proxy::upstream::topology::{Node, Routing};
 use crate::proxy::Proxy;

@@ -10,7 +10,7 @@ use std::time::Instant;
 use bytes::Bytes;
 
 use crate::proxy::conn::budget::ReplyBudget;
-use crate::proxy::route::policy::TABLE;
+use crate::proxy::policy::TABLE;
 use crate::resp::eq_ignore_case;
 
 /// What the other clients (CLIENT LIST, KILL) and the drain see of one

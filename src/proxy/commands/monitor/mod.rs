@@ -36,11 +36,12 @@ use tokio::sync::Notify;
 
 use crate::proxy::conn::budget::{ReplyBudget, SoftClock};
 use crate::proxy::conn::client::ClientState;
+use crate::proxy::conn::error::lost;
 use crate::proxy::conn::error::ProxyError;
 use crate::proxy::conn::pending::Pending;
 use crate::proxy::ops::metrics::Served;
 use crate::proxy::ops::served_by;
-use crate::proxy::route::policy::{lookup, Kind};
+use crate::proxy::policy::{lookup, Kind};
 use crate::proxy::Proxy;
 use crate::resp::{decode_request, eq_ignore_case, Request, RequestDecoder};
 
@@ -340,7 +341,7 @@ async fn request(proxy: &Arc<Proxy>, s: &mut ClientState, req: Request, tap: &Ta
     }
     let mut quit = eq_ignore_case(req.name(), b"quit");
     let reset = eq_ignore_case(req.name(), b"reset");
-    let p = AssertUnwindSafe(crate::proxy::route::dispatch(proxy, s, req))
+    let p = AssertUnwindSafe(crate::proxy::dispatch::dispatch(proxy, s, req))
         .catch_unwind()
         .await;
     let reply = match p {
@@ -382,10 +383,6 @@ async fn request(proxy: &Arc<Proxy>, s: &mut ClientState, req: Request, tap: &Ta
     // Redis shows a command once it ran: after its reply.
     proxy.monitors.feed(proxy, &raw, s.served.get(), s);
     None
-}
-
-fn lost() -> Bytes {
-    Bytes::from_static(b"-ERR upstream connection lost before the reply arrived\r\n")
 }
 
 fn internal() -> Bytes {

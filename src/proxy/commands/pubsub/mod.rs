@@ -13,7 +13,7 @@
 //! `ClientState`): routing of the subscribe family, the RESP2 subscribe-mode
 //! rule, and the channel on which messages reach the session. `conn` is the
 //! connection actor, `link` its node and socket, `publish` the fan-outs
-//! (PUBLISH, PUBSUB …), `frame` the frame reading. Called by `route::dispatch`, `local` (RESET) and the
+//! (PUBLISH, PUBSUB …), `frame` the frame reading. Called by `dispatch`, `local` (RESET) and the
 //! session (messages). Must never let a message into the middle of a reply:
 //! the session appends them behind every reply owed when they arrive.
 
@@ -40,8 +40,8 @@ pub(crate) use subscriber::Held;
 use crate::catalogue::Id;
 use crate::proxy::conn::client::ClientState;
 use crate::proxy::conn::pending::Pending;
-use crate::proxy::route::policy::CommandSpec;
-use crate::proxy::route::policy::PubSub;
+use crate::proxy::policy::CommandSpec;
+use crate::proxy::policy::PubSub;
 use crate::proxy::Proxy;
 use crate::resp::Request;
 
@@ -135,7 +135,7 @@ pub(crate) async fn in_subscribe_mode(
     }
     if matches!(
         spec.kind,
-        crate::proxy::route::policy::Kind::PubSub(PubSub::Subscribe)
+        crate::proxy::policy::Kind::PubSub(PubSub::Subscribe)
     ) || matches!(spec.id, Id::Quit | Id::Reset)
     {
         return None;

@@ -16,8 +16,8 @@ use bytes::{Bytes, BytesMut};
 use tokio::sync::oneshot;
 
 use crate::proxy::conn::client::ClientState;
+use crate::proxy::conn::error::lost;
 use crate::proxy::conn::pending::Pending;
-use crate::proxy::route::merge::lost;
 use crate::proxy::upstream::topology;
 use crate::proxy::Proxy;
 use crate::resp::reply::{elements, integer, is_error};

@@ -18,7 +18,7 @@
 //! so the cutover's final re-sync waits for EXEC's reply), or not at all.
 //! Queue-time errors (unknown command, arity, `CROSSSLOT`, a command the
 //! proxy cannot queue) flag the transaction, and EXEC answers
-//! `-EXECABORT`, as Redis does. Called by `route::dispatch` for the
+//! `-EXECABORT`, as Redis does. Called by `dispatch` for the
 //! transaction commands and for everything a client sends inside MULTI.
 
 pub(crate) mod state;
@@ -36,8 +36,8 @@ use crate::catalogue::{arity_error, unknown_command_error};
 use crate::proxy::admin::migration;
 use crate::proxy::conn::client::ClientState;
 use crate::proxy::conn::pending::Pending;
-use crate::proxy::route::policy::Pinned as PinKind;
-use crate::proxy::route::policy::{CommandSpec, Kind};
+use crate::proxy::policy::Pinned as PinKind;
+use crate::proxy::policy::{CommandSpec, Kind};
 use crate::proxy::upstream::topology::{self, Node};
 use crate::proxy::Proxy;
 use crate::resp::{encode, Request};

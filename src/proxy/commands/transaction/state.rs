@@ -29,6 +29,14 @@ impl TxState {
         self.multi.as_ref().map(|m| m.queued.len())
     }
 
+    /// Inside MULTI, marks the transaction as failed: EXEC will discard it
+    /// (a command refused while queueing, as Redis does).
+    pub(crate) fn flag_error(&mut self) {
+        if let Some(m) = self.multi.as_mut() {
+            m.errored = true;
+        }
+    }
+
     /// Forgets everything (RESET, HELLO's implied reset is not Redis's).
     pub(crate) fn clear(&mut self) {
         self.multi = None;

@@ -18,7 +18,7 @@ use axum::response::{IntoResponse, Response};
 use bytes::{Bytes, BytesMut};
 
 use crate::proxy::admin::migration::track_write;
-use crate::proxy::route::policy::lookup;
+use crate::proxy::policy::lookup;
 use crate::proxy::upstream::topology;
 use crate::proxy::Proxy;
 use crate::resp::encode;

@@ -49,6 +49,7 @@ pub(crate) fn router(proxy: Arc<Proxy>) -> Router {
             get(cache::get).put(cache::put).delete(cache::delete),
         )
         .layer(DefaultBodyLimit::max(body_limit))
+        .layer(axum::middleware::from_fn_with_state(proxy.clone(), guard))
         .with_state(proxy)
 }
 
@@ -67,6 +68,7 @@ pub(crate) async fn start(
     tracing::info!(admin = %addr, "admin HTTP listening (/metrics, /cache/<key>, /cluster, /)");
     let app = router(proxy);
     tokio::spawn(async move {
+        let app = app.into_make_service_with_connect_info::<SocketAddr>();
         if let Err(e) = axum::serve(listener, app)
             .with_graceful_shutdown(shutdown)
             .await
@@ -75,6 +77,43 @@ pub(crate) async fn start(
         }
     });
     Ok(addr)
+}
+
+/// Asks for the users' credentials where the API reveals or changes values
+/// (see `conn::auth::http`).
+async fn guard(
+    State(p): State<Arc<Proxy>>,
+    req: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    use crate::proxy::conn::auth::http::{check, is_guarded, Refused};
+    if !is_guarded(req.uri().path()) {
+        return next.run(req).await;
+    }
+    let writes =
+        req.method() != axum::http::Method::GET && req.method() != axum::http::Method::HEAD;
+    let h = req
+        .headers()
+        .get(header::AUTHORIZATION)
+        .map(|v| v.as_bytes());
+    let peer = req
+        .extensions()
+        .get::<axum::extract::ConnectInfo<SocketAddr>>();
+    match check(&p.auth, h, writes, peer.map(|c| c.0.ip())) {
+        Ok(()) => next.run(req).await,
+        Err(Refused::Unauthorized(why)) => (
+            StatusCode::UNAUTHORIZED,
+            [(header::WWW_AUTHENTICATE, "Basic realm=\"shardis\"")],
+            why,
+        )
+            .into_response(),
+        Err(Refused::Forbidden(why)) => (StatusCode::FORBIDDEN, why).into_response(),
+        Err(Refused::TooMany) => (
+            StatusCode::TOO_MANY_REQUESTS,
+            "too many failed authentication attempts from this address; retry later\n",
+        )
+            .into_response(),
+    }
 }
 
 async fn metrics(State(p): State<Arc<Proxy>>) -> Response {

@@ -276,7 +276,7 @@ pub const TABLE: &[CommandSpec] = &[
     p(Failover, SERVER),
     p(Slowlog, LOCAL),
     p(Latency, SERVER),
-    p(Acl, SERVER),
+    p(Acl, LOCAL),
     p(Module, SERVER),
     p(Function, Kind::FanOut(Aggregate::First)),
     p(Role, SERVER),

@@ -4,7 +4,7 @@
 //! with a reason. Name, arity, keys and flags come from the catalogue row
 //! the id names ([`CommandSpec`] derefs to it).
 //!
-//! Read by `route::dispatch` for every request; the README's command list
+//! Read by `dispatch` for every request; the README's command list
 //! is tested equal to [`markdown_table`].
 
 use std::ops::Deref;
