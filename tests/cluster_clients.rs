@@ -77,7 +77,7 @@ fn cluster_help_lists_every_subcommand_in_redis_layout() {
     let help = text(&s.cmd(&["CLUSTER", "HELP"]));
     assert!(
         help.starts_with(
-            "*23\r\n+CLUSTER <subcommand> [<arg> [value] [opt] ...]. Subcommands are:\r\n"
+            "*29\r\n+CLUSTER <subcommand> [<arg> [value] [opt] ...]. Subcommands are:\r\n"
         ),
         "{help}"
     );
@@ -90,6 +90,9 @@ fn cluster_help_lists_every_subcommand_in_redis_layout() {
         "SPAWNNODE",
         "REMOVENODE",
         "PLAN",
+        "ADDREPLICA",
+        "REMOVEREPLICA",
+        "FAILOVER",
         "RING",
         "RINGINFO",
         "KEYNODE",

@@ -40,7 +40,24 @@ pub fn redis_at(port: u16, dir: Option<&Path>) -> Proc {
             .iter()
             .map(|s| s.to_string()),
         ),
-        None => args.extend(["--appendonly".to_string(), "no".to_string()]),
+        // A full sync writes an RDB file in the server's directory: not the
+        // repository's.
+        None => args.extend(
+            [
+                "--appendonly",
+                "no",
+                "--repl-diskless-sync",
+                "yes",
+                "--repl-diskless-sync-delay",
+                "0",
+            ]
+            .iter()
+            .map(|s| s.to_string())
+            .chain([
+                "--dir".to_string(),
+                std::env::temp_dir().to_string_lossy().into_owned(),
+            ]),
+        ),
     }
     let mut p = Proc::spawn(
         Command::new("redis-server")

@@ -47,6 +47,9 @@ pub(crate) async fn handle(proxy: &Arc<Proxy>, s: &ClientState, req: Request) ->
         return p;
     }
     match sub.as_str() {
+        "failover" | "addreplica" | "removereplica" if args.len() >= 3 => {
+            ha_command(&proxy, &sub, &args[2..])
+        }
         "addslots" | "meet" | "reset" | "failover" | "replicate" => {
             Pending::error("ERR This instance has cluster support disabled")
         }
@@ -119,6 +122,45 @@ pub(crate) async fn handle(proxy: &Arc<Proxy>, s: &ClientState, req: Request) ->
     }
 }
 
+/// `CLUSTER FAILOVER <shard> [FORCE]`, `ADDREPLICA` and `REMOVEREPLICA
+/// <shard> host:port` (`ha::admin`).
+fn ha_command(proxy: &Arc<Proxy>, sub: &str, args: &[Bytes]) -> Pending {
+    let text = |b: &Bytes| String::from_utf8_lossy(b).to_string();
+    let shard = text(&args[0]);
+    let force = match (sub, args.len()) {
+        ("failover", 1) => false,
+        ("failover", 2) if eq_ignore_case(&args[1], b"FORCE") => true,
+        ("addreplica" | "removereplica", 2) => false,
+        _ => {
+            return Pending::error(&format!(
+                "ERR wrong number of arguments for 'cluster|{sub}' command"
+            ))
+        }
+    };
+    let addr = args.get(1).map(text).unwrap_or_default();
+    let (proxy, sub) = (proxy.clone(), sub.to_string());
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    tokio::spawn(async move {
+        use crate::proxy::ha::admin as ha;
+        let r = match sub.as_str() {
+            "failover" => ha::failover(&proxy, &shard, force).await,
+            "addreplica" => ha::add_replica(&proxy, &shard, &addr)
+                .await
+                .map(|()| String::new()),
+            _ => ha::remove_replica(&proxy, &shard, &addr)
+                .await
+                .map(|()| String::new()),
+        };
+        let mut out = BytesMut::new();
+        match r {
+            Ok(_) => encode::simple(&mut out, "OK"),
+            Err(e) => encode::error(&mut out, &e),
+        }
+        let _ = tx.send(out.freeze());
+    });
+    Pending::One(rx)
+}
+
 fn ok_or_err(r: Result<(), AdminError>) -> Bytes {
     match r {
         Ok(()) => {
@@ -134,8 +176,10 @@ async fn add_node(
     proxy: &std::sync::Arc<crate::proxy::Proxy>,
     args: &[Bytes],
 ) -> Result<(), AdminError> {
-    // The same parsing, and so the same errors, as CLUSTER PLAN ADDNODE.
-    let NodeSpec { name, addr, weight } = crate::proxy::admin::plan::parse_add(args)?;
+    // `REPLICAS a,b` is taken off first; the rest parses, with the same
+    // errors, as CLUSTER PLAN ADDNODE.
+    let (args, replicas) = take_replicas(args)?;
+    let NodeSpec { name, addr, weight } = crate::proxy::admin::plan::parse_add(&args)?;
     let (lock, routing) = start_change(proxy).await?;
     for n in routing.ring.nodes() {
         if n.addr == addr {
@@ -174,7 +218,35 @@ async fn add_node(
             })
         }
     }
-    migration::begin(proxy, Change::Add(NodeSpec { name, addr, weight })).await?;
+    for r in &replicas {
+        if routing.ring.nodes().iter().any(|n| &n.addr == r)
+            || proxy.ha.shard_of_replica(r).is_some()
+            || *r == addr
+        {
+            return Err(AdminError::AddrPresent {
+                addr: r.clone(),
+                name: name.clone(),
+            });
+        }
+    }
+    // The shard's replicas are known before its first snapshot is built.
+    if !replicas.is_empty() {
+        proxy.ha.set_replicas(&name, replicas);
+    }
+    let begun = migration::begin(
+        proxy,
+        Change::Add(NodeSpec {
+            name: name.clone(),
+            addr,
+            weight,
+        }),
+    )
+    .await;
+    if let Err(e) = begun {
+        proxy.ha.set_replicas(&name, Vec::new());
+        return Err(e.into());
+    }
+    crate::proxy::ha::monitor::start(proxy);
     drop(lock);
     await_fleet(proxy).await
 }
@@ -192,6 +264,32 @@ async fn await_fleet(proxy: &crate::proxy::Proxy) -> Result<(), AdminError> {
         Some(n) => fleet::await_change(proxy, n).await,
         None => Ok(()),
     }
+}
+
+/// Splits `REPLICAS a,b` off ADDNODE's arguments.
+fn take_replicas(args: &[Bytes]) -> Result<(Vec<Bytes>, Vec<String>), AdminError> {
+    let mut rest = Vec::with_capacity(args.len());
+    let mut replicas = Vec::new();
+    let mut i = 0;
+    while i < args.len() {
+        if i > 0 && eq_ignore_case(&args[i], b"REPLICAS") {
+            let list = args.get(i + 1).ok_or(AdminError::MissingValue)?;
+            for r in String::from_utf8_lossy(list)
+                .split(',')
+                .filter(|r| !r.is_empty())
+            {
+                if r.parse::<std::net::SocketAddr>().is_err() {
+                    return Err(AdminError::BadAddress(r.to_string()));
+                }
+                replicas.push(r.to_string());
+            }
+            i += 2;
+        } else {
+            rest.push(args[i].clone());
+            i += 1;
+        }
+    }
+    Ok((rest, replicas))
 }
 
 /// `CLUSTER SPAWNNODE [WEIGHT w] [NAME n]` under `shardis up`: starts a new

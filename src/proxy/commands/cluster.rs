@@ -43,7 +43,7 @@ fn announced(s: &ClientState) -> (String, u16) {
 /// (here and in admin.rs).
 const HELP: &[&str] = &[
     "CLUSTER <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
-    "ADDNODE <host:port> [WEIGHT <w>] [NAME <name>]",
+    "ADDNODE <host:port> [WEIGHT <w>] [NAME <name>] [REPLICAS <a,b>]",
     "    Add a node: copies its keys to it, then routes them there.",
     "SPAWNNODE [WEIGHT <w>] [NAME <name>]",
     "    Under `shardis up`: start a new built-in node and add it.",
@@ -51,6 +51,12 @@ const HELP: &[&str] = &[
     "    Move a node's keys to the others, then drop it from the ring.",
     "PLAN ADDNODE|REMOVENODE ...",
     "    Dry run of a change: keys and bytes to move, estimated duration.",
+    "ADDREPLICA <shard> <host:port>",
+    "    Make the node a replica of the shard's primary.",
+    "REMOVEREPLICA <shard> <host:port>",
+    "    Stop using the node as a replica of the shard.",
+    "FAILOVER <shard> [FORCE]",
+    "    Planned switch to the shard's replica: pause, catch up, swap (FORCE: no catch-up).",
     "RING",
     "    One line per node of the ring.",
     "RINGINFO",

@@ -177,14 +177,16 @@ impl HaConfig {
     }
 }
 
-/// The replicas listed by `nodes[i]` (primary `addr`), checked: each
-/// `host:port`, none a member of another shard (`seen` collects them).
-pub(super) fn replica_specs(
+/// The replicas listed by `nodes[i]` (shard `name`, primary `addr`),
+/// checked — each `host:port`, none a member of another shard (`seen`
+/// collects them) — and put into `into` under the shard's name.
+pub(super) fn add_replicas(
     i: usize,
-    addr: &str,
+    (name, addr): (&str, &str),
     replicas: Vec<String>,
     seen: &mut std::collections::HashSet<String>,
-) -> Result<Vec<NodeSpec>, String> {
+    into: &mut std::collections::BTreeMap<String, Vec<NodeSpec>>,
+) -> Result<(), String> {
     seen.insert(addr.to_string());
     let mut copies = Vec::with_capacity(replicas.len().min(8));
     for (j, r) in replicas.into_iter().enumerate() {
@@ -200,7 +202,10 @@ pub(super) fn replica_specs(
             weight: 1,
         });
     }
-    Ok(copies)
+    if !copies.is_empty() {
+        into.insert(name.to_string(), copies);
+    }
+    Ok(())
 }
 
 impl OnPrimaryDown {

@@ -280,10 +280,7 @@ impl Config {
                     "nodes[{i}].name: must be non-empty without spaces, got {name:?}"
                 ));
             }
-            let copies = ha::replica_specs(i, &n.addr, n.replicas, &mut seen)?;
-            if !copies.is_empty() {
-                replicas.insert(name.clone(), copies);
-            }
+            ha::add_replicas(i, (&name, &n.addr), n.replicas, &mut seen, &mut replicas)?;
             if let Some(c) = credentials(&format!("nodes[{i}]"), n.username, n.password)? {
                 node_auth.by_name.insert(name.clone(), c);
             }

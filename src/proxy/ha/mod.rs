@@ -18,6 +18,7 @@
 //! The state in [`Ha`] is behind std mutexes held only to copy or replace a
 //! small value, never across `.await`.
 
+pub(crate) mod admin;
 pub(crate) mod failover;
 pub(crate) mod monitor;
 pub(crate) mod reads;

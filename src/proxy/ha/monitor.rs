@@ -29,7 +29,19 @@ pub(crate) struct Member {
 /// primary still is: it is probed so that it can be put back).
 pub(crate) fn member(proxy: &Proxy, addr: &str) -> Option<Member> {
     let routing = proxy.routing.load();
-    if let Some(n) = routing.ring.nodes().iter().find(|n| n.addr == addr) {
+    // A shard being added is in the next ring only.
+    let next = routing
+        .migration
+        .as_ref()
+        .map(|m| m.next.nodes())
+        .unwrap_or(&[]);
+    if let Some(n) = routing
+        .ring
+        .nodes()
+        .iter()
+        .chain(next)
+        .find(|n| n.addr == addr)
+    {
         return Some(Member {
             shard: n.name.clone(),
             primary: None,
@@ -48,6 +60,7 @@ pub(crate) fn member(proxy: &Proxy, addr: &str) -> Option<Member> {
         .ring
         .nodes()
         .iter()
+        .chain(next)
         .find(|n| n.name == shard)
         .map(|n| n.addr.clone())?;
     Some(Member {
@@ -65,12 +78,13 @@ pub(crate) fn start(proxy: &Arc<Proxy>) {
         return;
     }
     let routing = proxy.routing.load();
-    let mut addrs: Vec<String> = routing
-        .ring
-        .nodes()
-        .iter()
-        .map(|n| n.addr.clone())
-        .collect();
+    let next = routing
+        .migration
+        .as_ref()
+        .map(|m| m.next.nodes())
+        .unwrap_or(&[]);
+    let ring = routing.ring.nodes().iter().chain(next);
+    let mut addrs: Vec<String> = ring.map(|n| n.addr.clone()).collect();
     addrs.extend(ha.all_replicas().into_values().flatten());
     for addr in addrs {
         if ha.start_probing(&addr) {

@@ -157,6 +157,9 @@ pub(crate) struct Routing {
     /// Nodes may hold copies of keys they do not own (during a migration or
     /// its sweep): KEYS and SCAN drop those.
     pub(crate) filter_keys: bool,
+    /// A planned failover's pause: requests on this ring entry's keys wait
+    /// until the sender says the switch is over (`CLUSTER FAILOVER`).
+    pub(crate) paused_shard: Option<(usize, Arc<tokio::sync::watch::Sender<bool>>)>,
     /// Requests being dispatched with this snapshot right now (the epoch gate).
     dispatching: AtomicUsize,
     /// Woken when `dispatching` drops to zero (a Notify, not polling: the
@@ -176,6 +179,7 @@ impl Routing {
             shards,
             migration,
             filter_keys,
+            paused_shard: None,
             dispatching: AtomicUsize::new(0),
             drained: Notify::new(),
         }
@@ -282,6 +286,15 @@ fn admit(current: &ArcSwap<Routing>, routing: Arc<Routing>) -> Option<Gate> {
 /// During a change's cutover, requests on moving keys wait for it to end;
 /// true when this request had to wait (the caller then routes it afresh).
 async fn wait_cutover<'k>(routing: &Routing, mut keys: impl Iterator<Item = &'k Bytes>) -> bool {
+    if let Some((idx, resume)) = &routing.paused_shard {
+        let hit = keys.any(|k| routing.ring.locate(k) == *idx);
+        if hit {
+            let mut rx = resume.subscribe();
+            let _ = rx.wait_for(|done| *done).await;
+            return true;
+        }
+        return false;
+    }
     let Some(m) = &routing.migration else {
         return false;
     };
