@@ -11,14 +11,6 @@ use std::time::Duration;
 use common::*;
 use ha::*;
 
-fn need_redis() -> bool {
-    if Backend::Redis.is_available() {
-        return true;
-    }
-    skip("ha_admin", "redis-server is not installed");
-    false
-}
-
 fn cluster(con: &mut redis::Connection, args: &[&str]) -> redis::RedisResult<String> {
     let mut c = redis::cmd("CLUSTER");
     for a in args {
@@ -29,7 +21,7 @@ fn cluster(con: &mut redis::Connection, args: &[&str]) -> redis::RedisResult<Str
 
 #[test]
 fn addreplica_wires_a_node_and_removereplica_drops_it() {
-    if !need_redis() {
+    if !need_redis("ha_admin") {
         return;
     }
     let (pp, rp) = (free_port(), free_port());
@@ -66,7 +58,7 @@ fn addreplica_wires_a_node_and_removereplica_drops_it() {
 
 #[test]
 fn addnode_with_replicas_adds_a_shard_whose_replica_follows_it() {
-    if !need_redis() {
+    if !need_redis("ha_admin") {
         return;
     }
     let (pp, np, rp) = (free_port(), free_port(), free_port());
@@ -90,7 +82,7 @@ fn addnode_with_replicas_adds_a_shard_whose_replica_follows_it() {
 
 #[test]
 fn a_planned_failover_under_writes_costs_no_error_and_no_write() {
-    if !need_redis() {
+    if !need_redis("ha_admin") {
         return;
     }
     let (pp, rp) = (free_port(), free_port());

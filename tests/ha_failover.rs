@@ -13,17 +13,9 @@ use std::time::Duration;
 use common::*;
 use ha::*;
 
-fn need_redis() -> bool {
-    if Backend::Redis.is_available() {
-        return true;
-    }
-    skip("ha_failover", "redis-server is not installed");
-    false
-}
-
 #[test]
 fn a_shard_shows_its_replica_with_role_offset_and_lag() {
-    if !need_redis() {
+    if !need_redis("ha_failover") {
         return;
     }
     let (pp, rp) = (free_port(), free_port());
@@ -123,7 +115,7 @@ fn kill_primary_under_writes(write_ack: &str) -> (Writes, Vec<usize>) {
 
 #[test]
 fn killing_a_primary_promotes_its_replica_and_loses_no_write_acknowledged_by_a_replica() {
-    if !need_redis() {
+    if !need_redis("ha_failover") {
         return;
     }
     let (w, lost) = kill_primary_under_writes("replica");
@@ -145,7 +137,7 @@ fn killing_a_primary_promotes_its_replica_and_loses_no_write_acknowledged_by_a_r
 
 #[test]
 fn killing_a_primary_with_write_ack_primary_fails_over_and_the_loss_is_reported() {
-    if !need_redis() {
+    if !need_redis("ha_failover") {
         return;
     }
     let (w, lost) = kill_primary_under_writes("primary");
@@ -166,7 +158,7 @@ fn killing_a_primary_with_write_ack_primary_fails_over_and_the_loss_is_reported(
 
 #[test]
 fn an_old_primary_restarted_with_its_data_rejoins_as_a_replica_without_a_deleted_key() {
-    if !need_redis() {
+    if !need_redis("ha_failover") {
         return;
     }
     let data = tempdir::Dir::new();
@@ -240,7 +232,7 @@ fn an_old_primary_restarted_with_its_data_rejoins_as_a_replica_without_a_deleted
 
 #[test]
 fn killing_a_replica_costs_no_client_an_error() {
-    if !need_redis() {
+    if !need_redis("ha_failover") {
         return;
     }
     let (pp, rp) = (free_port(), free_port());

@@ -12,17 +12,9 @@ use std::time::{Duration, Instant};
 use common::*;
 use ha::*;
 
-fn need_redis() -> bool {
-    if Backend::Redis.is_available() {
-        return true;
-    }
-    skip("ha_policies", "redis-server is not installed");
-    false
-}
-
 #[test]
 fn fail_keeps_the_prompt_error_and_promotes_nothing() {
-    if !need_redis() {
+    if !need_redis("ha_policies") {
         return;
     }
     let (pp, rp) = (free_port(), free_port());
@@ -49,7 +41,7 @@ fn fail_keeps_the_prompt_error_and_promotes_nothing() {
 
 #[test]
 fn remap_sends_an_ejected_shards_keys_to_the_next_entry_until_it_returns() {
-    if !need_redis() {
+    if !need_redis("ha_policies") {
         return;
     }
     let (ap, bp) = (free_port(), free_port());
@@ -90,7 +82,7 @@ fn remap_sends_an_ejected_shards_keys_to_the_next_entry_until_it_returns() {
 
 #[test]
 fn read_from_replica_reads_a_replica_in_sync_and_errs_without_one() {
-    if !need_redis() {
+    if !need_redis("ha_policies") {
         return;
     }
     let (pp, rp) = (free_port(), free_port());

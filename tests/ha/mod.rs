@@ -10,6 +10,16 @@ use std::time::{Duration, Instant};
 
 use crate::common::*;
 
+/// True when redis-server is installed; else the test group is recorded as
+/// skipped (a failure under `SHARDIS_REQUIRE_REDIS=1`).
+pub fn need_redis(group: &str) -> bool {
+    if Backend::Redis.is_available() {
+        return true;
+    }
+    skip(group, "redis-server is not installed");
+    false
+}
+
 /// Starts redis-server on `port`; with `dir`, an append-only file there,
 /// fsynced on every write, so a restart after kill -9 has every write back.
 pub fn redis_at(port: u16, dir: Option<&Path>) -> Proc {

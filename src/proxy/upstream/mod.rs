@@ -18,27 +18,30 @@
 //! and the actor reconnects with capped exponential backoff. While the node
 //! is down, requests fail at once instead of queueing.
 
+mod connect;
 pub(crate) mod credentials;
 pub(crate) mod dirty;
+mod health;
 pub(crate) mod pinned;
 pub(crate) mod shard;
 pub(crate) mod topology;
 
 use std::collections::VecDeque;
 use std::fmt;
-use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::{Buf, Bytes, BytesMut};
+pub(crate) use connect::connect;
+pub(crate) use health::Health;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, oneshot};
-use tokio::time::{timeout, Instant};
+use tokio::time::Instant;
 
 use crate::proxy::conn::budget::ReplyBudget;
-use crate::proxy::ops::metrics::NodeMetrics;
-use crate::resp::reply::{self, reply_len, ReplyError, ReplyFramer};
+use crate::resp::reply::{self, ReplyError, ReplyFramer};
 
 /// Requests queued for one upstream before senders wait.
 const QUEUE_DEPTH: usize = 4_096;
@@ -76,97 +79,6 @@ impl Waiter {
             if let Some(b) = &self.budget {
                 b.release(n);
             }
-        }
-    }
-}
-
-/// Connection state of a node, shown by `CLUSTER RING`.
-#[derive(Default)]
-pub(crate) struct Health {
-    /// 0 = never connected, 1 = up, 2 = down.
-    state: AtomicU8,
-    pub(crate) failures: AtomicU64,
-    /// Failures since the last successful connect (twemproxy's
-    /// `failure_count`, which `auto_eject_hosts` compares with
-    /// `server_failure_limit`).
-    pub(crate) consecutive: AtomicU64,
-    pub(crate) last_error: std::sync::Mutex<String>,
-    /// Requests, errors, latency, in flight, reconnects (for `/metrics`).
-    pub(crate) metrics: NodeMetrics,
-    /// What went over the wire (twemproxy's per-server stats).
-    pub(crate) wire: Wire,
-}
-
-/// One node's traffic and connection ends, as twemproxy's stats count them.
-#[derive(Default)]
-pub(crate) struct Wire {
-    pub(crate) requests: AtomicU64,
-    pub(crate) request_bytes: AtomicU64,
-    pub(crate) responses: AtomicU64,
-    pub(crate) response_bytes: AtomicU64,
-    /// Connections closed by the node.
-    pub(crate) eof: AtomicU64,
-    /// Connections that failed otherwise (refused, reset, bad reply).
-    pub(crate) err: AtomicU64,
-    /// Connects and replies that timed out.
-    pub(crate) timedout: AtomicU64,
-    /// Open now, and ever opened.
-    pub(crate) connections: AtomicU64,
-    pub(crate) opened: AtomicU64,
-    /// Requests answered with our error because the node failed
-    /// (twemproxy's pool stat `forward_error`).
-    pub(crate) forward_errors: AtomicU64,
-}
-
-impl Wire {
-    #[inline]
-    fn sent(&self, n: u64, bytes: u64) {
-        if n > 0 {
-            self.requests.fetch_add(n, Ordering::Relaxed);
-            self.request_bytes.fetch_add(bytes, Ordering::Relaxed);
-        }
-    }
-
-    #[inline]
-    fn received(&self, n: u64, bytes: u64) {
-        if n > 0 {
-            self.responses.fetch_add(n, Ordering::Relaxed);
-            self.response_bytes.fetch_add(bytes, Ordering::Relaxed);
-        }
-    }
-}
-
-impl Health {
-    /// True while the last connection attempt succeeded.
-    pub(crate) fn is_up(&self) -> bool {
-        self.state.load(Ordering::Relaxed) == 1
-    }
-
-    pub(crate) fn state(&self) -> &'static str {
-        match self.state.load(Ordering::Relaxed) {
-            1 => "up",
-            2 => "down",
-            _ => "idle",
-        }
-    }
-
-    fn set_up(&self) {
-        self.state.store(1, Ordering::Relaxed);
-        self.consecutive.store(0, Ordering::Relaxed);
-    }
-
-    fn set_down(&self, err: &UpstreamError) {
-        self.state.store(2, Ordering::Relaxed);
-        self.failures.fetch_add(1, Ordering::Relaxed);
-        self.consecutive.fetch_add(1, Ordering::Relaxed);
-        let kind = match err {
-            UpstreamError::ClosedByNode => &self.wire.eof,
-            UpstreamError::NoReply(_) | UpstreamError::ConnectTimeout(_) => &self.wire.timedout,
-            _ => &self.wire.err,
-        };
-        kind.fetch_add(1, Ordering::Relaxed);
-        if let Ok(mut e) = self.last_error.lock() {
-            *e = err.to_string();
         }
     }
 }
@@ -371,84 +283,6 @@ async fn run(opts: UpstreamOptions, mut rx: mpsc::Receiver<UpRequest>, health: A
 async fn fail_rest(opts: &UpstreamOptions, mut rx: mpsc::Receiver<UpRequest>, e: &UpstreamError) {
     while let Some(req) = rx.recv().await {
         req.reply.answer(error_reply(&opts.label, e));
-    }
-}
-
-/// Opens one connection to the node (and says `HELLO 3` for RESP3); also
-/// used by the pub/sub subscriber connections.
-pub(crate) async fn connect(opts: &UpstreamOptions) -> Result<TcpStream, UpstreamError> {
-    let mut sock = match timeout(opts.connect_timeout, TcpStream::connect(&opts.addr)).await {
-        Ok(Ok(s)) => s,
-        Ok(Err(e)) => return Err(UpstreamError::Connect(e.to_string())),
-        Err(_) => return Err(UpstreamError::ConnectTimeout(opts.connect_timeout)),
-    };
-    let _ = sock.set_nodelay(true);
-    let first = match (&opts.credentials, opts.proto >= 3) {
-        (Some(c), _) => Some(c.handshake(opts.proto)),
-        (None, true) => Some(BytesMut::from(&b"*2\r\n$5\r\nHELLO\r\n$1\r\n3\r\n"[..])),
-        (None, false) => None,
-    };
-    if let Some(first) = first {
-        let mut buf = BytesMut::with_capacity(512);
-        let res = timeout(opts.request_timeout, async {
-            sock.write_all(&first).await?;
-            loop {
-                if let Some(n) = reply_len(&buf).map_err(std::io::Error::other)? {
-                    return Ok::<_, std::io::Error>(buf.split_to(n));
-                }
-                if sock.read_buf(&mut buf).await? == 0 {
-                    return Err(std::io::ErrorKind::UnexpectedEof.into());
-                }
-            }
-        })
-        .await;
-        match res {
-            Ok(Ok(r)) if !reply::is_error(&r) => {}
-            Ok(Ok(r)) => {
-                let r = String::from_utf8_lossy(&r).trim_end().to_string();
-                return Err(UpstreamError::HelloRefused(r));
-            }
-            Ok(Err(e)) => return Err(UpstreamError::Connect(e.to_string())),
-            Err(_) => return Err(UpstreamError::HelloTimeout),
-        }
-    }
-    for cmd in opts.setup.iter() {
-        match say(&mut sock, cmd, opts.request_timeout).await {
-            Ok(Ok(())) => {}
-            Ok(Err(r)) => return Err(UpstreamError::SetupRefused(r)),
-            Err(None) => return Err(UpstreamError::ConnectTimeout(opts.request_timeout)),
-            Err(Some(e)) => return Err(UpstreamError::Connect(e)),
-        }
-    }
-    Ok(sock)
-}
-
-/// Sends one command on a fresh connection and reads its reply:
-/// `Ok(Err(reply))` when the node refused it, `Err(None)` on a timeout,
-/// `Err(Some(why))` when the socket failed.
-async fn say(
-    sock: &mut TcpStream,
-    cmd: &Bytes,
-    within: Duration,
-) -> Result<Result<(), String>, Option<String>> {
-    let mut buf = BytesMut::with_capacity(512);
-    let res = timeout(within, async {
-        sock.write_all(cmd).await?;
-        loop {
-            if let Some(n) = reply_len(&buf).map_err(std::io::Error::other)? {
-                return Ok::<_, std::io::Error>(buf.split_to(n));
-            }
-            if sock.read_buf(&mut buf).await? == 0 {
-                return Err(std::io::ErrorKind::UnexpectedEof.into());
-            }
-        }
-    })
-    .await;
-    match res {
-        Ok(Ok(r)) if !reply::is_error(&r) => Ok(Ok(())),
-        Ok(Ok(r)) => Ok(Err(String::from_utf8_lossy(&r).trim_end().to_string())),
-        Ok(Err(e)) => Err(Some(e.to_string())),
-        Err(_) => Err(None),
     }
 }
 
