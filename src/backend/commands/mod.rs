@@ -212,15 +212,13 @@ pub(crate) fn dispatch(
     };
     client.last_cmd = cmd.name;
     if !arity_ok(cmd.arity, args.len()) {
-        let e = CmdError::WrongArity(cmd.name.to_string());
-        if matches!(cmd.run, Run::Exec) {
-            // A refused EXEC discards the transaction, in MULTI or not.
-            client.tx.clear(node);
-            multi::abort_exec(out, &e);
-        } else {
-            client.tx.flag();
-            e.write(out);
-        }
+        refuse(
+            node,
+            client,
+            out,
+            cmd,
+            &CmdError::WrongArity(cmd.name.to_string()),
+        );
         return Next::Done;
     }
     if !client.authenticated && !matches!(cmd.name, "auth" | "hello" | "quit" | "reset") {
@@ -238,14 +236,13 @@ pub(crate) fn dispatch(
         if client.is_master || !busy.is_past(node.busy_threshold_ms()) {
             return Next::Busy;
         }
-        let e = CmdError::Other(busy.refusal().into());
-        if matches!(cmd.run, Run::Exec) {
-            client.tx.clear(node);
-            multi::abort_exec(out, &e);
-        } else {
-            client.tx.flag();
-            e.write(out);
-        }
+        refuse(
+            node,
+            client,
+            out,
+            cmd,
+            &CmdError::Other(busy.refusal().into()),
+        );
         return Next::Done;
     }
     if !client.is_master && node.repl.is_replica() && replication::effects::is_write(cmd, args) {
@@ -319,6 +316,18 @@ enum Gate<'a> {
 }
 
 /// SCRIPT KILL or FUNCTION KILL: answered while a script runs.
+/// Answers `e` instead of running `cmd`: a refused EXEC discards the
+/// transaction (in MULTI or not), anything else flags it as Redis does.
+fn refuse(node: &Node, client: &mut Client, out: &mut BytesMut, cmd: &Command, e: &CmdError) {
+    if matches!(cmd.run, Run::Exec) {
+        client.tx.clear(node);
+        multi::abort_exec(out, e);
+    } else {
+        client.tx.flag();
+        e.write(out);
+    }
+}
+
 fn is_kill(args: &[&[u8]]) -> bool {
     args.len() == 2
         && (eq_ignore_case(args[0], b"script") || eq_ignore_case(args[0], b"function"))

@@ -102,20 +102,26 @@ async fn report(weak: Weak<Proxy>) {
                 .listen
                 .rsplit_once(':')
                 .map_or("127.0.0.1", |(h, _)| h);
-            let info = ProxyInfo {
-                id: f.id.clone(),
-                addr: format!("{host}:{}", proxy.port),
-                epoch: proxy.routing.load().ring.epoch(),
-                clients: proxy.stats.clients.load(Ordering::Relaxed) as u64,
-                requests_per_sec: proxy
-                    .stats
-                    .ops
-                    .rate(proxy.stats.commands.load(Ordering::Relaxed)),
-                state: proxy.migration.text().state,
-            };
+            let info = this_proxy(&proxy, f.id.clone(), format!("{host}:{}", proxy.port));
             *f.report.lock().expect("report lock") = info;
         }
         tokio::time::sleep(Duration::from_millis(REPORT_MS)).await;
+    }
+}
+
+/// What this proxy reports of itself: its epoch, clients, request rate and
+/// change state, under `id` at `addr`.
+fn this_proxy(proxy: &Proxy, id: String, addr: String) -> ProxyInfo {
+    ProxyInfo {
+        id,
+        addr,
+        epoch: proxy.routing.load().ring.epoch(),
+        clients: proxy.stats.clients.load(Ordering::Relaxed) as u64,
+        requests_per_sec: proxy
+            .stats
+            .ops
+            .rate(proxy.stats.commands.load(Ordering::Relaxed)),
+        state: proxy.migration.text().state,
     }
 }
 
@@ -158,17 +164,10 @@ pub(crate) async fn proxies(proxy: Arc<Proxy>, proto: u8) -> Bytes {
                 Err(e) => return AdminError::FleetChange(e.to_string()).reply(),
             }
         }
-        _ => vec![ProxyInfo {
-            id: format!("127.0.0.1:{}", proxy.port),
-            addr: format!("127.0.0.1:{}", proxy.port),
-            epoch: proxy.routing.load().ring.epoch(),
-            clients: proxy.stats.clients.load(Ordering::Relaxed) as u64,
-            requests_per_sec: proxy
-                .stats
-                .ops
-                .rate(proxy.stats.commands.load(Ordering::Relaxed)),
-            state: proxy.migration.text().state,
-        }],
+        _ => {
+            let addr = format!("127.0.0.1:{}", proxy.port);
+            vec![this_proxy(&proxy, addr.clone(), addr)]
+        }
     };
     let leader = me.map(|m| m.1).unwrap_or_default();
     let mut text = String::new();
