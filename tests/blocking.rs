@@ -460,10 +460,12 @@ fn past_max_pinned(backend: Backend) {
     let c = Cluster::over(backend.nodes(1), "max_pinned_per_node = 3\n");
     let port = c.proxy.port;
     let mut blocked: Vec<RespConn> = (0..3).map(|_| conn(port)).collect();
-    for b in &mut blocked {
+    // One at a time: the node serves blocked clients in the order they
+    // blocked, and three clients sent together may reach it in any order.
+    for (i, b) in blocked.iter_mut().enumerate() {
         b.send(&[b"BLPOP", b"q", b"0"]).unwrap();
+        wait_blocked_on_nodes(&c.nodes, i as u64 + 1, TIMEOUT);
     }
-    wait_blocked_on_nodes(&c.nodes, 3, TIMEOUT);
     let mut refused = Vec::new();
     let tries: [&[&str]; 4] = [
         &["BLPOP", "q", "0"],
