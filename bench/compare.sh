@@ -16,7 +16,8 @@
 # machine noise spreads over all of them, in an order rotated each repetition.
 #
 # Usage: bench/compare.sh [--reps N] [--quick] [--out FILE.md] [--json FILE]
-#                         [--shardis PATH] [--load PATH] [--no-load] [--keep]
+#                         [--shardis PATH] [--load PATH] [--no-load] [--keep] [--only REGEX]
+#   --only REGEX   run only the redis-benchmark tests whose name matches (e.g. 'c1|P16')
 set -u -o pipefail
 
 REPS=3
@@ -25,12 +26,13 @@ OUT=""
 JSON_OUT=""
 RUN_LOAD=1
 KEEP=0
+ONLY=""
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 REPO="$(cd "$HERE/.." && pwd)"
 SHARDIS=""
 LOAD=""
 
-usage() { sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; }
 
 while [ $# -gt 0 ]; do
     case "$1" in
@@ -42,6 +44,7 @@ while [ $# -gt 0 ]; do
         --load) LOAD="$2"; shift 2 ;;
         --no-load) RUN_LOAD=0; shift ;;
         --keep) KEEP=1; shift ;;
+        --only) ONLY="$2"; shift 2 ;;
         -h|--help) usage; exit 0 ;;
         *) echo "compare.sh: unknown argument '$1'" >&2; usage >&2; exit 2 ;;
     esac
@@ -267,6 +270,14 @@ for size in 100 1024; do
         TESTS+=("$OP-c1-$label $op 1 1 $size $N_C1")
     done
 done
+if [ -n "$ONLY" ]; then
+    KEPT=()
+    for spec in "${TESTS[@]}"; do
+        set -- $spec
+        printf '%s\n' "$1" | grep -Eq -- "$ONLY" && KEPT+=("$spec")
+    done
+    TESTS=("${KEPT[@]}")
+fi
 
 run_rb() { # REP TARGET NAME OP CLIENTS PIPELINE SIZE N
     local rep="$1" t="$2" name="$3" op="$4" c="$5" pl="$6" d="$7" n="$8"
