@@ -12,6 +12,7 @@ pub(crate) mod blocking;
 mod config;
 mod connection;
 mod counters;
+mod elements;
 mod geo;
 mod geohash;
 mod geosearch;
