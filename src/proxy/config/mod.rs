@@ -12,7 +12,7 @@ mod file;
 pub mod ha;
 mod topology;
 
-pub use backend::{BackendSetup, EjectPolicy};
+pub use backend::EjectPolicy;
 use file::*;
 pub use topology::{
     EtcdConfig, TopologyConfig, DEFAULT_ETCD_ENDPOINT, DEFAULT_ETCD_PREFIX, DEFAULT_LEASE_TTL_S,
@@ -92,10 +92,6 @@ pub struct Config {
     pub nodes: Vec<NodeSpec>,
     /// `[admin]`, `[hot_keys]`, `[slowlog]`.
     pub ops: OpsConfig,
-    /// What every upstream connection says first: the password it sends
-    /// (`AUTH`) and the database it selects (twemproxy's `redis_auth` and
-    /// `redis_db`; none and 0 from TOML).
-    pub backend: BackendSetup,
     /// Connect to every node at start rather than on first use
     /// (twemproxy's `preconnect`).
     pub preconnect: bool,
@@ -112,7 +108,9 @@ pub struct Config {
     pub replicas: std::collections::BTreeMap<String, Vec<NodeSpec>>,
     /// `[failover]`: policies and the failure detector's thresholds.
     pub ha: ha::HaConfig,
-    /// `[backend_auth]` and each `[[nodes]]` entry's username and password.
+    /// What every upstream connection says first: `[backend_auth]` and each
+    /// `[[nodes]]` entry's username and password, or a twemproxy pool's
+    /// `redis_auth`; and the database it selects (`redis_db`; 0 from TOML).
     pub node_auth: NodeCredentials,
 }
 
@@ -345,7 +343,6 @@ impl Config {
             },
             nodes,
             ops,
-            backend: BackendSetup::default(),
             preconnect: false,
             backlog: crate::listen::BACKLOG,
             eject: None,
