@@ -129,8 +129,10 @@ fn keys(n: usize) -> Vec<Vec<u8>> {
                 k
             }
             5 => {
+                // 200 to 800 bytes, one in ten up to 3 200.
+                let spread = if i % 80 == 5 { 3_000 } else { 600 };
                 let mut k = format!("long{i}:").into_bytes();
-                k.resize(200 + (i * 37) % 3000, b'a' + (i % 26) as u8);
+                k.resize(200 + (i * 37) % spread, b'a' + (i % 26) as u8);
                 k
             }
             6 => format!("{{}}{i}{{x}}").into_bytes(),
