@@ -240,8 +240,15 @@ fn runtime(threads: usize) -> Result<tokio::runtime::Runtime, String> {
     if threads > 1 {
         b.worker_threads(threads);
     }
+    // A node's scripts run on the runtime's blocking threads, and turning a
+    // script's deeply nested table into a reply recurses once per level (up
+    // to the 1000 levels the reply allows): room for that in any build.
+    b.thread_stack_size(THREAD_STACK_BYTES);
     b.enable_all().build().map_err(|e| e.to_string())
 }
+
+/// Stack of every runtime thread (tokio's default is 2 MiB).
+const THREAD_STACK_BYTES: usize = 16 * 1024 * 1024;
 
 /// Resolves on Ctrl-C or SIGTERM.
 async fn stop_signal() {

@@ -115,6 +115,7 @@ pub(crate) fn smove(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     let (d, hd) = many.shard(dst);
     let dst_kind = d.kind_of(hd, dst);
     use crate::backend::value::Kind;
+    let mut added = false;
     let moved = match (src_kind, dst_kind) {
         (None, _) => false,
         (Some(k), _) if k != Kind::Set => return Err(CmdError::WrongType),
@@ -127,12 +128,21 @@ pub(crate) fn smove(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
             let removed = s.write_coll::<Set, _>(h, src, false, |s| s.remove(m))?;
             if removed == Some(true) {
                 let (d, hd) = many.shard(dst);
-                d.write_coll::<Set, _>(hd, dst, true, |s| s.insert(m, &t))?;
+                added = d.write_coll::<Set, _>(hd, dst, true, |s| s.insert(m, &t))? == Some(true);
             }
             removed == Some(true)
         }
     };
     drop(many);
+    // WATCH sees the source change, and the destination only when the
+    // member was added to it (Redis signals exactly these; the dispatcher
+    // leaves SMOVE's keys to this handler).
+    if moved && src != dst {
+        ctx.node.store.touch(src, ctx.now);
+        if added {
+            ctx.node.store.touch(dst, ctx.now);
+        }
+    }
     encode::integer(ctx.out, moved as i64);
     Ok(())
 }
