@@ -57,6 +57,9 @@ pub(crate) struct Stats {
     pub(crate) ops: crate::resp::info::OpsMeter,
     /// Clients closed for owing too many reply bytes.
     pub(crate) output_limit_closes: AtomicU64,
+    /// Clients closed because the proxy-wide total of owed replies chose
+    /// them (INFO `evicted_clients`, as Redis's `maxmemory-clients`).
+    pub(crate) reply_total_closes: AtomicU64,
     /// Clients waiting in a blocking command (INFO `blocked_clients`).
     pub(crate) blocked_clients: AtomicUsize,
     /// Blocked commands with a timeout (INFO `clients_in_timeout_table`).
@@ -112,6 +115,8 @@ pub(crate) struct Proxy {
     pub(crate) migration: admin::migration::Tracker,
     /// Query buffer bytes of all clients, under `max_query_buffer_total`.
     pub(crate) query_buffers: conn::budget::QueryBuffers,
+    /// Reply bytes owed to all clients, under `max_output_buffer_total`.
+    pub(crate) reply_total: Arc<conn::owed::ReplyTotal>,
     /// Set when the proxy starts draining: sessions read no more requests,
     /// answer what they owe, and end.
     pub(crate) draining: AtomicBool,
@@ -259,6 +264,7 @@ impl Proxy {
             admin_lock: tokio::sync::Mutex::new(()),
             migration: admin::migration::Tracker::default(),
             query_buffers: conn::budget::QueryBuffers::new(config.max_query_buffer_total),
+            reply_total: conn::owed::ReplyTotal::new(config.max_output_buffer_total),
             draining: AtomicBool::new(false),
             sessions: Mutex::new(HashMap::new()),
             monitors: commands::monitor::Monitors::default(),

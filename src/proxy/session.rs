@@ -156,6 +156,11 @@ impl ClientSession {
                 (Some(a), Some(b)) => Some(a.min(b)),
                 (a, b) => a.or(b),
             };
+            // The proxy-wide total of owed replies chose this client: it
+            // goes now, without a reply (it is not reading).
+            if budget.evicted() == Some(Exceeded::ReplyTotal) {
+                return session.exceeded(Exceeded::ReplyTotal);
+            }
             if budget.is_evicted() && !session.closing {
                 // The proxy-wide query buffer limit chose this client: its
                 // buffer goes now; what it is owed is answered, then it closes.
@@ -237,7 +242,14 @@ impl ClientSession {
     /// request that arrived together.
     async fn dispatch_buffered(&mut self, decoder: &mut RequestDecoder, io: &mut Io, depth: usize) {
         let mut arrived = None;
-        while !io.need_bytes && !self.closing && !self.state.monitor && self.owed.len() < depth {
+        // A client a proxy-wide limit chose dispatches nothing more: the
+        // loop closes it next (dispatching may wait on a node's queue).
+        while !io.need_bytes
+            && !self.closing
+            && !self.state.monitor
+            && self.owed.len() < depth
+            && !self.state.budget.is_evicted()
+        {
             match decoder.decode(&mut io.buf) {
                 Ok(Some(req)) => {
                     self.proxy.stats.commands.fetch_add(1, Ordering::Relaxed);
@@ -340,12 +352,15 @@ impl ClientSession {
         let counter = match why {
             Exceeded::OutputHard | Exceeded::OutputSoft => &stats.output_limit_closes,
             Exceeded::QueryTotal => &stats.query_limit_closes,
+            // Counted by the total itself (INFO `evicted_clients`).
+            Exceeded::ReplyTotal => &stats.reply_total_closes,
         };
         counter.fetch_add(1, Ordering::Relaxed);
         tracing::info!(
             client = self.state.id,
             peer = %self.state.peer,
             owed_bytes = self.state.budget.owed(),
+            owed_total = self.proxy.reply_total.total(),
             query_bytes = self.query.bytes,
             limit = ?why,
             "closing client over its byte budget"

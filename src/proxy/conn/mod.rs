@@ -1,6 +1,7 @@
 //! The parts of one client's connection that the session loop
 //! (`proxy::session`) owns and lends out: the client's state as handlers
-//! see it, the replies it is owed, what it may make the proxy hold, the
+//! see it, the replies it is owed, what it and all clients together may
+//! make the proxy hold, the
 //! authentication step, what follows each dispatch, and the errors a
 //! session answers itself.
 
@@ -10,4 +11,5 @@ pub(crate) mod budget;
 pub(crate) mod client;
 pub(crate) mod error;
 pub(crate) mod io;
+pub(crate) mod owed;
 pub(crate) mod pending;
