@@ -37,6 +37,23 @@ pub(super) struct FileConfig {
     pub(super) failover: ha::FailoverSection,
     #[serde(default)]
     pub(super) backend_auth: BackendAuthSection,
+    pub(super) tls: Option<TlsSection>,
+}
+
+/// `[tls]`: the TLS listener towards clients.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct TlsSection {
+    pub(super) listen: String,
+    pub(super) cert: String,
+    pub(super) key: String,
+    pub(super) client_ca: Option<String>,
+    #[serde(default = "yes")]
+    pub(super) plaintext: bool,
+}
+
+fn yes() -> bool {
+    true
 }
 
 /// `[backend_auth]`: what the proxy sends every node that has no

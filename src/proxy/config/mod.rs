@@ -22,6 +22,7 @@ pub use topology::{
 
 pub use crate::proxy::conn::auth::config::AuthConfig;
 use crate::proxy::conn::budget::OutputLimits;
+pub use crate::proxy::conn::tls::TlsConfig;
 use crate::proxy::upstream::credentials::Credentials;
 pub use crate::proxy::upstream::credentials::NodeCredentials;
 use crate::resp::Limits;
@@ -128,6 +129,8 @@ pub struct Config {
     pub ha: ha::HaConfig,
     /// `[backend_auth]` and each `[[nodes]]` entry's username and password.
     pub node_auth: NodeCredentials,
+    /// `[tls]`: the TLS listener towards clients, if any.
+    pub tls: Option<TlsConfig>,
 }
 
 /// Background mover settings.
@@ -316,6 +319,25 @@ impl Config {
             p.auth_failures_per_sec,
         )?;
         auth.check_protected("proxy.listen", &p.listen)?;
+        let tls = match f.tls {
+            None => None,
+            Some(t) => {
+                check_host_port("tls.listen", &t.listen)?;
+                auth.check_protected("tls.listen", &t.listen)?;
+                for (field, v) in [("tls.cert", &t.cert), ("tls.key", &t.key)] {
+                    if v.is_empty() {
+                        return Err(format!("{field}: a PEM file is required"));
+                    }
+                }
+                Some(TlsConfig {
+                    listen: t.listen,
+                    cert: t.cert.into(),
+                    key: t.key.into(),
+                    client_ca: t.client_ca.filter(|c| !c.is_empty()).map(Into::into),
+                    plaintext: t.plaintext,
+                })
+            }
+        };
         let ring = RingConfig {
             scheme,
             vnodes: f.ring.vnodes,
@@ -374,6 +396,7 @@ impl Config {
             replicas,
             ha,
             node_auth,
+            tls,
         })
     }
 }

@@ -2,7 +2,7 @@
 //! (`proxy::session`) owns and lends out: the client's state as handlers
 //! see it, the replies it is owed, what it and all clients together may
 //! make the proxy hold, the
-//! authentication step, what follows each dispatch, and the errors a
+//! authentication step, TLS, what follows each dispatch, and the errors a
 //! session answers itself.
 
 pub(crate) mod after;
@@ -13,3 +13,4 @@ pub(crate) mod error;
 pub(crate) mod io;
 pub(crate) mod owed;
 pub(crate) mod pending;
+pub(crate) mod tls;
