@@ -250,6 +250,19 @@ fn runtime(threads: usize) -> Result<tokio::runtime::Runtime, String> {
 /// Stack of every runtime thread (tokio's default is 2 MiB).
 const THREAD_STACK_BYTES: usize = 16 * 1024 * 1024;
 
+/// On every SIGHUP, the TLS certificates and keys are read again (clients
+/// already connected keep their sessions).
+fn reload_on_hangup() {
+    let Ok(mut hup) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()) else {
+        return;
+    };
+    tokio::spawn(async move {
+        while hup.recv().await.is_some() {
+            proxy::reload_certificates();
+        }
+    });
+}
+
 /// Resolves on Ctrl-C or SIGTERM.
 async fn stop_signal() {
     let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
@@ -347,6 +360,7 @@ fn run_proxy(a: ProxyArgs) -> Result<(), String> {
         exit_with_parent();
     }
     runtime(config.threads)?.block_on(async move {
+        reload_on_hangup();
         let listener = shardis::listen::listen(&config.listen)
             .await
             .map_err(|e| format!("cannot listen on {}: {e}", config.listen))?;

@@ -169,6 +169,8 @@ fn info_text(p: &Proxy, want: Selection, n: &NodeSums) -> String {
                 ),
                 // Bytes of requests read but not yet complete, all clients.
                 ("shardis_query_buffer_bytes", p.query_buffers.total()),
+                // Bytes of replies not yet written, all clients.
+                ("shardis_reply_bytes_owed", p.reply_total.total()),
             ],
         );
     }
@@ -240,6 +242,11 @@ fn info_text(p: &Proxy, want: Selection, n: &NodeSums) -> String {
                 (
                     "client_output_buffer_limit_disconnections",
                     p.stats.output_limit_closes.load(Ordering::Relaxed),
+                ),
+                // Closed by the total of owed replies (`max_output_buffer_total`).
+                (
+                    "evicted_clients",
+                    p.stats.reply_total_closes.load(Ordering::Relaxed),
                 ),
                 // Requests whose handling panicked, answered `-ERR internal error`.
                 (
