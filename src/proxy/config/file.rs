@@ -143,6 +143,7 @@ pub(super) struct UpSection {
     pub(super) nodes: usize,
     pub(super) first_node_port: u16,
     pub(super) node_maxmemory: u64,
+    pub(super) replicas: usize,
 }
 
 impl Default for UpSection {
@@ -151,6 +152,7 @@ impl Default for UpSection {
             nodes: DEFAULT_UP_NODES,
             first_node_port: DEFAULT_FIRST_NODE_PORT,
             node_maxmemory: 0,
+            replicas: 0,
         }
     }
 }

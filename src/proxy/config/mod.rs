@@ -32,6 +32,9 @@ pub const DEFAULT_LISTEN: &str = "127.0.0.1:7000";
 pub const DEFAULT_FIRST_NODE_PORT: u16 = 7001;
 /// Built-in nodes `shardis up` starts.
 pub const DEFAULT_UP_NODES: usize = 10;
+/// Replicas per shard `shardis up --replicas` starts, at most (a shard
+/// has a primary and 0–2 replicas).
+pub const MAX_UP_REPLICAS: usize = 2;
 pub const DEFAULT_CONNECT_TIMEOUT_MS: u64 = 1_000;
 pub const DEFAULT_REQUEST_TIMEOUT_MS: u64 = 5_000;
 pub const DEFAULT_MAX_CLIENTS: usize = 10_000;
@@ -131,6 +134,8 @@ pub struct UpConfig {
     pub nodes: usize,
     pub first_node_port: u16,
     pub node_maxmemory: u64,
+    /// Built-in replicas `up` starts for each generated node (0–2).
+    pub replicas: usize,
 }
 
 impl Default for Config {
@@ -239,6 +244,9 @@ impl Config {
         if p.connections_per_node > 64 {
             return Err("proxy.connections_per_node: at most 64".into());
         }
+        if f.up.replicas > MAX_UP_REPLICAS {
+            return Err(format!("up.replicas: at most {MAX_UP_REPLICAS}"));
+        }
         let scheme: PointScheme = f.ring.points.parse().map_err(|_| {
             format!(
                 "ring.points: expected \"ketama\" or \"vnode\", got {:?}",
@@ -342,6 +350,7 @@ impl Config {
                 nodes: f.up.nodes,
                 first_node_port: f.up.first_node_port,
                 node_maxmemory: f.up.node_maxmemory,
+                replicas: f.up.replicas,
             },
             nodes,
             ops,
