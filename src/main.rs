@@ -135,6 +135,13 @@ struct NodeArgs {
     /// Clients must AUTH with this password first (as Redis's `requirepass`).
     #[arg(long)]
     requirepass: Option<String>,
+    /// The password a replica sends its primary (`AUTH`), as Redis's
+    /// `masterauth`; CONFIG SET masterauth changes it at run time.
+    #[arg(long)]
+    masterauth: Option<String>,
+    /// The user `--masterauth` is for [default: default].
+    #[arg(long, requires = "masterauth")]
+    masteruser: Option<String>,
 }
 
 fn main() -> ExitCode {
@@ -412,6 +419,12 @@ fn node(a: NodeArgs) -> Result<(), String> {
                 .as_deref()
                 .filter(|p| !p.is_empty())
                 .map(shardis::backend::NodeConfig::password_digest),
+            masterauth: a.masterauth.filter(|p| !p.is_empty()).map(|password| {
+                shardis::backend::MasterAuth {
+                    user: a.masteruser.filter(|u| !u.is_empty()),
+                    password,
+                }
+            }),
             ..Default::default()
         };
         shardis::backend::run(listener, config, stop_signal())

@@ -23,6 +23,11 @@ pub fn need_redis(group: &str) -> bool {
 /// Starts redis-server on `port`; with `dir`, an append-only file there,
 /// fsynced on every write, so a restart after kill -9 has every write back.
 pub fn redis_at(port: u16, dir: Option<&Path>) -> Proc {
+    redis_with(port, dir, &[])
+}
+
+/// [`redis_at`] with `extra` arguments (`--requirepass pw`).
+pub fn redis_with(port: u16, dir: Option<&Path>, extra: &[&str]) -> Proc {
     let port_s = port.to_string();
     let mut args: Vec<String> = [
         "--port",
@@ -69,12 +74,27 @@ pub fn redis_at(port: u16, dir: Option<&Path>) -> Proc {
             ]),
         ),
     }
+    args.extend(extra.iter().map(|s| s.to_string()));
     let mut p = Proc::spawn(
         Command::new("redis-server")
             .args(&args)
             .stdout(Stdio::null()),
         port,
         "redis-server",
+    );
+    p.wait_ready();
+    p
+}
+
+/// A built-in node on `port` with `extra` arguments (`--requirepass pw`).
+pub fn builtin_with(port: u16, extra: &[&str]) -> Proc {
+    let mut p = Proc::spawn(
+        Command::new(BIN)
+            .args(["node", "--port", &port.to_string()])
+            .args(extra)
+            .stdout(Stdio::null()),
+        port,
+        "node",
     );
     p.wait_ready();
     p

@@ -19,6 +19,7 @@
 //! small value, never across `.await`.
 
 pub(crate) mod admin;
+pub(crate) mod call;
 pub(crate) mod failover;
 pub(crate) mod monitor;
 pub(crate) mod reads;

@@ -14,8 +14,9 @@ use std::time::Duration;
 
 use crate::client::{ClientError, Conn};
 use crate::proxy::config::ha::OnPrimaryDown;
-use crate::proxy::ha::failover;
 use crate::proxy::ha::status::{parse_info, Detector, Liveness, Probe, ReplInfo, Role};
+use crate::proxy::ha::{call, failover};
+use crate::proxy::upstream::credentials::Credentials;
 use crate::proxy::Proxy;
 
 /// What an address is to the pool right now.
@@ -107,7 +108,8 @@ async fn probe_loop(proxy: Weak<Proxy>, addr: String) {
         };
         let config = p.ha.config;
         let timeout = Duration::from_millis(config.probe_timeout_ms);
-        let (outcome, info) = probe(&mut conn, &addr, timeout).await;
+        let creds = crate::proxy::ha::call::creds(&p, &m.shard);
+        let (outcome, info) = probe(&mut conn, &addr, creds.as_deref(), timeout).await;
         let before = detector.state;
         let verdict = detector.observe(outcome, &config);
         let status = p.ha.status(&addr);
@@ -142,12 +144,13 @@ async fn probe_loop(proxy: Weak<Proxy>, addr: String) {
 async fn probe(
     conn: &mut Option<Conn>,
     addr: &str,
+    creds: Option<&Credentials>,
     timeout: Duration,
 ) -> (Probe, Option<ReplInfo>) {
     for _ in 0..2 {
         let fresh = conn.is_none();
         if conn.is_none() {
-            match Conn::connect(addr, timeout).await {
+            match call::connect(addr, creds, timeout).await {
                 Ok(c) => *conn = Some(c),
                 Err(e) => return (classify(&e), None),
             }
@@ -200,16 +203,8 @@ async fn follow(proxy: &Arc<Proxy>, shard: &str, addr: &str, primary: &str, info
     if p.liveness() != Liveness::Up || p.role() != Role::Master {
         return;
     }
-    let Some((host, port)) = primary.rsplit_once(':') else {
-        return;
-    };
     let timeout = Duration::from_millis(proxy.ha.config.probe_timeout_ms.max(500));
-    let r = crate::client::probe(
-        addr,
-        &[b"REPLICAOF", host.as_bytes(), port.as_bytes()],
-        timeout,
-    )
-    .await;
+    let r = call::repoint(proxy, shard, addr, primary, timeout).await;
     match r {
         Ok(reply) if !crate::resp::reply::is_error(&reply) => {
             proxy.ha.note(format!(
