@@ -1,6 +1,9 @@
 //! The failure detector's probes: one task per shard member, which reads
 //! `INFO replication` on its own connection every `probe_interval_ms`
-//! (backing off with jitter while the member is down), records what it says
+//! (backing off with jitter while the member is down) — a primary's probe
+//! raced with its clients' request failures, so one that accepts
+//! connections but no longer answers is found down without waiting out a
+//! slow probe — records what it says
 //! and, on a verdict, acts: a primary found down gets its pool's policy
 //! (`failover.rs`), a replica that does not follow its shard's primary is
 //! told to (`REPLICAOF`), an ejected primary that answers again is put back.
@@ -100,6 +103,8 @@ async fn probe_loop(proxy: Weak<Proxy>, addr: String) {
         (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
     });
     let mut detector = Detector::new(seed);
+    // The primary's request failures counted up to its last answered probe.
+    let mut baseline: Option<u64> = None;
     loop {
         let Some(p) = proxy.upgrade() else { return };
         let Some(m) = member(&p, &addr) else {
@@ -109,7 +114,17 @@ async fn probe_loop(proxy: Weak<Proxy>, addr: String) {
         let config = p.ha.config;
         let timeout = Duration::from_millis(config.probe_timeout_ms);
         let creds = crate::proxy::ha::call::creds(&p, &m.shard);
-        let (outcome, info) = probe(&mut conn, &addr, creds.as_deref(), timeout).await;
+        let (outcome, info) = {
+            let probed = probe(&mut conn, &addr, creds.as_deref(), timeout);
+            match m.primary {
+                Some(_) => probed.await,
+                None => watch_requests(&p, &addr, probed, &mut baseline).await,
+            }
+        };
+        if outcome == Probe::RequestsFailed {
+            // The probe was abandoned half way: its connection is unusable.
+            conn = None;
+        }
         let before = detector.state;
         let verdict = detector.observe(outcome, &config);
         let status = p.ha.status(&addr);
@@ -137,6 +152,62 @@ async fn probe_loop(proxy: Weak<Proxy>, addr: String) {
         drop(p);
         tokio::time::sleep(delay).await;
     }
+}
+
+/// Request failures (replies that timed out, connections lost or refused)
+/// on the pooled upstream connections to `addr` as a shard's primary, ever.
+fn request_failures(proxy: &Proxy, addr: &str) -> Option<u64> {
+    let routing = proxy.routing.load();
+    let node = routing
+        .shards
+        .iter()
+        .map(|s| s.primary())
+        .find(|n| n.spec.addr == addr)?;
+    Some(
+        node.health
+            .failures
+            .load(std::sync::atomic::Ordering::Relaxed),
+    )
+}
+
+/// A primary's probe, raced with the clients' requests: while the probe
+/// waits for its reply (a node that accepts connections but has stopped
+/// answering keeps it waiting for the whole `probe_timeout_ms`), every
+/// `probe_interval_ms` the primary's request failures since its last
+/// answered probe are counted, and `down_after_timeouts` of them end the
+/// wait as [`Probe::RequestsFailed`]. An answered probe moves the baseline:
+/// a node that answers is not failed over for its clients' timeouts alone.
+async fn watch_requests(
+    proxy: &Proxy,
+    addr: &str,
+    probed: impl std::future::Future<Output = (Probe, Option<ReplInfo>)>,
+    baseline: &mut Option<u64>,
+) -> (Probe, Option<ReplInfo>) {
+    let config = proxy.ha.config;
+    let base = *baseline.get_or_insert_with(|| request_failures(proxy, addr).unwrap_or(0));
+    let every = Duration::from_millis(config.probe_interval_ms);
+    let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
+    tokio::pin!(probed);
+    let result = loop {
+        tokio::select! {
+            r = &mut probed => break r,
+            _ = tick.tick() => {
+                let now = request_failures(proxy, addr).unwrap_or(base);
+                // A new primary's connections count from zero.
+                let failed = now.checked_sub(base).unwrap_or(now);
+                if failed >= u64::from(config.down_after_timeouts) {
+                    break (Probe::RequestsFailed, None);
+                }
+            }
+        }
+    };
+    let now = request_failures(proxy, addr);
+    match result.0 {
+        Probe::Answered => *baseline = now,
+        _ if now.is_some_and(|n| n < base) => *baseline = now,
+        _ => {}
+    }
+    result
 }
 
 /// One `INFO replication` on the member's probe connection, reconnecting
