@@ -387,6 +387,9 @@ pub async fn run_with(
     }
     tokio::spawn(ops::hotkeys::run_ticker(Arc::downgrade(&proxy)));
     ha::monitor::start(&proxy);
+    if proxy.config.ha.mode == config::ha::FailoverMode::Sentinel {
+        ha::sentinel::start(&proxy);
+    }
     admin::fleet::spawn(&proxy);
     serve(listener, proxy, shutdown).await;
     drop(stop);

@@ -166,6 +166,8 @@ pub(super) struct NodeSection {
     /// The shard's replicas (`host:port`), copies of this node.
     #[serde(default)]
     pub(super) replicas: Vec<String>,
+    /// The shard's name at the Sentinels (`[failover] mode = "sentinel"`).
+    pub(super) master_name: Option<String>,
     pub(super) username: Option<String>,
     pub(super) password: Option<String>,
 }

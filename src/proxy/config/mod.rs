@@ -115,6 +115,8 @@ pub struct Config {
     pub replicas: std::collections::BTreeMap<String, Vec<NodeSpec>>,
     /// `[failover]`: policies and the failure detector's thresholds.
     pub ha: ha::HaConfig,
+    /// `[failover] sentinels` and each shard's `master_name` (sentinel mode).
+    pub sentinel: ha::SentinelConfig,
     /// `[backend_auth]` and each `[[nodes]]` entry's username and password.
     pub node_auth: NodeCredentials,
 }
@@ -219,7 +221,7 @@ impl Config {
         Config::from_file_config(file)
     }
 
-    fn from_file_config(f: FileConfig) -> Result<Config, String> {
+    fn from_file_config(mut f: FileConfig) -> Result<Config, String> {
         let p = f.proxy;
         check_host_port("proxy.listen", &p.listen)?;
         for (field, v) in [
@@ -268,6 +270,7 @@ impl Config {
         let mut nodes = Vec::with_capacity(f.nodes.len());
         let mut replicas = std::collections::BTreeMap::new();
         let mut seen = std::collections::HashSet::new();
+        let mut masters = std::collections::BTreeMap::new();
         let mut node_auth = NodeCredentials {
             default: credentials(
                 "backend_auth",
@@ -289,6 +292,9 @@ impl Config {
                 ));
             }
             ha::add_replicas(i, (&name, &n.addr), n.replicas, &mut seen, &mut replicas)?;
+            if let Some(m) = n.master_name {
+                masters.insert(name.clone(), m);
+            }
             if let Some(c) = credentials(&format!("nodes[{i}]"), n.username, n.password)? {
                 node_auth.by_name.insert(name.clone(), c);
             }
@@ -298,7 +304,9 @@ impl Config {
                 weight,
             });
         }
+        let sentinels = f.failover.take_sentinels();
         let ha = ha::HaConfig::validate(f.failover)?;
+        let sentinel = ha::SentinelConfig::validate(ha.mode, sentinels, masters, &nodes)?;
         let ops = OpsConfig::validate(f.admin, f.hot_keys, f.slowlog)?;
         let topology = TopologyConfig::validate(f.topology, p.state_file.as_deref())?;
         let auth = AuthConfig::validate(
@@ -363,6 +371,7 @@ impl Config {
             replicas,
             ha,
             node_auth,
+            sentinel,
         })
     }
 }

@@ -9,7 +9,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::proxy::config::ha::OnPrimaryDown;
+use crate::proxy::config::ha::{FailoverMode, OnPrimaryDown};
 use crate::proxy::ha::call;
 use crate::proxy::ha::status::{parse_info, role_is_master, Role};
 use crate::proxy::upstream::topology::Routing;
@@ -45,6 +45,10 @@ impl std::fmt::Display for FailoverError {
 
 /// A probe found `addr`, the primary of `shard`, down.
 pub(crate) async fn primary_down(proxy: &Arc<Proxy>, shard: &str, addr: &str) {
+    if proxy.ha.config.mode == FailoverMode::Sentinel {
+        // Sentinel decides; `sentinel.rs` follows it.
+        return;
+    }
     match proxy.ha.config.on_primary_down {
         OnPrimaryDown::Fail => {}
         OnPrimaryDown::Remap => eject(proxy, shard, addr).await,
@@ -158,7 +162,11 @@ pub(crate) async fn promote(
 /// name and weight, so every key stays placed where it was), persisted. A
 /// topology change copying keys is aborted first: its copies would read
 /// from the old primary.
-async fn swap_primary(proxy: &Arc<Proxy>, shard: &str, addr: &str) -> Result<(), FailoverError> {
+pub(crate) async fn swap_primary(
+    proxy: &Arc<Proxy>,
+    shard: &str,
+    addr: &str,
+) -> Result<(), FailoverError> {
     if proxy.routing.load().migration.is_some() {
         if proxy.migration.is_copying() {
             proxy

@@ -23,6 +23,7 @@ pub(crate) mod call;
 pub(crate) mod failover;
 pub(crate) mod monitor;
 pub(crate) mod reads;
+pub(crate) mod sentinel;
 pub(crate) mod status;
 pub(crate) mod views;
 

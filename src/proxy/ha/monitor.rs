@@ -16,7 +16,7 @@ use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use crate::client::{ClientError, Conn};
-use crate::proxy::config::ha::OnPrimaryDown;
+use crate::proxy::config::ha::{FailoverMode, OnPrimaryDown};
 use crate::proxy::ha::status::{parse_info, Detector, Liveness, Probe, ReplInfo, Role};
 use crate::proxy::ha::{call, failover};
 use crate::proxy::upstream::credentials::Credentials;
@@ -267,7 +267,8 @@ async fn follow(proxy: &Arc<Proxy>, shard: &str, addr: &str, primary: &str, info
     if info.role == Role::Replica && info.master.as_deref() == Some(primary) {
         return;
     }
-    if proxy.ha.is_failing(shard) {
+    // Under Sentinel, Sentinel repoints replicas; the proxy only watches.
+    if proxy.ha.is_failing(shard) || proxy.ha.config.mode == FailoverMode::Sentinel {
         return;
     }
     let p = proxy.ha.status(primary);
