@@ -10,9 +10,10 @@ use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 
+use crate::proxy::admin::error::AdminError;
 use crate::proxy::admin::etcd::{Fleet, ProxyInfo};
 use crate::proxy::admin::migration::{self, follow};
-use crate::proxy::admin::AdminError;
+use crate::proxy::admin::store;
 use crate::proxy::Proxy;
 use crate::resp::encode;
 
@@ -28,7 +29,7 @@ pub(crate) fn fleet(proxy: &Proxy) -> Option<&Fleet> {
 
 /// True unless the store is shared and another proxy holds the election.
 pub(crate) fn is_leader(proxy: &Proxy) -> bool {
-    fleet(proxy).is_none_or(|f| *f.leader.borrow())
+    store::is_leader(proxy.store.as_deref())
 }
 
 /// Starts the follower and the report ticker (only for a shared store).

@@ -42,6 +42,14 @@ pub(crate) trait TopologyStore: Send + Sync {
     }
 }
 
+/// True unless `store` is shared and another proxy holds the election: the
+/// one question the migration engine asks of the fleet.
+pub(crate) fn is_leader(store: Option<&dyn TopologyStore>) -> bool {
+    store
+        .and_then(|s| s.fleet())
+        .is_none_or(|f| *f.leader.borrow())
+}
+
 /// The state file: TOML, written atomically (see `state`).
 pub(crate) struct StateFile {
     path: String,

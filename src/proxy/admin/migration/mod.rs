@@ -153,7 +153,7 @@ pub(crate) async fn begin(proxy: &Arc<Proxy>, change: Change) -> Result<u64, Mig
         Some(route),
         true,
     )));
-    if !crate::proxy::admin::fleet::is_leader(proxy) {
+    if !crate::proxy::admin::store::is_leader(proxy.store.as_deref()) {
         // The fleet's leader drives it once it sees it in the store; this
         // proxy routes by it meanwhile, as every other proxy does.
         proxy.migration.following.store(true, Ordering::Relaxed);

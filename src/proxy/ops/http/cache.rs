@@ -17,8 +17,8 @@ use axum::http::{header, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use bytes::{Bytes, BytesMut};
 
-use crate::proxy::admin::migration::track_write;
 use crate::proxy::policy::lookup;
+use crate::proxy::upstream::dirty::track_write;
 use crate::proxy::upstream::topology;
 use crate::proxy::Proxy;
 use crate::resp::encode;
