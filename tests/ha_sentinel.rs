@@ -138,6 +138,7 @@ fn the_proxy_follows_a_majority_of_sentinels_and_outvotes_a_stale_one() {
         r.contains(&format!("{primary} {primary} replica_of=node1")),
         "the old primary is kept as a replica:\n{r}"
     );
+    assert_eq!(info_field(&mut con, "failover_mode"), "sentinel");
     assert_eq!(info_field(&mut con, "failovers"), "1");
     let last = info_field(&mut con, "last_failover");
     assert!(last.contains("3 of 4 Sentinels"), "{last}");

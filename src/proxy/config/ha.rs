@@ -346,6 +346,14 @@ mod tests {
         assert_eq!(d.on_primary_down, OnPrimaryDown::Failover);
         assert_eq!(d.write_ack, WriteAck::Primary);
         assert_eq!(d.read_from, ReadFrom::Primary);
+        assert_eq!(d.mode, FailoverMode::Proxy);
+        let s = Config::parse(
+            "[failover]\nmode = \"sentinel\"\nsentinels = [\"127.0.0.1:26379\"]\n\
+             [[nodes]]\naddr = \"127.0.0.1:7001\"\nname = \"a\"\nmaster_name = \"m1\"\n",
+        )
+        .unwrap();
+        assert_eq!(s.ha.mode, FailoverMode::Sentinel);
+        assert_eq!(s.sentinel.masters["a"], "m1");
         // Sub-second on a LAN: a refused connect is seen within one
         // interval, a silent node within down_after_timeouts probes.
         let worst = d.probe_interval_ms + u64::from(d.down_after_timeouts) * d.probe_timeout_ms;
@@ -366,6 +374,23 @@ mod tests {
                 "failover.probe_interval_ms",
             ),
             ("[failover]\nbogus = 1\n", "bogus"),
+            ("[failover]\nmode = \"raft\"\n", "failover.mode"),
+            (
+                "[failover]\nmode = \"sentinel\"\n",
+                "failover.sentinels: sentinel mode needs",
+            ),
+            (
+                "[failover]\nmode = \"sentinel\"\nsentinels = [\"127.0.0.1:26379\"]\n[[nodes]]\naddr = \"127.0.0.1:1\"\n",
+                "nodes[0].master_name",
+            ),
+            (
+                "[failover]\nsentinels = [\"127.0.0.1:26379\"]\n",
+                "only with failover.mode",
+            ),
+            (
+                "[failover]\nmode = \"sentinel\"\nsentinels = [\"s\"]\n",
+                "failover.sentinels[0]",
+            ),
             (
                 "[[nodes]]\naddr = \"127.0.0.1:1\"\nreplicas = [\"x\"]\n",
                 "nodes[0].replicas[0]",
