@@ -32,8 +32,7 @@ pub(crate) async fn call(
     args: &[&[u8]],
     timeout: Duration,
 ) -> Result<Bytes, ClientError> {
-    let creds = creds(proxy, shard);
-    credentials::probe(addr, creds.as_deref(), args, timeout).await
+    credentials::probe(addr, shard, &proxy.config.node_auth, args, timeout).await
 }
 
 /// A connection to `addr` for repeated probes, authenticated with `creds`.
@@ -46,8 +45,7 @@ pub(crate) async fn connect(
 ) -> Result<Conn, ClientError> {
     let mut c = Conn::connect(addr, timeout).await?;
     if let Some(cr) = creds {
-        let auth: [&[u8]; 3] = [b"AUTH", cr.user().as_bytes(), cr.password.as_bytes()];
-        let r = c.call(&auth).await?;
+        let r = c.call(&cr.auth_args()).await?;
         if is_error(&r) {
             tracing::warn!(member = %addr, user = %cr.user(), "the member refused the proxy's AUTH");
         }
