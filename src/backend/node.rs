@@ -169,7 +169,8 @@ impl Node {
         );
         Node {
             store,
-            settings: Settings::new(config.maxmemory, config.limits.max_bulk_len, port),
+            settings: Settings::new(config.maxmemory, config.limits.max_bulk_len, port)
+                .with_masterauth(config.masterauth.as_ref()),
             limits: config.limits,
             stats: Stats::default(),
             migrate: tokio::sync::Mutex::new(MigrateState::default()),

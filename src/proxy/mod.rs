@@ -366,6 +366,9 @@ pub async fn run_with(
     }
     tokio::spawn(ops::hotkeys::run_ticker(Arc::downgrade(&proxy)));
     ha::monitor::start(&proxy);
+    if proxy.config.ha.mode == config::ha::FailoverMode::Sentinel {
+        ha::sentinel::start(&proxy);
+    }
     admin::fleet::spawn(&proxy);
     // Dropping `tls_stop` ends the TLS listener with the proxy.
     let tls_stop = conn::tls::start(&proxy).await?;

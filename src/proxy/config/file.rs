@@ -163,6 +163,7 @@ pub(super) struct UpSection {
     pub(super) nodes: usize,
     pub(super) first_node_port: u16,
     pub(super) node_maxmemory: u64,
+    pub(super) replicas: usize,
 }
 
 impl Default for UpSection {
@@ -171,6 +172,7 @@ impl Default for UpSection {
             nodes: DEFAULT_UP_NODES,
             first_node_port: DEFAULT_FIRST_NODE_PORT,
             node_maxmemory: 0,
+            replicas: 0,
         }
     }
 }
@@ -184,6 +186,8 @@ pub(super) struct NodeSection {
     /// The shard's replicas (`host:port`), copies of this node.
     #[serde(default)]
     pub(super) replicas: Vec<String>,
+    /// The shard's name at the Sentinels (`[failover] mode = "sentinel"`).
+    pub(super) master_name: Option<String>,
     pub(super) username: Option<String>,
     pub(super) password: Option<String>,
 }

@@ -34,6 +34,9 @@ pub const DEFAULT_LISTEN: &str = "127.0.0.1:7000";
 pub const DEFAULT_FIRST_NODE_PORT: u16 = 7001;
 /// Built-in nodes `shardis up` starts.
 pub const DEFAULT_UP_NODES: usize = 10;
+/// Replicas per shard `shardis up --replicas` starts, at most (a shard
+/// has a primary and 0–2 replicas).
+pub const MAX_UP_REPLICAS: usize = 2;
 pub const DEFAULT_CONNECT_TIMEOUT_MS: u64 = 1_000;
 pub const DEFAULT_REQUEST_TIMEOUT_MS: u64 = 5_000;
 pub const DEFAULT_MAX_CLIENTS: usize = 10_000;
@@ -123,6 +126,8 @@ pub struct Config {
     pub replicas: std::collections::BTreeMap<String, Vec<NodeSpec>>,
     /// `[failover]`: policies and the failure detector's thresholds.
     pub ha: ha::HaConfig,
+    /// `[failover] sentinels` and each shard's `master_name` (sentinel mode).
+    pub sentinel: ha::SentinelConfig,
     /// What every upstream connection says first: `[backend_auth]` and each
     /// `[[nodes]]` entry's username and password, or a twemproxy pool's
     /// `redis_auth`; and the database it selects (`redis_db`; 0 from TOML).
@@ -146,6 +151,8 @@ pub struct UpConfig {
     pub nodes: usize,
     pub first_node_port: u16,
     pub node_maxmemory: u64,
+    /// Built-in replicas `up` starts for each generated node (0–2).
+    pub replicas: usize,
 }
 
 impl Default for Config {
@@ -229,7 +236,7 @@ impl Config {
         Config::from_file_config(file)
     }
 
-    fn from_file_config(f: FileConfig) -> Result<Config, String> {
+    fn from_file_config(mut f: FileConfig) -> Result<Config, String> {
         let p = f.proxy;
         check_host_port("proxy.listen", &p.listen)?;
         for (field, v) in [
@@ -255,6 +262,9 @@ impl Config {
         if p.connections_per_node > 64 {
             return Err("proxy.connections_per_node: at most 64".into());
         }
+        if f.up.replicas > MAX_UP_REPLICAS {
+            return Err(format!("up.replicas: at most {MAX_UP_REPLICAS}"));
+        }
         let scheme: PointScheme = f.ring.points.parse().map_err(|_| {
             format!(
                 "ring.points: expected \"ketama\" or \"vnode\", got {:?}",
@@ -276,6 +286,7 @@ impl Config {
         let mut nodes = Vec::with_capacity(f.nodes.len());
         let mut replicas = std::collections::BTreeMap::new();
         let mut seen = std::collections::HashSet::new();
+        let mut masters = std::collections::BTreeMap::new();
         let mut node_auth = NodeCredentials {
             default: credentials(
                 "backend_auth",
@@ -297,6 +308,9 @@ impl Config {
                 ));
             }
             ha::add_replicas(i, (&name, &n.addr), n.replicas, &mut seen, &mut replicas)?;
+            if let Some(m) = n.master_name {
+                masters.insert(name.clone(), m);
+            }
             if let Some(c) = credentials(&format!("nodes[{i}]"), n.username, n.password)? {
                 node_auth.by_name.insert(name.clone(), c);
             }
@@ -306,7 +320,9 @@ impl Config {
                 weight,
             });
         }
+        let sentinels = f.failover.take_sentinels();
         let ha = ha::HaConfig::validate(f.failover)?;
+        let sentinel = ha::SentinelConfig::validate(ha.mode, sentinels, masters, &nodes)?;
         let ops = OpsConfig::validate(f.admin, f.hot_keys, f.slowlog)?;
         let topology = TopologyConfig::validate(f.topology, p.state_file.as_deref())?;
         let auth = AuthConfig::validate(
@@ -382,6 +398,7 @@ impl Config {
                 nodes: f.up.nodes,
                 first_node_port: f.up.first_node_port,
                 node_maxmemory: f.up.node_maxmemory,
+                replicas: f.up.replicas,
             },
             nodes,
             ops,
@@ -394,6 +411,7 @@ impl Config {
             ha,
             node_auth,
             tls,
+            sentinel,
         })
     }
 }

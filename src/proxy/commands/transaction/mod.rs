@@ -34,8 +34,10 @@ use bytes::{Bytes, BytesMut};
 use crate::catalogue::Id;
 use crate::catalogue::{arity_error, unknown_command_error};
 use crate::proxy::admin::migration;
+use crate::proxy::config::ha::WriteAck;
 use crate::proxy::conn::client::ClientState;
 use crate::proxy::conn::pending::Pending;
+use crate::proxy::ha::reads::{acked_or_error, wait_request};
 use crate::proxy::policy::Pinned as PinKind;
 use crate::proxy::policy::{CommandSpec, Kind};
 use crate::proxy::upstream::topology::{self, Node};
@@ -309,9 +311,18 @@ async fn exec(proxy: &Arc<Proxy>, client: &mut ClientState) -> Pending {
     for raw in multi.queued {
         replies.push(pin.send(raw).await);
     }
-    let mut rx = pin
-        .send_for(Bytes::from_static(b"*1\r\n$4\r\nEXEC\r\n"), &client.budget)
-        .await;
+    let exec_raw = Bytes::from_static(b"*1\r\n$4\r\nEXEC\r\n");
+    // write_ack = "replica": WAIT 1 right behind EXEC on the same
+    // connection; EXEC's reply stands only if WAIT counted a replica.
+    let acked = multi.writes && proxy.ha.config.write_ack == WriteAck::Replica;
+    let (mut rx, waited) = if acked {
+        let ms = proxy.ha.config.wait_timeout_ms;
+        let rx = pin.send(exec_raw).await;
+        (rx, Some((pin.send(wait_request(ms)).await, ms)))
+    } else {
+        (pin.send_for(exec_raw, &client.budget).await, None)
+    };
+    let shard = target.spec.name.clone();
     if let (true, Some(m)) = (multi.writes, &routing.migration) {
         let moving: Vec<Bytes> = keys
             .iter()
@@ -329,14 +340,19 @@ async fn exec(proxy: &Arc<Proxy>, client: &mut ClientState) -> Pending {
         for r in replies {
             let _ = r.await;
         }
-        rx.await.unwrap_or_else(|_| {
+        let reply = rx.await.unwrap_or_else(|_| {
             let mut b = BytesMut::new();
             encode::error(
                 &mut b,
                 "ERR the node's connection was lost before EXEC answered; the transaction may or may not have run",
             );
             b.freeze()
-        })
+        });
+        let Some((waited, ms)) = waited else {
+            return reply;
+        };
+        // Not charged on arrival: the session charges a reply built here.
+        acked_or_error(reply, waited.await.ok(), &shard, ms, "transaction")
     }))
 }
 
