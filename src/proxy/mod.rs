@@ -275,12 +275,26 @@ impl Proxy {
         match saved {
             // In a fleet the leader resumes a change; every proxy routes by it.
             Some(s) if admin::fleet::fleet(&proxy).is_some() => {
-                admin::migration::follow::apply(&proxy, &s).map_err(StartError::Resume)?
+                admin::migration::follow::apply(&proxy, &s).map_err(StartError::Resume)?;
             }
             Some(s) => admin::migration::resume(&proxy, s).map_err(StartError::Resume)?,
             None => {}
         }
+        if let (Some(f), Some(store)) = (admin::fleet::fleet(&proxy), &proxy.store) {
+            // It routes by what it just read (or seeded) under its lease.
+            f.routed_by(store.revision());
+        }
         Ok(proxy)
+    }
+
+    /// Whether this proxy may route keyed requests now: always, unless its
+    /// topology store is shared and its lease lapsed or it has not caught
+    /// up since (see `admin::etcd`'s session).
+    pub(crate) fn is_serving(&self) -> bool {
+        self.store
+            .as_deref()
+            .and_then(|s| s.fleet())
+            .is_none_or(|f| f.is_serving())
     }
 
     /// The ring over `nodes` at `epoch`, placed the pool's way (as

@@ -7,6 +7,7 @@
 //! the trait.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use crate::proxy::admin::etcd::{EtcdStore, Fleet, ProxyInfo};
 use crate::proxy::admin::state::{self, Saved, StateError};
@@ -38,6 +39,24 @@ pub(crate) trait TopologyStore: Send + Sync {
 
     /// The live proxies sharing this store (blocking).
     fn proxies(&self) -> Result<Vec<ProxyInfo>, StateError> {
+        Ok(Vec::new())
+    }
+
+    /// The newest topology revision this proxy knows (0 for a file).
+    fn revision(&self) -> i64 {
+        0
+    }
+
+    /// Tells the fleet this proxy routes by, and is ready for, revision
+    /// `rev` (blocking; nothing to tell for a store one proxy owns).
+    fn acknowledge(&self, _rev: i64) -> Result<(), StateError> {
+        Ok(())
+    }
+
+    /// The fleet's barrier (blocking): waits, at most `max`, until every
+    /// other live proxy has acknowledged `rev` or lost its lease; returns
+    /// those that acknowledged, each with its lease.
+    fn await_acks(&self, _rev: i64, _max: Duration) -> Result<Vec<(String, i64)>, StateError> {
         Ok(Vec::new())
     }
 }
