@@ -27,8 +27,10 @@ enum Known {
     Unsure,
 }
 
-/// One writer per proxy, each on keys of its own: SETs and DELs, every
-/// acknowledged one recorded.
+/// One writer per proxy, each on keys of its own: every SET on a new key,
+/// every seventh request a DEL of a key set a little before, so each key's
+/// last write is made at one moment of the change, and never hidden by a
+/// later one. Every acknowledged request is recorded.
 struct Writers {
     stop: Arc<AtomicBool>,
     threads: Vec<std::thread::JoinHandle<(HashMap<String, Known>, u64, u64)>>,
@@ -45,7 +47,7 @@ fn is_refusal(e: &redis::RedisError) -> bool {
 }
 
 impl Writers {
-    fn start(ports: &[u16], keys: usize) -> Writers {
+    fn start(ports: &[u16]) -> Writers {
         let stop = Arc::new(AtomicBool::new(false));
         let threads = ports
             .iter()
@@ -59,8 +61,8 @@ impl Writers {
                     let mut n = 0u64;
                     while !stop.load(Ordering::Relaxed) {
                         n += 1;
-                        let key = format!("w{w}:{}", n as usize % keys);
                         let delete = n % 7 == 0;
+                        let key = format!("w{w}:{}", if delete { n - 5 } else { n });
                         let value = format!("{w}-{n}");
                         let r: redis::RedisResult<()> = if delete {
                             redis::cmd("DEL").arg(&key).query(&mut con)
@@ -109,19 +111,26 @@ impl Writers {
 fn check(port: u16, known: &HashMap<String, Known>) -> (usize, usize) {
     let mut con = connect(port);
     let (mut lost, mut resurrected) = (0, 0);
-    for (key, want) in known {
-        let got: Option<String> = redis::cmd("GET").arg(key).query(&mut con).unwrap();
-        match (want, got) {
-            (Known::Value(v), Some(g)) if *v == g => {}
-            (Known::Value(v), g) => {
-                lost += 1;
-                eprintln!("lost through {port}: {key} = {g:?}, acknowledged {v}");
+    let all: Vec<(&String, &Known)> = known.iter().collect();
+    for chunk in all.chunks(500) {
+        let mut pipe = redis::pipe();
+        for (key, _) in chunk {
+            pipe.cmd("GET").arg(*key);
+        }
+        let got: Vec<Option<String>> = pipe.query(&mut con).unwrap();
+        for ((key, want), got) in chunk.iter().zip(got) {
+            match (want, got) {
+                (Known::Value(v), Some(g)) if *v == g => {}
+                (Known::Value(v), g) => {
+                    lost += 1;
+                    eprintln!("lost through {port}: {key} = {g:?}, acknowledged {v}");
+                }
+                (Known::Deleted, Some(g)) => {
+                    resurrected += 1;
+                    eprintln!("resurrected through {port}: {key} = {g}");
+                }
+                _ => {}
             }
-            (Known::Deleted, Some(g)) => {
-                resurrected += 1;
-                eprintln!("resurrected through {port}: {key} = {g}");
-            }
-            _ => {}
         }
     }
     (lost, resurrected)
@@ -158,7 +167,7 @@ fn writes_through_every_proxy_survive_a_node_added_and_one_removed() {
         .map(|_| Member::start(&etcd, &addrs[..3], TTL_S, &slow))
         .collect();
     let ports: Vec<u16> = members.iter().map(|m| m.port()).collect();
-    let writers = Writers::start(&ports, 400);
+    let writers = Writers::start(&ports);
     std::thread::sleep(Duration::from_millis(500));
     let t0 = Instant::now();
     let r = cluster(ports[1], &["ADDNODE", &addrs[3], "NAME", "extra"]);
@@ -209,7 +218,7 @@ fn a_stopped_proxy_holds_a_change_up_no_longer_than_its_lease_and_serves_no_stal
     let (vi, oi) = ((li + 1) % 3, (li + 2) % 3);
     let (leader, victim, other) = (members[li].port(), members[vi].port(), members[oi].port());
     mset_keys(&mut connect(other), "s:", 2000);
-    let writers = Writers::start(&[leader, other], 300);
+    let writers = Writers::start(&[leader, other]);
     let asked = {
         let node = addrs[2].clone();
         std::thread::spawn(move || cluster(leader, &["ADDNODE", &node, "NAME", "extra"]))
