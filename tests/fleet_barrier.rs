@@ -27,13 +27,17 @@ enum Known {
     Unsure,
 }
 
+/// What a writer knows at the end: each key's state, requests acknowledged
+/// and refused.
+type Tally = (HashMap<String, Known>, u64, u64);
+
 /// One writer per proxy, each on keys of its own: every SET on a new key,
 /// every seventh request a DEL of a key set a little before, so each key's
 /// last write is made at one moment of the change, and never hidden by a
 /// later one. Every acknowledged request is recorded.
 struct Writers {
     stop: Arc<AtomicBool>,
-    threads: Vec<std::thread::JoinHandle<(HashMap<String, Known>, u64, u64)>>,
+    threads: Vec<std::thread::JoinHandle<Tally>>,
 }
 
 fn short_connect(port: u16) -> redis::Connection {
@@ -61,7 +65,7 @@ impl Writers {
                     let mut n = 0u64;
                     while !stop.load(Ordering::Relaxed) {
                         n += 1;
-                        let delete = n % 7 == 0;
+                        let delete = n.is_multiple_of(7);
                         let key = format!("w{w}:{}", if delete { n - 5 } else { n });
                         let value = format!("{w}-{n}");
                         let r: redis::RedisResult<()> = if delete {
@@ -93,7 +97,7 @@ impl Writers {
         Writers { stop, threads }
     }
 
-    fn finish(self) -> (HashMap<String, Known>, u64, u64) {
+    fn finish(self) -> Tally {
         self.stop.store(true, Ordering::Relaxed);
         let mut all = HashMap::new();
         let (mut acked, mut refused) = (0, 0);

@@ -39,6 +39,9 @@ pub(crate) struct ProxyInfo {
     pub(crate) state: String,
 }
 
+/// A leader's fence: its election key, and the revision that created it.
+pub(crate) type Fence = (Vec<u8>, i64);
+
 /// What the proxy reads of the fleet (and the one thing it writes: its report).
 pub(crate) struct Fleet {
     pub(crate) id: String,
@@ -65,7 +68,7 @@ pub(crate) struct Fleet {
     applied_rev: Arc<AtomicI64>,
     /// While this proxy leads: its election key and that key's creation
     /// revision, the fence every phase it writes is conditioned on.
-    pub(crate) leader_key: Arc<Mutex<Option<(Vec<u8>, i64)>>>,
+    pub(crate) leader_key: Arc<Mutex<Option<Fence>>>,
     /// Once the first lease is granted and the topology read under it.
     synced: Arc<tokio::sync::Notify>,
 }
@@ -282,7 +285,7 @@ struct Lease {
     leader: watch::Sender<bool>,
     lease_id: Arc<AtomicI64>,
     need_rev: Arc<AtomicI64>,
-    leader_key: Arc<Mutex<Option<(Vec<u8>, i64)>>>,
+    leader_key: Arc<Mutex<Option<Fence>>>,
     synced: Arc<tokio::sync::Notify>,
     publish: Arc<Publish>,
 }
