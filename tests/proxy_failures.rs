@@ -141,3 +141,40 @@ fn a_node_that_never_answers_times_out_its_keys_only() {
     assert_eq!(v, "v");
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
 }
+
+#[test]
+fn a_node_that_keeps_answering_a_long_pipeline_is_not_timed_out() {
+    // 30 scripts of 40 ms each, pipelined on one key: 1.2 s of work behind a
+    // 400 ms request timeout. Each carries 256 KB, so the node reads and
+    // answers them a few at a time: it answers all the while, and none fails
+    // although the last waits three times the timeout for its turn.
+    let node = start_node(free_port());
+    let dir = tempdir::Dir::new();
+    let port = free_port();
+    let cfg = format!(
+        "[proxy]\nlisten = \"127.0.0.1:{port}\"\nrequest_timeout_ms = 400\n\
+         [[nodes]]\naddr = \"{}\"\nname = \"busy\"\n",
+        node.addr()
+    );
+    let path = dir.path().join("proxy.toml");
+    std::fs::write(&path, cfg).unwrap();
+    let _proxy = start_proxy_with(&path, port);
+    let spin = "local t = redis.call('TIME') \
+                local start = t[1] * 1000000 + t[2] \
+                repeat t = redis.call('TIME') until t[1] * 1000000 + t[2] - start >= 40000 \
+                return redis.call('INCR', KEYS[1])";
+    let mut con = connect(port);
+    let ballast = vec![b'x'; 256 * 1024];
+    let mut pipe = redis::pipe();
+    for _ in 0..30 {
+        pipe.cmd("EVAL").arg(spin).arg(1).arg("spin").arg(&ballast);
+    }
+    let t = Instant::now();
+    let got: Vec<i64> = pipe.query(&mut con).unwrap();
+    assert_eq!(got, (1..=30).collect::<Vec<i64>>());
+    assert!(
+        t.elapsed() >= Duration::from_millis(1000),
+        "{:?}",
+        t.elapsed()
+    );
+}

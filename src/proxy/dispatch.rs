@@ -38,7 +38,9 @@ pub(crate) async fn dispatch(
 ) -> Pending {
     let spec = lookup(req.name());
     client.served.set(Served::of(spec));
-    if spec.is_some_and(|s| routes_keys(s.kind)) && !proxy.is_serving() {
+    if spec.is_some_and(|s| routes_keys(s.kind))
+        && !crate::proxy::admin::store::is_serving(proxy.store.as_deref())
+    {
         return Pending::error(crate::proxy::conn::error::NOT_SERVING);
     }
     // Inside MULTI everything is queued (or refused) by the transaction,

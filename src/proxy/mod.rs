@@ -287,16 +287,6 @@ impl Proxy {
         Ok(proxy)
     }
 
-    /// Whether this proxy may route keyed requests now: always, unless its
-    /// topology store is shared and its lease lapsed or it has not caught
-    /// up since (see `admin::etcd`'s session).
-    pub(crate) fn is_serving(&self) -> bool {
-        self.store
-            .as_deref()
-            .and_then(|s| s.fleet())
-            .is_none_or(|f| f.is_serving())
-    }
-
     /// The ring over `nodes` at `epoch`, placed the pool's way (as
     /// [`Pool::ring`]): what a resumed change is rebuilt with.
     pub(crate) fn ring(

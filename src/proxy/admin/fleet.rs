@@ -10,10 +10,11 @@ use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 
+use crate::proxy::admin::error::AdminError;
 use crate::proxy::admin::etcd::{Fleet, ProxyInfo};
 use crate::proxy::admin::migration::{self, barrier, follow};
 use crate::proxy::admin::state::Saved;
-use crate::proxy::admin::AdminError;
+use crate::proxy::admin::store;
 use crate::proxy::Proxy;
 use crate::resp::encode;
 
@@ -29,7 +30,7 @@ pub(crate) fn fleet(proxy: &Proxy) -> Option<&Fleet> {
 
 /// True unless the store is shared and another proxy holds the election.
 pub(crate) fn is_leader(proxy: &Proxy) -> bool {
-    fleet(proxy).is_none_or(|f| *f.leader.borrow())
+    store::is_leader(proxy.store.as_deref())
 }
 
 /// Starts the follower and the report ticker (only for a shared store).

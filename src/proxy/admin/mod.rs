@@ -54,7 +54,8 @@ pub(crate) async fn handle(proxy: &Arc<Proxy>, s: &ClientState, req: Request) ->
         "addslots" | "meet" | "reset" | "failover" | "replicate" => {
             Pending::error("ERR This instance has cluster support disabled")
         }
-        "plan" | "hotkeys" => crate::proxy::ops::cluster_command(&proxy, s, args),
+        "plan" => plan::command(&proxy, proto, args),
+        "hotkeys" => crate::proxy::ops::cluster_hotkeys(&proxy, args),
         "keynode" if args.len() == 3 => {
             let routing = proxy.routing.load();
             let mut out = BytesMut::new();

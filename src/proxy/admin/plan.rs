@@ -19,6 +19,7 @@ use std::sync::Arc;
 use bytes::{Bytes, BytesMut};
 
 use crate::proxy::admin::error::AdminError;
+use crate::proxy::conn::pending::Pending;
 use crate::proxy::upstream::topology::Node;
 use crate::proxy::Proxy;
 use crate::resp::reply::{elements, integer, is_error};
@@ -31,6 +32,21 @@ pub(crate) const SAMPLE_KEYS: usize = 500;
 const SCAN_COUNT: &[u8] = b"1000";
 /// The client id the plan's requests use (picks the upstream connection).
 const PLAN_CLIENT: u64 = 0;
+
+/// `CLUSTER PLAN …` (`args[0]` is `CLUSTER`): the plan as verbatim text.
+pub(crate) fn command(proxy: &Arc<Proxy>, proto: u8, args: Vec<Bytes>) -> Pending {
+    let proxy = proxy.clone();
+    Pending::Later(Box::pin(async move {
+        match plan(&proxy, &args[2..]).await {
+            Ok(text) => {
+                let mut out = BytesMut::new();
+                encode::verbatim(&mut out, text.as_bytes(), proto);
+                out.freeze()
+            }
+            Err(e) => e.reply(),
+        }
+    }))
+}
 
 /// Parses `ADDNODE host:port [WEIGHT w] [NAME n]`'s arguments after the address.
 pub(crate) fn parse_add(args: &[Bytes]) -> Result<NodeSpec, AdminError> {

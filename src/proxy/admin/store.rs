@@ -61,6 +61,21 @@ pub(crate) trait TopologyStore: Send + Sync {
     }
 }
 
+/// True unless `store` is shared and another proxy holds the election: the
+/// one question the migration engine asks of the fleet.
+pub(crate) fn is_leader(store: Option<&dyn TopologyStore>) -> bool {
+    store
+        .and_then(|s| s.fleet())
+        .is_none_or(|f| *f.leader.borrow())
+}
+
+/// Whether a proxy over `store` may route keyed requests now: always,
+/// unless the store is shared and the proxy's lease lapsed or it has not
+/// caught up since (see `admin::etcd`'s session). Read per request.
+pub(crate) fn is_serving(store: Option<&dyn TopologyStore>) -> bool {
+    store.and_then(|s| s.fleet()).is_none_or(|f| f.is_serving())
+}
+
 /// The state file: TOML, written atomically (see `state`).
 pub(crate) struct StateFile {
     path: String,

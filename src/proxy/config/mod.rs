@@ -10,17 +10,18 @@ use std::time::Duration;
 mod backend;
 mod file;
 pub mod ha;
+pub mod ops;
 mod topology;
 
 pub use backend::{BackendSetup, EjectPolicy};
 use file::*;
+use ops::{AdminSection, HotKeysSection, OpsConfig, SlowlogSection};
 pub use topology::{
     EtcdConfig, TopologyConfig, DEFAULT_ETCD_ENDPOINT, DEFAULT_ETCD_PREFIX, DEFAULT_LEASE_TTL_S,
 };
 
 pub use crate::proxy::conn::auth::config::AuthConfig;
 use crate::proxy::conn::budget::OutputLimits;
-use crate::proxy::ops::{AdminSection, HotKeysSection, OpsConfig, SlowlogSection};
 use crate::proxy::upstream::credentials::Credentials;
 pub use crate::proxy::upstream::credentials::NodeCredentials;
 use crate::resp::Limits;

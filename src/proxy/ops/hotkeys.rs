@@ -34,9 +34,6 @@ pub const KEY_SAMPLE_BYTES: usize = 64;
 /// Sampled requests (about this many × [`SAMPLE_EVERY`] real ones in the
 /// last seconds) that make a key hot for the GET cache.
 pub const HOT_MIN_SAMPLES: u64 = 2;
-/// Keys the sketch tracks unless configured.
-pub const DEFAULT_CAPACITY: usize = 128;
-pub const DEFAULT_SHARD_ALARM_RATIO: f64 = 3.0;
 /// Seconds in the tripwire's sliding window (one bucket per second).
 pub const WINDOW_SECS: usize = 10;
 /// Below this many requests in the window, no node is called hot.

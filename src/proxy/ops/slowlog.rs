@@ -17,10 +17,6 @@ use bytes::{Bytes, BytesMut};
 
 use crate::resp::{encode, eq_ignore_case, parse_i64};
 
-/// Redis's `slowlog-log-slower-than` default, microseconds.
-pub const DEFAULT_SLOWER_THAN_US: i64 = 10_000;
-/// Redis's `slowlog-max-len` default.
-pub const DEFAULT_MAX_LEN: usize = 128;
 /// Redis's SLOWLOG_ENTRY_MAX_ARGC and SLOWLOG_ENTRY_MAX_STRING.
 const MAX_ARGS: usize = 32;
 const MAX_ARG_BYTES: usize = 128;

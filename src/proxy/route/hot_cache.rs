@@ -24,8 +24,6 @@ use bytes::{Bytes, BytesMut};
 
 use crate::resp::encode;
 
-/// `cache_max_bytes` unless configured.
-pub(crate) const DEFAULT_MAX_BYTES: u64 = 64 * 1024 * 1024;
 /// What an entry costs beyond its key and payload (map slot, queue slot,
 /// bookkeeping): counted so that many tiny entries are bounded too.
 pub(crate) const ENTRY_OVERHEAD_BYTES: usize = 96;
@@ -247,6 +245,7 @@ pub(crate) fn reply(payload: &Option<Bytes>, proto: u8) -> Bytes {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::proxy::config::ops::DEFAULT_HOT_CACHE_MAX_BYTES as DEFAULT_MAX_BYTES;
 
     fn key(s: &str) -> Bytes {
         Bytes::copy_from_slice(s.as_bytes())

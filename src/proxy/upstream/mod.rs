@@ -301,8 +301,10 @@ enum Event {
 /// One task reads, writes and keeps the in-flight FIFO: no channel between a
 /// writer and a reader, and no timer per request. A watchdog ticks four times
 /// per `request_timeout`; each in-flight request remembers the tick it was
-/// sent in, and when the oldest is five ticks old (between 1 and 1.25 times
-/// the timeout) the connection is poisoned.
+/// sent in, and when the oldest has waited five ticks (between 1 and 1.25
+/// times the timeout) with no reply arriving meanwhile, the connection is
+/// poisoned. A node that keeps answering is alive: a request queued behind a
+/// long pipeline (ten thousand scripts, say) waits its turn without failing.
 async fn serve(
     mut sock: TcpStream,
     first: UpRequest,
@@ -321,6 +323,8 @@ async fn serve(
     let mut watchdog = tokio::time::interval_at(Instant::now() + period, period);
     watchdog.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
     let mut now: u32 = 0;
+    // The tick of the last read that brought a reply.
+    let mut answered: u32 = 0;
     let mut handle_dropped = false;
     out.extend_from_slice(&first.raw);
     wire.sent(1, first.raw.len() as u64);
@@ -400,6 +404,9 @@ async fn serve(
                     }
                 };
                 wire.received(replies, reply_bytes);
+                if replies > 0 {
+                    answered = now;
+                }
                 if why.is_some() {
                     break why;
                 }
@@ -423,7 +430,8 @@ async fn serve(
             Event::Tick => {
                 now = now.wrapping_add(1);
                 if let Some((_, sent, _)) = inflight.front() {
-                    if now.wrapping_sub(*sent) > TICKS_PER_TIMEOUT {
+                    let waited = now.wrapping_sub(*sent).min(now.wrapping_sub(answered));
+                    if waited > TICKS_PER_TIMEOUT {
                         break Some(UpstreamError::NoReply(opts.request_timeout));
                     }
                 }

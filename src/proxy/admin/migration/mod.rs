@@ -154,7 +154,7 @@ pub(crate) async fn begin(proxy: &Arc<Proxy>, change: Change) -> Result<u64, Mig
         Some(route),
         true,
     )));
-    if !crate::proxy::admin::fleet::is_leader(proxy) {
+    if !crate::proxy::admin::store::is_leader(proxy.store.as_deref()) {
         // The fleet's leader drives it once it sees it in the store; this
         // proxy routes by it meanwhile, as every other proxy does, and
         // tells the leader once its earlier writes are answered.

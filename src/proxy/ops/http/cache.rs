@@ -17,8 +17,8 @@ use axum::http::{header, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use bytes::{Bytes, BytesMut};
 
-use crate::proxy::admin::migration::track_write;
 use crate::proxy::policy::lookup;
+use crate::proxy::upstream::dirty::track_write;
 use crate::proxy::upstream::topology;
 use crate::proxy::Proxy;
 use crate::resp::encode;
@@ -172,7 +172,7 @@ fn bulk_payload(r: &[u8]) -> Option<&[u8]> {
 /// is answered.
 async fn call(p: &Arc<Proxy>, name: &str, args: &[&[u8]]) -> Bytes {
     let started = Instant::now();
-    if !p.is_serving() {
+    if !crate::proxy::admin::store::is_serving(p.store.as_deref()) {
         let e = crate::proxy::conn::error::NOT_SERVING;
         return Bytes::from(format!("-{e}\r\n"));
     }
