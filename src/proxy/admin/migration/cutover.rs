@@ -88,10 +88,10 @@ pub(crate) async fn cutover(
     let result = async {
         live.drained().await;
         m.dirty.settled().await;
-        fault_phase_delay().await;
         if proxy.store.as_ref().is_some_and(|s| s.fleet().is_some()) {
             fleet_pause(proxy, routing, m, conns, members).await?;
         }
+        fault_phase_delay().await;
         resync(proxy, routing, m, conns, false).await?;
         let saved = SavedMigration {
             phase: "sweep".into(),
