@@ -5,7 +5,8 @@
 //! up no longer than its lease, and once continued it serves no key by the
 //! ring it was stopped with: it refuses (TRYAGAIN) until it has caught up;
 //! and a leader killed while the fleet is paused in its cutover is
-//! replaced, the change finished, no write lost.
+//! replaced, the change finished, no write lost; a leader stopped past its
+//! lease, once continued, writes no phase and moves no key.
 
 mod common;
 
@@ -363,4 +364,50 @@ fn a_leader_killed_in_the_cutover_is_replaced_and_no_write_is_lost() {
     );
     assert_eq!(bad, (0, 0));
     drop(dead);
+}
+
+#[test]
+fn a_leader_stopped_past_its_lease_cannot_write_the_next_phase() {
+    let Some(etcd) = Etcd::start() else { return };
+    let Fleet {
+        nodes: _nodes,
+        addrs,
+        members,
+    } = Fleet::start(&etcd, 3, 2, 3, TTL_S, 1500);
+    let li = leader_of(&members);
+    let others: Vec<u16> = (0..3)
+        .filter(|&i| i != li)
+        .map(|i| members[i].port())
+        .collect();
+    mset_keys(&mut connect(others[0]), "f:", 2000);
+    let asked = {
+        let (port, node) = (members[li].port(), addrs[2].clone());
+        std::thread::spawn(move || cluster(port, &["ADDNODE", &node, "NAME", "extra"]))
+    };
+    eventually(20, "the change under way", || {
+        ring_field(&cluster_info(&mut connect(others[0])), "state") != "ok"
+    });
+    let pid = members[li].proc.pid() as libc::pid_t;
+    // SAFETY: signals to a child process this test started.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGSTOP) }, 0);
+    for &p in &others {
+        eventually(40, "epoch 2 under the new leader", || {
+            let i = cluster_info(&mut connect(p));
+            ring_field(&i, "epoch") == "2" && ring_field(&i, "state") == "ok"
+        });
+    }
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGCONT) }, 0);
+    let _ = asked.join();
+    // The old leader's next phase write is refused by its fence: the fleet
+    // stays at epoch 2 and the old leader follows it.
+    for m in &members {
+        eventually(20, "epoch 2 everywhere", || m.is_settled_at(2));
+    }
+    std::thread::sleep(Duration::from_secs(2));
+    for m in &members {
+        let i = m.ring_info();
+        assert_eq!(ring_field(&i, "epoch"), "2", "{i}");
+        assert_eq!(ring_field(&i, "nodes"), "3", "{i}");
+        assert_eq!(mset_keys_readable(&mut connect(m.port()), "f:", 2000), 2000);
+    }
 }

@@ -158,10 +158,8 @@ async fn fleet_pause(
     let lost = barrier::lost(members, &now);
     if !lost.is_empty() {
         tracing::warn!(proxies = %lost.join(","), "proxies lost their lease during the copy: every moving key is copied again before the cutover");
-        proxy.migration.state("cutover-recopy");
         copy::reconcile(proxy, routing, m, conns).await?;
         copy::copy_walk(proxy, routing, m, conns, Instant::now()).await?;
-        proxy.migration.state("cutover");
     }
     Ok(())
 }

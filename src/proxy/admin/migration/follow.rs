@@ -144,3 +144,28 @@ fn finish_following(proxy: &Proxy) {
         t.state("ok");
     }
 }
+
+/// A leader that lost the election in the middle of its change: it stops
+/// driving and routes by the store, as any other proxy of the fleet.
+pub(crate) async fn stand_down(proxy: &Proxy, why: &str) {
+    tracing::warn!(reason = %why, "this proxy no longer leads the fleet: its change goes on under the new leader");
+    proxy.migration.following.store(true, Ordering::Relaxed);
+    let Some(store) = proxy.store.clone() else {
+        return;
+    };
+    let read =
+        tokio::task::spawn_blocking(move || store.load().map(|s| s.map(|s| (store.revision(), s))));
+    match read.await {
+        Ok(Ok(Some((rev, saved)))) => match apply(proxy, &saved) {
+            Ok(_) => {
+                if let Some(f) = proxy.store.as_deref().and_then(|s| s.fleet()) {
+                    f.routed_by(rev);
+                }
+            }
+            Err(e) => tracing::warn!(error = %e, "cannot route by the topology in the store"),
+        },
+        Ok(Ok(None)) => {}
+        Ok(Err(e)) => tracing::warn!(error = %e, "reading the topology after standing down"),
+        Err(e) => tracing::warn!(error = %e, "reading the topology after standing down"),
+    }
+}

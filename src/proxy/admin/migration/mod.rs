@@ -374,8 +374,18 @@ async fn drive(proxy: Arc<Proxy>, restarted: bool) {
                 .migration
                 .set(|t| t.last_duration_ms = started.elapsed().as_millis() as u64);
         }
+        // A leader fenced off (its lease lapsed, another leads) neither
+        // aborts nor sweeps: the change goes on under the new leader.
+        Err(e) if is_fenced_off(&proxy) => follow::stand_down(&proxy, &e.to_string()).await,
         Err(e) => sweep::abort(&proxy, &routing, &m, &e.to_string()).await,
     }
+}
+
+/// Whether this proxy lost the fleet's lead, or its lease (the election
+/// may not have told it yet): its change is no longer its own.
+fn is_fenced_off(proxy: &Proxy) -> bool {
+    let store = proxy.store.as_deref();
+    !crate::proxy::admin::store::is_leader(store) || !crate::proxy::admin::store::is_serving(store)
 }
 
 /// Waits (at most `max`) until no change runs; false on timeout.

@@ -51,6 +51,9 @@ pub(crate) struct Conns {
     pub(crate) timeout: Duration,
     /// What each node wants first (see `upstream::credentials`).
     credentials: crate::proxy::upstream::credentials::NodeCredentials,
+    /// The proxy's topology store: in a fleet, a proxy whose lease lapsed
+    /// (a leader stopped past it, another leading since) moves no key.
+    store: Option<std::sync::Arc<dyn crate::proxy::admin::store::TopologyStore>>,
 }
 
 /// A failure attributed to one node.
@@ -72,6 +75,7 @@ impl Conns {
             by_name: HashMap::new(),
             timeout,
             credentials: proxy.config.node_auth.clone(),
+            store: proxy.store.clone(),
         }
     }
 
@@ -93,6 +97,12 @@ impl Conns {
             node: node.name.clone(),
             why,
         };
+        if !crate::proxy::admin::store::is_serving(self.store.as_deref()) {
+            return Err(NodeError {
+                node: "fleet".into(),
+                why: "this proxy's etcd lease lapsed: it moves no key".into(),
+            });
+        }
         if !self.by_name.contains_key(&node.name) {
             let mut c = Conn::connect(&node.addr, timeout)
                 .await
