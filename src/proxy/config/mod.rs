@@ -13,7 +13,7 @@ pub mod ha;
 pub mod ops;
 mod topology;
 
-pub use backend::{BackendSetup, EjectPolicy};
+pub use backend::EjectPolicy;
 use file::*;
 use ops::{AdminSection, HotKeysSection, OpsConfig, SlowlogSection};
 pub use topology::{
@@ -93,10 +93,6 @@ pub struct Config {
     pub nodes: Vec<NodeSpec>,
     /// `[admin]`, `[hot_keys]`, `[slowlog]`.
     pub ops: OpsConfig,
-    /// What every upstream connection says first: the password it sends
-    /// (`AUTH`) and the database it selects (twemproxy's `redis_auth` and
-    /// `redis_db`; none and 0 from TOML).
-    pub backend: BackendSetup,
     /// Connect to every node at start rather than on first use
     /// (twemproxy's `preconnect`).
     pub preconnect: bool,
@@ -113,7 +109,9 @@ pub struct Config {
     pub replicas: std::collections::BTreeMap<String, Vec<NodeSpec>>,
     /// `[failover]`: policies and the failure detector's thresholds.
     pub ha: ha::HaConfig,
-    /// `[backend_auth]` and each `[[nodes]]` entry's username and password.
+    /// What every upstream connection says first: `[backend_auth]` and each
+    /// `[[nodes]]` entry's username and password, or a twemproxy pool's
+    /// `redis_auth`; and the database it selects (`redis_db`; 0 from TOML).
     pub node_auth: NodeCredentials,
 }
 
@@ -346,7 +344,6 @@ impl Config {
             },
             nodes,
             ops,
-            backend: BackendSetup::default(),
             preconnect: false,
             backlog: crate::listen::BACKLOG,
             eject: None,

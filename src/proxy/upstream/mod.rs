@@ -103,10 +103,9 @@ pub(crate) struct UpstreamOptions {
     pub(crate) max_bulk_len: usize,
     /// Sent first on every connection when the node wants a password.
     pub(crate) credentials: Option<Arc<credentials::Credentials>>,
-    /// Commands every new connection sends before any request (`AUTH`,
-    /// `SELECT` of a twemproxy pool's `redis_auth` and `redis_db`), each
-    /// encoded; an error reply to one fails the connect.
-    pub(crate) setup: Arc<[Bytes]>,
+    /// `SELECT db` (a twemproxy pool's `redis_db`), sent next on every
+    /// connection when the database is not 0; a refusal fails the connect.
+    pub(crate) select: Option<Bytes>,
 }
 
 /// Handle to one pipelined connection actor. Cloning shares the connection.
@@ -172,7 +171,7 @@ pub(crate) enum UpstreamError {
     ConnectTimeout(Duration),
     HelloRefused(String),
     HelloTimeout,
-    /// The node refused a setup command (`AUTH`, `SELECT`).
+    /// The node refused `SELECT`.
     SetupRefused(String),
     /// The socket failed while reading or writing.
     Io(String),

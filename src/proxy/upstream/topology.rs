@@ -313,7 +313,7 @@ pub(crate) fn all_nodes(routing: &Routing) -> Vec<Arc<Node>> {
 }
 
 /// A ring member's connections, with the config's timeouts, limits and
-/// handshake (credentials, a pool's setup commands).
+/// handshake (credentials, a pool's database).
 pub(crate) fn new_node(spec: &NodeSpec, config: &crate::proxy::Config) -> Node {
     let opts = crate::proxy::upstream::UpstreamOptions {
         label: String::new(),
@@ -324,7 +324,7 @@ pub(crate) fn new_node(spec: &NodeSpec, config: &crate::proxy::Config) -> Node {
         pinned: false,
         max_bulk_len: config.limits.max_bulk_len,
         credentials: config.node_auth.for_node(&spec.name),
-        setup: config.backend.commands(),
+        select: config.node_auth.select(),
     };
     Node::new(
         spec.clone(),
