@@ -254,10 +254,14 @@ impl Proxy {
         match saved {
             // In a fleet the leader resumes a change; every proxy routes by it.
             Some(s) if admin::fleet::fleet(&proxy).is_some() => {
-                admin::migration::follow::apply(&proxy, &s).map_err(StartError::Resume)?
+                admin::migration::follow::apply(&proxy, &s).map_err(StartError::Resume)?;
             }
             Some(s) => admin::migration::resume(&proxy, s).map_err(StartError::Resume)?,
             None => {}
+        }
+        if let (Some(f), Some(store)) = (admin::fleet::fleet(&proxy), &proxy.store) {
+            // It routes by what it just read (or seeded) under its lease.
+            f.routed_by(store.revision());
         }
         Ok(proxy)
     }
