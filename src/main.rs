@@ -8,7 +8,6 @@ use std::time::Duration;
 use clap::{Args, Parser, Subcommand};
 
 use shardis::proxy::{self, Config};
-use shardis::ring::NodeSpec;
 
 mod twem_cli;
 mod up;
@@ -70,6 +69,10 @@ struct UpArgs {
     /// First node port; nodes take consecutive ports [default: up.first_node_port, 7001].
     #[arg(long)]
     first_node_port: Option<u16>,
+    /// Built-in replicas of each node, 0–2, on the ports after the nodes'
+    /// (node1's on first-node-port + nodes) [default: up.replicas, 0].
+    #[arg(long)]
+    replicas: Option<usize>,
     /// Memory limit of each node in bytes, 0 = unlimited [default: up.node_maxmemory].
     #[arg(long)]
     node_maxmemory: Option<u64>,
@@ -132,6 +135,13 @@ struct NodeArgs {
     /// Clients must AUTH with this password first (as Redis's `requirepass`).
     #[arg(long)]
     requirepass: Option<String>,
+    /// The password a replica sends its primary (`AUTH`), as Redis's
+    /// `masterauth`; CONFIG SET masterauth changes it at run time.
+    #[arg(long)]
+    masterauth: Option<String>,
+    /// The user `--masterauth` is for [default: default].
+    #[arg(long, requires = "masterauth")]
+    masteruser: Option<String>,
 }
 
 fn main() -> ExitCode {
@@ -240,7 +250,27 @@ fn runtime(threads: usize) -> Result<tokio::runtime::Runtime, String> {
     if threads > 1 {
         b.worker_threads(threads);
     }
+    // A node's scripts run on the runtime's blocking threads, and turning a
+    // script's deeply nested table into a reply recurses once per level (up
+    // to the 1000 levels the reply allows): room for that in any build.
+    b.thread_stack_size(THREAD_STACK_BYTES);
     b.enable_all().build().map_err(|e| e.to_string())
+}
+
+/// Stack of every runtime thread (tokio's default is 2 MiB).
+const THREAD_STACK_BYTES: usize = 16 * 1024 * 1024;
+
+/// On every SIGHUP, the TLS certificates and keys are read again (clients
+/// already connected keep their sessions).
+fn reload_on_hangup() {
+    let Ok(mut hup) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()) else {
+        return;
+    };
+    tokio::spawn(async move {
+        while hup.recv().await.is_some() {
+            proxy::reload_certificates();
+        }
+    });
 }
 
 /// Resolves on Ctrl-C or SIGTERM.
@@ -262,6 +292,9 @@ fn print_config(c: &Config) {
     );
     for n in &c.nodes {
         println!("  node {} at {} weight {}", n.name, n.addr, n.weight);
+        for r in c.replicas.get(&n.name).into_iter().flatten() {
+            println!("    replica at {}", r.addr);
+        }
     }
 }
 
@@ -340,6 +373,7 @@ fn run_proxy(a: ProxyArgs) -> Result<(), String> {
         exit_with_parent();
     }
     runtime(config.threads)?.block_on(async move {
+        reload_on_hangup();
         let listener = shardis::listen::listen(&config.listen)
             .await
             .map_err(|e| format!("cannot listen on {}: {e}", config.listen))?;
@@ -406,6 +440,12 @@ fn node(a: NodeArgs) -> Result<(), String> {
                 .as_deref()
                 .filter(|p| !p.is_empty())
                 .map(shardis::backend::NodeConfig::password_digest),
+            masterauth: a.masterauth.filter(|p| !p.is_empty()).map(|password| {
+                shardis::backend::MasterAuth {
+                    user: a.masteruser.filter(|u| !u.is_empty()),
+                    password,
+                }
+            }),
             ..Default::default()
         };
         shardis::backend::run(listener, config, stop_signal())
@@ -435,40 +475,16 @@ fn run_up(a: UpArgs) -> Result<(), String> {
             .unwrap_or("127.0.0.1".into());
         config.listen = format!("{host}:{p}");
     }
-    if config.nodes.is_empty() {
-        // No [[nodes]]: generate node1..nodeN on consecutive ports.
-        if let Some(n) = a.nodes {
-            config.up.nodes = n;
-        }
-        if let Some(p) = a.first_node_port {
-            config.up.first_node_port = p;
-        }
-        if config.up.nodes == 0 || config.up.nodes > 1000 {
-            return Err("--nodes: expected 1..=1000".into());
-        }
-        let first = config.up.first_node_port as usize;
-        if first + config.up.nodes > 65_536 {
-            return Err("--first-node-port: the node ports would pass 65535".into());
-        }
-        config.nodes = (0..config.up.nodes)
-            .map(|i| NodeSpec {
-                name: format!("node{}", i + 1),
-                addr: format!("127.0.0.1:{}", first + i),
-                weight: 1,
-            })
-            .collect();
-    } else if a.nodes.is_some() || a.first_node_port.is_some() {
-        return Err(format!(
-            "--nodes / --first-node-port: {} lists its own [[nodes]], and `up` starts exactly those (with their names and weights); drop the flags, or the [[nodes]] entries",
-            file.display()
-        ));
-    }
+    up::generate_nodes(&mut config, &file, a.nodes, a.first_node_port, a.replicas)?;
     up::check_backend(a.backend)?;
     if a.check_config {
         // What a start would run (the state file's ring, when it says
         // otherwise), and that it could listen on every port of it.
-        let nodes = up::topology(&config)?;
-        let ports = nodes.into_iter().map(|n| ("node", n.addr));
+        let top = up::topology(&config)?;
+        let ports = top
+            .addrs()
+            .map(|a| ("node", a.to_string()))
+            .collect::<Vec<_>>();
         check_binds(listen_addrs(&config).into_iter().chain(ports))?;
         print_config(&config);
         return Ok(());

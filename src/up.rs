@@ -74,13 +74,17 @@ pub struct NodeSpawner {
 }
 
 impl NodeSpawner {
-    fn command(&self, port: u16) -> Command {
+    /// The command line of a node on `port`; a replica's names its primary.
+    fn command(&self, port: u16, replicaof: Option<&str>) -> Command {
         let port = port.to_string();
         match self.backend {
             Backend::Builtin => {
                 let mut c = Command::new(&self.exe);
                 c.args(["node", "--port", &port, "--exit-with-parent"])
                     .args(["--maxmemory", &self.maxmemory.to_string()]);
+                if let Some(primary) = replicaof {
+                    c.args(["--replicaof", primary]);
+                }
                 c
             }
             Backend::RedisServer => {
@@ -94,6 +98,12 @@ impl NodeSpawner {
                     c.args(["--maxmemory", &self.maxmemory.to_string()])
                         .args(["--maxmemory-policy", "allkeys-lru"]);
                 }
+                if let Some((host, port)) = replicaof.and_then(|p| p.rsplit_once(':')) {
+                    // Diskless: a full sync writes no RDB file in `up`'s directory.
+                    c.args(["--replicaof", host, port])
+                        .args(["--repl-diskless-sync", "yes"])
+                        .args(["--repl-diskless-load", "on-empty-db"]);
+                }
                 // Closing this pipe (or `up` dying) tells `supervise` to stop.
                 c.stdin(std::process::Stdio::piped())
                     .stdout(std::process::Stdio::null());
@@ -102,10 +112,11 @@ impl NodeSpawner {
         }
     }
 
-    /// Starts a node on `port` and waits (bounded) until it answers PING.
-    async fn start(&self, port: u16) -> Result<String, String> {
+    /// Starts a node on `port` (a replica of `replicaof`) and waits
+    /// (bounded) until it answers PING.
+    async fn start(&self, port: u16, replicaof: Option<&str>) -> Result<String, String> {
         let mut proc = self
-            .command(port)
+            .command(port, replicaof)
             // Its own process group: a terminal's Ctrl-C reaches `up` alone,
             // which drains the proxy before it stops the nodes.
             .process_group(0)
@@ -175,7 +186,7 @@ impl proxy::Spawner for NodeSpawner {
                 let p = self.next_port.fetch_add(1, Ordering::Relaxed);
                 let Ok(port) = u16::try_from(p) else { break };
                 if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
-                    return self.start(port).await;
+                    return self.start(port, None).await;
                 }
             }
             Err("no free port for a new node".into())
@@ -194,15 +205,56 @@ impl proxy::Spawner for NodeSpawner {
     }
 }
 
+/// What `up` starts: the ring's nodes, and each shard's replicas with the
+/// address of the primary they follow.
+pub struct Topology {
+    pub nodes: Vec<NodeSpec>,
+    /// `(replica, its primary)`, both `host:port`.
+    pub replicas: Vec<(String, String)>,
+}
+
+impl Topology {
+    /// Every address `up` would listen on, nodes first.
+    pub fn addrs(&self) -> impl Iterator<Item = &str> {
+        let replicas = self.replicas.iter().map(|(r, _)| r.as_str());
+        self.nodes.iter().map(|n| n.addr.as_str()).chain(replicas)
+    }
+}
+
+/// The replicas to start: each shard's, paired with its primary's address.
+fn pair_replicas(
+    nodes: &[NodeSpec],
+    replicas: &std::collections::BTreeMap<String, Vec<String>>,
+) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    for n in nodes {
+        for r in replicas.get(&n.name).into_iter().flatten() {
+            out.push((r.clone(), n.addr.clone()));
+        }
+    }
+    out
+}
+
 /// The nodes to start: the state file's ring (and, mid-change, the other
-/// ring's nodes too) when there is one, else the config's. Logs where the
-/// topology came from and how it differs from the config.
-pub fn topology(config: &Config) -> Result<Vec<NodeSpec>, String> {
+/// ring's nodes too) and replicas when there is one, else the config's.
+/// Logs where the topology came from and how it differs from the config.
+pub fn topology(config: &Config) -> Result<Topology, String> {
+    let from_config = || Topology {
+        nodes: config.nodes.clone(),
+        replicas: pair_replicas(
+            &config.nodes,
+            &config
+                .replicas
+                .iter()
+                .map(|(k, v)| (k.clone(), v.iter().map(|n| n.addr.clone()).collect()))
+                .collect(),
+        ),
+    };
     let Some(path) = &config.state_file else {
-        return Ok(config.nodes.clone());
+        return Ok(from_config());
     };
     let Some(saved) = state::load(path).map_err(|e| e.to_string())? else {
-        return Ok(config.nodes.clone());
+        return Ok(from_config());
     };
     let mut nodes = saved.nodes.clone();
     if let Some(m) = &saved.migration {
@@ -223,7 +275,68 @@ pub fn topology(config: &Config) -> Result<Vec<NodeSpec>, String> {
             format!(", not the config: {}", diff.join("; "))
         }
     );
-    Ok(nodes)
+    let replicas = pair_replicas(&nodes, &saved.replicas);
+    Ok(Topology { nodes, replicas })
+}
+
+/// Fills `config.nodes` when the config lists none: `nodes` nodes named
+/// node1…nodeN on consecutive ports from `first`, and `replicas` built-in
+/// replicas of each after them (node1's first replica on `first + nodes`,
+/// its second on `first + 2 × nodes`). A config with `[[nodes]]` refuses the
+/// flags: `up` starts exactly the nodes and replicas it lists.
+pub fn generate_nodes(
+    config: &mut Config,
+    file: &std::path::Path,
+    nodes: Option<usize>,
+    first_port: Option<u16>,
+    replicas: Option<usize>,
+) -> Result<(), String> {
+    if !config.nodes.is_empty() {
+        if nodes.is_some() || first_port.is_some() || replicas.is_some() {
+            return Err(format!(
+                "--nodes / --first-node-port / --replicas: {} lists its own [[nodes]], and `up` starts exactly those (with their names, weights and replicas); drop the flags, or the [[nodes]] entries",
+                file.display()
+            ));
+        }
+        return Ok(());
+    }
+    let up = &mut config.up;
+    up.nodes = nodes.unwrap_or(up.nodes);
+    up.first_node_port = first_port.unwrap_or(up.first_node_port);
+    up.replicas = replicas.unwrap_or(up.replicas);
+    if up.nodes == 0 || up.nodes > 1000 {
+        return Err("--nodes: expected 1..=1000".into());
+    }
+    if up.replicas > proxy::config::MAX_UP_REPLICAS {
+        return Err(format!(
+            "--replicas: expected 0..={}",
+            proxy::config::MAX_UP_REPLICAS
+        ));
+    }
+    let (n, first) = (up.nodes, up.first_node_port as usize);
+    if first + n * (1 + up.replicas) > 65_536 {
+        return Err("--first-node-port: the node ports would pass 65535".into());
+    }
+    let spec = |name: String, port: usize| NodeSpec {
+        name,
+        addr: format!("127.0.0.1:{port}"),
+        weight: 1,
+    };
+    config.nodes = (0..n)
+        .map(|i| spec(format!("node{}", i + 1), first + i))
+        .collect();
+    for i in 0..n {
+        let copies: Vec<NodeSpec> = (1..=up.replicas)
+            .map(|j| {
+                let port = first + j * n + i;
+                spec(format!("127.0.0.1:{port}"), port)
+            })
+            .collect();
+        if !copies.is_empty() {
+            config.replicas.insert(format!("node{}", i + 1), copies);
+        }
+    }
+    Ok(())
 }
 
 /// Runs `shardis up` over `config.nodes` until Ctrl-C / SIGTERM.
@@ -236,20 +349,35 @@ pub async fn run(
     let listener = shardis::listen::listen(&config.listen)
         .await
         .map_err(|e| format!("cannot listen on {}: {e}", config.listen))?;
-    let nodes = topology(&config)?;
-    let ports = nodes
+    let top = topology(&config)?;
+    let ports = top
+        .nodes
         .iter()
         .map(local_port)
         .collect::<Result<Vec<_>, _>>()?;
+    let mut replica_ports = Vec::with_capacity(top.replicas.len());
+    for (r, _) in &top.replicas {
+        replica_ports.push(local_port(&NodeSpec {
+            name: r.clone(),
+            addr: r.clone(),
+            weight: 1,
+        })?);
+    }
+    let highest = ports.iter().chain(&replica_ports).max();
     let spawner = Arc::new(NodeSpawner {
         exe: std::env::current_exe().map_err(|e| e.to_string())?,
         backend,
         maxmemory: config.up.node_maxmemory,
-        next_port: AtomicU32::new(ports.iter().max().map_or(7001, |&p| p as u32 + 1)),
+        next_port: AtomicU32::new(highest.map_or(7001, |&p| p as u32 + 1)),
         children: Mutex::new(Vec::new()),
     });
-    for &port in &ports {
-        if let Err(e) = spawner.start(port).await {
+    let starts = ports.iter().map(|&p| (p, None));
+    let replica_starts = replica_ports
+        .iter()
+        .zip(&top.replicas)
+        .map(|(&p, (_, primary))| (p, Some(primary.as_str())));
+    for (port, replicaof) in starts.chain(replica_starts) {
+        if let Err(e) = spawner.start(port, replicaof).await {
             spawner.stop_all().await;
             return Err(e);
         }
@@ -258,19 +386,14 @@ pub async fn run(
         Backend::Builtin => "built-in nodes",
         Backend::RedisServer => "redis-server nodes",
     };
-    let list = match (ports.iter().min(), ports.iter().max()) {
-        (Some(lo), Some(hi)) if (*hi - *lo) as usize + 1 == ports.len() => {
-            format!("127.0.0.1:{lo}..{hi}")
-        }
-        _ => nodes
-            .iter()
-            .map(|n| n.addr.as_str())
-            .collect::<Vec<_>>()
-            .join(", "),
+    let copies = match replica_ports.len() {
+        0 => String::new(),
+        n => format!(" and {n} replicas on {}", port_list(&replica_ports)),
     };
     println!(
-        "shardis: {} {kind} on {list}, proxy on {} ({} ring, {} points per node). Ctrl-C stops everything.",
-        nodes.len(),
+        "shardis: {} {kind} on {}{copies}, proxy on {} ({} ring, {} points per node). Ctrl-C stops everything.",
+        top.nodes.len(),
+        port_list(&ports),
         config.listen,
         config.ring.scheme,
         config.ring.vnodes
@@ -289,6 +412,20 @@ pub async fn run(
     let stopped = spawner.stop_all().await;
     println!("shardis: stopped the proxy and {stopped} nodes");
     result
+}
+
+/// `127.0.0.1:lo..hi` for consecutive ports, else every address.
+fn port_list(ports: &[u16]) -> String {
+    match (ports.iter().min(), ports.iter().max()) {
+        (Some(lo), Some(hi)) if (*hi - *lo) as usize + 1 == ports.len() => {
+            format!("127.0.0.1:{lo}..{hi}")
+        }
+        _ => ports
+            .iter()
+            .map(|p| format!("127.0.0.1:{p}"))
+            .collect::<Vec<_>>()
+            .join(", "),
+    }
 }
 
 /// `shardis supervise -- PROGRAM ARGS…`: runs PROGRAM and stops it when

@@ -71,59 +71,17 @@ fn kill_primary_under_writes(write_ack: &str) -> (Writes, Vec<usize>) {
     let _r2 = redis_at(rp2, None);
     let (replica, other) = (format!("127.0.0.1:{rp}"), format!("127.0.0.1:{rp2}"));
     let extra = format!("[failover]\nwrite_ack = \"{write_ack}\"\n");
-    let shards = [(
-        format!("127.0.0.1:{pp}"),
-        vec![replica.clone(), other.clone()],
-    )];
+    let primary = format!("127.0.0.1:{pp}");
+    let shards = [(primary.clone(), vec![replica.clone(), other.clone()])];
     let (proxy, dir) = ha_proxy(&shards, &extra);
-    let mut con = connect(proxy.port);
-    wait_ring(&mut con, 10, "the replicas follow their primary", |r| {
-        is_synced_replica(r, &replica) && is_synced_replica(r, &other)
-    });
-    let w = write_for(proxy.port, "w", Duration::from_millis(2_500), |i| {
-        if i == 200 {
-            p.kill();
-        }
-    });
-    let r = wait_ring(&mut con, 10, "a replica is the primary", |r| {
-        r.contains(&format!("node1 {replica} ")) || r.contains(&format!("node1 {other} "))
-    });
-    let (new, rest) = match r.contains(&format!("node1 {replica} ")) {
-        true => (replica, other),
-        false => (other, replica),
+    let shard = KilledShard {
+        proxy: proxy.port,
+        primary: &primary,
+        replicas: &[&replica, &other],
+        state_file: &dir.path().join("state.toml"),
+        label: &format!("redis-server, write_ack={write_ack}"),
     };
-    assert!(
-        r.contains(&format!("127.0.0.1:{pp} 127.0.0.1:{pp} replica_of=node1")),
-        "the old primary is kept as a replica:\n{r}"
-    );
-    wait_ring(
-        &mut con,
-        10,
-        "the other replica follows the new primary",
-        |r| is_synced_replica(r, &rest),
-    );
-    assert_eq!(info_field(&mut con, "failovers"), "1");
-    let state = std::fs::read_to_string(dir.path().join("state.toml")).unwrap();
-    assert!(state.contains(&format!("addr = \"{new}\"")), "{state}");
-    assert!(
-        state.contains(&format!("node1 = [\"{rest}\", \"127.0.0.1:{pp}\"]")),
-        "{state}"
-    );
-    let lost = lost(proxy.port, "w", &w.acked);
-    eprintln!(
-        "write_ack={write_ack}: {} acknowledged, {} errors, failover window {:?}, lost {}",
-        w.acked.len(),
-        w.errors,
-        w.window,
-        lost.len()
-    );
-    assert!(
-        w.window.is_some(),
-        "writes failed and resumed ({} errors, last: {})",
-        w.errors,
-        w.last_error
-    );
-    (w, lost)
+    shard.kill_under_writes(|| p.kill())
 }
 
 #[test]

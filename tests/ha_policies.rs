@@ -89,7 +89,10 @@ fn read_from_replica_reads_a_replica_in_sync_and_errs_without_one() {
     let _p = redis_at(pp, None);
     let mut r = redis_at(rp, None);
     let replica = format!("127.0.0.1:{rp}");
-    let extra = "[failover]\nread_from = \"replica\"\nwrite_ack = \"replica\"\n";
+    // Right after its sync a redis-server replica acknowledges at its next
+    // once-a-second cron, so the first WAIT may take most of a second.
+    let extra =
+        "[failover]\nread_from = \"replica\"\nwrite_ack = \"replica\"\nwait_timeout_ms = 3000\n";
     let (proxy, _dir) = ha_proxy(&[(format!("127.0.0.1:{pp}"), vec![replica.clone()])], extra);
     let mut con = connect(proxy.port);
     wait_ring(&mut con, 10, "the replica follows", |x| {

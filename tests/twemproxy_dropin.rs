@@ -12,6 +12,8 @@ mod cli;
 mod common;
 #[path = "twemproxy_dropin/eject.rs"]
 mod eject;
+#[path = "twemproxy_dropin/example.rs"]
+mod example;
 #[path = "twemproxy_dropin/grow.rs"]
 mod grow;
 #[path = "twemproxy_dropin/placement.rs"]

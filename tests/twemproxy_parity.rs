@@ -1,10 +1,11 @@
 //! Placement parity with a real twemproxy: one `nutcracker` in front of ten
 //! redis-servers, one pool per hash function × distribution (ketama,
 //! modula) × {plain, named, weighted, named and weighted}, every pool on
-//! its own database so the servers can tell the pools apart. Keys of every
-//! shape go in through nutcracker; each server then says which keys it
-//! holds, and the ring shardis builds from the same nutcracker.yml must put
-//! every key on that server.
+//! its own database so the servers can tell the pools apart. 20 000 keys of
+//! every shape go into each pool through nutcracker; each server then says
+//! which keys it holds. Then `shardis proxy` starts on the same
+//! nutcracker.yml, and `CLUSTER KEYNODE` on each pool's port must name that
+//! server for every key.
 //!
 //! Skips with a reason when `nutcracker` or `redis-server` is missing;
 //! fails instead under SHARDIS_REQUIRE_REDIS=1.
@@ -22,14 +23,27 @@ use std::sync::atomic::{AtomicU16, Ordering};
 use std::time::{Duration, Instant};
 
 const SERVERS: usize = 10;
-/// Keys per pool for md5 and fnv1a_64 (twemproxy's default) pools.
-const FULL_KEYS: usize = 20_000;
-/// Keys per pool for every other hash: all shapes, fewer of each.
-const SAMPLE_KEYS: usize = 3_000;
+/// Keys per pool, every shape.
+const KEYS_PER_POOL: usize = 20_000;
 /// The port twemproxy leaves out of a server's default name.
 const KETAMA_PORT: u16 = 11211;
-/// SETs written before reading their replies.
+/// Requests written before reading their replies.
 const PIPELINE: usize = 500;
+/// Every hash function twemproxy has, by the name its `hash:` takes.
+const HASHES: [&str; 12] = [
+    "one_at_a_time",
+    "md5",
+    "crc16",
+    "crc32",
+    "crc32a",
+    "fnv1_64",
+    "fnv1a_64",
+    "fnv1_32",
+    "fnv1a_32",
+    "hsieh",
+    "murmur",
+    "jenkins",
+];
 
 /// Names of varied lengths and no sorted order: twemproxy orders a pool's
 /// servers by name, shorter first, which `modula` depends on.
@@ -115,8 +129,10 @@ fn keys(n: usize) -> Vec<Vec<u8>> {
                 k
             }
             5 => {
+                // 200 to 800 bytes, one in ten up to 3 200.
+                let spread = if i % 80 == 5 { 3_000 } else { 600 };
                 let mut k = format!("long{i}:").into_bytes();
-                k.resize(200 + (i * 37) % 3000, b'a' + (i % 26) as u8);
+                k.resize(200 + (i * 37) % spread, b'a' + (i % 26) as u8);
                 k
             }
             6 => format!("{{}}{i}{{x}}").into_bytes(),
@@ -141,33 +157,64 @@ fn resp(args: &[&[u8]], out: &mut Vec<u8>) {
     }
 }
 
-/// SETs every key through `port`, pipelined; every reply must be +OK.
-fn write_keys(port: u16, keys: &[Vec<u8>]) {
-    let stream = TcpStream::connect(("127.0.0.1", port)).expect("connect nutcracker");
+/// One reply without nesting: a status, error or integer line, or a bulk.
+fn read_reply(r: &mut impl BufRead) -> Vec<u8> {
+    let mut line = Vec::new();
+    r.read_until(b'\n', &mut line).expect("a reply");
+    if line.first() != Some(&b'$') {
+        return line;
+    }
+    let n: i64 = std::str::from_utf8(&line[1..line.len() - 2])
+        .unwrap()
+        .parse()
+        .unwrap();
+    if n < 0 {
+        return line;
+    }
+    let mut body = vec![0; n as usize + 2];
+    std::io::Read::read_exact(r, &mut body).expect("a bulk reply");
+    body.truncate(n as usize);
+    body
+}
+
+/// `request(key)` for every key through `port`, pipelined; `check` sees
+/// each key with its reply.
+fn pipeline(
+    port: u16,
+    keys: &[Vec<u8>],
+    request: impl Fn(&[u8], &mut Vec<u8>),
+    mut check: impl FnMut(&[u8], Vec<u8>),
+) {
+    let stream = TcpStream::connect(("127.0.0.1", port)).expect("connect to the pool");
     stream
         .set_read_timeout(Some(Duration::from_secs(20)))
         .unwrap();
     let mut writer = stream.try_clone().unwrap();
     let mut reader = BufReader::new(stream);
     let mut buf = Vec::new();
-    let mut line = String::new();
     for chunk in keys.chunks(PIPELINE) {
         buf.clear();
         for k in chunk {
-            resp(&[b"SET", k, b"v"], &mut buf);
+            request(k, &mut buf);
         }
         writer.write_all(&buf).unwrap();
         for k in chunk {
-            line.clear();
-            reader.read_line(&mut line).expect("reply from nutcracker");
-            assert_eq!(
-                line,
-                "+OK\r\n",
-                "SET {:?} through port {port}",
-                String::from_utf8_lossy(k)
-            );
+            check(k, read_reply(&mut reader));
         }
     }
+}
+
+/// SETs every key through `port`; every reply must be +OK.
+fn write_keys(port: u16, keys: &[Vec<u8>]) {
+    let set = |k: &[u8], buf: &mut Vec<u8>| resp(&[b"SET", k, b"v"], buf);
+    pipeline(port, keys, set, |k, reply| {
+        assert_eq!(
+            reply,
+            b"+OK\r\n",
+            "SET {:?} through port {port}",
+            String::from_utf8_lossy(k)
+        );
+    });
 }
 
 /// Every key of database `db` on the server at `port`.
@@ -228,6 +275,8 @@ fn every_hash_and_distribution_places_keys_where_nutcracker_does() {
         })
         .collect();
 
+    let listed: Vec<String> = KeyHash::ALL.iter().map(|h| h.to_string()).collect();
+    assert_eq!(listed, HASHES, "every hash twemproxy has, and only those");
     let mut pools = Vec::new();
     for hash in KeyHash::ALL {
         for dist in [Distribution::Ketama, Distribution::Modula] {
@@ -262,60 +311,87 @@ fn every_hash_and_distribution_places_keys_where_nutcracker_does() {
     );
     nc.wait_ready();
 
-    let mut written = Vec::with_capacity(pools.len());
-    for (_, port, hash, _, _) in &pools {
-        let n = if matches!(hash, KeyHash::Md5 | KeyHash::Fnv1a64) {
-            FULL_KEYS
-        } else {
-            SAMPLE_KEYS
-        };
-        let ks = keys(n);
-        write_keys(*port, &ks);
-        written.push(ks);
+    let written = keys(KEYS_PER_POOL);
+    for (_, port, ..) in &pools {
+        write_keys(*port, &written);
     }
     let write_time = started.elapsed();
 
-    // Where each server says each pool's keys are.
-    let mut found: Vec<HashMap<Vec<u8>, usize>> = vec![HashMap::new(); pools.len()];
-    for (si, r) in redis.iter().enumerate() {
-        let mut con = common::connect(r.port);
-        for (db, f) in found.iter_mut().enumerate() {
-            for k in keys_on(&mut con, db) {
-                assert!(f.insert(k, si).is_none(), "a key on two servers (db {db})");
+    // Where each server says each pool's keys are: per pool, the server
+    // of each written key, by its index.
+    let index: HashMap<&[u8], usize> = written
+        .iter()
+        .enumerate()
+        .map(|(i, k)| (&k[..], i))
+        .collect();
+    let mut found: Vec<Vec<Option<usize>>> = vec![vec![None; written.len()]; pools.len()];
+    let server_ports: Vec<u16> = redis.iter().map(|r| r.port).collect();
+    let held: Vec<Vec<Vec<Vec<u8>>>> = std::thread::scope(|s| {
+        let each = server_ports.iter().map(|port| {
+            s.spawn(|| {
+                let mut con = common::connect(*port);
+                (0..pools.len()).map(|db| keys_on(&mut con, db)).collect()
+            })
+        });
+        let each: Vec<_> = each.collect();
+        each.into_iter().map(|t| t.join().unwrap()).collect()
+    });
+    for (si, dbs) in held.iter().enumerate() {
+        for (db, keys) in dbs.iter().enumerate() {
+            for k in keys {
+                let at = *index.get(&k[..]).expect("only written keys");
+                let was = found[db][at].replace(si);
+                assert!(was.is_none(), "a key on two servers (db {db})");
             }
         }
     }
+    drop(held);
 
-    let mut report = Vec::new();
-    for (i, (name, ..)) in pools.iter().enumerate() {
-        let pool = &parsed.pools[i];
-        assert_eq!(&pool.name, name);
-        let ring = pool.ring(1).expect("ring from the parsed pool");
-        let specs = pool.node_specs();
-        let mut agree = 0;
-        let mut first_miss = None;
-        for k in &written[i] {
-            let server = *found[i].get(k).unwrap_or_else(|| {
-                panic!(
-                    "{name}: key {:?} is on no server",
-                    String::from_utf8_lossy(k)
-                )
-            });
-            let want = format!("127.0.0.1:{}", redis[server].port);
-            if specs[ring.locate(k)].addr == want {
-                agree += 1;
-            } else if first_miss.is_none() {
-                first_miss = Some(String::from_utf8_lossy(k).into_owned());
-            }
-        }
-        assert_eq!(found[i].len(), written[i].len(), "{name}: stray keys");
-        report.push((name.clone(), agree, written[i].len(), first_miss));
-    }
+    let read_time = started.elapsed();
+    nc.assert_no_panic();
+    nc.kill();
+    wait_closed(pools[0].1);
+
+    // The same file, unchanged, under shardis; each pool asked where each key is.
+    let mut shardis = Proc::spawn(
+        Command::new(common::BIN)
+            .args(["proxy", "--config"])
+            .arg(&path)
+            .args(["-s", &low_port().to_string(), "-a", "127.0.0.1"])
+            .stdout(Stdio::null()),
+        pools[0].1,
+        "shardis proxy",
+    );
+    shardis.wait_ready();
+    // Four clients at once, each asking about every fourth pool.
+    let report: Vec<Report> = std::thread::scope(|s| {
+        let workers: Vec<_> = (0..4)
+            .map(|w| {
+                let (pools, parsed, found) = (&pools, &parsed, &found);
+                let (ports, written) = (&server_ports, &written);
+                s.spawn(move || {
+                    (w..pools.len())
+                        .step_by(4)
+                        .map(|i| {
+                            let pool = &parsed.pools[i];
+                            assert_eq!(pool.name, pools[i].0);
+                            check_pool(pool, pools[i].1, written, &found[i], ports)
+                        })
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        workers
+            .into_iter()
+            .flat_map(|t| t.join().unwrap())
+            .collect()
+    });
     let total: usize = report.iter().map(|r| r.2).sum();
     println!(
-        "{} pools, {total} keys, a server on 11211: {on_11211}, written in {:.1?}, checked in {:.1?}",
+        "{} pools, {total} keys, a server on 11211: {on_11211}, written in {:.1?}, found on the servers by {:.1?}, checked by {:.1?}",
         report.len(),
         write_time,
+        read_time,
         started.elapsed()
     );
     let misses: Vec<_> = report.iter().filter(|r| r.1 != r.2).collect();
@@ -323,5 +399,56 @@ fn every_hash_and_distribution_places_keys_where_nutcracker_does() {
         misses.is_empty(),
         "pools that disagree with nutcracker: {misses:#?}"
     );
-    nc.assert_no_panic();
+    shardis.assert_no_panic();
+}
+
+/// A pool's name, keys agreeing, keys asked about, and the first that did
+/// not agree (key, what shardis said, the server holding it).
+type Report = (String, usize, usize, Option<(String, String, String)>);
+
+/// `CLUSTER KEYNODE` on the pool's port for every key, compared with the
+/// server nutcracker put it on.
+fn check_pool(
+    pool: &nutcracker::Pool,
+    port: u16,
+    written: &[Vec<u8>],
+    found: &[Option<usize>],
+    servers: &[u16],
+) -> Report {
+    let name = &pool.name;
+    let addr_of: HashMap<String, String> = pool
+        .node_specs()
+        .into_iter()
+        .map(|s| (s.name, s.addr))
+        .collect();
+    let mut agree = 0;
+    let mut first_miss = None;
+    let keynode = |k: &[u8], buf: &mut Vec<u8>| resp(&[b"CLUSTER", b"KEYNODE", k], buf);
+    let mut at = 0;
+    pipeline(port, written, keynode, |k, reply| {
+        let server = found[at].unwrap_or_else(|| {
+            panic!(
+                "{name}: key {:?} is on no server",
+                String::from_utf8_lossy(k)
+            )
+        });
+        at += 1;
+        let want = format!("127.0.0.1:{}", servers[server]);
+        let said = String::from_utf8_lossy(&reply).into_owned();
+        if addr_of.get(&said) == Some(&want) {
+            agree += 1;
+        } else if first_miss.is_none() {
+            first_miss = Some((String::from_utf8_lossy(k).into_owned(), said, want));
+        }
+    });
+    (name.clone(), agree, written.len(), first_miss)
+}
+
+/// Until nothing listens on `port` any more.
+fn wait_closed(port: u16) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while TcpStream::connect(("127.0.0.1", port)).is_ok() {
+        assert!(Instant::now() < deadline, "port {port} still answers");
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }

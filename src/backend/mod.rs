@@ -55,6 +55,22 @@ pub struct NodeConfig {
     /// `--requirepass`, as its SHA-256: clients must `AUTH` first (as the
     /// `default` user). `None`: no password, as Redis without one.
     pub requirepass: Option<[u8; 32]>,
+    /// `--masterauth` (and `--masteruser`): what a replica sends its
+    /// primary (`AUTH`) before the handshake, as Redis's `masterauth`.
+    pub masterauth: Option<MasterAuth>,
+}
+
+/// A replica's credentials towards its primary; `Debug` hides the password.
+#[derive(Clone, Default)]
+pub struct MasterAuth {
+    pub user: Option<String>,
+    pub password: String,
+}
+
+impl std::fmt::Debug for MasterAuth {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "MasterAuth({:?}, <redacted>)", self.user)
+    }
 }
 
 impl NodeConfig {

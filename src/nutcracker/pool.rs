@@ -98,6 +98,19 @@ pub(super) fn build(
             ));
         }
     }
+    if let (Some(_), Some(db @ 1..)) = (&d.redis_auth, d.redis_db) {
+        let line = raw
+            .entries
+            .iter()
+            .find(|e| e.key == "redis_db")
+            .map_or(raw.line, |e| e.line);
+        warnings.push(format!(
+            "{file}:{line}: pool '{}': redis_db: beside redis_auth nutcracker never selects it \
+             (its SELECT reaches a server before AUTH and is refused), so the keys it wrote are \
+             in database 0; shardis selects database {db}: drop redis_db to keep reading them",
+            raw.name
+        ));
+    }
     Ok(Pool {
         name: raw.name.clone(),
         listen,

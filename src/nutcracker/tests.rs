@@ -50,7 +50,9 @@ fn error(text: &str) -> String {
 #[test]
 fn two_pools_read_with_every_directive() {
     let cfg = parse("nutcracker.yml", TWO_POOLS).unwrap();
-    assert!(cfg.warnings.is_empty(), "{:?}", cfg.warnings);
+    // Only that nutcracker itself stays on database 0 beside redis_auth.
+    assert_eq!(cfg.warnings.len(), 1, "{:?}", cfg.warnings);
+    assert!(cfg.warnings[0].contains("redis_db: beside redis_auth"));
     let [a, b] = &cfg.pools[..] else {
         panic!("two pools");
     };
@@ -105,6 +107,27 @@ fn unset_directives_take_twemproxys_defaults() {
     assert_eq!(p.server_connections, DEFAULT_SERVER_CONNECTIONS);
     assert_eq!(p.server_retry_timeout_ms, DEFAULT_SERVER_RETRY_TIMEOUT_MS);
     assert_eq!(p.server_failure_limit, DEFAULT_SERVER_FAILURE_LIMIT);
+}
+
+#[test]
+fn redis_db_beside_redis_auth_warns_that_nutcracker_stayed_on_database_0() {
+    let cfg = parse(
+        "n.yml",
+        "p:\n  listen: 127.0.0.1:1\n  redis: true\n  redis_auth: pw\n  redis_db: 2\n  servers:\n   - 127.0.0.1:2:1\n",
+    )
+    .unwrap();
+    assert_eq!(cfg.warnings.len(), 1, "{:?}", cfg.warnings);
+    assert!(
+        cfg.warnings[0].starts_with(
+            "n.yml:5: pool 'p': redis_db: beside redis_auth nutcracker never selects it"
+        ),
+        "{:?}",
+        cfg.warnings
+    );
+    assert!(cfg.warnings[0].contains("shardis selects database 2"));
+    let alone =
+        "p:\n  listen: 127.0.0.1:1\n  redis: true\n  redis_db: 2\n  servers:\n   - 127.0.0.1:2:1\n";
+    assert!(parse("n.yml", alone).unwrap().warnings.is_empty());
 }
 
 #[test]

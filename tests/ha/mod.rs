@@ -23,6 +23,11 @@ pub fn need_redis(group: &str) -> bool {
 /// Starts redis-server on `port`; with `dir`, an append-only file there,
 /// fsynced on every write, so a restart after kill -9 has every write back.
 pub fn redis_at(port: u16, dir: Option<&Path>) -> Proc {
+    redis_with(port, dir, &[])
+}
+
+/// [`redis_at`] with `extra` arguments (`--requirepass pw`).
+pub fn redis_with(port: u16, dir: Option<&Path>, extra: &[&str]) -> Proc {
     let port_s = port.to_string();
     let mut args: Vec<String> = [
         "--port",
@@ -69,12 +74,27 @@ pub fn redis_at(port: u16, dir: Option<&Path>) -> Proc {
             ]),
         ),
     }
+    args.extend(extra.iter().map(|s| s.to_string()));
     let mut p = Proc::spawn(
         Command::new("redis-server")
             .args(&args)
             .stdout(Stdio::null()),
         port,
         "redis-server",
+    );
+    p.wait_ready();
+    p
+}
+
+/// A built-in node on `port` with `extra` arguments (`--requirepass pw`).
+pub fn builtin_with(port: u16, extra: &[&str]) -> Proc {
+    let mut p = Proc::spawn(
+        Command::new(BIN)
+            .args(["node", "--port", &port.to_string()])
+            .args(extra)
+            .stdout(Stdio::null()),
+        port,
+        "node",
     );
     p.wait_ready();
     p
@@ -210,4 +230,138 @@ pub fn lost(port: u16, prefix: &str, acked: &[usize]) -> Vec<usize> {
             v != Some(*i)
         })
         .collect()
+}
+
+/// Shard `node1` behind the proxy on `proxy`: its primary and replicas,
+/// the state file the proxy writes, and a label for the printed report.
+pub struct KilledShard<'a> {
+    pub proxy: u16,
+    pub primary: &'a str,
+    pub replicas: &'a [&'a str],
+    pub state_file: &'a Path,
+    pub label: &'a str,
+}
+
+impl KilledShard<'_> {
+    /// kill -9 of the primary (by `kill`) after 200 writes of a writer
+    /// through the proxy: a replica becomes node1's primary, the old one is
+    /// kept as a replica, the other replicas follow the new primary, the
+    /// state file says so, and writes resumed after any failed (a failover
+    /// quick enough that no write met the dead primary fails none). Prints the counts
+    /// and the failover window; returns the writes and the acknowledged keys
+    /// lost.
+    pub fn kill_under_writes(&self, kill: impl FnOnce()) -> (Writes, Vec<usize>) {
+        let mut con = connect(self.proxy);
+        wait_ring(&mut con, 15, "the replicas follow their primary", |r| {
+            self.replicas.iter().all(|a| is_synced_replica(r, a))
+        });
+        // Every key on node1: the window is that shard's, not the others'.
+        let prefix = (0..)
+            .map(|t| format!("{{w{t}}}"))
+            .find(|p| {
+                let node: String = redis::cmd("CLUSTER")
+                    .arg("KEYNODE")
+                    .arg(format!("{p}:0"))
+                    .query(&mut con)
+                    .unwrap();
+                node == "node1"
+            })
+            .unwrap();
+        let mut kill = Some(kill);
+        let w = write_for(self.proxy, &prefix, Duration::from_millis(2_500), |i| {
+            if i == 200 {
+                if let Some(k) = kill.take() {
+                    k();
+                }
+            }
+        });
+        let r = wait_ring(&mut con, 10, "a replica is the primary", |r| {
+            self.replicas
+                .iter()
+                .any(|a| r.contains(&format!("node1 {a} ")))
+        });
+        let new = *self
+            .replicas
+            .iter()
+            .find(|a| r.contains(&format!("node1 {a} ")))
+            .unwrap();
+        let rest: Vec<&str> = self
+            .replicas
+            .iter()
+            .copied()
+            .filter(|a| *a != new)
+            .collect();
+        let old = self.primary;
+        assert!(
+            r.contains(&format!("{old} {old} replica_of=node1")),
+            "the old primary is kept as a replica:\n{r}"
+        );
+        wait_ring(
+            &mut con,
+            10,
+            "the other replicas follow the new primary",
+            |r| rest.iter().all(|a| is_synced_replica(r, a)),
+        );
+        assert_eq!(info_field(&mut con, "failovers"), "1");
+        let state = std::fs::read_to_string(self.state_file).unwrap();
+        assert!(state.contains(&format!("addr = \"{new}\"")), "{state}");
+        let listed: Vec<String> = rest
+            .iter()
+            .chain([&old])
+            .map(|a| format!("\"{a}\""))
+            .collect();
+        assert!(
+            state.contains(&format!("node1 = [{}]", listed.join(", "))),
+            "{state}"
+        );
+        let lost = lost(self.proxy, &prefix, &w.acked);
+        eprintln!(
+            "{}: {} acknowledged, {} errors, failover window {:?}, lost {}",
+            self.label,
+            w.acked.len(),
+            w.errors,
+            w.window,
+            lost.len()
+        );
+        let resumed = w.acked.last().is_some_and(|&i| i > 200 + w.errors);
+        assert!(
+            resumed && (w.errors == 0 || w.window.is_some()),
+            "writes resumed after the kill ({} errors, last: {})",
+            w.errors,
+            w.last_error
+        );
+        (w, lost)
+    }
+}
+
+/// The child of `parent` whose command line has `--port <port>` (a node
+/// `shardis up` started), from /proc.
+pub fn child_with_port(parent: u32, port: u16) -> Option<u32> {
+    let want = format!("--port\0{port}\0");
+    for entry in std::fs::read_dir("/proc").ok()?.flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            continue;
+        };
+        // `pid (comm) state ppid …`: comm may hold spaces, so split after it.
+        let ppid = stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().nth(1))
+            .and_then(|p| p.parse::<u32>().ok());
+        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+        if ppid == Some(parent) && String::from_utf8_lossy(&cmdline).contains(&want) {
+            return Some(pid);
+        }
+    }
+    None
+}
+
+/// kill -9 of a process this test did not spawn itself (a child of `up`).
+pub fn kill_9(pid: u32) {
+    // SAFETY: kill(2) with a pid read from /proc just now.
+    unsafe {
+        libc::kill(pid as libc::pid_t, libc::SIGKILL);
+    }
 }

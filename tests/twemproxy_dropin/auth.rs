@@ -107,6 +107,20 @@ fn redis_auth_answers_as_nutcracker_does_and_reaches_the_servers() {
     );
     assert_eq!(show(&c.call(&[b"AUTH", b"default", b"secret"])), "+OK\r\n");
     assert_eq!(show(&c.call(&[b"SET", b"through", b"1"])), "+OK\r\n");
+    // HELLO, as Redis 7 answers it, the pool's password the default user's.
+    let mut h = Client::connect(&At::Tcp(locked));
+    assert!(show(&h.call(&[b"HELLO", b"2"])).starts_with("-NOAUTH HELLO must be called"));
+    assert_eq!(
+        show(&h.call(&[b"HELLO", b"2", b"AUTH", b"default", b"wrong"])),
+        "-WRONGPASS invalid username-password pair or user is disabled.\r\n"
+    );
+    assert_eq!(
+        show(&h.call(&[b"GET", b"through"])),
+        "-NOAUTH Authentication required\r\n"
+    );
+    let hello = show(&h.call(&[b"HELLO", b"2", b"AUTH", b"default", b"secret"]));
+    assert!(hello.starts_with("*14\r\n$6\r\nserver\r\n"), "{hello}");
+    assert_eq!(show(&h.call(&[b"GET", b"through"])), "$1\r\n1\r\n");
     // The key is on the protected server: the pool's password reached it.
     let mut r = Client::connect(&At::Tcp(redis[0].port));
     assert_eq!(show(&r.call(&[b"AUTH", b"secret"])), "+OK\r\n");

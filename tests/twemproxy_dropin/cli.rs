@@ -29,6 +29,21 @@ fn t_says_the_syntax_is_ok_or_names_the_error() {
         said.contains(":3: pool 'alpha': hash: unknown hash 'sha1'"),
         "{said}"
     );
+    let unknown = Site::new(&format!(
+        "{}  colour: blue\n",
+        pool(free_port(), 6379, true)
+    ));
+    let out = output(
+        Command::new(BIN)
+            .args(["proxy", "-t", "-c"])
+            .arg(&unknown.yml),
+    );
+    assert!(out.status.success());
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        said.contains(":6: pool 'alpha': colour: unknown directive, ignored"),
+        "{said}"
+    );
     let memcache = Site::new(&pool(free_port(), 11211, false));
     let out = output(Command::new(BIN).args(["proxy", "-c"]).arg(&memcache.yml));
     assert!(!out.status.success());

@@ -8,8 +8,12 @@ use super::site::{self, show, At, Client, Site};
 use std::time::{Duration, Instant};
 
 fn yaml(port: u16, servers: &[u16]) -> String {
+    yaml_with(port, servers, "")
+}
+
+fn yaml_with(port: u16, servers: &[u16], extra: &str) -> String {
     let mut y = format!(
-        "shop:\n  listen: 127.0.0.1:{port}\n  hash: fnv1a_64\n  hash_tag: \"{{}}\"\n  distribution: ketama\n  redis: true\n  servers:\n"
+        "shop:\n  listen: 127.0.0.1:{port}\n  hash: fnv1a_64\n  hash_tag: \"{{}}\"\n  distribution: ketama\n  redis: true\n{extra}  servers:\n"
     );
     for s in servers {
         y += &format!("   - 127.0.0.1:{s}:1\n");
@@ -18,9 +22,17 @@ fn yaml(port: u16, servers: &[u16]) -> String {
 }
 
 fn wait_ok(at: &At) -> String {
+    wait_ok_as(at, None)
+}
+
+fn wait_ok_as(at: &At, password: Option<&[u8]>) -> String {
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
-        let info = show(&Client::connect(at).call(&[b"CLUSTER", b"RINGINFO"]));
+        let mut c = Client::connect(at);
+        if let Some(pw) = password {
+            c.call(&[b"AUTH", pw]);
+        }
+        let info = show(&c.call(&[b"CLUSTER", b"RINGINFO"]));
         if info.contains("state:ok\r\n") {
             return info;
         }
@@ -34,7 +46,14 @@ fn wait_ok(at: &At) -> String {
 
 /// Every key reads back its own value through `at`.
 fn all_readable(at: &At, keys: &[Vec<u8>]) -> usize {
+    all_readable_as(at, None, keys)
+}
+
+fn all_readable_as(at: &At, password: Option<&[u8]>, keys: &[Vec<u8>]) -> usize {
     let mut c = Client::connect(at);
+    if let Some(pw) = password {
+        assert_eq!(show(&c.call(&[b"AUTH", pw])), "+OK\r\n");
+    }
     keys.iter()
         .filter(|k| {
             let want = format!("${}\r\n{}\r\n", k.len(), show(k));
@@ -121,5 +140,50 @@ fn a_yaml_pool_grows_online_and_restarts_grown_with_the_file_untouched() {
         keys.len(),
         "readable after the restart"
     );
+    shardis.assert_no_panic();
+}
+
+#[test]
+fn a_pool_with_redis_auth_and_redis_db_grows_on_that_database() {
+    if !site::tools() {
+        return;
+    }
+    let redis = site::redis_servers(3, &["--requirepass", "pw"]);
+    let ports: Vec<u16> = redis.iter().map(|r| r.port).collect();
+    let port = free_port();
+    let extra = "  redis_auth: pw\n  redis_db: 2\n";
+    let site = Site::new(&yaml_with(port, &ports[..2], extra));
+    let at = At::Tcp(port);
+    let pw = Some(&b"pw"[..]);
+    let keys = site::keys(300, "db2");
+    let mut cmd = std::process::Command::new(super::common::BIN);
+    cmd.args(["proxy", "--config"])
+        .arg(&site.yml)
+        .stdout(std::process::Stdio::null());
+    // PING gets NOAUTH here: any answer means it is up.
+    let shardis = super::common::Proc::spawn(&mut cmd, port, "shardis proxy");
+    site::wait_answering(port);
+    let mut c = Client::connect(&at);
+    assert_eq!(show(&c.call(&[b"AUTH", b"pw"])), "+OK\r\n");
+    for k in &keys {
+        assert_eq!(show(&c.call(&[b"SET", k, k])), "+OK\r\n");
+    }
+    let added = format!("127.0.0.1:{}", ports[2]);
+    assert_eq!(
+        show(&c.call(&[b"CLUSTER", b"ADDNODE", added.as_bytes()])),
+        "+OK\r\n"
+    );
+    let info = wait_ok_as(&at, pw);
+    assert!(info.contains("epoch:2"), "{info}");
+    assert_eq!(all_readable_as(&at, pw, &keys), keys.len());
+    let mut on_new = Client::connect(&At::Tcp(ports[2]));
+    on_new.call(&[b"AUTH", b"pw"]);
+    on_new.call(&[b"SELECT", b"2"]);
+    let moved = show(&on_new.call(&[b"DBSIZE"]));
+    assert!(
+        moved.starts_with(':') && moved != ":0\r\n",
+        "keys moved to db 2 of the new server: {moved}"
+    );
+    println!("moved to the added server's db 2: {}", moved.trim_end());
     shardis.assert_no_panic();
 }

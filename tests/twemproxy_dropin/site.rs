@@ -178,7 +178,15 @@ pub fn show(b: &[u8]) -> String {
 
 /// SETs each key to its own value through `at`, pipelined; all must be +OK.
 pub fn write_keys(at: &At, keys: &[Vec<u8>]) {
+    write_keys_as(at, None, keys)
+}
+
+/// [`write_keys`] after `AUTH password` when given.
+pub fn write_keys_as(at: &At, password: Option<&[u8]>, keys: &[Vec<u8>]) {
     let mut c = Client::connect(at);
+    if let Some(pw) = password {
+        assert_eq!(show(&c.call(&[b"AUTH", pw])), "+OK\r\n", "AUTH via {at:?}");
+    }
     for chunk in keys.chunks(200) {
         for k in chunk {
             c.send(&[b"SET", k, k]);
@@ -191,9 +199,21 @@ pub fn write_keys(at: &At, keys: &[Vec<u8>]) {
 
 /// Which server (index) holds each key of database `db`.
 pub fn placement(redis: &[Proc], db: u32) -> std::collections::BTreeMap<Vec<u8>, usize> {
+    placement_as(redis, db, None)
+}
+
+/// [`placement`] on servers that want `password` first.
+pub fn placement_as(
+    redis: &[Proc],
+    db: u32,
+    password: Option<&[u8]>,
+) -> std::collections::BTreeMap<Vec<u8>, usize> {
     let mut out = std::collections::BTreeMap::new();
     for (i, r) in redis.iter().enumerate() {
         let mut c = Client::connect(&At::Tcp(r.port));
+        if let Some(pw) = password {
+            assert_eq!(show(&c.call(&[b"AUTH", pw])), "+OK\r\n");
+        }
         c.call(&[b"SELECT", db.to_string().as_bytes()]);
         for k in keys_of(&mut c) {
             assert!(out.insert(k, i).is_none(), "a key on two servers");

@@ -28,7 +28,9 @@ const SERVER_COUNTS: &[&str] = &[
     "responses",
     "response_bytes",
     "in_queue",
+    "in_queue_bytes",
     "out_queue",
+    "out_queue_bytes",
 ];
 
 fn yaml(p: [u16; 2], r: &[u16]) -> String {

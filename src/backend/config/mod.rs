@@ -30,6 +30,8 @@ enum Kind {
     Enum(&'static [&'static str]),
     /// `save`: pairs of seconds and changes, or empty.
     Save,
+    /// Any text (`masterauth`).
+    Text,
     /// Reported, never changed at run time.
     Immutable,
     /// `client-output-buffer-limit`: class groups merged into the current
@@ -169,6 +171,9 @@ static PARAMS: &[Param] = &[
     p("cluster-enabled", Kind::Immutable, "no"),
     // No authentication: redis-server without a password reports it empty.
     p("requirepass", Kind::Immutable, ""),
+    // What a replica's link says to its primary first (AUTH), as Redis.
+    p("masteruser", Kind::Text, ""),
+    p("masterauth", Kind::Text, ""),
     p(
         "client-query-buffer-limit",
         Kind::Memory(1024 * 1024, LONG_MAX),
@@ -244,6 +249,19 @@ impl Settings {
         }
         *s.lock() = values;
         s
+    }
+
+    /// With `--masterauth` / `--masteruser` set.
+    pub(crate) fn with_masterauth(self, auth: Option<&crate::backend::MasterAuth>) -> Settings {
+        if let Some(a) = auth {
+            let user = a.user.as_deref().unwrap_or("");
+            let pairs: [(&[u8], &[u8]); 2] = [
+                (b"masteruser", user.as_bytes()),
+                (b"masterauth", a.password.as_bytes()),
+            ];
+            let _ = self.set(&pairs);
+        }
+        self
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Vec<String>> {
@@ -435,55 +453,11 @@ fn normalise(kind: Kind, value: &[u8], current: &str) -> Result<String, String> 
             }
             Ok(parts.join(" "))
         }
+        Kind::Text => Ok(text.into_owned()),
         Kind::Immutable => Err("can't set immutable config".into()),
         Kind::OutputBufferLimit => limits::merge(current, value),
     }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn memory_values_parse_like_redis() {
-        let cases: &[(&str, Option<u64>)] = &[
-            ("0", Some(0)),
-            ("100", Some(100)),
-            ("1k", Some(1000)),
-            ("1kb", Some(1024)),
-            ("100mb", Some(104_857_600)),
-            ("2GB", Some(2 << 30)),
-            ("abc", None),
-            ("-1", None),
-            ("1tb", None),
-        ];
-        for &(s, want) in cases {
-            assert_eq!(parse_memory(s.as_bytes()), want, "{s}");
-        }
-    }
-
-    #[test]
-    fn set_validates_everything_before_changing_anything() {
-        let s = Settings::new(0, 512 << 20, 7001);
-        let err = s.set(&[(b"maxmemory", b"1mb"), (b"maxmemory-samples", b"0")]);
-        assert_eq!(
-            err,
-            Err(SetError::FailedOwned(
-                "maxmemory-samples".into(),
-                "argument must be between 1 and 2147483647 inclusive".into()
-            ))
-        );
-        assert_eq!(s.maxmemory.load(Relaxed), 0);
-        s.set(&[
-            (b"maxmemory", b"1mb"),
-            (b"MAXMEMORY-POLICY", b"ALLKEYS-LFU"),
-        ])
-        .unwrap();
-        assert_eq!(s.maxmemory.load(Relaxed), 1 << 20);
-        assert_eq!(s.policy(), Policy::AllkeysLfu);
-        assert_eq!(s.get(b"maxmemory-policy")[0].1, "allkeys-lfu");
-        assert_eq!(s.get(b"hash-max-ziplist-entries")[0].1, "512");
-        s.set(&[(b"hash-max-ziplist-value", b"1kb")]).unwrap();
-        assert_eq!(s.int("hash-max-listpack-value"), Some(1024));
-    }
-}
+mod tests;

@@ -1,6 +1,6 @@
-//! The replica's link to its primary: connect, handshake (PING, REPLCONF
-//! listening-port and capa, PSYNC with this node's id and offset), take the
-//! snapshot or continue from the backlog, then apply the stream and
+//! The replica's link to its primary: connect, handshake (PING, AUTH when
+//! `masterauth` is set, REPLCONF listening-port and capa, PSYNC with this
+//! node's id and offset), take the snapshot or continue from the backlog, then apply the stream and
 //! acknowledge it (`REPLCONF ACK offset` after every batch applied and at
 //! least every second).
 //!
@@ -105,12 +105,33 @@ async fn session(
         vec![b"REPLCONF", b"listening-port", my_port.as_bytes()],
         vec![b"REPLCONF", b"capa", b"eof", b"capa", b"psync2"],
     ];
-    for req in hello {
+    let (user, pass) = (
+        node.settings.text("masteruser").unwrap_or_default(),
+        node.settings.text("masterauth").unwrap_or_default(),
+    );
+    let auth: Vec<&[u8]> = match (user.is_empty(), pass.is_empty()) {
+        (_, true) => Vec::new(),
+        (true, false) => vec![b"AUTH", pass.as_bytes()],
+        (false, false) => vec![b"AUTH", user.as_bytes(), pass.as_bytes()],
+    };
+    // Redis's order: PING (a primary with a password answers -NOAUTH),
+    // then AUTH when `masterauth` is set, then REPLCONF.
+    let [ping, port_conf, capa] = hello;
+    let steps = std::iter::once(ping)
+        .chain((!auth.is_empty()).then_some(auth))
+        .chain([port_conf, capa]);
+    for req in steps {
         send(&mut sock, &req).await?;
         let line = read_line(&mut sock, &mut buf).await?;
-        if line.starts_with('-') && !line.starts_with("-NOAUTH") {
+        let is_auth = crate::resp::eq_ignore_case(req[0], b"auth");
+        if line.starts_with('-') && (is_auth || !line.starts_with("-NOAUTH")) {
+            let what = if is_auth {
+                "AUTH (masterauth)"
+            } else {
+                "the handshake"
+            };
             return Err(std::io::Error::other(format!(
-                "the primary answered {line}"
+                "the primary answered {what} with {line}"
             )));
         }
     }

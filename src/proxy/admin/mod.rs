@@ -202,9 +202,9 @@ async fn add_node(
             .map_err(AdminError::StraysRemain)?;
     }
     let timeout = Duration::from_millis(proxy.config.connect_timeout_ms.max(1000));
-    let creds = proxy.config.node_auth.for_node(&name);
+    let login = &proxy.config.node_auth;
     let size =
-        crate::proxy::upstream::credentials::probe(&addr, creds.as_deref(), &[b"DBSIZE"], timeout)
+        crate::proxy::upstream::credentials::probe(&addr, &name, login, &[b"DBSIZE"], timeout)
             .await
             .map_err(|e| AdminError::Unreachable {
                 addr: addr.clone(),

@@ -4,6 +4,8 @@
 //! read by `proxy::ha` (the detector and the failover) and by `route` (reads
 //! from replicas, writes acknowledged by one).
 
+use std::collections::BTreeMap;
+
 use serde::Deserialize;
 
 use crate::ring::NodeSpec;
@@ -58,9 +60,20 @@ pub enum ReadFrom {
     Replica,
 }
 
+/// Who decides that a shard's primary changed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FailoverMode {
+    /// The proxy's own detector and `on_primary_down` policy.
+    Proxy,
+    /// Redis Sentinel: the proxy follows what a majority of the Sentinels
+    /// say, confirmed with `ROLE`, and never promotes or repoints itself.
+    Sentinel,
+}
+
 /// The validated `[failover]` section.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct HaConfig {
+    pub mode: FailoverMode,
     pub on_primary_down: OnPrimaryDown,
     pub write_ack: WriteAck,
     pub read_from: ReadFrom,
@@ -83,6 +96,8 @@ impl Default for HaConfig {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub(super) struct FailoverSection {
+    mode: String,
+    sentinels: Vec<String>,
     on_primary_down: String,
     write_ack: String,
     read_from: String,
@@ -98,6 +113,8 @@ pub(super) struct FailoverSection {
 impl Default for FailoverSection {
     fn default() -> Self {
         FailoverSection {
+            mode: "proxy".into(),
+            sentinels: Vec::new(),
             on_primary_down: "failover".into(),
             write_ack: "primary".into(),
             read_from: "primary".into(),
@@ -115,6 +132,15 @@ impl Default for FailoverSection {
 impl HaConfig {
     /// Checks every field; the error names it (`failover.write_ack: …`).
     pub(super) fn validate(f: FailoverSection) -> Result<HaConfig, String> {
+        let mode = match f.mode.as_str() {
+            "proxy" => FailoverMode::Proxy,
+            "sentinel" => FailoverMode::Sentinel,
+            other => {
+                return Err(format!(
+                    "failover.mode: expected \"proxy\" or \"sentinel\", got {other:?}"
+                ))
+            }
+        };
         let on_primary_down = match f.on_primary_down.as_str() {
             "failover" => OnPrimaryDown::Failover,
             "fail" => OnPrimaryDown::Fail,
@@ -163,6 +189,7 @@ impl HaConfig {
             }
         }
         Ok(HaConfig {
+            mode,
             on_primary_down,
             write_ack,
             read_from,
@@ -174,6 +201,56 @@ impl HaConfig {
             max_concurrent_failovers: f.max_concurrent_failovers,
             wait_timeout_ms: f.wait_timeout_ms,
         })
+    }
+}
+
+impl FailoverSection {
+    /// `sentinels`, taken out before the rest is validated.
+    pub(super) fn take_sentinels(&mut self) -> Vec<String> {
+        std::mem::take(&mut self.sentinels)
+    }
+}
+
+/// `[failover] mode = "sentinel"`: the Sentinels to ask, and each shard's
+/// name there (`[[nodes]] master_name`), by the shard's name.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SentinelConfig {
+    pub addrs: Vec<String>,
+    pub masters: BTreeMap<String, String>,
+}
+
+impl SentinelConfig {
+    /// Sentinel mode needs at least one Sentinel and every shard's
+    /// `master_name`; the proxy's own mode takes neither.
+    pub(super) fn validate(
+        mode: FailoverMode,
+        addrs: Vec<String>,
+        masters: BTreeMap<String, String>,
+        nodes: &[NodeSpec],
+    ) -> Result<SentinelConfig, String> {
+        if mode == FailoverMode::Proxy {
+            if !addrs.is_empty() {
+                return Err("failover.sentinels: only with failover.mode = \"sentinel\"".into());
+            }
+            if !masters.is_empty() {
+                return Err("nodes[].master_name: only with failover.mode = \"sentinel\"".into());
+            }
+            return Ok(SentinelConfig::default());
+        }
+        if addrs.is_empty() {
+            return Err("failover.sentinels: sentinel mode needs at least one Sentinel".into());
+        }
+        for (i, a) in addrs.iter().enumerate() {
+            super::check_host_port(&format!("failover.sentinels[{i}]"), a)?;
+        }
+        for (i, n) in nodes.iter().enumerate() {
+            if !masters.contains_key(&n.name) {
+                return Err(format!(
+                    "nodes[{i}].master_name: sentinel mode needs each shard's name at the Sentinels"
+                ));
+            }
+        }
+        Ok(SentinelConfig { addrs, masters })
     }
 }
 
@@ -206,6 +283,15 @@ pub(super) fn add_replicas(
         into.insert(name.to_string(), copies);
     }
     Ok(())
+}
+
+impl FailoverMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FailoverMode::Proxy => "proxy",
+            FailoverMode::Sentinel => "sentinel",
+        }
+    }
 }
 
 impl OnPrimaryDown {
@@ -260,6 +346,14 @@ mod tests {
         assert_eq!(d.on_primary_down, OnPrimaryDown::Failover);
         assert_eq!(d.write_ack, WriteAck::Primary);
         assert_eq!(d.read_from, ReadFrom::Primary);
+        assert_eq!(d.mode, FailoverMode::Proxy);
+        let s = Config::parse(
+            "[failover]\nmode = \"sentinel\"\nsentinels = [\"127.0.0.1:26379\"]\n\
+             [[nodes]]\naddr = \"127.0.0.1:7001\"\nname = \"a\"\nmaster_name = \"m1\"\n",
+        )
+        .unwrap();
+        assert_eq!(s.ha.mode, FailoverMode::Sentinel);
+        assert_eq!(s.sentinel.masters["a"], "m1");
         // Sub-second on a LAN: a refused connect is seen within one
         // interval, a silent node within down_after_timeouts probes.
         let worst = d.probe_interval_ms + u64::from(d.down_after_timeouts) * d.probe_timeout_ms;
@@ -280,6 +374,23 @@ mod tests {
                 "failover.probe_interval_ms",
             ),
             ("[failover]\nbogus = 1\n", "bogus"),
+            ("[failover]\nmode = \"raft\"\n", "failover.mode"),
+            (
+                "[failover]\nmode = \"sentinel\"\n",
+                "failover.sentinels: sentinel mode needs",
+            ),
+            (
+                "[failover]\nmode = \"sentinel\"\nsentinels = [\"127.0.0.1:26379\"]\n[[nodes]]\naddr = \"127.0.0.1:1\"\n",
+                "nodes[0].master_name",
+            ),
+            (
+                "[failover]\nsentinels = [\"127.0.0.1:26379\"]\n",
+                "only with failover.mode",
+            ),
+            (
+                "[failover]\nmode = \"sentinel\"\nsentinels = [\"s\"]\n",
+                "failover.sentinels[0]",
+            ),
             (
                 "[[nodes]]\naddr = \"127.0.0.1:1\"\nreplicas = [\"x\"]\n",
                 "nodes[0].replicas[0]",

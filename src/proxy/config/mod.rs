@@ -13,7 +13,7 @@ pub mod ha;
 pub mod ops;
 mod topology;
 
-pub use backend::{BackendSetup, EjectPolicy};
+pub use backend::EjectPolicy;
 use file::*;
 use ops::{AdminSection, HotKeysSection, OpsConfig, SlowlogSection};
 pub use topology::{
@@ -22,6 +22,7 @@ pub use topology::{
 
 pub use crate::proxy::conn::auth::config::AuthConfig;
 use crate::proxy::conn::budget::OutputLimits;
+pub use crate::proxy::conn::tls::TlsConfig;
 use crate::proxy::upstream::credentials::Credentials;
 pub use crate::proxy::upstream::credentials::NodeCredentials;
 use crate::resp::Limits;
@@ -33,6 +34,9 @@ pub const DEFAULT_LISTEN: &str = "127.0.0.1:7000";
 pub const DEFAULT_FIRST_NODE_PORT: u16 = 7001;
 /// Built-in nodes `shardis up` starts.
 pub const DEFAULT_UP_NODES: usize = 10;
+/// Replicas per shard `shardis up --replicas` starts, at most (a shard
+/// has a primary and 0–2 replicas).
+pub const MAX_UP_REPLICAS: usize = 2;
 pub const DEFAULT_CONNECT_TIMEOUT_MS: u64 = 1_000;
 pub const DEFAULT_REQUEST_TIMEOUT_MS: u64 = 5_000;
 pub const DEFAULT_MAX_CLIENTS: usize = 10_000;
@@ -43,13 +47,24 @@ pub const DEFAULT_CONNECTIONS_PER_NODE: usize = 1;
 pub const DEFAULT_MAX_PINNED_PER_NODE: usize = 1024;
 /// Proxy runtime threads; 0 = one per core.
 pub const DEFAULT_THREADS: usize = 0;
+/// Reply bytes owed to all clients together (Redis 7's `maxmemory-clients`
+/// for replies); over it, the client owing the most is closed.
+pub const DEFAULT_MAX_OUTPUT_BUFFER_TOTAL: usize = 2 << 30;
+/// Unless set, a client's output hard limit is this share of the total
+/// (1/8): however many clients stop reading, no one of them holds more.
+pub const CLIENT_OUTPUT_HARD_SHARE: usize = 8;
+/// Unless set, a client's output soft limit is this share of the total (1/32).
+pub const CLIENT_OUTPUT_SOFT_SHARE: usize = 32;
 /// Reply bytes one client may be owed before it is closed at once (Redis's
-/// `client-output-buffer-limit` hard limit): the largest value Redis allows
-/// (`proto-max-bulk-len`, 512 MB) still fits, with room for its neighbours.
-pub const DEFAULT_CLIENT_OUTPUT_HARD_LIMIT: usize = crate::resp::DEFAULT_MAX_BULK_LEN + (64 << 20);
+/// `client-output-buffer-limit` hard limit), with the default total: 256 MB,
+/// so a value larger than that needs a larger limit.
+pub const DEFAULT_CLIENT_OUTPUT_HARD_LIMIT: usize =
+    DEFAULT_MAX_OUTPUT_BUFFER_TOTAL / CLIENT_OUTPUT_HARD_SHARE;
 /// Reply bytes one client may be owed for at most
-/// `DEFAULT_CLIENT_OUTPUT_SOFT_SECONDS` before it is closed.
-pub const DEFAULT_CLIENT_OUTPUT_SOFT_LIMIT: usize = 128 << 20;
+/// `DEFAULT_CLIENT_OUTPUT_SOFT_SECONDS` before it is closed (64 MB with the
+/// default total).
+pub const DEFAULT_CLIENT_OUTPUT_SOFT_LIMIT: usize =
+    DEFAULT_MAX_OUTPUT_BUFFER_TOTAL / CLIENT_OUTPUT_SOFT_SHARE;
 pub const DEFAULT_CLIENT_OUTPUT_SOFT_SECONDS: u64 = 60;
 /// Query buffer bytes of all clients together; over it, the client with the
 /// largest buffer is closed.
@@ -82,6 +97,8 @@ pub struct Config {
     pub output_limits: OutputLimits,
     /// Query buffer bytes of all clients together.
     pub max_query_buffer_total: usize,
+    /// Reply bytes owed to all clients together.
+    pub max_output_buffer_total: usize,
     /// On shutdown, how long owed replies are still answered.
     pub drain_timeout_ms: u64,
     /// Where topology changes are persisted; `None` keeps them in memory only.
@@ -93,10 +110,6 @@ pub struct Config {
     pub nodes: Vec<NodeSpec>,
     /// `[admin]`, `[hot_keys]`, `[slowlog]`.
     pub ops: OpsConfig,
-    /// What every upstream connection says first: the password it sends
-    /// (`AUTH`) and the database it selects (twemproxy's `redis_auth` and
-    /// `redis_db`; none and 0 from TOML).
-    pub backend: BackendSetup,
     /// Connect to every node at start rather than on first use
     /// (twemproxy's `preconnect`).
     pub preconnect: bool,
@@ -113,8 +126,14 @@ pub struct Config {
     pub replicas: std::collections::BTreeMap<String, Vec<NodeSpec>>,
     /// `[failover]`: policies and the failure detector's thresholds.
     pub ha: ha::HaConfig,
-    /// `[backend_auth]` and each `[[nodes]]` entry's username and password.
+    /// `[failover] sentinels` and each shard's `master_name` (sentinel mode).
+    pub sentinel: ha::SentinelConfig,
+    /// What every upstream connection says first: `[backend_auth]` and each
+    /// `[[nodes]]` entry's username and password, or a twemproxy pool's
+    /// `redis_auth`; and the database it selects (`redis_db`; 0 from TOML).
     pub node_auth: NodeCredentials,
+    /// `[tls]`: the TLS listener towards clients, if any.
+    pub tls: Option<TlsConfig>,
 }
 
 /// Background mover settings.
@@ -132,6 +151,8 @@ pub struct UpConfig {
     pub nodes: usize,
     pub first_node_port: u16,
     pub node_maxmemory: u64,
+    /// Built-in replicas `up` starts for each generated node (0–2).
+    pub replicas: usize,
 }
 
 impl Default for Config {
@@ -215,7 +236,7 @@ impl Config {
         Config::from_file_config(file)
     }
 
-    fn from_file_config(f: FileConfig) -> Result<Config, String> {
+    fn from_file_config(mut f: FileConfig) -> Result<Config, String> {
         let p = f.proxy;
         check_host_port("proxy.listen", &p.listen)?;
         for (field, v) in [
@@ -229,6 +250,7 @@ impl Config {
             ("proxy.max_args", p.max_args),
             ("proxy.max_query_buffer", p.max_query_buffer),
             ("proxy.max_query_buffer_total", p.max_query_buffer_total),
+            ("proxy.max_output_buffer_total", p.max_output_buffer_total),
             ("migration.batch", f.migration.batch),
             ("migration.timeout_ms", f.migration.timeout_ms as usize),
             ("up.nodes", f.up.nodes),
@@ -239,6 +261,9 @@ impl Config {
         }
         if p.connections_per_node > 64 {
             return Err("proxy.connections_per_node: at most 64".into());
+        }
+        if f.up.replicas > MAX_UP_REPLICAS {
+            return Err(format!("up.replicas: at most {MAX_UP_REPLICAS}"));
         }
         let scheme: PointScheme = f.ring.points.parse().map_err(|_| {
             format!(
@@ -261,6 +286,7 @@ impl Config {
         let mut nodes = Vec::with_capacity(f.nodes.len());
         let mut replicas = std::collections::BTreeMap::new();
         let mut seen = std::collections::HashSet::new();
+        let mut masters = std::collections::BTreeMap::new();
         let mut node_auth = NodeCredentials {
             default: credentials(
                 "backend_auth",
@@ -282,6 +308,9 @@ impl Config {
                 ));
             }
             ha::add_replicas(i, (&name, &n.addr), n.replicas, &mut seen, &mut replicas)?;
+            if let Some(m) = n.master_name {
+                masters.insert(name.clone(), m);
+            }
             if let Some(c) = credentials(&format!("nodes[{i}]"), n.username, n.password)? {
                 node_auth.by_name.insert(name.clone(), c);
             }
@@ -291,7 +320,9 @@ impl Config {
                 weight,
             });
         }
+        let sentinels = f.failover.take_sentinels();
         let ha = ha::HaConfig::validate(f.failover)?;
+        let sentinel = ha::SentinelConfig::validate(ha.mode, sentinels, masters, &nodes)?;
         let ops = OpsConfig::validate(f.admin, f.hot_keys, f.slowlog)?;
         let topology = TopologyConfig::validate(f.topology, p.state_file.as_deref())?;
         let auth = AuthConfig::validate(
@@ -302,6 +333,25 @@ impl Config {
             p.auth_failures_per_sec,
         )?;
         auth.check_protected("proxy.listen", &p.listen)?;
+        let tls = match f.tls {
+            None => None,
+            Some(t) => {
+                check_host_port("tls.listen", &t.listen)?;
+                auth.check_protected("tls.listen", &t.listen)?;
+                for (field, v) in [("tls.cert", &t.cert), ("tls.key", &t.key)] {
+                    if v.is_empty() {
+                        return Err(format!("{field}: a PEM file is required"));
+                    }
+                }
+                Some(TlsConfig {
+                    listen: t.listen,
+                    cert: t.cert.into(),
+                    key: t.key.into(),
+                    client_ca: t.client_ca.filter(|c| !c.is_empty()).map(Into::into),
+                    plaintext: t.plaintext,
+                })
+            }
+        };
         let ring = RingConfig {
             scheme,
             vnodes: f.ring.vnodes,
@@ -326,11 +376,16 @@ impl Config {
                 unauthenticated: false,
             },
             output_limits: OutputLimits {
-                hard_bytes: p.client_output_hard_limit,
-                soft_bytes: p.client_output_soft_limit,
+                hard_bytes: p
+                    .client_output_hard_limit
+                    .unwrap_or(p.max_output_buffer_total / CLIENT_OUTPUT_HARD_SHARE),
+                soft_bytes: p
+                    .client_output_soft_limit
+                    .unwrap_or(p.max_output_buffer_total / CLIENT_OUTPUT_SOFT_SHARE),
                 soft_time: Duration::from_secs(p.client_output_soft_seconds),
             },
             max_query_buffer_total: p.max_query_buffer_total,
+            max_output_buffer_total: p.max_output_buffer_total,
             drain_timeout_ms: p.drain_timeout_ms,
             state_file: p.state_file.filter(|s| !s.is_empty()),
             ring,
@@ -343,10 +398,10 @@ impl Config {
                 nodes: f.up.nodes,
                 first_node_port: f.up.first_node_port,
                 node_maxmemory: f.up.node_maxmemory,
+                replicas: f.up.replicas,
             },
             nodes,
             ops,
-            backend: BackendSetup::default(),
             preconnect: false,
             backlog: crate::listen::BACKLOG,
             eject: None,
@@ -355,6 +410,8 @@ impl Config {
             replicas,
             ha,
             node_auth,
+            tls,
+            sentinel,
         })
     }
 }

@@ -12,7 +12,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::client::probe;
+use crate::proxy::ha::call;
 use crate::proxy::ha::failover::promote;
 use crate::proxy::ha::status::parse_info;
 use crate::proxy::upstream::topology::Routing;
@@ -22,15 +22,16 @@ use crate::resp::reply::is_error;
 /// How long a planned failover waits for the replica to catch up.
 const CATCH_UP_WAIT_MS: u64 = 5_000;
 
-/// Checks `addr` is `ip:port` and answers PING.
-async fn reachable(proxy: &Proxy, addr: &str) -> Result<(), String> {
+/// Checks `addr` is `ip:port` and answers PING (after AUTH with the
+/// shard's credentials).
+async fn reachable(proxy: &Proxy, shard: &str, addr: &str) -> Result<(), String> {
     if addr.parse::<std::net::SocketAddr>().is_err() {
         return Err(format!(
             "ERR invalid replica address '{addr}': expected ip:port"
         ));
     }
     let t = Duration::from_millis(proxy.config.connect_timeout_ms.max(500));
-    match probe(addr, &[b"PING"], t).await {
+    match call::call(proxy, shard, addr, &[b"PING"], t).await {
         Ok(r) if !is_error(&r) => Ok(()),
         Ok(r) => Err(format!(
             "ERR replica {addr} answered PING with {}",
@@ -75,31 +76,23 @@ async fn refresh(proxy: &Arc<Proxy>) {
 
 /// True when `addr` is a member of some shard already.
 fn is_member(proxy: &Proxy, addr: &str) -> bool {
-    proxy
-        .routing
-        .load()
-        .ring
-        .nodes()
-        .iter()
-        .any(|n| n.addr == addr)
-        || proxy.ha.shard_of_replica(addr).is_some()
+    in_ring(proxy, |n| n.addr == addr) || proxy.ha.shard_of_replica(addr).is_some()
 }
 
 fn has_shard(proxy: &Proxy, shard: &str) -> bool {
-    proxy
-        .routing
-        .load()
-        .ring
-        .nodes()
-        .iter()
-        .any(|n| n.name == shard)
+    in_ring(proxy, |n| n.name == shard)
+}
+
+/// True when a node of the current ring is `is`.
+fn in_ring(proxy: &Proxy, is: impl Fn(&crate::ring::NodeSpec) -> bool) -> bool {
+    proxy.routing.load().ring.nodes().iter().any(is)
 }
 
 /// `CLUSTER ADDREPLICA <shard> host:port`: the node becomes a replica of the
 /// shard's primary (its probe sends `REPLICAOF`; its data is replaced by
 /// the primary's).
 pub(crate) async fn add_replica(proxy: &Arc<Proxy>, shard: &str, addr: &str) -> Result<(), String> {
-    reachable(proxy, addr).await?;
+    reachable(proxy, shard, addr).await?;
     let _lock = lock(proxy).await?;
     if !has_shard(proxy, shard) {
         return Err(format!("ERR no shard named '{shard}' in the ring"));
@@ -181,7 +174,7 @@ pub(crate) async fn failover(
     drop(old_routing);
     let switched = async {
         if !force {
-            catch_up(&old, &target).await?;
+            catch_up(proxy, shard, &old, &target).await?;
         }
         promote(proxy, shard, &old, Some(&target))
             .await
@@ -199,10 +192,7 @@ pub(crate) async fn failover(
         }
     };
     // The old primary follows the new one at once (its probe would too).
-    if let Some((host, port)) = new.rsplit_once(':') {
-        let t = Duration::from_millis(1_000);
-        let _ = probe(&old, &[b"REPLICAOF", host.as_bytes(), port.as_bytes()], t).await;
-    }
+    let _ = call::repoint(proxy, shard, &old, &new, Duration::from_millis(1_000)).await;
     drop(resume);
     let pause_ms = t0.elapsed().as_millis();
     proxy
@@ -217,16 +207,17 @@ pub(crate) async fn failover(
 
 /// Waits until `replica`'s offset equals `primary`'s (no write reaches the
 /// primary meanwhile: the shard is paused).
-async fn catch_up(primary: &str, replica: &str) -> Result<(), String> {
+async fn catch_up(proxy: &Proxy, shard: &str, primary: &str, replica: &str) -> Result<(), String> {
     let t = Duration::from_millis(1_000);
     let deadline = Instant::now() + Duration::from_millis(CATCH_UP_WAIT_MS);
     let offset_of = |r: &bytes::Bytes| parse_info(&String::from_utf8_lossy(r)).offset;
-    let p = probe(primary, &[b"INFO", b"replication"], t)
+    let info: &[&[u8]] = &[b"INFO", b"replication"];
+    let p = call::call(proxy, shard, primary, info, t)
         .await
         .map_err(|e| format!("ERR primary {primary}: {}", e.terse()))?;
     let want = offset_of(&p);
     loop {
-        if let Ok(r) = probe(replica, &[b"INFO", b"replication"], t).await {
+        if let Ok(r) = call::call(proxy, shard, replica, info, t).await {
             if offset_of(&r) >= want {
                 return Ok(());
             }

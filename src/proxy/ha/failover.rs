@@ -9,8 +9,8 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::client::probe;
-use crate::proxy::config::ha::OnPrimaryDown;
+use crate::proxy::config::ha::{FailoverMode, OnPrimaryDown};
+use crate::proxy::ha::call;
 use crate::proxy::ha::status::{parse_info, role_is_master, Role};
 use crate::proxy::upstream::topology::Routing;
 use crate::proxy::Proxy;
@@ -45,6 +45,10 @@ impl std::fmt::Display for FailoverError {
 
 /// A probe found `addr`, the primary of `shard`, down.
 pub(crate) async fn primary_down(proxy: &Arc<Proxy>, shard: &str, addr: &str) {
+    if proxy.ha.config.mode == FailoverMode::Sentinel {
+        // Sentinel decides; `sentinel.rs` follows it.
+        return;
+    }
     match proxy.ha.config.on_primary_down {
         OnPrimaryDown::Fail => {}
         OnPrimaryDown::Remap => eject(proxy, shard, addr).await,
@@ -104,7 +108,8 @@ pub(crate) async fn promote(
         if r == old {
             continue;
         }
-        let Ok(reply) = probe(r, &[b"INFO", b"replication"], timeout).await else {
+        let Ok(reply) = call::call(proxy, shard, r, &[b"INFO", b"replication"], timeout).await
+        else {
             continue;
         };
         let info = parse_info(&String::from_utf8_lossy(&reply));
@@ -120,7 +125,7 @@ pub(crate) async fn promote(
         addr: new.clone(),
         why,
     };
-    match probe(&new, &[b"REPLICAOF", b"NO", b"ONE"], timeout).await {
+    match call::call(proxy, shard, &new, &[b"REPLICAOF", b"NO", b"ONE"], timeout).await {
         Ok(r) if !is_error(&r) => {}
         Ok(r) => {
             return Err(not_promoted(
@@ -129,7 +134,7 @@ pub(crate) async fn promote(
         }
         Err(e) => return Err(not_promoted(e.to_string())),
     }
-    match probe(&new, &[b"ROLE"], timeout).await {
+    match call::call(proxy, shard, &new, &[b"ROLE"], timeout).await {
         Ok(r) if role_is_master(&r) => {}
         Ok(r) => {
             return Err(not_promoted(format!(
@@ -139,15 +144,9 @@ pub(crate) async fn promote(
         }
         Err(e) => return Err(not_promoted(e.to_string())),
     }
-    let (host, port) = new.rsplit_once(':').unwrap_or((&new, "0"));
     for r in replicas.iter().filter(|r| **r != new && *r != old) {
         // Best effort: one that misses it is repointed by its probe.
-        let _ = probe(
-            r,
-            &[b"REPLICAOF", host.as_bytes(), port.as_bytes()],
-            timeout,
-        )
-        .await;
+        let _ = call::repoint(proxy, shard, r, &new, timeout).await;
     }
     let mut rest: Vec<String> = replicas.into_iter().filter(|r| *r != new).collect();
     if !rest.iter().any(|r| r == old) {
@@ -163,7 +162,11 @@ pub(crate) async fn promote(
 /// name and weight, so every key stays placed where it was), persisted. A
 /// topology change copying keys is aborted first: its copies would read
 /// from the old primary.
-async fn swap_primary(proxy: &Arc<Proxy>, shard: &str, addr: &str) -> Result<(), FailoverError> {
+pub(crate) async fn swap_primary(
+    proxy: &Arc<Proxy>,
+    shard: &str,
+    addr: &str,
+) -> Result<(), FailoverError> {
     if proxy.routing.load().migration.is_some() {
         if proxy.migration.is_copying() {
             proxy

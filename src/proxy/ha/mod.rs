@@ -19,9 +19,11 @@
 //! small value, never across `.await`.
 
 pub(crate) mod admin;
+pub(crate) mod call;
 pub(crate) mod failover;
 pub(crate) mod monitor;
 pub(crate) mod reads;
+pub(crate) mod sentinel;
 pub(crate) mod status;
 pub(crate) mod views;
 

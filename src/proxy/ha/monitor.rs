@@ -1,6 +1,9 @@
 //! The failure detector's probes: one task per shard member, which reads
 //! `INFO replication` on its own connection every `probe_interval_ms`
-//! (backing off with jitter while the member is down), records what it says
+//! (backing off with jitter while the member is down) — a primary's probe
+//! raced with its clients' request failures, so one that accepts
+//! connections but no longer answers is found down without waiting out a
+//! slow probe — records what it says
 //! and, on a verdict, acts: a primary found down gets its pool's policy
 //! (`failover.rs`), a replica that does not follow its shard's primary is
 //! told to (`REPLICAOF`), an ejected primary that answers again is put back.
@@ -13,9 +16,10 @@ use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use crate::client::{ClientError, Conn};
-use crate::proxy::config::ha::OnPrimaryDown;
-use crate::proxy::ha::failover;
+use crate::proxy::config::ha::{FailoverMode, OnPrimaryDown};
 use crate::proxy::ha::status::{parse_info, Detector, Liveness, Probe, ReplInfo, Role};
+use crate::proxy::ha::{call, failover};
+use crate::proxy::upstream::credentials::Credentials;
 use crate::proxy::Proxy;
 
 /// What an address is to the pool right now.
@@ -30,11 +34,7 @@ pub(crate) struct Member {
 pub(crate) fn member(proxy: &Proxy, addr: &str) -> Option<Member> {
     let routing = proxy.routing.load();
     // A shard being added is in the next ring only.
-    let next = routing
-        .migration
-        .as_ref()
-        .map(|m| m.next.nodes())
-        .unwrap_or(&[]);
+    let next = routing.next_nodes();
     if let Some(n) = routing
         .ring
         .nodes()
@@ -78,11 +78,7 @@ pub(crate) fn start(proxy: &Arc<Proxy>) {
         return;
     }
     let routing = proxy.routing.load();
-    let next = routing
-        .migration
-        .as_ref()
-        .map(|m| m.next.nodes())
-        .unwrap_or(&[]);
+    let next = routing.next_nodes();
     let ring = routing.ring.nodes().iter().chain(next);
     let mut addrs: Vec<String> = ring.map(|n| n.addr.clone()).collect();
     addrs.extend(ha.all_replicas().into_values().flatten());
@@ -99,6 +95,8 @@ async fn probe_loop(proxy: Weak<Proxy>, addr: String) {
         (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
     });
     let mut detector = Detector::new(seed);
+    // The primary's request failures counted up to its last answered probe.
+    let mut baseline: Option<u64> = None;
     loop {
         let Some(p) = proxy.upgrade() else { return };
         let Some(m) = member(&p, &addr) else {
@@ -107,7 +105,18 @@ async fn probe_loop(proxy: Weak<Proxy>, addr: String) {
         };
         let config = p.ha.config;
         let timeout = Duration::from_millis(config.probe_timeout_ms);
-        let (outcome, info) = probe(&mut conn, &addr, timeout).await;
+        let creds = crate::proxy::ha::call::creds(&p, &m.shard);
+        let (outcome, info) = {
+            let probed = probe(&mut conn, &addr, creds.as_deref(), timeout);
+            match m.primary {
+                Some(_) => probed.await,
+                None => watch_requests(&p, &addr, probed, &mut baseline).await,
+            }
+        };
+        if outcome == Probe::RequestsFailed {
+            // The probe was abandoned half way: its connection is unusable.
+            conn = None;
+        }
         let before = detector.state;
         let verdict = detector.observe(outcome, &config);
         let status = p.ha.status(&addr);
@@ -137,17 +146,74 @@ async fn probe_loop(proxy: Weak<Proxy>, addr: String) {
     }
 }
 
+/// Request failures (replies that timed out, connections lost or refused)
+/// on the pooled upstream connections to `addr` as a shard's primary, ever.
+fn request_failures(proxy: &Proxy, addr: &str) -> Option<u64> {
+    let routing = proxy.routing.load();
+    let node = routing
+        .shards
+        .iter()
+        .map(|s| s.primary())
+        .find(|n| n.spec.addr == addr)?;
+    Some(
+        node.health
+            .failures
+            .load(std::sync::atomic::Ordering::Relaxed),
+    )
+}
+
+/// A primary's probe, raced with the clients' requests: while the probe
+/// waits for its reply (a node that accepts connections but has stopped
+/// answering keeps it waiting for the whole `probe_timeout_ms`), every
+/// `probe_interval_ms` the primary's request failures since its last
+/// answered probe are counted, and `down_after_timeouts` of them end the
+/// wait as [`Probe::RequestsFailed`]. An answered probe moves the baseline:
+/// a node that answers is not failed over for its clients' timeouts alone.
+async fn watch_requests(
+    proxy: &Proxy,
+    addr: &str,
+    probed: impl std::future::Future<Output = (Probe, Option<ReplInfo>)>,
+    baseline: &mut Option<u64>,
+) -> (Probe, Option<ReplInfo>) {
+    let config = proxy.ha.config;
+    let base = *baseline.get_or_insert_with(|| request_failures(proxy, addr).unwrap_or(0));
+    let every = Duration::from_millis(config.probe_interval_ms);
+    let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
+    tokio::pin!(probed);
+    let result = loop {
+        tokio::select! {
+            r = &mut probed => break r,
+            _ = tick.tick() => {
+                let now = request_failures(proxy, addr).unwrap_or(base);
+                // A new primary's connections count from zero.
+                let failed = now.checked_sub(base).unwrap_or(now);
+                if failed >= u64::from(config.down_after_timeouts) {
+                    break (Probe::RequestsFailed, None);
+                }
+            }
+        }
+    };
+    let now = request_failures(proxy, addr);
+    match result.0 {
+        Probe::Answered => *baseline = now,
+        _ if now.is_some_and(|n| n < base) => *baseline = now,
+        _ => {}
+    }
+    result
+}
+
 /// One `INFO replication` on the member's probe connection, reconnecting
 /// once when the connection broke: a killed node shows as a refused connect.
 async fn probe(
     conn: &mut Option<Conn>,
     addr: &str,
+    creds: Option<&Credentials>,
     timeout: Duration,
 ) -> (Probe, Option<ReplInfo>) {
     for _ in 0..2 {
         let fresh = conn.is_none();
         if conn.is_none() {
-            match Conn::connect(addr, timeout).await {
+            match call::connect(addr, creds, timeout).await {
                 Ok(c) => *conn = Some(c),
                 Err(e) => return (classify(&e), None),
             }
@@ -193,23 +259,16 @@ async fn follow(proxy: &Arc<Proxy>, shard: &str, addr: &str, primary: &str, info
     if info.role == Role::Replica && info.master.as_deref() == Some(primary) {
         return;
     }
-    if proxy.ha.is_failing(shard) {
+    // Under Sentinel, Sentinel repoints replicas; the proxy only watches.
+    if proxy.ha.is_failing(shard) || proxy.ha.config.mode == FailoverMode::Sentinel {
         return;
     }
     let p = proxy.ha.status(primary);
     if p.liveness() != Liveness::Up || p.role() != Role::Master {
         return;
     }
-    let Some((host, port)) = primary.rsplit_once(':') else {
-        return;
-    };
     let timeout = Duration::from_millis(proxy.ha.config.probe_timeout_ms.max(500));
-    let r = crate::client::probe(
-        addr,
-        &[b"REPLICAOF", host.as_bytes(), port.as_bytes()],
-        timeout,
-    )
-    .await;
+    let r = call::repoint(proxy, shard, addr, primary, timeout).await;
     match r {
         Ok(reply) if !crate::resp::reply::is_error(&reply) => {
             proxy.ha.note(format!(

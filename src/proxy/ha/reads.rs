@@ -66,13 +66,7 @@ pub(crate) async fn send_acked(
     let ms = proxy.ha.config.wait_timeout_ms;
     let up = node.upstream(client.proto, client.id);
     let written = up.send(raw).await;
-    let ms_text = ms.to_string();
-    let mut wait = BytesMut::new();
-    crate::resp::encode::array_len(&mut wait, 3);
-    for a in [&b"WAIT"[..], b"1", ms_text.as_bytes()] {
-        crate::resp::encode::bulk(&mut wait, a);
-    }
-    let waited = up.send(wait.freeze()).await;
+    let waited = up.send(wait_request(ms)).await;
     let (tx, rx) = oneshot::channel();
     let budget = client.budget.clone();
     let shard = node.spec.name.clone();
@@ -80,22 +74,7 @@ pub(crate) async fn send_acked(
         let reply = written
             .await
             .unwrap_or_else(|_| crate::proxy::conn::error::lost());
-        let acked = waited.await.ok();
-        let reply = if is_error(&reply) {
-            reply
-        } else {
-            match acked.as_deref().and_then(integer) {
-                Some(n) if n >= 1 => reply,
-                _ => {
-                    let mut out = BytesMut::new();
-                    crate::resp::encode::error(
-                        &mut out,
-                        &format!("ERR write to {shard} not acknowledged by a replica within {ms} ms (write_ack = \"replica\"): it may or may not be kept"),
-                    );
-                    out.freeze()
-                }
-            }
-        };
+        let reply = acked_or_error(reply, waited.await.ok(), &shard, ms, "write");
         let n = reply.len();
         budget.charge(n);
         if tx.send(reply).is_err() {
@@ -103,4 +82,41 @@ pub(crate) async fn send_acked(
         }
     });
     rx
+}
+
+/// `WAIT 1 <ms>`, encoded.
+pub(crate) fn wait_request(ms: u64) -> Bytes {
+    let ms_text = ms.to_string();
+    let mut wait = BytesMut::new();
+    crate::resp::encode::array_len(&mut wait, 3);
+    for a in [&b"WAIT"[..], b"1", ms_text.as_bytes()] {
+        crate::resp::encode::bulk(&mut wait, a);
+    }
+    wait.freeze()
+}
+
+/// `reply` when it is an error or `waited` (WAIT's reply) counted a
+/// replica; else the error saying the `what` (a write, a transaction) on
+/// `shard` is not known to be on a replica.
+pub(crate) fn acked_or_error(
+    reply: Bytes,
+    waited: Option<Bytes>,
+    shard: &str,
+    ms: u64,
+    what: &str,
+) -> Bytes {
+    if is_error(&reply) {
+        return reply;
+    }
+    match waited.as_deref().and_then(integer) {
+        Some(n) if n >= 1 => reply,
+        _ => {
+            let mut out = BytesMut::new();
+            crate::resp::encode::error(
+                &mut out,
+                &format!("ERR {what} to {shard} not acknowledged by a replica within {ms} ms (write_ack = \"replica\"): it may or may not be kept"),
+            );
+            out.freeze()
+        }
+    }
 }

@@ -120,6 +120,9 @@ pub(crate) enum Probe {
     Answered,
     TimedOut,
     Refused,
+    /// No answer yet, and `down_after_timeouts` of the clients' requests to
+    /// the member (a primary) failed meanwhile.
+    RequestsFailed,
 }
 
 impl Detector {
@@ -140,7 +143,7 @@ impl Detector {
                 self.down_probes = 0;
                 self.state = Liveness::Up;
             }
-            Probe::Refused => self.state = Liveness::Down,
+            Probe::Refused | Probe::RequestsFailed => self.state = Liveness::Down,
             Probe::TimedOut => {
                 self.timeouts = self.timeouts.saturating_add(1);
                 let down = self.timeouts >= config.down_after_timeouts;
@@ -308,6 +311,8 @@ mod tests {
         assert_eq!(d.observe(Probe::TimedOut, &c), Liveness::Down);
         assert_eq!(d.observe(Probe::Answered, &c), Liveness::Up);
         assert_eq!(d.observe(Probe::Refused, &c), Liveness::Down);
+        assert_eq!(d.observe(Probe::Answered, &c), Liveness::Up);
+        assert_eq!(d.observe(Probe::RequestsFailed, &c), Liveness::Down);
     }
 
     #[test]

@@ -46,7 +46,8 @@ pub(crate) fn ringinfo_lines(proxy: &Proxy) -> String {
         .map(|e| e.clone())
         .unwrap_or_default();
     let mut out = format!(
-        "on_primary_down:{}\r\nwrite_ack:{}\r\nread_from:{}\r\nfailovers:{}\r\nlast_failover:{}\r\n",
+        "failover_mode:{}\r\non_primary_down:{}\r\nwrite_ack:{}\r\nread_from:{}\r\nfailovers:{}\r\nlast_failover:{}\r\n",
+        c.mode.as_str(),
         c.on_primary_down.as_str(),
         c.write_ack.as_str(),
         c.read_from.as_str(),

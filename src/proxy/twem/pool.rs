@@ -5,8 +5,9 @@
 use std::path::Path;
 
 use crate::nutcracker::{self, Listen, ServerAddr};
-use crate::proxy::config::{BackendSetup, EjectPolicy};
+use crate::proxy::config::EjectPolicy;
 use crate::proxy::conn::auth::Auth;
+use crate::proxy::upstream::credentials::Credentials;
 use crate::proxy::upstream::shard::ShardSpec;
 use crate::proxy::{Config, Pool};
 
@@ -50,10 +51,12 @@ pub(crate) fn pool_of(
     }
     config.backlog = p.backlog.max(1);
     config.preconnect = p.preconnect;
-    config.backend = BackendSetup {
-        password: p.redis_auth.clone(),
-        db: p.redis_db,
-    };
+    // Said to every server as nutcracker says it: `AUTH password`, `SELECT db`.
+    config.node_auth.default = p
+        .redis_auth
+        .clone()
+        .map(|pw| std::sync::Arc::new(Credentials::password_only(pw)));
+    config.node_auth.db = p.redis_db;
     if p.server_connections > MAX_SERVER_CONNECTIONS {
         warnings.push(at(
             "server_connections",
@@ -126,8 +129,14 @@ mod tests {
             (c.backlog, c.preconnect, c.connections_per_node),
             (77, true, 2)
         );
-        assert_eq!(c.backend.password.as_deref(), Some("pw"));
-        assert_eq!(c.backend.db, 3);
+        let creds = c.node_auth.for_node("one").unwrap();
+        assert_eq!(creds.auth_args(), [&b"AUTH"[..], b"pw"]);
+        assert_eq!(creds.migrate_args(), [&b"AUTH"[..], b"pw"]);
+        assert_eq!(c.node_auth.db, 3);
+        assert_eq!(
+            c.node_auth.select().as_deref(),
+            Some(&b"*2\r\n$6\r\nSELECT\r\n$1\r\n3\r\n"[..])
+        );
         assert_eq!(c.nodes[0].name, "one");
         assert!(p.twemproxy.is_some());
     }

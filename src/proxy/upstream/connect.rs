@@ -1,7 +1,6 @@
 //! Opening one upstream connection: TCP connect, then the handshake the
-//! node wants first (credentials or `HELLO 3`), then a pool's setup
-//! commands (twemproxy's `redis_auth`, `redis_db`), each within the
-//! request timeout.
+//! node wants first (credentials or `HELLO 3`), then `SELECT` of a pool's
+//! database (see `credentials`), each within the request timeout.
 
 use std::time::Duration;
 
@@ -35,7 +34,7 @@ pub(crate) async fn connect(opts: &UpstreamOptions) -> Result<TcpStream, Upstrea
             Err(Some(e)) => return Err(UpstreamError::Connect(e)),
         }
     }
-    for cmd in opts.setup.iter() {
+    if let Some(cmd) = &opts.select {
         match say(&mut sock, cmd, opts.request_timeout).await {
             Ok(Ok(())) => {}
             Ok(Err(r)) => return Err(UpstreamError::SetupRefused(r)),

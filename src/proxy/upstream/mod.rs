@@ -40,7 +40,7 @@ use tokio::net::TcpStream;
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 
-use crate::proxy::conn::budget::ReplyBudget;
+use crate::proxy::conn::budget::{Exceeded, ReplyBudget};
 use crate::resp::reply::{self, ReplyError, ReplyFramer};
 
 /// Requests queued for one upstream before senders wait.
@@ -73,6 +73,12 @@ impl Waiter {
     fn answer(self, reply: Bytes) {
         let n = reply.len();
         if let Some(b) = &self.budget {
+            // The proxy-wide reply total chose this client: it is closed
+            // without reading what it is owed, so nothing more is kept for
+            // it, even before its session has noticed.
+            if b.evicted() == Some(Exceeded::ReplyTotal) {
+                return;
+            }
             b.charge(n);
         }
         if self.tx.send(reply).is_err() {
@@ -103,10 +109,9 @@ pub(crate) struct UpstreamOptions {
     pub(crate) max_bulk_len: usize,
     /// Sent first on every connection when the node wants a password.
     pub(crate) credentials: Option<Arc<credentials::Credentials>>,
-    /// Commands every new connection sends before any request (`AUTH`,
-    /// `SELECT` of a twemproxy pool's `redis_auth` and `redis_db`), each
-    /// encoded; an error reply to one fails the connect.
-    pub(crate) setup: Arc<[Bytes]>,
+    /// `SELECT db` (a twemproxy pool's `redis_db`), sent next on every
+    /// connection when the database is not 0; a refusal fails the connect.
+    pub(crate) select: Option<Bytes>,
 }
 
 /// Handle to one pipelined connection actor. Cloning shares the connection.
@@ -172,7 +177,7 @@ pub(crate) enum UpstreamError {
     ConnectTimeout(Duration),
     HelloRefused(String),
     HelloTimeout,
-    /// The node refused a setup command (`AUTH`, `SELECT`).
+    /// The node refused `SELECT`.
     SetupRefused(String),
     /// The socket failed while reading or writing.
     Io(String),
@@ -358,7 +363,13 @@ async fn serve(
         metrics
             .in_flight
             .store(inflight.len() as u64, Ordering::Relaxed);
-        if buf.capacity() - buf.len() < 4096 {
+        // Room for the next read: a large value's whole body at once (so
+        // its reply holds an allocation of its own size, not a doubled
+        // one), else another 64 KB when nearly full.
+        let body = framer.needed().saturating_sub(buf.len());
+        if body > 64 * 1024 && buf.capacity() - buf.len() < body {
+            buf.reserve(body);
+        } else if buf.capacity() - buf.len() < 4096 {
             buf.reserve(64 * 1024);
         }
         let can_take =

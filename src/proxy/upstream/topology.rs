@@ -200,6 +200,12 @@ impl Routing {
         self.shards[idx].primary()
     }
 
+    /// The next ring's nodes while a change runs (a shard being added is in
+    /// it only); none otherwise.
+    pub(crate) fn next_nodes(&self) -> &[NodeSpec] {
+        self.migration.as_ref().map_or(&[], |m| m.next.nodes())
+    }
+
     /// The node serving each ring entry, in ring order.
     pub(crate) fn primaries(&self) -> impl Iterator<Item = &Arc<Node>> {
         self.shards.iter().map(|s| s.primary())
@@ -313,7 +319,7 @@ pub(crate) fn all_nodes(routing: &Routing) -> Vec<Arc<Node>> {
 }
 
 /// A ring member's connections, with the config's timeouts, limits and
-/// handshake (credentials, a pool's setup commands).
+/// handshake (credentials, a pool's database).
 pub(crate) fn new_node(spec: &NodeSpec, config: &crate::proxy::Config) -> Node {
     let opts = crate::proxy::upstream::UpstreamOptions {
         label: String::new(),
@@ -324,7 +330,7 @@ pub(crate) fn new_node(spec: &NodeSpec, config: &crate::proxy::Config) -> Node {
         pinned: false,
         max_bulk_len: config.limits.max_bulk_len,
         credentials: config.node_auth.for_node(&spec.name),
-        setup: config.backend.commands(),
+        select: config.node_auth.select(),
     };
     Node::new(
         spec.clone(),

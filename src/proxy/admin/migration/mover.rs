@@ -49,8 +49,12 @@ fn why(e: ClientError, timeout: Duration) -> String {
 pub(crate) struct Conns {
     by_name: HashMap<String, Conn>,
     pub(crate) timeout: Duration,
-    /// What each node wants first (see `upstream::credentials`).
-    credentials: crate::proxy::upstream::credentials::NodeCredentials,
+    /// What each node is told first, and MIGRATE's target database and
+    /// login (see `upstream::credentials`).
+    login: crate::proxy::upstream::credentials::NodeCredentials,
+    /// The proxy's topology store: in a fleet, a proxy whose lease lapsed
+    /// (a leader stopped past it, another leading since) moves no key.
+    store: Option<std::sync::Arc<dyn crate::proxy::admin::store::TopologyStore>>,
 }
 
 /// A failure attributed to one node.
@@ -71,7 +75,8 @@ impl Conns {
         Conns {
             by_name: HashMap::new(),
             timeout,
-            credentials: proxy.config.node_auth.clone(),
+            login: proxy.config.node_auth.clone(),
+            store: proxy.store.clone(),
         }
     }
 
@@ -93,19 +98,23 @@ impl Conns {
             node: node.name.clone(),
             why,
         };
+        if !crate::proxy::admin::store::is_serving(self.store.as_deref()) {
+            return Err(NodeError {
+                node: "fleet".into(),
+                why: "this proxy's etcd lease lapsed: it moves no key".into(),
+            });
+        }
         if !self.by_name.contains_key(&node.name) {
             let mut c = Conn::connect(&node.addr, timeout)
                 .await
                 .map_err(|e| err(why(e, timeout)))?;
-            if let Some(creds) = self.credentials.for_node(&node.name) {
-                let r = c
-                    .call(&[b"AUTH", creds.user().as_bytes(), creds.password.as_bytes()])
-                    .await
-                    .map_err(|e| err(why(e, timeout)))?;
-                if r.starts_with(b"-") {
-                    let r = String::from_utf8_lossy(&r).trim_end().to_string();
-                    return Err(err(format!("AUTH refused: {r}")));
-                }
+            let opened = tokio::time::timeout(timeout, self.login.open(&node.name, &mut c))
+                .await
+                .unwrap_or(Err(ClientError::ReadTimeout))
+                .map_err(|e| err(why(e, timeout)))?;
+            if let Some(r) = opened {
+                let r = String::from_utf8_lossy(&r).trim_end().to_string();
+                return Err(err(format!("AUTH or SELECT refused: {r}")));
             }
             self.by_name.insert(node.name.clone(), c);
         }
@@ -199,23 +208,21 @@ pub(crate) async fn copy_keys(
     let timeout_ms = MIGRATE_TIMEOUT_MS
         .min(conns.timeout.as_millis() as u64)
         .to_string();
+    // The keys land in the database every connection selects.
+    let db = conns.login.db.to_string();
     let mut args: Vec<&[u8]> = vec![
         b"MIGRATE",
         host.as_bytes(),
         port.as_bytes(),
         b"",
-        b"0",
+        db.as_bytes(),
         timeout_ms.as_bytes(),
         b"COPY",
         b"REPLACE",
     ];
-    let creds = conns.credentials.for_node(&target.name);
+    let creds = conns.login.for_node(&target.name);
     if let Some(c) = &creds {
-        args.extend([
-            b"AUTH2" as &[u8],
-            c.user().as_bytes(),
-            c.password.as_bytes(),
-        ]);
+        args.extend(c.migrate_args());
     }
     args.push(b"KEYS");
     args.extend(keys.iter().map(|k| k.as_ref()));

@@ -3,10 +3,10 @@
 //!
 //! ```text
 //!  WATCH k ──► pin k's node, send WATCH on the pinned connection (now)
-//!  MULTI   ──► +OK (the proxy starts queueing)
+//!  MULTI   ──► +OK (the proxy starts queueing; after WATCH, MULTI goes to the pinned node now)
 //!  SET k v ──► checked (arity, one node) ──► +QUEUED, kept by the proxy
 //!  EXEC    ──► enter the epoch gate ──► owner still the pinned node?
-//!                 yes: MULTI (await +OK), queued…, EXEC on the pinned connection ──► EXEC's reply, unchanged
+//!                 yes: MULTI (unless sent already; await +OK), queued…, EXEC on the pinned connection ──► EXEC's reply, unchanged
 //!                 no, no WATCH: re-pin to the new owner and run there
 //!                 no, with WATCH: -EXECABORT (nothing was sent; the WATCH could not see the new owner)
 //! ```
@@ -34,8 +34,10 @@ use bytes::{Bytes, BytesMut};
 use crate::catalogue::Id;
 use crate::catalogue::{arity_error, unknown_command_error};
 use crate::proxy::admin::migration;
+use crate::proxy::config::ha::WriteAck;
 use crate::proxy::conn::client::ClientState;
 use crate::proxy::conn::pending::Pending;
+use crate::proxy::ha::reads::{acked_or_error, wait_request};
 use crate::proxy::policy::Pinned as PinKind;
 use crate::proxy::policy::{CommandSpec, Kind};
 use crate::proxy::upstream::topology::{self, Node};
@@ -46,6 +48,7 @@ use crate::resp::{encode, Request};
 const MAX_QUEUED: usize = 100_000;
 /// Bytes of queued requests one transaction may hold, at most.
 const MAX_QUEUED_BYTES: usize = 64 * 1024 * 1024;
+const MULTI: &[u8] = b"*1\r\n$5\r\nMULTI\r\n";
 const EXECABORT: &str = "EXECABORT Transaction discarded because of previous errors.";
 
 /// Local commands that mean the same on a node, so they can be queued.
@@ -79,8 +82,16 @@ pub(crate) async fn handle(
     match (name, queueing) {
         ("multi", false) => {
             let node = client.tx.watch.as_ref().map(|p| p.node.clone());
+            // With a WATCH the node is known: MULTI goes there now, so that
+            // EXEC leaves as soon as the client sends it (a write another
+            // client sends right after EXEC must not overtake it).
+            let started = match &client.tx.watch {
+                Some(w) => Some(w.send(Bytes::from_static(MULTI)).await),
+                None => None,
+            };
             client.tx.multi = Some(Multi {
                 node,
+                started,
                 ..Multi::default()
             });
             ok()
@@ -249,8 +260,12 @@ async fn exec(proxy: &Arc<Proxy>, client: &mut ClientState) -> Pending {
         (None, Some(n)) => n.clone(),
         (None, None) => routing.node(0).clone(),
     };
+    let mut started = None;
     let pin = match (watch, multi.pin) {
-        (Some(w), _) if w.is_to(&target) => w,
+        (Some(w), _) if w.is_to(&target) => {
+            started = multi.started;
+            w
+        }
         // The WATCH is on the old owner, which no longer holds the keys: it
         // could not see a change at the new owner. Nothing was sent.
         (Some(_), _) => return Pending::error(MOVED_ABORT),
@@ -265,7 +280,10 @@ async fn exec(proxy: &Arc<Proxy>, client: &mut ClientState) -> Pending {
     // MULTI's reply first: a node that cannot run a transaction must not run
     // its commands one by one.
     let wait = Duration::from_millis(proxy.config.request_timeout_ms);
-    let started = pin.send(Bytes::from_static(b"*1\r\n$5\r\nMULTI\r\n")).await;
+    let started = match started {
+        Some(s) => s,
+        None => pin.send(Bytes::from_static(MULTI)).await,
+    };
     match tokio::time::timeout(wait, started).await {
         Ok(Ok(r)) if r.as_ref() == b"+OK\r\n" => {}
         Ok(Ok(r)) => {
@@ -293,9 +311,18 @@ async fn exec(proxy: &Arc<Proxy>, client: &mut ClientState) -> Pending {
     for raw in multi.queued {
         replies.push(pin.send(raw).await);
     }
-    let mut rx = pin
-        .send_for(Bytes::from_static(b"*1\r\n$4\r\nEXEC\r\n"), &client.budget)
-        .await;
+    let exec_raw = Bytes::from_static(b"*1\r\n$4\r\nEXEC\r\n");
+    // write_ack = "replica": WAIT 1 right behind EXEC on the same
+    // connection; EXEC's reply stands only if WAIT counted a replica.
+    let acked = multi.writes && proxy.ha.config.write_ack == WriteAck::Replica;
+    let (mut rx, waited) = if acked {
+        let ms = proxy.ha.config.wait_timeout_ms;
+        let rx = pin.send(exec_raw).await;
+        (rx, Some((pin.send(wait_request(ms)).await, ms)))
+    } else {
+        (pin.send_for(exec_raw, &client.budget).await, None)
+    };
+    let shard = target.spec.name.clone();
     if let (true, Some(m)) = (multi.writes, &routing.migration) {
         let moving: Vec<Bytes> = keys
             .iter()
@@ -313,14 +340,19 @@ async fn exec(proxy: &Arc<Proxy>, client: &mut ClientState) -> Pending {
         for r in replies {
             let _ = r.await;
         }
-        rx.await.unwrap_or_else(|_| {
+        let reply = rx.await.unwrap_or_else(|_| {
             let mut b = BytesMut::new();
             encode::error(
                 &mut b,
                 "ERR the node's connection was lost before EXEC answered; the transaction may or may not have run",
             );
             b.freeze()
-        })
+        });
+        let Some((waited, ms)) = waited else {
+            return reply;
+        };
+        // Not charged on arrival: the session charges a reply built here.
+        acked_or_error(reply, waited.await.ok(), &shard, ms, "transaction")
     }))
 }
 

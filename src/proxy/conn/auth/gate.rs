@@ -108,7 +108,7 @@ pub(super) fn admit(users: &Users, client: &mut ClientState, req: &Request) -> R
 }
 
 /// The user and password of HELLO's AUTH option, if it has one.
-fn hello_auth(args: &[Bytes]) -> Option<(&Bytes, &Bytes)> {
+pub(super) fn hello_auth(args: &[Bytes]) -> Option<(&Bytes, &Bytes)> {
     let mut i = 2;
     while i < args.len() {
         if eq_ignore_case(&args[i], b"AUTH") && i + 2 < args.len() {
