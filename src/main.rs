@@ -250,7 +250,27 @@ fn runtime(threads: usize) -> Result<tokio::runtime::Runtime, String> {
     if threads > 1 {
         b.worker_threads(threads);
     }
+    // A node's scripts run on the runtime's blocking threads, and turning a
+    // script's deeply nested table into a reply recurses once per level (up
+    // to the 1000 levels the reply allows): room for that in any build.
+    b.thread_stack_size(THREAD_STACK_BYTES);
     b.enable_all().build().map_err(|e| e.to_string())
+}
+
+/// Stack of every runtime thread (tokio's default is 2 MiB).
+const THREAD_STACK_BYTES: usize = 16 * 1024 * 1024;
+
+/// On every SIGHUP, the TLS certificates and keys are read again (clients
+/// already connected keep their sessions).
+fn reload_on_hangup() {
+    let Ok(mut hup) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()) else {
+        return;
+    };
+    tokio::spawn(async move {
+        while hup.recv().await.is_some() {
+            proxy::reload_certificates();
+        }
+    });
 }
 
 /// Resolves on Ctrl-C or SIGTERM.
@@ -353,6 +373,7 @@ fn run_proxy(a: ProxyArgs) -> Result<(), String> {
         exit_with_parent();
     }
     runtime(config.threads)?.block_on(async move {
+        reload_on_hangup();
         let listener = shardis::listen::listen(&config.listen)
             .await
             .map_err(|e| format!("cannot listen on {}: {e}", config.listen))?;

@@ -2,6 +2,8 @@
 //! blocking command (as Redis counts its own), so tools and test suites that
 //! wait for a client to block see it: a client counts once while it waits,
 //! and stops counting when it is served or leaves. On both kinds of node.
+//! CLIENT UNBLOCK, given the proxy's id of a blocked client, ends its wait
+//! as Redis would.
 
 mod common;
 
@@ -98,4 +100,59 @@ fn info_counts_the_blocked_clients_with_a_timeout_in_the_timeout_table() {
     wait_blocked(port, 1);
     assert_eq!(table(), 0);
     drop(forever);
+}
+
+/// A blocked client, unblocked by another: every reply of both, in order.
+fn unblock_script(port: u16) -> Vec<String> {
+    let wait = |n| {
+        let deadline = Instant::now() + TIMEOUT;
+        while Raw::connect(port).info_field("clients", "blocked_clients") != n {
+            assert!(Instant::now() < deadline, "not {n} blocked");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    };
+    let mut r = Raw::connect(port);
+    let mut b = Raw::connect(port);
+    let id = b.call(&["CLIENT", "ID"]);
+    let id = id.trim().trim_start_matches(':').to_string();
+    let mut seen = Vec::new();
+    let pops: [&[&[u8]]; 4] = [
+        &[b"BLPOP", b"l", b"0"],
+        &[b"BLMPOP", b"0", b"1", b"l", b"LEFT"],
+        &[b"BZPOPMIN", b"z", b"0"],
+        &[b"XREAD", b"BLOCK", b"0", b"STREAMS", b"s", b"$"],
+    ];
+    for pop in pops {
+        for reason in [None, Some("TIMEOUT"), Some("ERROR")] {
+            b.send(pop);
+            wait(1);
+            let mut args = vec!["CLIENT", "UNBLOCK", id.as_str()];
+            args.extend(reason);
+            seen.push(r.call(&args));
+            seen.push(String::from_utf8_lossy(&b.reply()).into_owned());
+            wait(0);
+        }
+    }
+    seen.push(r.call(&["CLIENT", "UNBLOCK", "asd"]));
+    seen.push(r.call(&["CLIENT", "UNBLOCK", &id]));
+    seen.push(r.call(&["CLIENT", "UNBLOCK", &id, "SOON"]));
+    seen.push(r.call(&["CLIENT", "UNBLOCK", "999999"]));
+    // Still served afterwards.
+    b.send(&[b"BLPOP", b"l", b"0"]);
+    wait(1);
+    seen.push(r.call(&["LPUSH", "l", "foo"]));
+    seen.push(String::from_utf8_lossy(&b.reply()).into_owned());
+    seen
+}
+
+#[test]
+fn client_unblock_through_the_proxy_answers_as_redis() {
+    let ours = unblock_script(Backend::Builtin.cluster(3).proxy.port);
+    assert!(ours[0] == ":1\r\n" && ours[1] == "*-1\r\n", "{ours:?}");
+    if !have_tool("redis-server") {
+        return;
+    }
+    let redis = start_redis(free_port());
+    assert_eq!(ours, unblock_script(redis.port));
+    assert_eq!(ours, unblock_script(Backend::Redis.cluster(2).proxy.port));
 }

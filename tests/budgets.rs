@@ -6,7 +6,9 @@
 //! * a node announcing a reply longer than `proto-max-bulk-len` poisons only
 //!   its own connection, with an error that says so;
 //! * over the proxy-wide query buffer total, the client with the largest
-//!   buffer is closed and the others go on.
+//!   buffer is closed and the others go on;
+//! * over the proxy-wide total of owed replies, the clients owing the most
+//!   are closed, the proxy stays under that total, and the others go on.
 
 mod common;
 
@@ -23,6 +25,35 @@ const MB: usize = 1024 * 1024;
 fn store_big(port: u16, key: &str) {
     let mut con = connect(port);
     let _: () = con.set(key, vec![b'x'; MB]).unwrap();
+}
+
+/// The proxy's peak RSS, sampled every 2 ms on a thread of its own.
+struct PeakRss {
+    done: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: std::thread::JoinHandle<u64>,
+}
+
+impl PeakRss {
+    fn sample(pid: u32) -> PeakRss {
+        let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let stop = done.clone();
+        let thread = std::thread::spawn(move || {
+            let mut peak = 0;
+            let end = Instant::now() + Duration::from_secs(120);
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) && Instant::now() < end {
+                peak = peak.max(rss_bytes(pid));
+                std::thread::sleep(Duration::from_millis(2));
+            }
+            peak
+        });
+        PeakRss { done, thread }
+    }
+
+    /// Stops sampling; the peak seen.
+    fn stop(self) -> u64 {
+        self.done.store(true, std::sync::atomic::Ordering::Relaxed);
+        self.thread.join().unwrap()
+    }
 }
 
 /// Pipelines `n` GETs of `key` on a new connection that never reads.
@@ -43,20 +74,7 @@ fn a_client_that_never_reads_is_closed_at_its_output_limit_and_the_proxy_stays_s
     store_big(c.proxy.port, "big");
     let pid = c.proxy.pid();
     let before = rss_bytes(pid);
-    // Sample the proxy's memory every 2 ms until told to stop.
-    let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let sampler = {
-        let done = done.clone();
-        std::thread::spawn(move || {
-            let mut peak = 0;
-            let end = Instant::now() + Duration::from_secs(120);
-            while !done.load(std::sync::atomic::Ordering::Relaxed) && Instant::now() < end {
-                peak = peak.max(rss_bytes(pid));
-                std::thread::sleep(Duration::from_millis(2));
-            }
-            peak
-        })
-    };
+    let sampler = PeakRss::sample(pid);
     let mut stuck = stuck_client(c.proxy.port, "big", 2_000);
     let deadline = Instant::now() + Duration::from_secs(60);
     while info_number(
@@ -66,8 +84,7 @@ fn a_client_that_never_reads_is_closed_at_its_output_limit_and_the_proxy_stays_s
     ) == 0
     {
         if Instant::now() > deadline {
-            done.store(true, std::sync::atomic::Ordering::Relaxed);
-            let peak = sampler.join().unwrap();
+            let peak = sampler.stop();
             panic!(
                 "the stuck client was never closed (peak RSS {} MB)",
                 peak / MB as u64
@@ -77,8 +94,7 @@ fn a_client_that_never_reads_is_closed_at_its_output_limit_and_the_proxy_stays_s
     }
     // Let the node's remaining replies (for a closed client) pass through.
     std::thread::sleep(Duration::from_secs(1));
-    done.store(true, std::sync::atomic::Ordering::Relaxed);
-    let peak = sampler.join().unwrap();
+    let peak = sampler.stop();
     // What the kernel buffered reaches the client, then the close (no reply
     // of ours: the client was not reading).
     stuck
@@ -265,4 +281,102 @@ fn a_client_over_its_query_buffer_limit_is_answered_and_closed() {
     );
     let mut con = c.client();
     let _: () = con.set("k", "v").unwrap();
+}
+
+#[test]
+fn over_the_reply_total_the_clients_owing_most_are_closed_and_others_are_served() {
+    const TOTAL: usize = 64 * MB;
+    const STUCK: usize = 10;
+    let nodes = [start_node(free_port()), start_node(free_port())];
+    // No per-client limits: the total alone keeps the proxy small. A long
+    // request timeout: the node works through every GET sent before the
+    // clients were closed, and a timeout would answer the rest with errors.
+    let admin = format!("127.0.0.1:{}", free_port());
+    let port = free_port();
+    let dir = tempdir::Dir::new();
+    let mut cfg = format!(
+        "[proxy]\nlisten = \"127.0.0.1:{port}\"\nrequest_timeout_ms = 60000\n\
+         max_output_buffer_total = {TOTAL}\nclient_output_hard_limit = 0\nclient_output_soft_limit = 0\n\
+         [admin]\nlisten = \"{admin}\"\n"
+    );
+    for (i, n) in nodes.iter().enumerate() {
+        cfg.push_str(&format!(
+            "[[nodes]]\naddr = \"{}\"\nname = \"node{}\"\n",
+            n.addr(),
+            i + 1
+        ));
+    }
+    let path = dir.path().join("proxy.toml");
+    std::fs::write(&path, cfg).unwrap();
+    let proxy = start_proxy_with(&path, port);
+    let mut con = connect(port);
+    let start = rss_bytes(proxy.pid());
+    let keys: Vec<String> = (0..100).map(|i| format!("k:{i}")).collect();
+    let big = keys
+        .iter()
+        .find(|k| keynode(&mut con, k) == "node1")
+        .unwrap();
+    let small = keys
+        .iter()
+        .find(|k| keynode(&mut con, k) == "node2")
+        .unwrap();
+    store_big(port, big);
+    let _: () = con.set(small, "v").unwrap();
+    let sampler = PeakRss::sample(proxy.pid());
+    // Ten clients ask for 150 MB each (more than the total, and than the
+    // kernel's socket buffers take) and read nothing.
+    let mut stuck: Vec<TcpStream> = (0..STUCK).map(|_| stuck_client(port, big, 150)).collect();
+    // Meanwhile a client of the other node is served throughout.
+    let evicted = || info_number(port, "stats", "evicted_clients") as usize;
+    let deadline = Instant::now() + Duration::from_secs(90);
+    let mut served = 0;
+    loop {
+        let v: String = con.get(small).unwrap();
+        assert_eq!(v, "v");
+        served += 1;
+        if evicted() == STUCK {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{} of {STUCK} stuck clients closed",
+            evicted()
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let peak = sampler.stop();
+    let grown = peak.saturating_sub(start);
+    eprintln!(
+        "{STUCK} stuck clients closed; proxy RSS {} MB at start, peak {} MB (total {} MB); {served} GETs served meanwhile",
+        start / MB as u64,
+        peak / MB as u64,
+        TOTAL / MB
+    );
+    // The total, plus a reply being read and allocator slack; without the
+    // total the proxy took 1.5 GB here.
+    assert!(
+        grown < (TOTAL + 16 * MB) as u64,
+        "RSS grew by {grown}, over the total {TOTAL}"
+    );
+    for s in &mut stuck {
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        let mut got = Vec::new();
+        let _ = s.read_to_end(&mut got);
+        assert!(got.len() < 150 * MB, "a stuck client got everything");
+    }
+    // Nothing is owed once they are gone (replies still arriving for them
+    // are dropped uncounted), and nobody else was closed.
+    let owed = info_number(port, "clients", "shardis_reply_bytes_owed");
+    assert!(owed < MB as u64, "still owed: {owed}");
+    assert_eq!(
+        info_number(port, "stats", "client_output_buffer_limit_disconnections"),
+        0
+    );
+    let v: String = con.get(small).unwrap();
+    assert_eq!(v, "v");
+    let metrics = http::get(&admin, "/metrics").text();
+    assert_eq!(
+        http::sample(&metrics, "shardis_clients_evicted_total"),
+        STUCK as f64
+    );
 }

@@ -1,7 +1,8 @@
 //! A fleet losing a member or its store: the leader killed (-9) in the
 //! middle of a change, whose change another proxy finishes from the stored
 //! phase once the dead leader's lease expires; and etcd gone, with keys
-//! still served and changes refused with an error naming etcd.
+//! refused (TRYAGAIN) once the lease lapses, changes refused with an error
+//! naming etcd, and both served again when etcd is back.
 
 mod common;
 
@@ -78,7 +79,7 @@ fn a_leader_killed_mid_change_is_replaced_and_its_change_finished() {
 }
 
 #[test]
-fn without_etcd_keys_are_served_and_changes_refused_naming_etcd() {
+fn without_etcd_a_proxy_refuses_keys_once_its_lease_lapses_and_changes_naming_etcd() {
     let Some(mut etcd) = Etcd::start() else {
         return;
     };
@@ -88,25 +89,43 @@ fn without_etcd_keys_are_served_and_changes_refused_naming_etcd() {
     let b = Member::start(&etcd, &addrs[..2], TTL_S, &[]);
     mset_keys(&mut connect(a.port()), "eg:", 500);
     etcd.kill();
+    let t0 = Instant::now();
     eventually(10, "etcd_connected:0", || {
         ring_field(&b.ring_info(), "etcd_connected") == "0"
     });
+    // Past its lease a proxy cannot know whether the fleet moved on without
+    // it: it refuses keys (retry elsewhere), and still answers about itself.
     for m in [&a, &b] {
-        assert_eq!(mset_keys_readable(&mut connect(m.port()), "eg:", 500), 500);
-        mset_keys(&mut connect(m.port()), "eg2:", 100);
+        eventually(10, "serving:0", || {
+            ring_field(&m.ring_info(), "serving") == "0"
+        });
+        let err = redis::cmd("GET")
+            .arg("eg:1")
+            .query::<Option<String>>(&mut connect(m.port()))
+            .unwrap_err();
+        assert_eq!(err.kind(), redis::ErrorKind::TryAgain, "{err}");
+        assert!(err.to_string().contains("etcd lease"), "{err}");
         let err = add_node(m.port(), &addrs[2]).unwrap_err().to_string();
         assert!(err.contains("etcd"), "{err}");
         assert!(err.contains("the ring is unchanged"), "{err}");
     }
-    // Back again: the fleet takes changes once more.
+    assert!(t0.elapsed() >= Duration::from_millis(TTL_S * 1000 / 2));
+    // Back again: the fleet serves and takes changes once more.
     etcd.restart();
-    eventually(20, "etcd_connected:1", || {
-        ring_field(&a.ring_info(), "etcd_connected") == "1"
-            && ring_field(&b.ring_info(), "etcd_connected") == "1"
-    });
+    for m in [&a, &b] {
+        eventually(20, "etcd_connected:1, serving:1", || {
+            let i = m.ring_info();
+            ring_field(&i, "etcd_connected") == "1" && ring_field(&i, "serving") == "1"
+        });
+    }
+    for m in [&a, &b] {
+        assert_eq!(mset_keys_readable(&mut connect(m.port()), "eg:", 500), 500);
+        mset_keys(&mut connect(m.port()), "eg2:", 100);
+    }
     assert_eq!(add_node(b.port(), &addrs[2]).unwrap(), "OK");
     for m in [&a, &b] {
         eventually(20, "epoch 2", || m.is_settled_at(2));
         assert_eq!(mset_keys_readable(&mut connect(m.port()), "eg:", 500), 500);
+        assert_eq!(mset_keys_readable(&mut connect(m.port()), "eg2:", 100), 100);
     }
 }

@@ -163,3 +163,25 @@ fn a_script_inside_exec_past_the_threshold_is_stopped_and_the_node_serves_again(
     let mut other = Raw::connect(port);
     other.check(&["PING"], "+PONG\r\n");
 }
+
+#[test]
+fn a_script_returning_a_table_that_contains_itself_gets_a_nested_reply_and_the_error() {
+    let port = common::free_port();
+    let _node = common::start_node(port);
+    let mut c = Raw::connect(port);
+    let r = c.call(&[
+        "EVAL",
+        "local a = {}; local b = {a}; a[1] = b; return a",
+        "0",
+    ]);
+    let levels = r.matches("*1\r\n").count();
+    assert!(levels >= 100, "{levels} levels");
+    assert_eq!(
+        r,
+        format!(
+            "{}-ERR reached lua stack limit\r\n",
+            "*1\r\n".repeat(levels)
+        )
+    );
+    c.check(&["PING"], "+PONG\r\n");
+}

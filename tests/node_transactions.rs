@@ -130,6 +130,30 @@ const CASES: &[Case] = &[
         sleep_ms: 0,
     },
     Case {
+        name: "smove of a member the watched set has already",
+        setup: &[&["SADD", "k", "a"], &["SADD", "src", "a", "b"]],
+        other: &[&["SMOVE", "src", "k", "a"]],
+        sleep_ms: 0,
+    },
+    Case {
+        name: "smove into the watched set",
+        setup: &[&["SADD", "k", "x"], &["SADD", "src", "a"]],
+        other: &[&["SMOVE", "src", "k", "a"]],
+        sleep_ms: 0,
+    },
+    Case {
+        name: "smove out of the watched set",
+        setup: &[&["SADD", "k", "a", "b"]],
+        other: &[&["SMOVE", "k", "dst", "a"]],
+        sleep_ms: 0,
+    },
+    Case {
+        name: "smove of a member the source lacks",
+        setup: &[&["SADD", "k", "a"], &["SADD", "src", "b"]],
+        other: &[&["SMOVE", "src", "k", "z"]],
+        sleep_ms: 0,
+    },
+    Case {
         name: "expires after WATCH",
         setup: &[&["SET", "k", "1", "PX", "100"]],
         other: &[],

@@ -275,3 +275,49 @@ fn proto_max_bulk_len_bounds_requests_like_redis() {
         shown(&replies[0])
     );
 }
+
+/// INFO's `rdb_changes_since_last_save` grows as Redis's does across
+/// SETBIT and BITFIELD: only a write that created, grew or changed the
+/// string counts (Redis's own bitops test), and a refused write does not.
+#[test]
+fn setbit_and_bitfield_count_a_change_only_when_they_make_one_as_redis() {
+    let Some((node, redis)) = pair() else {
+        return;
+    };
+    let steps: &[&[&str]] = &[
+        &["SETBIT", "foo", "0", "0"],
+        &["BITFIELD", "foo2", "SET", "i5", "0", "0"],
+        &["SETBIT", "foo", "0", "0"],
+        &["BITFIELD", "foo2", "SET", "i5", "0", "0"],
+        &["SETBIT", "foo", "0", "1"],
+        &["SETBIT", "foo", "0", "1"],
+        &["SETBIT", "foo", "0", "0"],
+        &["BITFIELD", "foo2", "SET", "i5", "0", "1"],
+        &["BITFIELD", "foo2", "SET", "i5", "0", "1"],
+        &["BITFIELD", "foo2", "GET", "i5", "0"],
+        &["BITFIELD", "foo3", "INCRBY", "i5", "0", "1"],
+        &["BITFIELD", "foo3", "INCRBY", "i5", "0", "1"],
+        &["SETBIT", "foo", "90", "0"],
+        &["BITFIELD", "foo2", "SET", "i5", "90", "0"],
+        &["SET", "s", "v"],
+        &["INCR", "n"],
+        &["SETBIT", "s", "7", "0"],
+        &["LPUSH", "s", "x"],
+    ];
+    let deltas = |port: u16| {
+        let mut c = Raw::connect(port);
+        c.call(&["FLUSHALL"]);
+        let mut last = c.info_field("persistence", "rdb_changes_since_last_save");
+        steps
+            .iter()
+            .map(|s| {
+                c.call(s);
+                let now = c.info_field("persistence", "rdb_changes_since_last_save");
+                let d = now - last;
+                last = now;
+                format!("{s:?} +{d}")
+            })
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(deltas(node.port), deltas(redis.port));
+}

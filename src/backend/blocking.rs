@@ -258,7 +258,27 @@ impl Blocking {
     fn remove(&self, ready: &ReadyKeys, id: u64) -> Option<Waiter> {
         lock(&self.registry).remove(ready, id)
     }
+
+    /// CLIENT UNBLOCK: ends client `id`'s wait, as if it timed out (the
+    /// empty reply, which its connection turns into its timeout reply) or
+    /// with Redis's `-UNBLOCKED` error; false if it does not wait on keys.
+    pub(crate) fn unblock(&self, ready: &ReadyKeys, id: u64, error: bool) -> bool {
+        let Some(w) = self.remove(ready, id) else {
+            return false;
+        };
+        let reply: &'static [u8] = if error {
+            b"-UNBLOCKED client unblocked via CLIENT UNBLOCK\r\n"
+        } else {
+            TIMED_OUT
+        };
+        let _ = w.reply.send(Bytes::from_static(reply));
+        true
+    }
 }
+
+/// What [`Blocking::unblock`] sends for "as if timed out": no reply is
+/// empty, so the waiting connection knows to send its own timeout reply.
+pub(crate) const TIMED_OUT: &[u8] = b"";
 
 impl Registry {
     fn remove(&mut self, ready: &ReadyKeys, id: u64) -> Option<Waiter> {

@@ -40,6 +40,10 @@ pub(crate) struct Stats {
     pub(crate) blocked_clients: AtomicUsize,
     /// Those of them with a timeout (INFO `clients_in_timeout_table`).
     pub(crate) timeout_clients: AtomicUsize,
+    /// Writes since the node started (INFO `rdb_changes_since_last_save`:
+    /// nothing is ever saved): one per write command that succeeded, except
+    /// SETBIT and BITFIELD, which count only a change, as Redis does.
+    pub(crate) dirty: AtomicU64,
 }
 
 /// State shared by every connection of one node.

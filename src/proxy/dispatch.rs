@@ -22,6 +22,14 @@ use crate::proxy::route::split::split;
 use crate::proxy::Proxy;
 use crate::resp::Request;
 
+/// Whether requests of this kind reach nodes by the ring.
+fn routes_keys(kind: Kind) -> bool {
+    matches!(
+        kind,
+        Kind::Keyed | Kind::Split(_) | Kind::FanOut(_) | Kind::Pinned(_)
+    )
+}
+
 /// Routes one request and returns the reply slot the client is owed for it.
 pub(crate) async fn dispatch(
     proxy: &Arc<Proxy>,
@@ -30,6 +38,11 @@ pub(crate) async fn dispatch(
 ) -> Pending {
     let spec = lookup(req.name());
     client.served.set(Served::of(spec));
+    if spec.is_some_and(|s| routes_keys(s.kind))
+        && !crate::proxy::admin::store::is_serving(proxy.store.as_deref())
+    {
+        return Pending::error(crate::proxy::conn::error::NOT_SERVING);
+    }
     // Inside MULTI everything is queued (or refused) by the transaction,
     // except what ends the connection's state as a whole.
     if client.tx.is_queueing() && !spec.is_some_and(|s| matches!(s.id, Id::Quit | Id::Reset)) {

@@ -21,13 +21,14 @@ pub mod policy;
 pub(crate) mod pool;
 pub mod route;
 pub(crate) mod session;
+mod stats;
 pub mod twem;
 pub(crate) mod upstream;
 
 use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -36,40 +37,15 @@ use tokio::io::AsyncWriteExt;
 use tokio::net::TcpListener;
 
 pub use config::Config;
+/// Re-reads every TLS certificate and key (`main.rs` calls it on SIGHUP).
+pub use conn::tls::request_reload as reload_certificates;
 pub use pool::Pool;
 use session::ClientSession;
+pub(crate) use stats::Stats;
 use upstream::shard::Shard;
 use upstream::topology::{new_node, Node, Routing};
 
 use crate::ring::{NodeSpec, Ring};
-
-/// The proxy's counters, shown by its INFO (the built-in node keeps its
-/// own, `backend::node::Stats`).
-#[derive(Default)]
-pub(crate) struct Stats {
-    pub(crate) clients: AtomicUsize,
-    pub(crate) connections: AtomicU64,
-    pub(crate) rejected: AtomicU64,
-    pub(crate) commands: AtomicU64,
-    /// Requests whose handling panicked (answered `-ERR internal error`).
-    pub(crate) internal_errors: AtomicU64,
-    /// INFO `instantaneous_ops_per_sec`.
-    pub(crate) ops: crate::resp::info::OpsMeter,
-    /// Clients closed for owing too many reply bytes.
-    pub(crate) output_limit_closes: AtomicU64,
-    /// Clients waiting in a blocking command (INFO `blocked_clients`).
-    pub(crate) blocked_clients: AtomicUsize,
-    /// Blocked commands with a timeout (INFO `clients_in_timeout_table`).
-    pub(crate) timeout_clients: AtomicUsize,
-    /// Clients closed for their own or the proxy-wide query buffer limit.
-    pub(crate) query_limit_closes: AtomicU64,
-    /// Clients that closed their connection (twemproxy's `client_eof`).
-    pub(crate) client_eof: AtomicU64,
-    /// Client connections that failed (twemproxy's `client_err`).
-    pub(crate) client_err: AtomicU64,
-    /// Requests split across nodes, one per node (twemproxy's `fragments`).
-    pub(crate) fragments: AtomicU64,
-}
 
 /// One client's place under `max_clients`, given back when dropped — also
 /// when the session's task ends by a panic, so a failing client can never
@@ -112,6 +88,8 @@ pub(crate) struct Proxy {
     pub(crate) migration: admin::migration::Tracker,
     /// Query buffer bytes of all clients, under `max_query_buffer_total`.
     pub(crate) query_buffers: conn::budget::QueryBuffers,
+    /// Reply bytes owed to all clients, under `max_output_buffer_total`.
+    pub(crate) reply_total: Arc<conn::owed::ReplyTotal>,
     /// Set when the proxy starts draining: sessions read no more requests,
     /// answer what they owe, and end.
     pub(crate) draining: AtomicBool,
@@ -259,6 +237,7 @@ impl Proxy {
             admin_lock: tokio::sync::Mutex::new(()),
             migration: admin::migration::Tracker::default(),
             query_buffers: conn::budget::QueryBuffers::new(config.max_query_buffer_total),
+            reply_total: conn::owed::ReplyTotal::new(config.max_output_buffer_total),
             draining: AtomicBool::new(false),
             sessions: Mutex::new(HashMap::new()),
             monitors: commands::monitor::Monitors::default(),
@@ -275,10 +254,14 @@ impl Proxy {
         match saved {
             // In a fleet the leader resumes a change; every proxy routes by it.
             Some(s) if admin::fleet::fleet(&proxy).is_some() => {
-                admin::migration::follow::apply(&proxy, &s).map_err(StartError::Resume)?
+                admin::migration::follow::apply(&proxy, &s).map_err(StartError::Resume)?;
             }
             Some(s) => admin::migration::resume(&proxy, s).map_err(StartError::Resume)?,
             None => {}
+        }
+        if let (Some(f), Some(store)) = (admin::fleet::fleet(&proxy), &proxy.store) {
+            // It routes by what it just read (or seeded) under its lease.
+            f.routed_by(store.revision());
         }
         Ok(proxy)
     }
@@ -391,8 +374,10 @@ pub async fn run_with(
         ha::sentinel::start(&proxy);
     }
     admin::fleet::spawn(&proxy);
+    // Dropping `tls_stop` ends the TLS listener with the proxy.
+    let tls_stop = conn::tls::start(&proxy).await?;
     serve(listener, proxy, shutdown).await;
-    drop(stop);
+    drop((stop, tls_stop));
     Ok(())
 }
 
@@ -403,6 +388,12 @@ pub(crate) async fn serve(
     shutdown: impl Future<Output = ()>,
 ) {
     tokio::pin!(shutdown);
+    // `[tls] plaintext = false`: only the TLS listener serves.
+    if proxy.config.tls.as_ref().is_some_and(|t| !t.plaintext) {
+        drop(listener);
+        shutdown.await;
+        return drain(&proxy).await;
+    }
     loop {
         let accepted = tokio::select! {
             _ = &mut shutdown => break,

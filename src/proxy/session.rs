@@ -33,7 +33,7 @@ use std::time::Duration;
 
 use bytes::{Buf, Bytes, BytesMut};
 use futures::FutureExt;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::oneshot;
 use tokio::time::Instant;
@@ -82,6 +82,8 @@ enum Event {
     Woken,
     /// A pub/sub message (or the end of the subscriber).
     Push(Option<crate::proxy::commands::pubsub::Push>),
+    /// The writer sent what it buffered (TLS).
+    Flushed(std::io::Result<()>),
 }
 
 impl ClientSession {
@@ -89,8 +91,30 @@ impl ClientSession {
     /// or the proxy drains.
     pub(crate) async fn run(proxy: Arc<Proxy>, mut sock: TcpStream) {
         let _ = sock.set_nodelay(true);
-        let mut session = ClientSession::open(proxy, &sock);
-        let (mut rd, mut wr) = sock.split();
+        let session = ClientSession::open(proxy, &sock);
+        let (rd, wr) = sock.split();
+        session.serve(rd, wr, false).await
+    }
+
+    /// [`ClientSession::run`] over TLS, once the handshake is done.
+    pub(crate) async fn run_tls(
+        proxy: Arc<Proxy>,
+        tls: tokio_rustls::server::TlsStream<TcpStream>,
+    ) {
+        let session = ClientSession::open(proxy, tls.get_ref().0);
+        let (rd, wr) = tokio::io::split(tls);
+        session.serve(rd, wr, true).await
+    }
+
+    /// The loop of one session over its socket's halves. `flushes`: the
+    /// writer buffers (TLS) and must be flushed once a batch is written,
+    /// or its last bytes could wait there for the next batch.
+    async fn serve<R, W>(self, mut rd: R, mut wr: W, flushes: bool)
+    where
+        R: AsyncRead + Unpin,
+        W: AsyncWrite + Unpin,
+    {
+        let mut session = self;
         let depth = session.proxy.config.pipeline_depth.max(1);
         let mut decoder = RequestDecoder::new(session.proxy.config.limits);
         session.auth_changed(&mut decoder);
@@ -102,6 +126,7 @@ impl ClientSession {
             need_bytes: true,
         };
         let mut soft = SoftClock::default();
+        let mut unflushed = false;
         // Kept armed across iterations: registering a waiter afresh on every
         // pass would cost two lock round trips per batch of requests.
         let mut woken = std::pin::pin!(budget.woken());
@@ -156,6 +181,11 @@ impl ClientSession {
                 (Some(a), Some(b)) => Some(a.min(b)),
                 (a, b) => a.or(b),
             };
+            // The proxy-wide total of owed replies chose this client: it
+            // goes now, without a reply (it is not reading).
+            if budget.evicted() == Some(Exceeded::ReplyTotal) {
+                return session.exceeded(Exceeded::ReplyTotal);
+            }
             if budget.is_evicted() && !session.closing {
                 // The proxy-wide query buffer limit chose this client: its
                 // buffer goes now; what it is owed is answered, then it closes.
@@ -178,7 +208,7 @@ impl ClientSession {
                 // A limit crossed, or a drain began: re-checked at the top.
                 _ = &mut woken => Event::Woken,
                 _ = sleep_until_some(soft_deadline), if soft_deadline.is_some() => Event::Budget,
-                r = wr.write(&io.out), if !io.out.is_empty() => Event::Wrote(r),
+                e = write_or_flush(&mut wr, &io.out), if !io.out.is_empty() || unflushed => e,
                 (r, charged) = front_reply(owed), if want_reply => Event::Reply(r, charged),
                 p = pubsub.next(), if listening => Event::Push(p),
                 r = rd.read_buf(&mut io.buf), if want_read => Event::Read(r),
@@ -188,6 +218,14 @@ impl ClientSession {
             };
             match event {
                 Event::Woken => woken.set(budget.woken()),
+                Event::Flushed(Ok(())) => unflushed = false,
+                Event::Flushed(Err(_)) => return,
+                Event::Wrote(Ok(n)) if flushes && n > 0 => {
+                    unflushed = true;
+                    if !session.on_event(Event::Wrote(Ok(n)), &mut io, &budget) {
+                        return;
+                    }
+                }
                 event => {
                     if !session.on_event(event, &mut io, &budget) {
                         return;
@@ -237,7 +275,14 @@ impl ClientSession {
     /// request that arrived together.
     async fn dispatch_buffered(&mut self, decoder: &mut RequestDecoder, io: &mut Io, depth: usize) {
         let mut arrived = None;
-        while !io.need_bytes && !self.closing && !self.state.monitor && self.owed.len() < depth {
+        // A client a proxy-wide limit chose dispatches nothing more: the
+        // loop closes it next (dispatching may wait on a node's queue).
+        while !io.need_bytes
+            && !self.closing
+            && !self.state.monitor
+            && self.owed.len() < depth
+            && !self.state.budget.is_evicted()
+        {
             match decoder.decode(&mut io.buf) {
                 Ok(Some(req)) => {
                     self.proxy.stats.commands.fetch_add(1, Ordering::Relaxed);
@@ -317,7 +362,7 @@ impl ClientSession {
                 }
                 io.out.extend_from_slice(&r);
             }
-            Event::Budget | Event::Woken => {}
+            Event::Budget | Event::Woken | Event::Flushed(_) => {}
             Event::Push(p) => {
                 // Take every message already waiting in one pass.
                 let mut next = p;
@@ -340,12 +385,15 @@ impl ClientSession {
         let counter = match why {
             Exceeded::OutputHard | Exceeded::OutputSoft => &stats.output_limit_closes,
             Exceeded::QueryTotal => &stats.query_limit_closes,
+            // Counted by the total itself (INFO `evicted_clients`).
+            Exceeded::ReplyTotal => &stats.reply_total_closes,
         };
         counter.fetch_add(1, Ordering::Relaxed);
         tracing::info!(
             client = self.state.id,
             peer = %self.state.peer,
             owed_bytes = self.state.budget.owed(),
+            owed_total = self.proxy.reply_total.total(),
             query_bytes = self.query.bytes,
             limit = ?why,
             "closing client over its byte budget"
@@ -437,6 +485,16 @@ impl ClientSession {
             self.closing = true;
         }
         self.owed.push_back(p);
+    }
+}
+
+/// Writes what is gathered, or, with nothing gathered, flushes what the
+/// writer buffered.
+async fn write_or_flush<W: AsyncWrite + Unpin>(wr: &mut W, out: &[u8]) -> Event {
+    if out.is_empty() {
+        Event::Flushed(wr.flush().await)
+    } else {
+        Event::Wrote(wr.write(out).await)
     }
 }
 

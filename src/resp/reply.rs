@@ -48,6 +48,9 @@ pub struct ReplyFramer {
     remaining: i64,
     /// Bytes after `pos` already searched for a line end without finding one.
     scanned: usize,
+    /// Bytes the buffer must hold before the next call can get further,
+    /// when a bulk's length is known and its body has not all arrived.
+    needed: usize,
 }
 
 impl ReplyFramer {
@@ -58,7 +61,16 @@ impl ReplyFramer {
             pos: 0,
             remaining: 1,
             scanned: 0,
+            needed: 0,
         }
+    }
+
+    /// Bytes the buffer must hold for the reply to get further, when known
+    /// (a bulk's body is awaited), else 0: lets the reader make room for a
+    /// large value at once rather than by doubling, so no more than the
+    /// value's own bytes are held for it.
+    pub fn needed(&self) -> usize {
+        self.needed
     }
 
     /// Length of the first complete reply in `buf`; `Ok(None)` until it has
@@ -108,6 +120,7 @@ impl ReplyFramer {
                         }
                         let end = next + n as usize;
                         if buf.len() < end + 2 {
+                            self.needed = end + 2;
                             return Ok(None);
                         }
                         if &buf[end..end + 2] != b"\r\n" {
@@ -136,6 +149,7 @@ impl ReplyFramer {
             self.pos = next;
             self.remaining = remaining;
             self.scanned = 0;
+            self.needed = 0;
         }
         let n = self.pos;
         *self = ReplyFramer::new(self.max_bulk_len);

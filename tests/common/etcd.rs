@@ -130,3 +130,36 @@ pub fn eventually(secs: u64, what: &str, mut f: impl FnMut() -> bool) {
         std::thread::sleep(Duration::from_millis(100));
     }
 }
+
+/// A fleet for the tests: `nodes` built-in nodes (their addresses), and
+/// `proxies` members listing the first `listed`, lease `ttl_s`, each phase
+/// of a change held `phase_delay_ms` longer.
+pub struct Fleet {
+    pub nodes: Vec<Proc>,
+    pub addrs: Vec<String>,
+    pub members: Vec<Member>,
+}
+
+impl Fleet {
+    pub fn start(
+        etcd: &Etcd,
+        nodes: usize,
+        listed: usize,
+        proxies: usize,
+        ttl_s: u64,
+        phase_delay_ms: u64,
+    ) -> Fleet {
+        let nodes: Vec<Proc> = (0..nodes).map(|_| start_node(free_port())).collect();
+        let addrs: Vec<String> = nodes.iter().map(|n| n.addr()).collect();
+        let delay = phase_delay_ms.to_string();
+        let env = [("SHARDIS_FAULT_PHASE_DELAY_MS", delay.as_str())];
+        let members = (0..proxies)
+            .map(|_| Member::start(etcd, &addrs[..listed], ttl_s, &env))
+            .collect();
+        Fleet {
+            nodes,
+            addrs,
+            members,
+        }
+    }
+}

@@ -259,5 +259,27 @@ pub const LIBS: &[&[&[&str]]] = &[
         &["EVAL", "return cmsgpack.unpack('\\193')", "0"],
         &["EVAL", "return cmsgpack.pack()", "0"],
         &["EVAL", "local t = {} local c = t for i=1,20 do c[1] = {} c = c[1] end return cmsgpack.pack(t)", "0"],
+        // A map bigger than Lua's stack, packed and unpacked whole.
+        &["EVAL", "local m = {} for i=1,100000 do m[tostring(i)] = i end local t = cmsgpack.unpack(cmsgpack.pack(m)) return {#cmsgpack.pack(m), t['99999']}", "0"],
+        &["EVAL", "local s = cmsgpack.pack('a', {1,2}, 'c') return {cmsgpack.unpack_one(s)}", "0"],
+        &["EVAL", "local s = cmsgpack.pack('a', {1,2}, 'c') local o, x = cmsgpack.unpack_one(s, 2) return {o, x[2]}", "0"],
+        &["EVAL", "local s = cmsgpack.pack('a', 'b', 'c') return {cmsgpack.unpack_limit(s, 2, 0)}", "0"],
+        &["EVAL", "local s = cmsgpack.pack('a', 'b', 'c') return {cmsgpack.unpack_limit(s, 5, 2)}", "0"],
+        &["EVAL", "return {cmsgpack.unpack_limit(cmsgpack.pack(1, 2), 0, 0)}", "0"],
+        &["EVAL", "return cmsgpack.unpack_one('abc', 9)", "0"],
+        &["EVAL", "return cmsgpack.unpack_limit('abc', -1)", "0"],
+    ],
+    &[
+        // cjson's settings hold for later calls, until set back.
+        &["EVAL", "cjson.decode_max_depth(1) return {(pcall(cjson.decode, '[[1]]'))}", "0"],
+        &["EVAL", "return {(pcall(cjson.decode, '[[1]]'))}", "0"],
+        &["EVAL", "cjson.decode_max_depth(1000) cjson.encode_max_depth(1) return {(pcall(cjson.encode, {{1}}))}", "0"],
+        &["EVAL", "cjson.encode_max_depth(1000) return cjson.encode({{1}})", "0"],
+        &["EVAL", "return {(pcall(cjson.encode, {n = 0/0}))}", "0"],
+        &["EVAL", "cjson.encode_invalid_numbers(true) local ok = pcall(cjson.encode, {n = 0/0}) cjson.encode_invalid_numbers(false) return {ok, (pcall(cjson.encode, {n = 1/0}))}", "0"],
+        // What a script may not call.
+        &["EVAL", "return redis.pcall('xread', 'BLOCK', 0, 'STREAMS', KEYS[1], '$')", "1", "s"],
+        &["EVAL", "return redis.pcall('xreadgroup', 'GROUP', 'g', 'c', 'BLOCK', 0, 'STREAMS', KEYS[1], '>')", "1", "s"],
+        &["EVAL", "return redis.pcall('cluster', 'reset', 'hard')", "0"],
     ],
 ];

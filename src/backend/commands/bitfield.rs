@@ -262,9 +262,13 @@ fn run(ctx: &mut Ctx, args: &[&[u8]], read_only_cmd: bool) -> CmdResult {
         .map(|o| ((o.offset + o.bits as u64 - 1) >> 3) as usize)
         .max()
         .unwrap_or(0);
-    if len.is_none_or(|len| farthest >= len) {
+    let grows = len.is_none_or(|len| farthest >= len);
+    if grows {
         write_at(&mut s, h, key, farthest, &[0]);
     }
+    // INFO's dirty count, as Redis keeps it: one per write that changed
+    // its field or came with the string's creation or growth.
+    let mut changes = 0;
     encode::array_len(ctx.out, ops.len());
     for op in &ops {
         // The (at most 9) bytes the field spans, zero past the end.
@@ -295,12 +299,20 @@ fn run(ctx: &mut Ctx, args: &[&[u8]], read_only_cmd: bool) -> CmdResult {
         match apply(&rel, &window) {
             Some((reply, new)) => {
                 let bytes = patch(&window, rel.offset, op.bits, new);
+                if grows || bytes != window {
+                    changes += 1;
+                }
                 write_at(&mut s, h, key, b0, &bytes);
                 encode::integer(ctx.out, reply);
             }
             None => encode::null(ctx.out, proto),
         }
     }
+    drop(s);
+    ctx.node
+        .stats
+        .dirty
+        .fetch_add(changes, std::sync::atomic::Ordering::Relaxed);
     Ok(())
 }
 

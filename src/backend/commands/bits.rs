@@ -11,6 +11,7 @@ use crate::backend::error::CmdError;
 use crate::backend::keyspace::entry::Entry;
 use crate::backend::keyspace::store::Locked;
 use crate::resp::{encode, eq_ignore_case};
+use std::sync::atomic::Ordering::Relaxed;
 
 const BIT_OFFSET_ERR: &str = "bit offset is not an integer or out of range";
 
@@ -80,12 +81,19 @@ pub(crate) fn setbit(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     let key = args[1];
     let h = store.hash(key);
     let mut s = store.lock(h, ctx.now);
-    let old = match s.get(h, key) {
-        Some(e) => string_value(e)?.get(byte).copied().unwrap_or(0),
-        None => 0,
+    let (old, grows) = match s.get(h, key) {
+        Some(e) => {
+            let v = string_value(e)?;
+            (v.get(byte).copied().unwrap_or(0), byte >= v.len())
+        }
+        None => (0, true),
     };
     let new = if on == 1 { old | mask } else { old & !mask };
     write_at(&mut s, h, key, byte, &[new]);
+    if grows || new != old {
+        // Created, grown or changed: a write for INFO's dirty count.
+        ctx.node.stats.dirty.fetch_add(1, Relaxed);
+    }
     encode::integer(ctx.out, (old & mask != 0) as i64);
     Ok(())
 }

@@ -280,6 +280,23 @@ pub(crate) fn client(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
             let line = client_line(ctx);
             verbatim(ctx, &line);
         }
+        b"unblock" => {
+            need(n == 3 || n == 4)?;
+            let id = parse_i64(args[2])?;
+            let error = match args.get(3) {
+                None => false,
+                Some(r) if eq_ignore_case(r, b"timeout") => false,
+                Some(r) if eq_ignore_case(r, b"error") => true,
+                Some(_) => {
+                    return Err(CmdError::err(
+                        "CLIENT UNBLOCK reason should be TIMEOUT or ERROR",
+                    ))
+                }
+            };
+            let node = ctx.node;
+            let done = id >= 0 && node.blocking.unblock(&node.store.ready, id as u64, error);
+            encode::integer(ctx.out, done as i64);
+        }
         b"no-evict" | b"no-touch" => {
             need(n == 3)?;
             if !eq_ignore_case(args[2], b"on") && !eq_ignore_case(args[2], b"off") {
@@ -297,6 +314,7 @@ pub(crate) fn client(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
                 "LIST",
                 "SETINFO <option> <value>",
                 "SETNAME <name>",
+                "UNBLOCK <clientid> [TIMEOUT|ERROR]",
                 "HELP",
             ];
             encode::array_len(ctx.out, lines.len());

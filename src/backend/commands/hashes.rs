@@ -1,6 +1,7 @@
-//! Hash commands: HSET, HSETNX, HMSET, HGET, HMGET, HDEL, HLEN, HSTRLEN,
-//! HINCRBY, HINCRBYFLOAT, HKEYS, HVALS, HGETALL, HEXISTS, HRANDFIELD and
-//! HSCAN, with Redis 7.0's argument checks, errors and reply shapes.
+//! Hash commands: HSET, HSETNX, HMSET, HGET, HMGET, HSTRLEN, HINCRBY,
+//! HINCRBYFLOAT, HKEYS, HVALS, HGETALL, HEXISTS, HRANDFIELD and HSCAN, with
+//! Redis 7.0's argument checks, errors and reply shapes (HDEL and HLEN are
+//! `elements.rs`'s, written once for every collection).
 
 use super::counters::format_float;
 use super::keys::parse_cursor;
@@ -69,27 +70,9 @@ pub(crate) fn hmget(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     Ok(())
 }
 
-/// HDEL key field [field ...]
-pub(crate) fn hdel(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
-    let n = ctx.write::<Hash, _>(args[1], false, |h, _| {
-        args[2..].iter().filter(|f| h.remove(f)).count()
-    })?;
-    encode::integer(ctx.out, n.unwrap_or(0) as i64);
-    Ok(())
-}
-
-/// HLEN key
-pub(crate) fn hlen(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
-    let n = ctx.read::<Hash, _>(args[1], |h| h.len())?;
-    encode::integer(ctx.out, n.unwrap_or(0) as i64);
-    Ok(())
-}
-
 /// HSTRLEN key field
 pub(crate) fn hstrlen(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
-    let n = ctx.read::<Hash, _>(args[1], |h| h.get(args[2]).map_or(0, |v| v.len()))?;
-    encode::integer(ctx.out, n.unwrap_or(0) as i64);
-    Ok(())
+    ctx.reply_read_count::<Hash>(args[1], |h| h.get(args[2]).map_or(0, |v| v.len()))
 }
 
 /// HEXISTS key field
@@ -178,6 +161,43 @@ pub(crate) fn hvals(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     getall(ctx, args[1], false, true)
 }
 
+/// `key [count [WITH…]]` of HRANDFIELD and ZRANDMEMBER (`with` is the
+/// keyword): the count if one is given, and whether pairs are asked for.
+pub(crate) fn parse_random_args(
+    args: &[&[u8]],
+    with: &[u8],
+) -> Result<(Option<i64>, bool), CmdError> {
+    if args.len() < 3 {
+        return Ok((None, false));
+    }
+    let paired = args.len() == 4 && eq_ignore_case(args[3], with);
+    let count = parse_random_count(args[2], paired)?;
+    if args.len() >= 4 && !paired {
+        return Err(CmdError::Syntax);
+    }
+    Ok((Some(count), paired))
+}
+
+/// The picks HRANDFIELD and ZRANDMEMBER list. Without a count the reply is
+/// the first pick's name alone (nil if the key is absent), written here,
+/// and `None` is returned; a count of 0 lists none.
+pub(crate) fn counted_picks<K: AsRef<[u8]>, V>(
+    ctx: &mut Ctx,
+    count: Option<i64>,
+    picked: Option<Vec<(K, V)>>,
+) -> Option<Vec<(K, V)>> {
+    let Some(count) = count else {
+        let first = picked.and_then(|p| p.into_iter().next());
+        ctx.bulk_or_null(first.as_ref().map(|p| p.0.as_ref()));
+        return None;
+    };
+    Some(if count == 0 {
+        Vec::new()
+    } else {
+        picked.unwrap_or_default()
+    })
+}
+
 /// Picks `count` indexes of `len` as Redis's *RANDFIELD/*RANDMEMBER do:
 /// negative = |count| picks with repetition, positive = distinct picks
 /// (the whole collection, in order, when count >= len).
@@ -219,15 +239,7 @@ pub(crate) fn random_picks(len: usize, count: i64) -> Vec<usize> {
 
 /// HRANDFIELD key [count [WITHVALUES]]
 pub(crate) fn hrandfield(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
-    let mut count = None;
-    let mut withvalues = false;
-    if args.len() >= 3 {
-        withvalues = args.len() == 4 && eq_ignore_case(args[3], b"withvalues");
-        count = Some(parse_random_count(args[2], withvalues)?);
-        if args.len() >= 4 && !withvalues {
-            return Err(CmdError::Syntax);
-        }
-    }
+    let (count, withvalues) = parse_random_args(args, b"withvalues")?;
     let picked = ctx.read::<Hash, _>(args[1], |h| {
         random_picks(h.len(), count.unwrap_or(1))
             .into_iter()
@@ -235,15 +247,8 @@ pub(crate) fn hrandfield(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
             .map(|(f, v)| (f.to_vec(), v.to_vec()))
             .collect::<Vec<_>>()
     })?;
-    let Some(count) = count else {
-        let first = picked.and_then(|p| p.into_iter().next());
-        ctx.bulk_or_null(first.as_ref().map(|p| &p.0[..]));
+    let Some(picked) = counted_picks(ctx, count, picked) else {
         return Ok(());
-    };
-    let picked = if count == 0 {
-        Vec::new()
-    } else {
-        picked.unwrap_or_default()
     };
     let resp3 = ctx.client.proto >= 3;
     let per = if withvalues && !resp3 { 2 } else { 1 };

@@ -104,6 +104,10 @@ pub(crate) fn info_text(ctx: &Ctx, sections: &[&[u8]]) -> String {
             &[
                 ("loading", "0".to_string()),
                 ("async_loading", "0".into()),
+                (
+                    "rdb_changes_since_last_save",
+                    node.stats.dirty.load(Relaxed).to_string(),
+                ),
                 ("rdb_bgsave_in_progress", "0".into()),
                 ("rdb_last_save_time", (node.started_ms / 1000).to_string()),
                 ("rdb_last_bgsave_status", "ok".into()),

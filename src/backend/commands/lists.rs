@@ -1,6 +1,7 @@
-//! List commands: LPUSH, RPUSH, LPUSHX, RPUSHX, LINSERT, LINDEX, LLEN,
-//! LPOP, RPOP, LRANGE, LREM, LSET, LTRIM, LPOS, RPOPLPUSH, LMOVE and LMPOP,
-//! checking arguments in the order Redis 7.0 does so the same error wins.
+//! List commands: LPUSH, RPUSH, LPUSHX, RPUSHX, LINSERT, LINDEX, LPOP,
+//! RPOP, LRANGE, LREM, LSET, LTRIM, LPOS, RPOPLPUSH, LMOVE and LMPOP
+//! (LLEN is `elements.rs`'s), checking arguments in the order Redis 7.0
+//! does so the same error wins.
 
 use super::util::{parse_mpop, parse_positive, rank_range, MUST_BE_POSITIVE};
 use super::{parse_i64, CmdResult, Ctx};
@@ -11,13 +12,11 @@ use crate::resp::{encode, eq_ignore_case};
 use bytes::BytesMut;
 
 fn push(ctx: &mut Ctx, args: &[&[u8]], head: bool, only_existing: bool) -> CmdResult {
-    let n = ctx.write::<List, _>(args[1], !only_existing, |l, t| {
+    ctx.reply_write_count::<List>(args[1], !only_existing, |l, t| {
         args[2..].iter().for_each(|e| l.push(e, head));
         l.settle(t);
         l.len()
-    })?;
-    encode::integer(ctx.out, n.unwrap_or(0) as i64);
-    Ok(())
+    })
 }
 
 /// LPUSH key element [element ...]
@@ -69,13 +68,6 @@ pub(crate) fn linsert(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
         l.len() as i64
     })?;
     encode::integer(ctx.out, n.unwrap_or(0));
-    Ok(())
-}
-
-/// LLEN key
-pub(crate) fn llen(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
-    let n = ctx.read::<List, _>(args[1], |l| l.len())?;
-    encode::integer(ctx.out, n.unwrap_or(0) as i64);
     Ok(())
 }
 
@@ -155,7 +147,7 @@ pub(crate) fn lrange(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
 /// LREM key count element
 pub(crate) fn lrem(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     let count = parse_i64(args[2])?;
-    let n = ctx.write::<List, _>(args[1], false, |l, t| {
+    ctx.reply_write_count::<List>(args[1], false, |l, t| {
         let limit = if count == 0 {
             usize::MAX
         } else {
@@ -181,9 +173,7 @@ pub(crate) fn lrem(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
         });
         l.settle(t);
         hits.len()
-    })?;
-    encode::integer(ctx.out, n.unwrap_or(0) as i64);
-    Ok(())
+    })
 }
 
 /// LSET key index element

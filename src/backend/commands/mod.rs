@@ -12,6 +12,7 @@ pub(crate) mod blocking;
 mod config;
 mod connection;
 mod counters;
+mod elements;
 mod geo;
 mod geohash;
 mod geosearch;
@@ -380,12 +381,16 @@ pub(crate) fn run(
         Run::Block(f) => f(&mut ctx, args).map(|b| b.map_or(Next::Done, Next::Block)),
         Run::Migrate | Run::Exec => Err(CmdError::err(format!("'{}' cannot run here", cmd.name))),
     };
+    let done = matches!(result, Ok(Next::Done));
     let next = result.unwrap_or_else(|e| {
         e.write(ctx.out);
         Next::Done
     });
     if cmd.flags & WRITE != 0 {
         touch_written(&node.store, cmd, args, now);
+        if done && !matches!(cmd.name, "setbit" | "bitfield") {
+            node.stats.dirty.fetch_add(1, Relaxed);
+        }
     }
     if replication::is_feeding(node) && !node.repl.is_replica() {
         replication::effects::after_command(node, cmd, args, now);
@@ -427,6 +432,11 @@ pub(crate) fn parse_f64(b: &[u8]) -> Result<f64, CmdError> {
 /// touches it too. Removals and creations are also touched by the store.
 pub(crate) fn touch_written(store: &Store, cmd: &Command, args: &[&[u8]], now: u64) {
     if store.counters.watching.load(Relaxed) == 0 {
+        return;
+    }
+    if cmd.name == "smove" {
+        // Touches what it changed itself: the destination only when the
+        // member was added there.
         return;
     }
     if matches!(cmd.name, "lmpop" | "zmpop") {

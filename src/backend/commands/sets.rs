@@ -1,6 +1,6 @@
-//! Set commands: SADD, SREM, SMEMBERS, SISMEMBER, SMISMEMBER, SCARD, SPOP,
-//! SRANDMEMBER, SMOVE, SINTER/SUNION/SDIFF and their STORE forms,
-//! SINTERCARD and SSCAN. Multi-key commands lock every key's shard first,
+//! Set commands: SADD, SMEMBERS, SISMEMBER, SMISMEMBER, SPOP, SRANDMEMBER,
+//! SMOVE, SINTER/SUNION/SDIFF and their STORE forms, SINTERCARD and SSCAN
+//! (SREM and SCARD are `elements.rs`'s). Multi-key commands lock every key's shard first,
 //! so they read and write all keys atomically.
 
 use super::hashes::random_picks;
@@ -25,20 +25,9 @@ fn reply_members(ctx: &mut Ctx, members: &[Elem], as_set: bool) {
 
 /// SADD key member [member ...]
 pub(crate) fn sadd(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
-    let n = ctx.write::<Set, _>(args[1], true, |s, t| {
+    ctx.reply_write_count::<Set>(args[1], true, |s, t| {
         args[2..].iter().filter(|m| s.insert(m, t)).count()
-    })?;
-    encode::integer(ctx.out, n.unwrap_or(0) as i64);
-    Ok(())
-}
-
-/// SREM key member [member ...]
-pub(crate) fn srem(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
-    let n = ctx.write::<Set, _>(args[1], false, |s, _| {
-        args[2..].iter().filter(|m| s.remove(m)).count()
-    })?;
-    encode::integer(ctx.out, n.unwrap_or(0) as i64);
-    Ok(())
+    })
 }
 
 /// SMEMBERS key
@@ -65,13 +54,6 @@ pub(crate) fn smismember(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     encode::array_len(ctx.out, hits.len());
     hits.iter()
         .for_each(|&h| encode::integer(ctx.out, h as i64));
-    Ok(())
-}
-
-/// SCARD key
-pub(crate) fn scard(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
-    let n = ctx.read::<Set, _>(args[1], |s| s.len())?;
-    encode::integer(ctx.out, n.unwrap_or(0) as i64);
     Ok(())
 }
 
@@ -133,6 +115,7 @@ pub(crate) fn smove(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     let (d, hd) = many.shard(dst);
     let dst_kind = d.kind_of(hd, dst);
     use crate::backend::value::Kind;
+    let mut added = false;
     let moved = match (src_kind, dst_kind) {
         (None, _) => false,
         (Some(k), _) if k != Kind::Set => return Err(CmdError::WrongType),
@@ -145,12 +128,21 @@ pub(crate) fn smove(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
             let removed = s.write_coll::<Set, _>(h, src, false, |s| s.remove(m))?;
             if removed == Some(true) {
                 let (d, hd) = many.shard(dst);
-                d.write_coll::<Set, _>(hd, dst, true, |s| s.insert(m, &t))?;
+                added = d.write_coll::<Set, _>(hd, dst, true, |s| s.insert(m, &t))? == Some(true);
             }
             removed == Some(true)
         }
     };
     drop(many);
+    // WATCH sees the source change, and the destination only when the
+    // member was added to it (Redis signals exactly these; the dispatcher
+    // leaves SMOVE's keys to this handler).
+    if moved && src != dst {
+        ctx.node.store.touch(src, ctx.now);
+        if added {
+            ctx.node.store.touch(dst, ctx.now);
+        }
+    }
     encode::integer(ctx.out, moved as i64);
     Ok(())
 }

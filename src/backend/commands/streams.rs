@@ -1,4 +1,4 @@
-//! Stream commands: XADD, XLEN, XRANGE, XREVRANGE, XDEL, XTRIM and
+//! Stream commands: XADD, XLEN (in `elements.rs`), XRANGE, XREVRANGE, XDEL, XTRIM and
 //! XSETID, with Redis 7.0's ID parsing, argument checks, error texts and
 //! reply shapes; the ID parsers and the entry replies the other stream
 //! families (`streams_read.rs`, `streams_group.rs`, `streams_info.rs`)
@@ -281,13 +281,6 @@ pub(crate) fn xadd(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
             ctx.node.store.ready.signal(args[1]);
         }
     }
-    Ok(())
-}
-
-/// XLEN key
-pub(crate) fn xlen(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
-    let n = ctx.read::<Stream, _>(args[1], |s| s.len())?;
-    encode::integer(ctx.out, n.unwrap_or(0) as i64);
     Ok(())
 }
 

@@ -196,14 +196,12 @@ pub(crate) fn xack(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
         .iter()
         .map(|a| parse_strict_id(a, 0))
         .collect::<Result<Vec<_>, _>>()?;
-    let n = ctx.write::<Stream, _>(args[1], false, |s, _| {
+    ctx.reply_write_count::<Stream>(args[1], false, |s, _| {
         // The group may have gone since the check: then nothing is acked.
         s.groups
             .get_mut(args[2])
             .map_or(0, |g| ids.iter().filter(|id| g.ack(**id)).count())
-    })?;
-    encode::integer(ctx.out, n.unwrap_or(0) as i64);
-    Ok(())
+    })
 }
 
 /// XPENDING key group [[IDLE min-idle-time] start end count [consumer]]

@@ -105,12 +105,7 @@ pub(crate) fn xinfo(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
                 int(out, g.consumers.len() as u64);
                 name(out, "pending");
                 int(out, g.pel.len() as u64);
-                name(out, "last-delivered-id");
-                bulk_id(out, g.last_id);
-                name(out, "entries-read");
-                opt_int(out, g.entries_read.map(|r| r as i64), proto);
-                name(out, "lag");
-                opt_int(out, s.lag(g), proto);
+                group_progress(out, s, g, proto);
             }
         }
         _ => stream(out, s, full, proto),
@@ -162,16 +157,22 @@ fn stream(out: &mut BytesMut, s: &Stream, full: Option<usize>, proto: u8) {
     }
 }
 
-fn full_group(out: &mut BytesMut, s: &Stream, gname: &[u8], g: &Group, count: usize, proto: u8) {
-    encode::map_len(out, 7, proto);
-    name(out, "name");
-    encode::bulk(out, gname);
+/// A group's progress, as GROUPS and STREAM FULL give it:
+/// `last-delivered-id`, `entries-read`, `lag`.
+fn group_progress(out: &mut BytesMut, s: &Stream, g: &Group, proto: u8) {
     name(out, "last-delivered-id");
     bulk_id(out, g.last_id);
     name(out, "entries-read");
     opt_int(out, g.entries_read.map(|r| r as i64), proto);
     name(out, "lag");
     opt_int(out, s.lag(g), proto);
+}
+
+fn full_group(out: &mut BytesMut, s: &Stream, gname: &[u8], g: &Group, count: usize, proto: u8) {
+    encode::map_len(out, 7, proto);
+    name(out, "name");
+    encode::bulk(out, gname);
+    group_progress(out, s, g, proto);
     name(out, "pel-count");
     int(out, g.pel.len() as u64);
     name(out, "pending");

@@ -9,6 +9,9 @@
 use super::*;
 use crate::backend::replication;
 use crate::backend::scripting;
+use crate::backend::value::stream::Stream;
+use crate::backend::value::zset::ZSet;
+use crate::backend::value::{Hash, List, Set};
 use std::ops::Deref;
 use std::sync::LazyLock;
 
@@ -148,8 +151,8 @@ pub(crate) static COMMANDS: &[Command] = &[
     sync(Hmset, hashes::hmset),
     sync(Hget, hashes::hget),
     sync(Hmget, hashes::hmget),
-    sync(Hdel, hashes::hdel),
-    sync(Hlen, hashes::hlen),
+    sync(Hdel, elements::remove::<Hash>),
+    sync(Hlen, elements::len::<Hash>),
     sync(Hstrlen, hashes::hstrlen),
     sync(Hincrby, hashes::hincrby),
     sync(Hincrbyfloat, hashes::hincrbyfloat),
@@ -166,7 +169,7 @@ pub(crate) static COMMANDS: &[Command] = &[
     sync(Rpushx, lists::rpushx),
     sync(Linsert, lists::linsert),
     sync(Lindex, lists::lindex),
-    sync(Llen, lists::llen),
+    sync(Llen, elements::len::<List>),
     sync(Lpop, lists::lpop),
     sync(Rpop, lists::rpop),
     sync(Lrange, lists::lrange),
@@ -184,11 +187,11 @@ pub(crate) static COMMANDS: &[Command] = &[
     block(Blmpop, blocking::blmpop),
     // sets
     sync(Sadd, sets::sadd),
-    sync(Srem, sets::srem),
+    sync(Srem, elements::remove::<Set>),
     sync(Smembers, sets::smembers),
     sync(Sismember, sets::sismember),
     sync(Smismember, sets::smismember),
-    sync(Scard, sets::scard),
+    sync(Scard, elements::len::<Set>),
     sync(Spop, sets::spop),
     sync(Srandmember, sets::srandmember),
     sync(Smove, sets::smove),
@@ -203,8 +206,8 @@ pub(crate) static COMMANDS: &[Command] = &[
     // sorted sets
     sync(Zadd, zsets::zadd),
     sync(Zincrby, zsets::zincrby),
-    sync(Zrem, zsets::zrem),
-    sync(Zcard, zsets::zcard),
+    sync(Zrem, elements::remove::<ZSet>),
+    sync(Zcard, elements::len::<ZSet>),
     sync(Zcount, zsets::zcount),
     sync(Zlexcount, zsets::zlexcount),
     sync(Zscore, zsets::zscore),
@@ -251,7 +254,7 @@ pub(crate) static COMMANDS: &[Command] = &[
     sync(SortRo, sort::sort_ro),
     // streams
     sync(Xadd, streams::xadd),
-    sync(Xlen, streams::xlen),
+    sync(Xlen, elements::len::<Stream>),
     sync(Xrange, streams::xrange),
     sync(Xrevrange, streams::xrevrange),
     sync(Xdel, streams::xdel),

@@ -40,6 +40,31 @@ impl Ctx<'_> {
         s.write_coll::<T, R>(h, key, create, |c| f(c, &t))
     }
 
+    /// Replies with the count `f` reads from the `T` at `key`: 0 if absent,
+    /// WRONGTYPE if another type (HLEN, SCARD, ZCOUNT, …).
+    pub(crate) fn reply_read_count<T: Typed>(
+        &mut self,
+        key: &[u8],
+        f: impl FnOnce(&T) -> usize,
+    ) -> CmdResult {
+        let n = self.read::<T, _>(key, f)?;
+        encode::integer(self.out, n.unwrap_or(0) as i64);
+        Ok(())
+    }
+
+    /// Changes the `T` at `key` with `f` (see [`Ctx::write`]) and replies
+    /// with the count it returns: 0 if absent (HDEL, SREM, ZREM, LPUSH, …).
+    pub(crate) fn reply_write_count<T: Typed>(
+        &mut self,
+        key: &[u8],
+        create: bool,
+        f: impl FnOnce(&mut T, &Thresholds) -> usize,
+    ) -> CmdResult {
+        let n = self.write::<T, _>(key, create, f)?;
+        encode::integer(self.out, n.unwrap_or(0) as i64);
+        Ok(())
+    }
+
     /// Locks the shards of all `keys` at once (in shard order), so a
     /// multi-key command reads and writes them atomically.
     pub(crate) fn lock_keys(&self, keys: &[&[u8]]) -> Many<'_> {

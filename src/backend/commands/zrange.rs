@@ -231,7 +231,7 @@ pub(crate) fn zrevrangebylex(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
 }
 
 fn remove_range(ctx: &mut Ctx, key: &[u8], range: Range) -> CmdResult {
-    let n = ctx.write::<ZSet, _>(key, false, |z, _| {
+    ctx.reply_write_count::<ZSet>(key, false, |z, _| {
         let (a, b) = match &range {
             Range::Rank(s, e) => match rank_range(*s, *e, z.len()) {
                 Some((s, e)) => (s, e + 1),
@@ -241,9 +241,7 @@ fn remove_range(ctx: &mut Ctx, key: &[u8], range: Range) -> CmdResult {
             Range::Lex(min, max) => z.lex_range(min, max),
         };
         z.remove_range(a, b)
-    })?;
-    encode::integer(ctx.out, n.unwrap_or(0) as i64);
-    Ok(())
+    })
 }
 
 /// ZREMRANGEBYRANK key start stop

@@ -1,13 +1,13 @@
-//! Sorted-set commands on one key: ZADD, ZINCRBY, ZREM, ZCARD, ZCOUNT,
-//! ZLEXCOUNT, ZSCORE, ZMSCORE, ZRANK, ZREVRANK, ZPOPMIN, ZPOPMAX, ZMPOP,
-//! ZRANDMEMBER and ZSCAN. Ranges live in `zrange.rs`, the multi-key set
-//! algebra in `zstore.rs`. Scores are replied as Redis 7.0 does (`%.17g`).
+//! Sorted-set commands on one key: ZADD, ZINCRBY, ZCOUNT, ZLEXCOUNT,
+//! ZSCORE, ZMSCORE, ZRANK, ZREVRANK, ZPOPMIN, ZPOPMAX, ZMPOP, ZRANDMEMBER
+//! and ZSCAN (ZREM and ZCARD are `elements.rs`'s). Ranges live in
+//! `zrange.rs`, the multi-key set algebra in `zstore.rs`. Scores are replied as Redis 7.0 does (`%.17g`).
 
-use super::hashes::random_picks;
+use super::hashes::{counted_picks, parse_random_args, random_picks};
 use super::keys::parse_cursor;
 use super::util::{
-    double, empty_scan, fmt_double, parse_mpop, parse_positive, parse_random_count, parse_score,
-    reply_pairs, scan_opts, scan_reply, scan_step, MUST_BE_POSITIVE,
+    double, empty_scan, fmt_double, parse_mpop, parse_positive, parse_score, reply_pairs,
+    scan_opts, scan_reply, scan_step, MUST_BE_POSITIVE,
 };
 use super::zrange::{parse_lex_range, parse_score_range};
 use super::{CmdResult, Ctx};
@@ -148,42 +148,22 @@ pub(crate) fn zincrby(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     Ok(())
 }
 
-/// ZREM key member [member ...]
-pub(crate) fn zrem(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
-    let n = ctx.write::<ZSet, _>(args[1], false, |z, _| {
-        args[2..].iter().filter(|m| z.remove(m)).count()
-    })?;
-    encode::integer(ctx.out, n.unwrap_or(0) as i64);
-    Ok(())
-}
-
-/// ZCARD key
-pub(crate) fn zcard(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
-    let n = ctx.read::<ZSet, _>(args[1], |z| z.len())?;
-    encode::integer(ctx.out, n.unwrap_or(0) as i64);
-    Ok(())
-}
-
 /// ZCOUNT key min max
 pub(crate) fn zcount(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     let (min, max) = parse_score_range(args[2], args[3])?;
-    let n = ctx.read::<ZSet, _>(args[1], |z| {
+    ctx.reply_read_count::<ZSet>(args[1], |z| {
         let (a, b) = z.score_range(min, max);
         b - a
-    })?;
-    encode::integer(ctx.out, n.unwrap_or(0) as i64);
-    Ok(())
+    })
 }
 
 /// ZLEXCOUNT key min max
 pub(crate) fn zlexcount(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     let (min, max) = parse_lex_range(args[2], args[3])?;
-    let n = ctx.read::<ZSet, _>(args[1], |z| {
+    ctx.reply_read_count::<ZSet>(args[1], |z| {
         let (a, b) = z.lex_range(&min, &max);
         b - a
-    })?;
-    encode::integer(ctx.out, n.unwrap_or(0) as i64);
-    Ok(())
+    })
 }
 
 /// ZSCORE key member
@@ -330,15 +310,7 @@ pub(super) fn reply_key_and_pairs(out: &mut BytesMut, key: &[u8], p: &[(Elem, f6
 
 /// ZRANDMEMBER key [count [WITHSCORES]]
 pub(crate) fn zrandmember(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
-    let mut count = None;
-    let mut withscores = false;
-    if args.len() >= 3 {
-        withscores = args.len() == 4 && eq_ignore_case(args[3], b"withscores");
-        count = Some(parse_random_count(args[2], withscores)?);
-        if args.len() >= 4 && !withscores {
-            return Err(CmdError::Syntax);
-        }
-    }
+    let (count, withscores) = parse_random_args(args, b"withscores")?;
     let picked = ctx.read::<ZSet, _>(args[1], |z| {
         let mut picks = random_picks(z.len(), count.unwrap_or(1));
         if count.is_some_and(|c| c >= z.len() as i64) {
@@ -353,15 +325,8 @@ pub(crate) fn zrandmember(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
             })
             .collect::<Vec<_>>()
     })?;
-    let Some(count) = count else {
-        let first = picked.and_then(|p| p.into_iter().next());
-        ctx.bulk_or_null(first.as_ref().map(|p| &p.0[..]));
+    let Some(picked) = counted_picks(ctx, count, picked) else {
         return Ok(());
-    };
-    let picked = if count == 0 {
-        Vec::new()
-    } else {
-        picked.unwrap_or_default()
     };
     if withscores {
         reply_pairs(ctx, &picked, true);

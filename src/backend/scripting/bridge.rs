@@ -122,6 +122,10 @@ impl<'a> Caller<'a> {
                     "'{name}' is not served by the built-in nodes; use redis-server nodes (config/redis-servers.toml)"
                 ));
             }
+            // Redis Cluster's commands, which a script may not call.
+            if crate::resp::eq_ignore_case(argv[0], b"cluster") {
+                return fail("This Redis command is not allowed from script");
+            }
             return fail("Unknown Redis command called from script");
         };
         if !arity_ok(cmd.arity, argv.len()) {
@@ -129,6 +133,12 @@ impl<'a> Caller<'a> {
         }
         if NOSCRIPT.contains(&cmd.name) {
             return fail("This Redis command is not allowed from script");
+        }
+        if matches!(cmd.name, "xread" | "xreadgroup") && is_blocking_read(&argv) {
+            return fail(&format!(
+                "{} command is not allowed with BLOCK option from scripts",
+                cmd.name
+            ));
         }
         if cmd.flags & WRITE != 0 {
             if self.node.repl.is_replica()
@@ -155,4 +165,13 @@ impl<'a> Caller<'a> {
         let is_err = out.first() == Some(&b'-');
         Ok((!is_err, v))
     }
+}
+
+/// XREAD / XREADGROUP with BLOCK among its options.
+fn is_blocking_read(argv: &[&[u8]]) -> bool {
+    let args: Vec<bytes::Bytes> = argv
+        .iter()
+        .map(|a| bytes::Bytes::copy_from_slice(a))
+        .collect();
+    crate::catalogue::is_blocking_stream_read(&args)
 }

@@ -67,7 +67,13 @@ pub(super) async fn blocked(
         // A subscriber (RESP3) gets its messages while it blocks, as in Redis.
         let mut pushes = false;
         tokio::select! {
-            reply = served(&mut waiting) => return Ok(Some(reply)),
+            reply = served(&mut waiting) => {
+                // CLIENT UNBLOCK … TIMEOUT: answered as a timeout.
+                if reply.is_empty() {
+                    return Ok(Some(Bytes::from_static(block.on_timeout)));
+                }
+                return Ok(Some(reply));
+            }
             n = &mut acks => return Ok(Some(Bytes::from(format!(":{n}\r\n")))),
             _ = wait_pushes(client), if client.pubsub.is_some() => pushes = true,
             _ = &mut timeout => {

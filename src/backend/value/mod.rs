@@ -95,24 +95,26 @@ pub(crate) struct Thresholds {
 }
 
 impl Default for Thresholds {
-    /// Redis 7's defaults.
     fn default() -> Self {
-        Thresholds {
-            hash_entries: 512,
-            hash_value: 64,
-            list_size: -2,
-            set_intset: 512,
-            set_entries: 128,
-            set_value: 64,
-            zset_entries: 128,
-            zset_value: 64,
-            stream_node_bytes: 4096,
-            stream_node_entries: 100,
-        }
+        Thresholds::REDIS_DEFAULTS
     }
 }
 
 impl Thresholds {
+    /// Redis 7's defaults.
+    pub(crate) const REDIS_DEFAULTS: Thresholds = Thresholds {
+        hash_entries: 512,
+        hash_value: 64,
+        list_size: -2,
+        set_intset: 512,
+        set_entries: 128,
+        set_value: 64,
+        zset_entries: 128,
+        zset_value: 64,
+        stream_node_bytes: 4096,
+        stream_node_entries: 100,
+    };
+
     /// Whether a list of `len` items totalling `bytes` fits one listpack.
     pub(crate) fn list_fits(&self, len: usize, bytes: usize) -> bool {
         if self.list_size >= 0 {
@@ -203,7 +205,27 @@ pub(crate) trait Typed: Sized {
     fn of(c: &mut Coll) -> Option<&mut Self>;
     /// Read-only [`Typed::of`].
     fn of_ref(c: &Coll) -> Option<&Self>;
+    /// Its elements (fields, items, members, entries).
+    fn len(&self) -> usize;
 }
+
+/// A collection whose elements are removed by name: a hash's fields, a
+/// set's or a sorted set's members.
+pub(crate) trait ByName: Typed {
+    /// Removes `name`; true if it was there.
+    fn remove_name(&mut self, name: &[u8]) -> bool;
+}
+
+macro_rules! by_name {
+    ($($t:ident),*) => {
+        $(impl ByName for $t {
+            fn remove_name(&mut self, name: &[u8]) -> bool {
+                self.remove(name)
+            }
+        })*
+    };
+}
+by_name!(Hash, Set, ZSet);
 
 macro_rules! typed {
     ($t:ident, $variant:ident, $kind:ident) => {
@@ -223,6 +245,9 @@ macro_rules! typed {
                     Coll::$variant(v) => Some(v),
                     _ => None,
                 }
+            }
+            fn len(&self) -> usize {
+                $t::len(self)
             }
         }
     };
@@ -248,6 +273,9 @@ impl Typed for Stream {
             Coll::Stream(v) => Some(v),
             _ => None,
         }
+    }
+    fn len(&self) -> usize {
+        Stream::len(self)
     }
 }
 

@@ -12,7 +12,8 @@ use bytes::{Bytes, BytesMut};
 
 use crate::proxy::admin::error::AdminError;
 use crate::proxy::admin::etcd::{Fleet, ProxyInfo};
-use crate::proxy::admin::migration::{self, follow};
+use crate::proxy::admin::migration::{self, barrier, follow};
+use crate::proxy::admin::state::Saved;
 use crate::proxy::admin::store;
 use crate::proxy::Proxy;
 use crate::resp::encode;
@@ -38,13 +39,21 @@ pub(crate) fn spawn(proxy: &Arc<Proxy>) {
         return;
     };
     let (others, leader) = (f.others.clone(), f.leader.clone());
+    // What it routes by from the start (an empty store it seeded included).
+    let (p, rev) = (
+        proxy.clone(),
+        proxy.store.as_ref().map_or(0, |s| s.revision()),
+    );
+    tokio::spawn(async move { barrier::acknowledge(&p, rev).await });
     tokio::spawn(follow_store(Arc::downgrade(proxy), others, leader));
     tokio::spawn(report(Arc::downgrade(proxy)));
 }
 
+/// Routes by each topology the store hands over, gets ready for its phase
+/// and acknowledges it; as the newly elected leader, resumes the change.
 async fn follow_store(
     weak: Weak<Proxy>,
-    mut others: tokio::sync::watch::Receiver<Option<crate::proxy::admin::state::Saved>>,
+    mut others: tokio::sync::watch::Receiver<Option<(i64, Saved)>>,
     mut leader: tokio::sync::watch::Receiver<bool>,
 ) {
     let mut was_leader = false;
@@ -65,25 +74,40 @@ async fn follow_store(
         if is_leader && !was_leader {
             tracing::info!("this proxy is the fleet's leader");
             let store = proxy.store.clone().expect("a fleet has a store");
-            match tokio::task::spawn_blocking(move || store.load()).await {
+            let read = tokio::task::spawn_blocking(move || {
+                store.load().map(|s| s.map(|s| (store.revision(), s)))
+            });
+            match read.await {
                 Ok(Ok(s)) => saved = s.or(saved),
                 Ok(Err(e)) => tracing::warn!(error = %e, "reading the topology as the new leader"),
                 Err(e) => tracing::warn!(error = %e, "reading the topology as the new leader"),
             }
         }
         was_leader = is_leader;
-        let Some(s) = saved else {
+        let Some((rev, s)) = saved else {
             continue;
         };
-        if let Err(e) = follow::apply(&proxy, &s) {
-            tracing::warn!(error = %e, "cannot route by the topology in the store");
-            continue;
+        let old = match follow::apply(&proxy, &s) {
+            Ok(old) => old,
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot route by the topology in the store");
+                continue;
+            }
+        };
+        if let Some(f) = fleet(&proxy) {
+            f.routed_by(rev);
         }
         if is_leader && s.migration.is_some() {
             tracing::info!(change = %crate::proxy::admin::state::change_label(&s), "resuming the fleet's change as its leader");
             if let Err(e) = migration::resume_with(&proxy, s, "as the new leader") {
                 tracing::warn!(error = %e, "cannot resume the fleet's change");
             }
+            continue;
+        }
+        match follow::prepare(&proxy, old).await {
+            Ok(()) => barrier::acknowledge(&proxy, rev).await,
+            // Not acknowledged: the leader waits, then aborts the change.
+            Err(e) => tracing::warn!(error = %e, "cannot get ready for the fleet's phase"),
         }
     }
 }

@@ -7,6 +7,7 @@
 //! the trait.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use crate::proxy::admin::etcd::{EtcdStore, Fleet, ProxyInfo};
 use crate::proxy::admin::state::{self, Saved, StateError};
@@ -40,6 +41,24 @@ pub(crate) trait TopologyStore: Send + Sync {
     fn proxies(&self) -> Result<Vec<ProxyInfo>, StateError> {
         Ok(Vec::new())
     }
+
+    /// The newest topology revision this proxy knows (0 for a file).
+    fn revision(&self) -> i64 {
+        0
+    }
+
+    /// Tells the fleet this proxy routes by, and is ready for, revision
+    /// `rev` (blocking; nothing to tell for a store one proxy owns).
+    fn acknowledge(&self, _rev: i64) -> Result<(), StateError> {
+        Ok(())
+    }
+
+    /// The fleet's barrier (blocking): waits, at most `max`, until every
+    /// other live proxy has acknowledged `rev` or lost its lease; returns
+    /// those that acknowledged, each with its lease.
+    fn await_acks(&self, _rev: i64, _max: Duration) -> Result<Vec<(String, i64)>, StateError> {
+        Ok(Vec::new())
+    }
 }
 
 /// True unless `store` is shared and another proxy holds the election: the
@@ -48,6 +67,13 @@ pub(crate) fn is_leader(store: Option<&dyn TopologyStore>) -> bool {
     store
         .and_then(|s| s.fleet())
         .is_none_or(|f| *f.leader.borrow())
+}
+
+/// Whether a proxy over `store` may route keyed requests now: always,
+/// unless the store is shared and the proxy's lease lapsed or it has not
+/// caught up since (see `admin::etcd`'s session). Read per request.
+pub(crate) fn is_serving(store: Option<&dyn TopologyStore>) -> bool {
+    store.and_then(|s| s.fleet()).is_none_or(|f| f.is_serving())
 }
 
 /// The state file: TOML, written atomically (see `state`).

@@ -58,11 +58,12 @@ pub(super) fn cluster_info(proxy: &crate::proxy::Proxy) -> String {
 fn fleet_lines(proxy: &crate::proxy::Proxy) -> String {
     match fleet::fleet(proxy) {
         Some(f) => format!(
-            "topology_store:etcd\r\nproxy_id:{}\r\nleader:{}\r\netcd_connected:{}\r\nlease_ttl_s:{}\r\n",
+            "topology_store:etcd\r\nproxy_id:{}\r\nleader:{}\r\netcd_connected:{}\r\nlease_ttl_s:{}\r\nserving:{}\r\n",
             f.id,
             f.leader_id(),
             u8::from(f.is_connected()),
-            f.lease_ttl_s
+            f.lease_ttl_s,
+            u8::from(f.is_serving())
         ),
         None => String::new(),
     }

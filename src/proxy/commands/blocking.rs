@@ -10,20 +10,23 @@
 //! pops nothing for it. When a topology change moves the keys while the
 //! command blocks, the command is aborted with an error (after a short grace
 //! for a reply already on its way), since pushes now go to the new owner.
+//! `CLIENT ID` goes just before the command on its connection, so CLIENT
+//! UNBLOCK through the proxy can name that connection to the node.
 //! Called by `dispatch` (and for XREAD/XREADGROUP with BLOCK).
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
 
 use crate::catalogue::Id;
+use crate::proxy::commands::clients::entry::{BlockedOn, ClientEntry};
 use crate::proxy::conn::client::ClientState;
 use crate::proxy::conn::pending::Pending;
 use crate::proxy::policy::CommandSpec;
 use crate::proxy::upstream::pinned::Pinned;
-use crate::proxy::upstream::topology;
+use crate::proxy::upstream::topology::{self, Node};
 use crate::proxy::Proxy;
 use crate::resp::reply::integer;
 use crate::resp::Request;
@@ -156,12 +159,16 @@ pub(crate) async fn blocked(
         Err(e) => return Pending::error(&e.to_string()),
     };
     invalidate(proxy, &keys, write);
+    // The node's id for this connection first, for CLIENT UNBLOCK.
+    let id_rx = pin.send(Bytes::from_static(CLIENT_ID)).await;
     let rx = pin.send_for(raw, &client.budget).await;
     drop(routing);
     let guard = BlockedGuard::new(proxy, &client.blocked, timed);
+    let on = OnNode::register(&client.entry, &node, id_rx);
     let proxy = proxy.clone();
     Pending::Later(Box::pin(async move {
         let _guard = guard;
+        let _on = on;
         let reply = wait_reply(&proxy, &pin, &keys, rx).await;
         if write {
             mark_moving(&proxy, &keys);
@@ -170,6 +177,57 @@ pub(crate) async fn blocked(
         invalidate(&proxy, &keys, write);
         reply
     }))
+}
+
+const CLIENT_ID: &[u8] = b"*2\r\n$6\r\nCLIENT\r\n$2\r\nID\r\n";
+
+/// Tells apart a client's successive blocking commands.
+static NEXT_TOKEN: AtomicU64 = AtomicU64::new(1);
+
+/// Publishes where a client's blocking command waits (its entry's
+/// `blocked_on`) for as long as it waits.
+struct OnNode {
+    entry: Arc<ClientEntry>,
+    token: u64,
+}
+
+impl OnNode {
+    fn register(
+        entry: &Arc<ClientEntry>,
+        node: &Arc<Node>,
+        id_rx: tokio::sync::oneshot::Receiver<Bytes>,
+    ) -> OnNode {
+        let token = NEXT_TOKEN.fetch_add(1, Ordering::Relaxed);
+        let (tx, node_id) = tokio::sync::watch::channel(None);
+        tokio::spawn(async move {
+            if let Ok(r) = id_rx.await {
+                let _ = tx.send(integer(&r).and_then(|n| u64::try_from(n).ok()));
+            }
+        });
+        *lock(&entry.blocked_on) = Some(BlockedOn {
+            token,
+            node: node.clone(),
+            node_id,
+        });
+        OnNode {
+            entry: entry.clone(),
+            token,
+        }
+    }
+}
+
+impl Drop for OnNode {
+    fn drop(&mut self) {
+        let mut on = lock(&self.entry.blocked_on);
+        if on.as_ref().is_some_and(|b| b.token == self.token) {
+            *on = None;
+        }
+    }
+}
+
+/// A poisoned lock still holds a consistent `Option`.
+fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// The blocked command's reply, or an error once its keys moved away.

@@ -26,7 +26,8 @@ use crate::resp::reply::is_error;
 use crate::resp::{encode, eq_ignore_case, Request};
 
 /// What the proxy needs from each node's INFO.
-const NODE_INFO: &[u8] = b"*4\r\n$4\r\nINFO\r\n$6\r\nmemory\r\n$5\r\nstats\r\n$8\r\nkeyspace\r\n";
+const NODE_INFO: &[u8] =
+    b"*5\r\n$4\r\nINFO\r\n$6\r\nmemory\r\n$11\r\npersistence\r\n$5\r\nstats\r\n$8\r\nkeyspace\r\n";
 
 /// The nodes' figures, summed.
 #[derive(Debug, Default, PartialEq)]
@@ -45,6 +46,8 @@ struct NodeSums {
     misses: u64,
     keys: u64,
     expires: u64,
+    /// Writes the nodes counted (`rdb_changes_since_last_save`).
+    dirty: u64,
 }
 
 impl NodeSums {
@@ -67,6 +70,7 @@ impl NodeSums {
         self.evicted += field_u64(text, "evicted_keys");
         self.hits += field_u64(text, "keyspace_hits");
         self.misses += field_u64(text, "keyspace_misses");
+        self.dirty += field_u64(text, "rdb_changes_since_last_save");
         let (k, e) = keyspace(text);
         self.keys += k;
         self.expires += e;
@@ -104,7 +108,7 @@ pub(crate) async fn info(proxy: &Arc<Proxy>, s: &ClientState, args: &[Bytes]) ->
     let want = Selection::parse(&args[1..]);
     let proto = s.proto;
     let proxy = proxy.clone();
-    let waits = if want.has_any(&["memory", "stats", "keyspace"]) {
+    let waits = if want.has_any(&["memory", "persistence", "stats", "keyspace"]) {
         ask_nodes(&proxy, s).await
     } else {
         Vec::new()
@@ -165,6 +169,8 @@ fn info_text(p: &Proxy, want: Selection, n: &NodeSums) -> String {
                 ),
                 // Bytes of requests read but not yet complete, all clients.
                 ("shardis_query_buffer_bytes", p.query_buffers.total()),
+                // Bytes of replies not yet written, all clients.
+                ("shardis_reply_bytes_owed", p.reply_total.total()),
             ],
         );
     }
@@ -197,13 +203,14 @@ fn info_text(p: &Proxy, want: Selection, n: &NodeSums) -> String {
         t.section(
             "persistence",
             &[
-                ("loading", "0"),
-                ("async_loading", "0"),
-                ("rdb_bgsave_in_progress", "0"),
-                ("rdb_last_bgsave_status", "ok"),
-                ("aof_enabled", "0"),
-                ("aof_rewrite_in_progress", "0"),
-                ("aof_last_write_status", "ok"),
+                ("loading", "0".to_string()),
+                ("async_loading", "0".into()),
+                ("rdb_changes_since_last_save", n.dirty.to_string()),
+                ("rdb_bgsave_in_progress", "0".into()),
+                ("rdb_last_bgsave_status", "ok".into()),
+                ("aof_enabled", "0".into()),
+                ("aof_rewrite_in_progress", "0".into()),
+                ("aof_last_write_status", "ok".into()),
             ],
         );
     }
@@ -235,6 +242,11 @@ fn info_text(p: &Proxy, want: Selection, n: &NodeSums) -> String {
                 (
                     "client_output_buffer_limit_disconnections",
                     p.stats.output_limit_closes.load(Ordering::Relaxed),
+                ),
+                // Closed by the total of owed replies (`max_output_buffer_total`).
+                (
+                    "evicted_clients",
+                    p.stats.reply_total_closes.load(Ordering::Relaxed),
                 ),
                 // Requests whose handling panicked, answered `-ERR internal error`.
                 (

@@ -205,6 +205,7 @@ fn client(proxy: &Proxy, s: &mut ClientState, args: &[Bytes]) -> Pending {
         ("list", _) | ("info", 2) => return crate::proxy::commands::clients::list(proxy, s, args),
         ("kill", n) if n >= 3 => return crate::proxy::commands::clients::kill(proxy, s, args),
         ("reply", 3) => return crate::proxy::commands::clients::reply(s, &args[2]),
+        ("unblock", 3 | 4) => return crate::proxy::commands::clients::unblock(proxy, args),
         ("help", 2) => help(&mut out, "CLIENT", CLIENT_HELP),
         ("no-evict" | "no-touch", 3) => {
             if !eq_ignore_case(&args[2], b"on") && !eq_ignore_case(&args[2], b"off") {
@@ -214,7 +215,7 @@ fn client(proxy: &Proxy, s: &mut ClientState, args: &[Bytes]) -> Pending {
         }
         (
             "setname" | "getname" | "id" | "setinfo" | "info" | "no-evict" | "no-touch" | "help"
-            | "kill" | "reply",
+            | "kill" | "reply" | "unblock",
             _,
         ) => {
             return Pending::error(&format!(
@@ -244,6 +245,8 @@ const CLIENT_HELP: &[&str] = &[
     "REPLY (ON|OFF|SKIP)",
     "SETINFO <LIB-NAME|LIB-VER> <value>",
     "SETNAME <name>",
+    "UNBLOCK <clientid> [TIMEOUT|ERROR]",
+    "    Unblock the specified blocked client.",
     "HELP",
 ];
 

@@ -37,6 +37,23 @@ pub(super) struct FileConfig {
     pub(super) failover: ha::FailoverSection,
     #[serde(default)]
     pub(super) backend_auth: BackendAuthSection,
+    pub(super) tls: Option<TlsSection>,
+}
+
+/// `[tls]`: the TLS listener towards clients.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct TlsSection {
+    pub(super) listen: String,
+    pub(super) cert: String,
+    pub(super) key: String,
+    pub(super) client_ca: Option<String>,
+    #[serde(default = "yes")]
+    pub(super) plaintext: bool,
+}
+
+fn yes() -> bool {
+    true
 }
 
 /// `[backend_auth]`: what the proxy sends every node that has no
@@ -63,8 +80,10 @@ pub(super) struct ProxySection {
     pub(super) max_args: usize,
     pub(super) max_query_buffer: usize,
     pub(super) max_query_buffer_total: usize,
-    pub(super) client_output_hard_limit: usize,
-    pub(super) client_output_soft_limit: usize,
+    pub(super) max_output_buffer_total: usize,
+    /// Unset: a share of `max_output_buffer_total`.
+    pub(super) client_output_hard_limit: Option<usize>,
+    pub(super) client_output_soft_limit: Option<usize>,
     pub(super) client_output_soft_seconds: u64,
     pub(super) drain_timeout_ms: u64,
     pub(super) state_file: Option<String>,
@@ -90,8 +109,9 @@ impl Default for ProxySection {
             max_args: limits.max_args,
             max_query_buffer: limits.max_query_buffer,
             max_query_buffer_total: DEFAULT_MAX_QUERY_BUFFER_TOTAL,
-            client_output_hard_limit: DEFAULT_CLIENT_OUTPUT_HARD_LIMIT,
-            client_output_soft_limit: DEFAULT_CLIENT_OUTPUT_SOFT_LIMIT,
+            max_output_buffer_total: DEFAULT_MAX_OUTPUT_BUFFER_TOTAL,
+            client_output_hard_limit: None,
+            client_output_soft_limit: None,
             client_output_soft_seconds: DEFAULT_CLIENT_OUTPUT_SOFT_SECONDS,
             drain_timeout_ms: DEFAULT_DRAIN_TIMEOUT_MS,
             state_file: None,

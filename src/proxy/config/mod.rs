@@ -22,6 +22,7 @@ pub use topology::{
 
 pub use crate::proxy::conn::auth::config::AuthConfig;
 use crate::proxy::conn::budget::OutputLimits;
+pub use crate::proxy::conn::tls::TlsConfig;
 use crate::proxy::upstream::credentials::Credentials;
 pub use crate::proxy::upstream::credentials::NodeCredentials;
 use crate::resp::Limits;
@@ -46,13 +47,24 @@ pub const DEFAULT_CONNECTIONS_PER_NODE: usize = 1;
 pub const DEFAULT_MAX_PINNED_PER_NODE: usize = 1024;
 /// Proxy runtime threads; 0 = one per core.
 pub const DEFAULT_THREADS: usize = 0;
+/// Reply bytes owed to all clients together (Redis 7's `maxmemory-clients`
+/// for replies); over it, the client owing the most is closed.
+pub const DEFAULT_MAX_OUTPUT_BUFFER_TOTAL: usize = 2 << 30;
+/// Unless set, a client's output hard limit is this share of the total
+/// (1/8): however many clients stop reading, no one of them holds more.
+pub const CLIENT_OUTPUT_HARD_SHARE: usize = 8;
+/// Unless set, a client's output soft limit is this share of the total (1/32).
+pub const CLIENT_OUTPUT_SOFT_SHARE: usize = 32;
 /// Reply bytes one client may be owed before it is closed at once (Redis's
-/// `client-output-buffer-limit` hard limit): the largest value Redis allows
-/// (`proto-max-bulk-len`, 512 MB) still fits, with room for its neighbours.
-pub const DEFAULT_CLIENT_OUTPUT_HARD_LIMIT: usize = crate::resp::DEFAULT_MAX_BULK_LEN + (64 << 20);
+/// `client-output-buffer-limit` hard limit), with the default total: 256 MB,
+/// so a value larger than that needs a larger limit.
+pub const DEFAULT_CLIENT_OUTPUT_HARD_LIMIT: usize =
+    DEFAULT_MAX_OUTPUT_BUFFER_TOTAL / CLIENT_OUTPUT_HARD_SHARE;
 /// Reply bytes one client may be owed for at most
-/// `DEFAULT_CLIENT_OUTPUT_SOFT_SECONDS` before it is closed.
-pub const DEFAULT_CLIENT_OUTPUT_SOFT_LIMIT: usize = 128 << 20;
+/// `DEFAULT_CLIENT_OUTPUT_SOFT_SECONDS` before it is closed (64 MB with the
+/// default total).
+pub const DEFAULT_CLIENT_OUTPUT_SOFT_LIMIT: usize =
+    DEFAULT_MAX_OUTPUT_BUFFER_TOTAL / CLIENT_OUTPUT_SOFT_SHARE;
 pub const DEFAULT_CLIENT_OUTPUT_SOFT_SECONDS: u64 = 60;
 /// Query buffer bytes of all clients together; over it, the client with the
 /// largest buffer is closed.
@@ -85,6 +97,8 @@ pub struct Config {
     pub output_limits: OutputLimits,
     /// Query buffer bytes of all clients together.
     pub max_query_buffer_total: usize,
+    /// Reply bytes owed to all clients together.
+    pub max_output_buffer_total: usize,
     /// On shutdown, how long owed replies are still answered.
     pub drain_timeout_ms: u64,
     /// Where topology changes are persisted; `None` keeps them in memory only.
@@ -118,6 +132,8 @@ pub struct Config {
     /// `[[nodes]]` entry's username and password, or a twemproxy pool's
     /// `redis_auth`; and the database it selects (`redis_db`; 0 from TOML).
     pub node_auth: NodeCredentials,
+    /// `[tls]`: the TLS listener towards clients, if any.
+    pub tls: Option<TlsConfig>,
 }
 
 /// Background mover settings.
@@ -234,6 +250,7 @@ impl Config {
             ("proxy.max_args", p.max_args),
             ("proxy.max_query_buffer", p.max_query_buffer),
             ("proxy.max_query_buffer_total", p.max_query_buffer_total),
+            ("proxy.max_output_buffer_total", p.max_output_buffer_total),
             ("migration.batch", f.migration.batch),
             ("migration.timeout_ms", f.migration.timeout_ms as usize),
             ("up.nodes", f.up.nodes),
@@ -316,6 +333,25 @@ impl Config {
             p.auth_failures_per_sec,
         )?;
         auth.check_protected("proxy.listen", &p.listen)?;
+        let tls = match f.tls {
+            None => None,
+            Some(t) => {
+                check_host_port("tls.listen", &t.listen)?;
+                auth.check_protected("tls.listen", &t.listen)?;
+                for (field, v) in [("tls.cert", &t.cert), ("tls.key", &t.key)] {
+                    if v.is_empty() {
+                        return Err(format!("{field}: a PEM file is required"));
+                    }
+                }
+                Some(TlsConfig {
+                    listen: t.listen,
+                    cert: t.cert.into(),
+                    key: t.key.into(),
+                    client_ca: t.client_ca.filter(|c| !c.is_empty()).map(Into::into),
+                    plaintext: t.plaintext,
+                })
+            }
+        };
         let ring = RingConfig {
             scheme,
             vnodes: f.ring.vnodes,
@@ -340,11 +376,16 @@ impl Config {
                 unauthenticated: false,
             },
             output_limits: OutputLimits {
-                hard_bytes: p.client_output_hard_limit,
-                soft_bytes: p.client_output_soft_limit,
+                hard_bytes: p
+                    .client_output_hard_limit
+                    .unwrap_or(p.max_output_buffer_total / CLIENT_OUTPUT_HARD_SHARE),
+                soft_bytes: p
+                    .client_output_soft_limit
+                    .unwrap_or(p.max_output_buffer_total / CLIENT_OUTPUT_SOFT_SHARE),
                 soft_time: Duration::from_secs(p.client_output_soft_seconds),
             },
             max_query_buffer_total: p.max_query_buffer_total,
+            max_output_buffer_total: p.max_output_buffer_total,
             drain_timeout_ms: p.drain_timeout_ms,
             state_file: p.state_file.filter(|s| !s.is_empty()),
             ring,
@@ -369,6 +410,7 @@ impl Config {
             replicas,
             ha,
             node_auth,
+            tls,
             sentinel,
         })
     }

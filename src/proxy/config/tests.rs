@@ -54,7 +54,14 @@ fn byte_budgets_default_and_parse() {
         Duration::from_secs(DEFAULT_CLIENT_OUTPUT_SOFT_SECONDS)
     );
     assert_eq!(c.max_query_buffer_total, DEFAULT_MAX_QUERY_BUFFER_TOTAL);
+    assert_eq!(c.max_output_buffer_total, DEFAULT_MAX_OUTPUT_BUFFER_TOTAL);
     assert_eq!(c.drain_timeout_ms, DEFAULT_DRAIN_TIMEOUT_MS);
+    // A total alone sets each client's share of it.
+    let c = Config::parse("[proxy]\nmax_output_buffer_total = 800\n").unwrap();
+    assert_eq!(
+        (c.output_limits.hard_bytes, c.output_limits.soft_bytes),
+        (100, 25)
+    );
     let c = Config::parse(
         "[proxy]\nclient_output_hard_limit = 0\nclient_output_soft_limit = 5\n\
          client_output_soft_seconds = 2\nmax_query_buffer_total = 7\ndrain_timeout_ms = 0\n",
@@ -73,6 +80,10 @@ fn byte_budgets_default_and_parse() {
     .unwrap();
     assert_eq!(file.output_limits, Config::parse("").unwrap().output_limits);
     assert_eq!(file.max_query_buffer_total, DEFAULT_MAX_QUERY_BUFFER_TOTAL);
+    assert_eq!(
+        file.max_output_buffer_total,
+        DEFAULT_MAX_OUTPUT_BUFFER_TOTAL
+    );
     assert_eq!(file.limits, Limits::default());
     assert_eq!(file.drain_timeout_ms, DEFAULT_DRAIN_TIMEOUT_MS);
 }
@@ -88,6 +99,10 @@ fn invalid_fields_are_named() {
         (
             "[proxy]\nmax_query_buffer_total = 0\n",
             "proxy.max_query_buffer_total",
+        ),
+        (
+            "[proxy]\nmax_output_buffer_total = 0\n",
+            "proxy.max_output_buffer_total",
         ),
         ("[[nodes]]\naddr = \"x\"\n", "nodes[0].addr"),
         (

@@ -1,12 +1,13 @@
 //! Byte budgets: what one client may make the proxy hold, and what all
-//! clients together may hold in query buffers.
+//! clients together may hold in query buffers and in owed replies.
 //!
 //! * [`ReplyBudget`] — per client: bytes of replies that arrived for it and
 //!   were not yet written to its socket (Redis's `client-output-buffer-limit`,
 //!   normal class: a hard limit, and a soft limit that may be exceeded for at
 //!   most so many seconds). Charged by the upstream actor the moment a reply
 //!   arrives (the actor never waits for the client), released by the session
-//!   as bytes leave on the socket.
+//!   as bytes leave on the socket. Each charge also counts towards the
+//!   proxy-wide [`ReplyTotal`] (`owed.rs`).
 //! * [`QueryBuffers`] — proxy-wide: bytes sitting in client query buffers.
 //!   Over the limit, the client holding the largest buffer is evicted (as
 //!   Redis's `maxmemory-clients` does), so small clients are never the victims
@@ -17,11 +18,18 @@
 //! limit is reported by waking the session, which closes its client.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::sync::Notify;
+
+pub(crate) use super::owed::ReplyTotal;
+
+/// Set in `ReplyBudget::owed` once its session ended: later charges and
+/// releases (replies still arriving for a client that is gone) no longer
+/// move the proxy-wide total, which the close already settled.
+const CLOSED: usize = 1 << (usize::BITS - 1);
 
 /// Buffers smaller than this are only counted in the total; larger ones are
 /// also registered so the largest can be found (the common small request
@@ -44,48 +52,105 @@ pub(crate) enum Exceeded {
     OutputHard,
     OutputSoft,
     QueryTotal,
+    /// The proxy-wide total of owed replies chose this client.
+    ReplyTotal,
 }
+
+/// `ReplyBudget::evicted`: nobody, or which proxy-wide total chose it.
+const NOT_EVICTED: u8 = 0;
+const EVICTED_QUERY: u8 = 1;
+const EVICTED_REPLY: u8 = 2;
 
 /// One client's owed reply bytes, and the flag that evicts it.
 pub(crate) struct ReplyBudget {
+    /// Owed bytes, and [`CLOSED`] once the session ended.
     owed: AtomicUsize,
     limits: OutputLimits,
-    /// Set when the proxy-wide query buffer limit picked this client.
-    evicted: AtomicBool,
+    /// Set when a proxy-wide limit picked this client (`EVICTED_*`).
+    evicted: AtomicU8,
     /// Wakes the session when a limit may have been crossed. `Notify` keeps
     /// one permit, so a wake-up sent while the session was busy is not lost.
     wake: Notify,
+    /// The proxy-wide total this client's replies count towards, and this
+    /// client's id in it.
+    total: Option<(Arc<ReplyTotal>, u64)>,
 }
 
 impl ReplyBudget {
+    /// A budget counted on its own.
+    #[cfg(test)]
     pub(crate) fn new(limits: OutputLimits) -> Arc<ReplyBudget> {
-        Arc::new(ReplyBudget {
+        Arc::new(ReplyBudget::with_total(limits, None))
+    }
+
+    /// A budget for client `id` counted towards `total` too (registered
+    /// there; [`ReplyBudget::close`] takes it out again).
+    pub(crate) fn counted(
+        limits: OutputLimits,
+        total: &Arc<ReplyTotal>,
+        id: u64,
+    ) -> Arc<ReplyBudget> {
+        let b = Arc::new(ReplyBudget::with_total(limits, Some((total.clone(), id))));
+        total.register(id, &b);
+        b
+    }
+
+    fn with_total(limits: OutputLimits, total: Option<(Arc<ReplyTotal>, u64)>) -> ReplyBudget {
+        ReplyBudget {
             owed: AtomicUsize::new(0),
             limits,
-            evicted: AtomicBool::new(false),
+            evicted: AtomicU8::new(NOT_EVICTED),
             wake: Notify::new(),
-        })
+            total,
+        }
     }
 
     /// Counts `n` bytes of reply held for this client; wakes the session when
-    /// this crosses a limit.
+    /// this crosses a limit, and may evict the client owing the most when
+    /// it takes the proxy-wide total over.
     pub(crate) fn charge(&self, n: usize) {
         let before = self.owed.fetch_add(n, Ordering::AcqRel);
+        if before & CLOSED != 0 {
+            return;
+        }
         let after = before + n;
         let crossed = |limit: usize| limit > 0 && before <= limit && after > limit;
         if crossed(self.limits.soft_bytes) || crossed(self.limits.hard_bytes) {
             self.wake.notify_one();
         }
+        if let Some((total, _)) = &self.total {
+            total.charge(n);
+        }
     }
 
     /// `n` charged bytes left the proxy (written, or dropped after a merge).
     pub(crate) fn release(&self, n: usize) {
-        self.owed.fetch_sub(n, Ordering::AcqRel);
+        let before = self.owed.fetch_sub(n, Ordering::AcqRel);
+        if before & CLOSED != 0 {
+            return;
+        }
+        if let Some((total, _)) = &self.total {
+            total.release(n);
+        }
+    }
+
+    /// The session ended: what it was still owed leaves the proxy-wide
+    /// total (the replies are dropped with it), and the client leaves the
+    /// total's registry. Idempotent.
+    pub(crate) fn close(&self) {
+        let before = self.owed.fetch_or(CLOSED, Ordering::AcqRel);
+        if before & CLOSED != 0 {
+            return;
+        }
+        if let Some((total, id)) = &self.total {
+            total.release(before);
+            total.unregister(*id);
+        }
     }
 
     /// Bytes held for this client now.
     pub(crate) fn owed(&self) -> usize {
-        self.owed.load(Ordering::Acquire)
+        self.owed.load(Ordering::Acquire) & !CLOSED
     }
 
     pub(crate) fn limits(&self) -> OutputLimits {
@@ -103,13 +168,29 @@ impl ReplyBudget {
         self.wake.notify_one();
     }
 
-    /// True once the proxy-wide query buffer limit chose this client.
+    /// True once a proxy-wide limit chose this client.
     pub(crate) fn is_evicted(&self) -> bool {
-        self.evicted.load(Ordering::Acquire)
+        self.evicted.load(Ordering::Acquire) != NOT_EVICTED
     }
 
-    fn evict(&self) {
-        self.evicted.store(true, Ordering::Release);
+    /// Which proxy-wide limit chose this client, if one did.
+    pub(crate) fn evicted(&self) -> Option<Exceeded> {
+        match self.evicted.load(Ordering::Acquire) {
+            EVICTED_QUERY => Some(Exceeded::QueryTotal),
+            EVICTED_REPLY => Some(Exceeded::ReplyTotal),
+            _ => None,
+        }
+    }
+
+    /// Chooses this client for closing (the first limit to choose it wins).
+    pub(super) fn evict(&self, why: Exceeded) {
+        let code = match why {
+            Exceeded::ReplyTotal => EVICTED_REPLY,
+            _ => EVICTED_QUERY,
+        };
+        let _ =
+            self.evicted
+                .compare_exchange(NOT_EVICTED, code, Ordering::AcqRel, Ordering::Acquire);
         self.wake.notify_one();
     }
 }
@@ -205,7 +286,7 @@ impl QueryBuffers {
                 .filter(|(_, (_, b))| !b.is_evicted())
                 .max_by_key(|(_, (n, _))| *n)
             {
-                victim.evict();
+                victim.evict(Exceeded::QueryTotal);
             }
         }
     }

@@ -62,7 +62,7 @@ impl ClientState {
         let local = sock.local_addr().map(|a| a.to_string()).unwrap_or_default();
         let fd = std::os::fd::AsRawFd::as_raw_fd(sock) as i64;
         let id = proxy.next_client_id.fetch_add(1, Ordering::Relaxed);
-        let budget = ReplyBudget::new(proxy.config.output_limits);
+        let budget = ReplyBudget::counted(proxy.config.output_limits, &proxy.reply_total, id);
         let entry = Arc::new(ClientEntry::new(
             id,
             peer.clone(),
@@ -104,8 +104,9 @@ impl ClientState {
 }
 
 /// A session's query buffer bytes as counted in the proxy-wide total; the
-/// count is given back, and the session leaves the proxy's registry, when
-/// the session ends, however it ends.
+/// count is given back (and what it was owed leaves the reply total), and
+/// the session leaves the proxy's registry, when the session ends, however
+/// it ends.
 pub(crate) struct QueryCharge {
     pub(crate) proxy: Arc<Proxy>,
     pub(crate) id: u64,
@@ -126,6 +127,8 @@ impl QueryCharge {
 impl Drop for QueryCharge {
     fn drop(&mut self) {
         self.resize(0);
+        // What it is still owed is dropped with the session.
+        self.budget.close();
         let mut sessions = self
             .proxy
             .sessions

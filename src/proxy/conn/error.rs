@@ -14,6 +14,10 @@ use crate::resp::{encode, ProtocolError};
 /// Keys of one request on two nodes: Redis Cluster's text, outside MULTI as inside.
 pub(crate) const CROSSSLOT: &str = "CROSSSLOT Keys in request don't hash to the same slot";
 
+/// A proxy of a fleet without a live lease, or not caught up since it got
+/// one, may route by a ring the fleet has left: it serves no data.
+pub(crate) const NOT_SERVING: &str = "TRYAGAIN this proxy's etcd lease lapsed, or it is catching up with the fleet's topology: it serves no keys until it routes by the fleet's current ring; retry, or use another proxy";
+
 /// The `-ERR` a client gets when its reply's channel closed without a reply.
 pub(crate) fn lost() -> Bytes {
     Bytes::from_static(b"-ERR upstream connection lost before the reply arrived\r\n")

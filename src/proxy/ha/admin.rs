@@ -76,24 +76,16 @@ async fn refresh(proxy: &Arc<Proxy>) {
 
 /// True when `addr` is a member of some shard already.
 fn is_member(proxy: &Proxy, addr: &str) -> bool {
-    proxy
-        .routing
-        .load()
-        .ring
-        .nodes()
-        .iter()
-        .any(|n| n.addr == addr)
-        || proxy.ha.shard_of_replica(addr).is_some()
+    in_ring(proxy, |n| n.addr == addr) || proxy.ha.shard_of_replica(addr).is_some()
 }
 
 fn has_shard(proxy: &Proxy, shard: &str) -> bool {
-    proxy
-        .routing
-        .load()
-        .ring
-        .nodes()
-        .iter()
-        .any(|n| n.name == shard)
+    in_ring(proxy, |n| n.name == shard)
+}
+
+/// True when a node of the current ring is `is`.
+fn in_ring(proxy: &Proxy, is: impl Fn(&crate::ring::NodeSpec) -> bool) -> bool {
+    proxy.routing.load().ring.nodes().iter().any(is)
 }
 
 /// `CLUSTER ADDREPLICA <shard> host:port`: the node becomes a replica of the

@@ -34,11 +34,7 @@ pub(crate) struct Member {
 pub(crate) fn member(proxy: &Proxy, addr: &str) -> Option<Member> {
     let routing = proxy.routing.load();
     // A shard being added is in the next ring only.
-    let next = routing
-        .migration
-        .as_ref()
-        .map(|m| m.next.nodes())
-        .unwrap_or(&[]);
+    let next = routing.next_nodes();
     if let Some(n) = routing
         .ring
         .nodes()
@@ -82,11 +78,7 @@ pub(crate) fn start(proxy: &Arc<Proxy>) {
         return;
     }
     let routing = proxy.routing.load();
-    let next = routing
-        .migration
-        .as_ref()
-        .map(|m| m.next.nodes())
-        .unwrap_or(&[]);
+    let next = routing.next_nodes();
     let ring = routing.ring.nodes().iter().chain(next);
     let mut addrs: Vec<String> = ring.map(|n| n.addr.clone()).collect();
     addrs.extend(ha.all_replicas().into_values().flatten());

@@ -1,5 +1,11 @@
 //! Commands sent to every node (DBSIZE, KEYS, FLUSHALL, SCRIPT, …), their
 //! replies aggregated; SCAN and RANDOMKEY walk the nodes themselves.
+//!
+//! SCRIPT KILL and FUNCTION KILL go on a connection of their own to each
+//! node: the script they are meant to stop may hold the shared connection
+//! to its node (its EVAL is in flight there, and a node answers one
+//! connection's requests in order), so a kill queued behind it would only
+//! arrive once the script had ended.
 
 use std::sync::Arc;
 
@@ -10,6 +16,7 @@ use crate::proxy::route::merge::{aggregate, owned_only};
 use crate::proxy::route::send::gather;
 use crate::proxy::upstream::topology::{self, all_nodes};
 use crate::proxy::Proxy;
+use crate::resp::reply::is_error;
 use crate::resp::Request;
 
 pub(crate) async fn fan_out(
@@ -28,6 +35,9 @@ pub(crate) async fn fan_out(
                 .await
         }
         _ => {}
+    }
+    if is_kill(&req) {
+        return kill(proxy, client, req).await;
     }
     let routing = topology::enter(&proxy.routing, std::iter::empty).await;
     if agg == Aggregate::AllOk && (routing.migration.is_some() || routing.filter_keys) {
@@ -56,4 +66,78 @@ pub(crate) async fn fan_out(
         }
         aggregate(agg, &replies)
     }))
+}
+
+/// SCRIPT KILL, FUNCTION KILL.
+fn is_kill(req: &Request) -> bool {
+    let name = req.name();
+    (name.eq_ignore_ascii_case(b"script") || name.eq_ignore_ascii_case(b"function"))
+        && req.args.len() == 2
+        && req.args[1].eq_ignore_ascii_case(b"kill")
+}
+
+/// A kill on a fresh connection to every node (the shared one may be held
+/// by the very script to stop; with no pinned place left, the shared one),
+/// answered as one Redis would: `+OK` if some node stopped its script.
+async fn kill(proxy: &Arc<Proxy>, client: &ClientState, req: Request) -> Pending {
+    let routing = topology::enter(&proxy.routing, std::iter::empty).await;
+    let nodes = all_nodes(&routing);
+    client.served.on_many(nodes.len());
+    let mut pins = Vec::with_capacity(nodes.len());
+    let mut waits = Vec::with_capacity(nodes.len());
+    for n in &nodes {
+        match n.pin(client.proto) {
+            Ok(p) => {
+                waits.push(p.send_for(req.raw.clone(), &client.budget).await);
+                pins.push(p);
+            }
+            Err(_) => waits.push(
+                n.upstream(client.proto, client.id)
+                    .send_for(req.raw.clone(), Some(client.budget.clone()))
+                    .await,
+            ),
+        }
+    }
+    drop(routing);
+    let budget = client.budget.clone();
+    Pending::Later(Box::pin(async move {
+        // Held until every node answered: dropping one closes it.
+        let _pins = pins;
+        merge_kills(&gather(waits, &budget).await)
+    }))
+}
+
+/// One reply for a kill sent to every node: `+OK` from the node that killed
+/// its script; else the first error that is not NOTBUSY (UNKILLABLE, a node
+/// down); else NOTBUSY.
+pub(crate) fn merge_kills(replies: &[bytes::Bytes]) -> bytes::Bytes {
+    let notbusy = |r: &[u8]| r.starts_with(b"-NOTBUSY");
+    if let Some(ok) = replies.iter().find(|r| !is_error(r)) {
+        return ok.clone();
+    }
+    replies
+        .iter()
+        .find(|r| !notbusy(r))
+        .or(replies.first())
+        .cloned()
+        .unwrap_or_else(|| {
+            bytes::Bytes::from_static(b"-NOTBUSY No scripts in execution right now.\r\n")
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::merge_kills;
+    use bytes::Bytes;
+
+    #[test]
+    fn a_kill_is_ok_when_any_node_stopped_its_script() {
+        let nb = Bytes::from_static(b"-NOTBUSY No scripts in execution right now.\r\n");
+        let ok = Bytes::from_static(b"+OK\r\n");
+        let unk = Bytes::from_static(b"-UNKILLABLE Sorry the script already executed write commands against the dataset. You can either wait the script termination or kill the server in a hard way using the SHUTDOWN NOSAVE command.\r\n");
+        assert_eq!(merge_kills(&[nb.clone(), ok.clone(), nb.clone()]), ok);
+        assert_eq!(merge_kills(&[nb.clone(), nb.clone()]), nb);
+        assert_eq!(merge_kills(&[nb.clone(), unk.clone()]), unk);
+        assert_eq!(merge_kills(&[]), nb);
+    }
 }

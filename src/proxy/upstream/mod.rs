@@ -40,7 +40,7 @@ use tokio::net::TcpStream;
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 
-use crate::proxy::conn::budget::ReplyBudget;
+use crate::proxy::conn::budget::{Exceeded, ReplyBudget};
 use crate::resp::reply::{self, ReplyError, ReplyFramer};
 
 /// Requests queued for one upstream before senders wait.
@@ -73,6 +73,12 @@ impl Waiter {
     fn answer(self, reply: Bytes) {
         let n = reply.len();
         if let Some(b) = &self.budget {
+            // The proxy-wide reply total chose this client: it is closed
+            // without reading what it is owed, so nothing more is kept for
+            // it, even before its session has noticed.
+            if b.evicted() == Some(Exceeded::ReplyTotal) {
+                return;
+            }
             b.charge(n);
         }
         if self.tx.send(reply).is_err() {
@@ -357,7 +363,13 @@ async fn serve(
         metrics
             .in_flight
             .store(inflight.len() as u64, Ordering::Relaxed);
-        if buf.capacity() - buf.len() < 4096 {
+        // Room for the next read: a large value's whole body at once (so
+        // its reply holds an allocation of its own size, not a doubled
+        // one), else another 64 KB when nearly full.
+        let body = framer.needed().saturating_sub(buf.len());
+        if body > 64 * 1024 && buf.capacity() - buf.len() < body {
+            buf.reserve(body);
+        } else if buf.capacity() - buf.len() < 4096 {
             buf.reserve(64 * 1024);
         }
         let can_take =

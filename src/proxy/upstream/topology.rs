@@ -200,6 +200,12 @@ impl Routing {
         self.shards[idx].primary()
     }
 
+    /// The next ring's nodes while a change runs (a shard being added is in
+    /// it only); none otherwise.
+    pub(crate) fn next_nodes(&self) -> &[NodeSpec] {
+        self.migration.as_ref().map_or(&[], |m| m.next.nodes())
+    }
+
     /// The node serving each ring entry, in ring order.
     pub(crate) fn primaries(&self) -> impl Iterator<Item = &Arc<Node>> {
         self.shards.iter().map(|s| s.primary())

@@ -6,6 +6,54 @@ use mlua::{LightUserData, Lua, Table, Value};
 
 const MAX_DEPTH: usize = 1000;
 
+/// lua-cjson's settings a script may change (they last, as in Redis, for
+/// the life of the Lua state): nesting limits and NaN/Inf encoding.
+#[derive(Clone, Copy)]
+struct Settings {
+    encode_max_depth: usize,
+    decode_max_depth: usize,
+    encode_invalid_numbers: bool,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            encode_max_depth: MAX_DEPTH,
+            decode_max_depth: MAX_DEPTH,
+            encode_invalid_numbers: false,
+        }
+    }
+}
+
+fn settings(lua: &Lua) -> Settings {
+    lua.app_data_ref::<Settings>()
+        .map(|s| *s)
+        .unwrap_or_default()
+}
+
+/// A depth setter: `cjson.encode_max_depth([n])` sets n (1 to 2^31-1)
+/// when given and returns the value in force.
+fn depth_setting(
+    lua: &Lua,
+    v: Option<Value>,
+    name: &str,
+    field: fn(&mut Settings) -> &mut usize,
+) -> mlua::Result<usize> {
+    let mut s = settings(lua);
+    match v {
+        None | Some(Value::Nil) => {}
+        Some(Value::Integer(n)) if n >= 1 && n <= i32::MAX as i64 => *field(&mut s) = n as usize,
+        Some(Value::Number(n)) if n >= 1.0 && n <= i32::MAX as f64 => *field(&mut s) = n as usize,
+        Some(_) => {
+            return Err(err(format!(
+                "bad argument #1 to '{name}' (expected integer between 1 and 2147483647)"
+            )))
+        }
+    }
+    lua.set_app_data(s);
+    Ok(*field(&mut s))
+}
+
 fn err(msg: impl Into<String>) -> mlua::Error {
     mlua::Error::runtime(msg.into())
 }
@@ -58,18 +106,19 @@ fn array_length(t: &Table) -> mlua::Result<Option<usize>> {
 }
 
 fn encode_value(lua: &Lua, out: &mut Vec<u8>, v: &Value, depth: usize) -> mlua::Result<()> {
+    let max_depth = settings(lua).encode_max_depth;
     match v {
         Value::Nil => out.extend_from_slice(b"null"),
         Value::LightUserData(p) if p.0.is_null() => out.extend_from_slice(b"null"),
         Value::Boolean(b) => out.extend_from_slice(if *b { b"true" } else { b"false" }),
         Value::Integer(i) => out.extend_from_slice(&number_text(lua, *i as f64)?),
-        Value::Number(n) if !n.is_finite() => {
+        Value::Number(n) if !n.is_finite() && !settings(lua).encode_invalid_numbers => {
             return Err(err("Cannot serialise number: must not be NaN or Inf"))
         }
         Value::Number(n) => out.extend_from_slice(&number_text(lua, *n)?),
         Value::String(s) => escape(out, &s.as_bytes()),
         Value::Table(t) => {
-            if depth + 1 > MAX_DEPTH {
+            if depth + 1 > max_depth {
                 return Err(err(format!(
                     "Cannot serialise, excessive nesting ({})",
                     depth + 1
@@ -233,8 +282,9 @@ impl Reader<'_> {
         let Some(&c) = self.s.get(self.i) else {
             return Err(self.expected("value"));
         };
+        let max_depth = settings(lua).decode_max_depth;
         let nested = |r: &Self| {
-            if depth + 1 > MAX_DEPTH {
+            if depth + 1 > max_depth {
                 Err(err(format!(
                     "Found too many nested data structures ({}) at character {}",
                     depth + 1,
@@ -370,13 +420,42 @@ pub(super) fn library(lua: &Lua) -> mlua::Result<Table> {
             Ok(v)
         })?,
     )?;
-    // Settings of lua-cjson; the node keeps its defaults.
+    t.set(
+        "encode_max_depth",
+        lua.create_function(|lua, v: Option<Value>| {
+            depth_setting(lua, v, "encode_max_depth", |s| &mut s.encode_max_depth)
+        })?,
+    )?;
+    t.set(
+        "decode_max_depth",
+        lua.create_function(|lua, v: Option<Value>| {
+            depth_setting(lua, v, "decode_max_depth", |s| &mut s.decode_max_depth)
+        })?,
+    )?;
+    t.set(
+        "encode_invalid_numbers",
+        lua.create_function(|lua, v: Option<Value>| {
+            let mut s = settings(lua);
+            match v {
+                None | Some(Value::Nil) => {}
+                Some(Value::Boolean(b)) => s.encode_invalid_numbers = b,
+                Some(Value::String(m)) => {
+                    s.encode_invalid_numbers = matches!(&m.as_bytes()[..], b"on" | b"null")
+                }
+                Some(_) => {
+                    return Err(err(
+                        "bad argument #1 to 'encode_invalid_numbers' (invalid option)",
+                    ))
+                }
+            }
+            lua.set_app_data(s);
+            Ok(s.encode_invalid_numbers)
+        })?,
+    )?;
+    // Other settings of lua-cjson; the node keeps their defaults.
     for name in [
         "encode_keep_buffer",
-        "encode_max_depth",
-        "decode_max_depth",
         "encode_number_precision",
-        "encode_invalid_numbers",
         "decode_invalid_numbers",
         "encode_sparse_array",
     ] {

@@ -114,12 +114,18 @@ fn encode(out: &mut Vec<u8>, v: &Value, level: usize) -> mlua::Result<()> {
             }
         }
         Value::Table(t) => {
-            let pairs: Vec<(Value, Value)> =
-                t.pairs::<Value, Value>().collect::<mlua::Result<_>>()?;
-            header(out, pairs.len(), 0x80, 15, 0xde, 0xdf);
-            for (k, v) in &pairs {
-                encode(out, k, level + 1)?;
-                encode(out, v, level + 1)?;
+            // Counted first, then encoded pair by pair: each Lua value held
+            // takes a slot of Lua's stack, so a big map is never held whole.
+            let mut n = 0;
+            for pair in t.pairs::<Value, Value>() {
+                pair?;
+                n += 1;
+            }
+            header(out, n, 0x80, 15, 0xde, 0xdf);
+            for pair in t.pairs::<Value, Value>() {
+                let (k, v) = pair?;
+                encode(out, &k, level + 1)?;
+                encode(out, &v, level + 1)?;
             }
         }
         _ => out.push(0xc0),
@@ -228,6 +234,40 @@ impl Reader<'_> {
     }
 }
 
+/// lua-cmsgpack's `mp_unpack_full`: up to `limit` objects from `offset`
+/// (every object when both are 0, as `unpack`); otherwise the next offset
+/// (-1 at the end) comes first.
+fn unpack_full(lua: &Lua, data: &[u8], limit: i64, offset: i64) -> mlua::Result<MultiValue> {
+    if offset < 0 || limit < 0 {
+        return Err(mlua::Error::runtime(format!(
+            "Invalid request to unpack with offset of {offset} and limit of {}.",
+            data.len()
+        )));
+    }
+    if offset as u64 > data.len() as u64 {
+        return Err(mlua::Error::runtime(format!(
+            "Start offset {offset} greater than input length {}.",
+            data.len()
+        )));
+    }
+    let all = limit == 0 && offset == 0;
+    let mut r = Reader {
+        s: data,
+        i: offset as usize,
+    };
+    let mut out = MultiValue::new();
+    let mut n = 0;
+    while r.i < data.len() && (all || n < limit) {
+        out.push_back(r.value(lua)?);
+        n += 1;
+    }
+    if !all {
+        let next = if r.i >= data.len() { -1 } else { r.i as i64 };
+        out.push_front(Value::Integer(next));
+    }
+    Ok(out)
+}
+
 pub(super) fn library(lua: &Lua) -> mlua::Result<Table> {
     let t = lua.create_table()?;
     t.set(
@@ -252,12 +292,27 @@ pub(super) fn library(lua: &Lua) -> mlua::Result<Table> {
                 Some(s) => s.as_bytes().to_vec(),
                 None => return Err(super::bad_argument("unpack", 1, "string", &s)),
             };
-            let mut r = Reader { s: &data, i: 0 };
-            let mut out = MultiValue::new();
-            while r.i < data.len() {
-                out.push_back(r.value(lua)?);
-            }
-            Ok(out)
+            unpack_full(lua, &data, 0, 0)
+        })?,
+    )?;
+    t.set(
+        "unpack_one",
+        lua.create_function(|lua, (s, offset): (Value, Option<i64>)| {
+            let data = match lua.coerce_string(s.clone())? {
+                Some(s) => s.as_bytes().to_vec(),
+                None => return Err(super::bad_argument("unpack_one", 1, "string", &s)),
+            };
+            unpack_full(lua, &data, 1, offset.unwrap_or(0))
+        })?,
+    )?;
+    t.set(
+        "unpack_limit",
+        lua.create_function(|lua, (s, limit, offset): (Value, i64, Option<i64>)| {
+            let data = match lua.coerce_string(s.clone())? {
+                Some(s) => s.as_bytes().to_vec(),
+                None => return Err(super::bad_argument("unpack_limit", 1, "string", &s)),
+            };
+            unpack_full(lua, &data, limit, offset.unwrap_or(0))
         })?,
     )?;
     t.set("_NAME", "cmsgpack")?;

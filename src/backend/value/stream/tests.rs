@@ -1,17 +1,6 @@
 use super::*;
 
-const T: Thresholds = Thresholds {
-    hash_entries: 512,
-    hash_value: 64,
-    list_size: -2,
-    set_intset: 512,
-    set_entries: 128,
-    set_value: 64,
-    zset_entries: 128,
-    zset_value: 64,
-    stream_node_bytes: 4096,
-    stream_node_entries: 100,
-};
+const T: Thresholds = Thresholds::REDIS_DEFAULTS;
 
 fn id(ms: u64, seq: u64) -> StreamId {
     StreamId::new(ms, seq)

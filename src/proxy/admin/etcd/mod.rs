@@ -4,6 +4,8 @@
 //!  {prefix}/topology         the whole `Saved` (ring, epoch, change and phase), TOML
 //!  {prefix}/change           present while a change runs: which, and who started it
 //!  {prefix}/proxies/{id}     each live proxy's registration (JSON), under its lease
+//!  {prefix}/acks/{id}        the topology revision it routes by (and is ready
+//!                            for: see `barrier`), under the same lease
 //!  {prefix}/leader/…         the election (etcd's v3election) whose winner drives changes
 //! ```
 //!
@@ -14,6 +16,7 @@
 //! blocking, called from `spawn_blocking` or at start-up, and must not need
 //! the proxy's workers. Never touches routing: the proxy reads [`Fleet`].
 
+mod barrier;
 mod session;
 
 use std::sync::{Arc, Mutex};
@@ -35,6 +38,7 @@ pub(crate) struct Keys {
     pub(crate) topology: String,
     pub(crate) change: String,
     pub(crate) proxies: String,
+    pub(crate) acks: String,
     pub(crate) election: String,
 }
 
@@ -44,6 +48,7 @@ impl Keys {
             topology: format!("{prefix}/topology"),
             change: format!("{prefix}/change"),
             proxies: format!("{prefix}/proxies/"),
+            acks: format!("{prefix}/acks/"),
             election: format!("{prefix}/leader"),
         }
     }
@@ -68,6 +73,9 @@ pub(crate) struct EtcdStore {
     rt: tokio::runtime::Handle,
     seen: Arc<Mutex<Seen>>,
     fleet: Fleet,
+    /// The highest revision acknowledged under the current lease, and that
+    /// lease: acknowledgements only go up (see `barrier`).
+    acked: Mutex<(i64, i64)>,
 }
 
 /// Runs `fut` on the store's runtime and waits for it (blocking), at most
@@ -147,6 +155,8 @@ impl EtcdStore {
             seen.clone(),
             name.clone(),
         );
+        // Registered and caught up before the proxy starts serving.
+        fleet.wait_synced(&rt, Duration::from_millis(REQUEST_TIMEOUT_MS));
         Ok(EtcdStore {
             name,
             id,
@@ -155,6 +165,7 @@ impl EtcdStore {
             rt,
             seen,
             fleet,
+            acked: Mutex::new((0, 0)),
         })
     }
 
@@ -196,6 +207,22 @@ impl EtcdStore {
         block(&self.rt, async move { c.txn(txn).await })
             .ok_or_else(|| self.error("no answer in time"))?
             .map_err(|e| self.error(e))
+    }
+
+    /// The condition a phase write carries: this proxy's election key still
+    /// exists as it was created when this proxy won, so a leader whose lease
+    /// expired (another has won since) cannot write the next phase.
+    fn fence(&self) -> Result<Compare, StateError> {
+        match &*self.fleet.leader_key.lock().expect("leader key lock") {
+            Some((key, rev)) => Ok(Compare::create_revision(
+                key.clone(),
+                CompareOp::Equal,
+                *rev,
+            )),
+            None => Err(self.busy(
+                "this proxy no longer leads the fleet (its lease lapsed); the change goes on under the new leader".into(),
+            )),
+        }
     }
 
     /// The change key's value from a failed transaction's `else` branch.
@@ -271,9 +298,14 @@ impl TopologyStore for EtcdStore {
                     .or_else([holder])
             }
             (true, Some(_)) => Txn::new()
-                .when([Compare::version(k.change.clone(), CompareOp::Greater, 0)])
+                .when([
+                    Compare::version(k.change.clone(), CompareOp::Greater, 0),
+                    self.fence()?,
+                ])
                 .and_then([topo()]),
-            (true, None) => Txn::new().and_then([topo(), TxnOp::delete(k.change.clone(), None)]),
+            (true, None) => Txn::new()
+                .when([self.fence()?])
+                .and_then([topo(), TxnOp::delete(k.change.clone(), None)]),
             (false, None) => Txn::new()
                 .when(unchanged())
                 .and_then([topo()])
@@ -283,7 +315,7 @@ impl TopologyStore for EtcdStore {
         if !resp.succeeded() {
             return Err(match Self::holder(&resp) {
                 Some(h) => self.busy(format!("another topology change is in progress ({h}); retry when CLUSTER RINGINFO shows state:ok")),
-                None if seen.changing => self.busy("the change in progress was ended by another proxy".into()),
+                None if seen.changing => self.busy("the change in progress was ended by another proxy, or this proxy no longer leads the fleet".into()),
                 None => self.busy("the topology changed in etcd meanwhile (written by another proxy); retry".into()),
             });
         }
@@ -294,6 +326,9 @@ impl TopologyStore for EtcdStore {
             changing: saved.migration.is_some(),
             own_rev: rev,
         };
+        drop(now);
+        // The writer routes by what it wrote (it swaps it in at once).
+        self.fleet.routed_by(rev);
         Ok(())
     }
 
@@ -317,5 +352,17 @@ impl TopologyStore for EtcdStore {
             .collect();
         out.sort_by(|a, b| a.id.cmp(&b.id));
         Ok(out)
+    }
+
+    fn revision(&self) -> i64 {
+        self.seen.lock().expect("seen lock").rev
+    }
+
+    fn acknowledge(&self, rev: i64) -> Result<(), StateError> {
+        EtcdStore::acknowledge(self, rev)
+    }
+
+    fn await_acks(&self, rev: i64, max: Duration) -> Result<Vec<(String, i64)>, StateError> {
+        EtcdStore::await_acks(self, rev, max)
     }
 }

@@ -7,7 +7,8 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Instant;
 
-use super::{fault_phase_delay, persist};
+use super::barrier::{self, Members};
+use super::{copy, fault_phase_delay, persist};
 use crate::proxy::admin::migration::mover::{
     copy_keys, delete_keys, group_moves, Conns, NodeError,
 };
@@ -54,13 +55,19 @@ pub(crate) async fn resync(
 }
 
 /// Pauses requests on moving keys, syncs what is left, persists the new ring
-/// (off the runtime threads) and swaps it in. On failure the live copy
-/// routing is restored, so the caller can abort with nothing lost.
+/// (off the runtime threads) and swaps it in. In a fleet, the pause is
+/// fleet-wide first: the cutover phase is published and every live proxy
+/// pauses, drains and re-syncs its own dirty keys and acknowledges, or
+/// loses its lease; if one of the copy's `members` lost it, the dirty keys
+/// it tracked are unknown, and every moving key is copied again inside the
+/// pause. On failure the live copy routing is restored, so the caller can
+/// abort with nothing lost.
 pub(crate) async fn cutover(
     proxy: &Proxy,
     routing: &Arc<Routing>,
     m: &Arc<MigrationRoute>,
     conns: &mut Conns,
+    members: &Members,
 ) -> Result<(), NodeError> {
     proxy.migration.state("cutover");
     let t0 = Instant::now();
@@ -81,6 +88,9 @@ pub(crate) async fn cutover(
     let result = async {
         live.drained().await;
         m.dirty.settled().await;
+        if proxy.store.as_ref().is_some_and(|s| s.fleet().is_some()) {
+            fleet_pause(proxy, routing, m, conns, members).await?;
+        }
         fault_phase_delay().await;
         resync(proxy, routing, m, conns, false).await?;
         let saved = SavedMigration {
@@ -115,10 +125,41 @@ pub(crate) async fn cutover(
             Ok(())
         }
         Err(e) => {
-            // Back to the live copy routing; abort() takes it from there.
+            // Back to the live copy routing; abort() takes it from there
+            // (and its write of the topology resumes the other proxies).
             proxy.routing.store(live);
             m.resume.send_replace(true);
             Err(e)
         }
     }
+}
+
+/// The fleet-wide part of the pause: publish the cutover, wait for the
+/// fleet, and copy every moving key again if a proxy of the copy was lost.
+async fn fleet_pause(
+    proxy: &Proxy,
+    routing: &Routing,
+    m: &MigrationRoute,
+    conns: &mut Conns,
+    members: &Members,
+) -> Result<(), NodeError> {
+    let saved = SavedMigration {
+        phase: "cutover".into(),
+        other_epoch: m.next.epoch(),
+        other_nodes: state::to_saved(m.next.nodes()),
+    };
+    persist(proxy, &routing.ring, Some(saved))
+        .await
+        .map_err(|why| NodeError {
+            node: "topology store".into(),
+            why: why.to_string(),
+        })?;
+    let now = barrier::wait(proxy, "cutover").await?;
+    let lost = barrier::lost(members, &now);
+    if !lost.is_empty() {
+        tracing::warn!(proxies = %lost.join(","), "proxies lost their lease during the copy: every moving key is copied again before the cutover");
+        copy::reconcile(proxy, routing, m, conns).await?;
+        copy::copy_walk(proxy, routing, m, conns, Instant::now()).await?;
+    }
+    Ok(())
 }

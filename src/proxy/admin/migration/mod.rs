@@ -26,6 +26,7 @@
 //! (`begin`, `remove_unreachable`) and at start-up (`resume`); the only code
 //! that swaps routing snapshots.
 
+pub(crate) mod barrier;
 mod copy;
 mod cutover;
 mod error;
@@ -155,8 +156,19 @@ pub(crate) async fn begin(proxy: &Arc<Proxy>, change: Change) -> Result<u64, Mig
     )));
     if !crate::proxy::admin::store::is_leader(proxy.store.as_deref()) {
         // The fleet's leader drives it once it sees it in the store; this
-        // proxy routes by it meanwhile, as every other proxy does.
+        // proxy routes by it meanwhile, as every other proxy does, and
+        // tells the leader once its earlier writes are answered.
         proxy.migration.following.store(true, Ordering::Relaxed);
+        let p = proxy.clone();
+        let rev = proxy.store.as_ref().map_or(0, |s| s.revision());
+        tokio::spawn(async move {
+            old.drained().await;
+            for n in old.primaries() {
+                n.barrier().await;
+            }
+            drop(old);
+            barrier::acknowledge(&p, rev).await;
+        });
         return Ok(rebuild_us);
     }
     let p = proxy.clone();
@@ -247,13 +259,34 @@ pub(crate) fn resume_with(
             sweep::sweep_and_finish(&p, losing, leaving).await;
         });
     } else {
-        let route = new_route(proxy, other);
-        proxy.routing.store(Arc::new(Routing::new(
+        // A follower taking over keeps the dirty keys it tracked.
+        let route = match cur
+            .migration
+            .as_ref()
+            .filter(|r| r.next.epoch() == other.epoch())
+        {
+            Some(r) => {
+                let (resume, _) = tokio::sync::watch::channel(false);
+                Arc::new(MigrationRoute {
+                    next: r.next.clone(),
+                    next_shards: r.next_shards.clone(),
+                    dirty: r.dirty.clone(),
+                    paused: false,
+                    resume: Arc::new(resume),
+                })
+            }
+            None => new_route(proxy, other),
+        };
+        let old = proxy.routing.swap(Arc::new(Routing::new(
             cur.ring.clone(),
             cur.shards.clone(),
             Some(route),
             true,
         )));
+        if let Some(m) = &old.migration {
+            // Requests paused by a cutover the old leader left go on.
+            m.resume.send_replace(true);
+        }
         tokio::spawn(drive(p, true));
     }
     Ok(())
@@ -283,6 +316,8 @@ async fn drive(proxy: Arc<Proxy>, restarted: bool) {
     let timeout = Duration::from_millis(proxy.config.migration.timeout_ms);
     let mut conns = Conns::new(&proxy, timeout);
     let before_swap = async {
+        // Every proxy tracks its writes to moving keys before the copy reads.
+        let members = barrier::wait(&proxy, "copy").await?;
         // A node that still holds strays must lose them before it gains keys:
         // a stray of a key deleted since would otherwise come back.
         let gaining: Vec<String> = copy::targets(&routing, &m)
@@ -313,14 +348,14 @@ async fn drive(proxy: Arc<Proxy>, restarted: bool) {
             }
             cutover::resync(&proxy, &routing, &m, &mut conns, true).await?;
         }
-        Ok(())
+        Ok(members)
     };
     let result = tokio::select! {
         r = before_swap => r,
         e = abort_requested(&proxy) => Err(e),
     };
     let result = match result {
-        Ok(()) => cutover::cutover(&proxy, &routing, &m, &mut conns).await,
+        Ok(members) => cutover::cutover(&proxy, &routing, &m, &mut conns, &members).await,
         Err(e) => Err(e),
     };
     match result {
@@ -339,8 +374,18 @@ async fn drive(proxy: Arc<Proxy>, restarted: bool) {
                 .migration
                 .set(|t| t.last_duration_ms = started.elapsed().as_millis() as u64);
         }
+        // A leader fenced off (its lease lapsed, another leads) neither
+        // aborts nor sweeps: the change goes on under the new leader.
+        Err(e) if is_fenced_off(&proxy) => follow::stand_down(&proxy, &e.to_string()).await,
         Err(e) => sweep::abort(&proxy, &routing, &m, &e.to_string()).await,
     }
+}
+
+/// Whether this proxy lost the fleet's lead, or its lease (the election
+/// may not have told it yet): its change is no longer its own.
+fn is_fenced_off(proxy: &Proxy) -> bool {
+    let store = proxy.store.as_deref();
+    !crate::proxy::admin::store::is_leader(store) || !crate::proxy::admin::store::is_serving(store)
 }
 
 /// Waits (at most `max`) until no change runs; false on timeout.

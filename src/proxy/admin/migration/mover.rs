@@ -52,6 +52,9 @@ pub(crate) struct Conns {
     /// What each node is told first, and MIGRATE's target database and
     /// login (see `upstream::credentials`).
     login: crate::proxy::upstream::credentials::NodeCredentials,
+    /// The proxy's topology store: in a fleet, a proxy whose lease lapsed
+    /// (a leader stopped past it, another leading since) moves no key.
+    store: Option<std::sync::Arc<dyn crate::proxy::admin::store::TopologyStore>>,
 }
 
 /// A failure attributed to one node.
@@ -73,6 +76,7 @@ impl Conns {
             by_name: HashMap::new(),
             timeout,
             login: proxy.config.node_auth.clone(),
+            store: proxy.store.clone(),
         }
     }
 
@@ -94,6 +98,12 @@ impl Conns {
             node: node.name.clone(),
             why,
         };
+        if !crate::proxy::admin::store::is_serving(self.store.as_deref()) {
+            return Err(NodeError {
+                node: "fleet".into(),
+                why: "this proxy's etcd lease lapsed: it moves no key".into(),
+            });
+        }
         if !self.by_name.contains_key(&node.name) {
             let mut c = Conn::connect(&node.addr, timeout)
                 .await

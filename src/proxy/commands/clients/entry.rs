@@ -41,6 +41,19 @@ pub(crate) struct ClientEntry {
     /// Channels, patterns and shard channels subscribed (set by whatever
     /// serves SUBSCRIBE for the client); any makes the client type `pubsub`.
     pub(crate) subscriptions: [AtomicUsize; 3],
+    /// Where its latest blocking command waits, for CLIENT UNBLOCK (set
+    /// and cleared by `blocking.rs`).
+    pub(crate) blocked_on: Mutex<Option<BlockedOn>>,
+}
+
+/// A blocking command waiting on a node: the node, and the id the node
+/// gave the pinned connection it waits on (known once `CLIENT ID`, sent
+/// just before the command, is answered).
+pub(crate) struct BlockedOn {
+    /// Tells this command from a later one of the same client.
+    pub(crate) token: u64,
+    pub(crate) node: Arc<crate::proxy::upstream::topology::Node>,
+    pub(crate) node_id: tokio::sync::watch::Receiver<Option<u64>>,
 }
 
 impl ClientEntry {
@@ -68,6 +81,7 @@ impl ClientEntry {
             monitor: AtomicBool::new(false),
             killed: AtomicBool::new(false),
             subscriptions: Default::default(),
+            blocked_on: Mutex::new(None),
         }
     }
 

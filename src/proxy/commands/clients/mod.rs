@@ -206,6 +206,59 @@ pub(crate) fn kill(proxy: &Proxy, s: &ClientState, args: &[Bytes]) -> Pending {
     Pending::ready(out)
 }
 
+/// CLIENT UNBLOCK id [TIMEOUT|ERROR]: asks the node where client `id`'s
+/// blocking command waits to end it (the node's reply to the command, a
+/// timeout's or `-UNBLOCKED`, reaches the client as any reply does);
+/// `:0` when that client is not blocked.
+pub(crate) fn unblock(proxy: &Proxy, args: &[Bytes]) -> Pending {
+    let Some(id) = parse_i64(&args[2]) else {
+        return Pending::error("ERR value is not an integer or out of range");
+    };
+    let reason: &[u8] = match args.get(3) {
+        None => b"TIMEOUT",
+        Some(r) if eq_ignore_case(r, b"timeout") => b"TIMEOUT",
+        Some(r) if eq_ignore_case(r, b"error") => b"ERROR",
+        Some(_) => return Pending::error("ERR CLIENT UNBLOCK reason should be TIMEOUT or ERROR"),
+    };
+    let entry = proxy
+        .sessions
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .get(&(id as u64))
+        .cloned();
+    let target = entry.and_then(|e| {
+        let b = e.blocked_on.lock().unwrap_or_else(|e| e.into_inner());
+        b.as_ref().map(|b| (b.node.clone(), b.node_id.clone()))
+    });
+    let Some((node, mut node_id)) = target else {
+        return Pending::Ready(Bytes::from_static(b":0\r\n"));
+    };
+    Pending::Later(Box::pin(async move {
+        let wait = std::time::Duration::from_millis(UNBLOCK_ID_WAIT_MS);
+        let known = tokio::time::timeout(wait, node_id.wait_for(|v| v.is_some())).await;
+        let Some(nid) = known.ok().and_then(|r| r.ok().and_then(|v| *v)) else {
+            return Bytes::from_static(b":0\r\n");
+        };
+        let mut req = BytesMut::new();
+        encode::array_len(&mut req, 4);
+        for a in [
+            &b"CLIENT"[..],
+            b"UNBLOCK",
+            nid.to_string().as_bytes(),
+            reason,
+        ] {
+            encode::bulk(&mut req, a);
+        }
+        let rx = node.upstream(2, 0).send(req.freeze()).await;
+        rx.await
+            .unwrap_or_else(|_| crate::proxy::conn::error::lost())
+    }))
+}
+
+/// How long CLIENT UNBLOCK waits for the node to have named the connection
+/// a command just blocked on.
+const UNBLOCK_ID_WAIT_MS: u64 = 1000;
+
 /// CLIENT REPLY ON|OFF|SKIP: OFF and SKIP are not answered, as in Redis.
 pub(crate) fn reply(s: &mut ClientState, mode: &[u8]) -> Pending {
     if eq_ignore_case(mode, b"on") {

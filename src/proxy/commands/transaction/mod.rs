@@ -3,10 +3,10 @@
 //!
 //! ```text
 //!  WATCH k ──► pin k's node, send WATCH on the pinned connection (now)
-//!  MULTI   ──► +OK (the proxy starts queueing)
+//!  MULTI   ──► +OK (the proxy starts queueing; after WATCH, MULTI goes to the pinned node now)
 //!  SET k v ──► checked (arity, one node) ──► +QUEUED, kept by the proxy
 //!  EXEC    ──► enter the epoch gate ──► owner still the pinned node?
-//!                 yes: MULTI (await +OK), queued…, EXEC on the pinned connection ──► EXEC's reply, unchanged
+//!                 yes: MULTI (unless sent already; await +OK), queued…, EXEC on the pinned connection ──► EXEC's reply, unchanged
 //!                 no, no WATCH: re-pin to the new owner and run there
 //!                 no, with WATCH: -EXECABORT (nothing was sent; the WATCH could not see the new owner)
 //! ```
@@ -48,6 +48,7 @@ use crate::resp::{encode, Request};
 const MAX_QUEUED: usize = 100_000;
 /// Bytes of queued requests one transaction may hold, at most.
 const MAX_QUEUED_BYTES: usize = 64 * 1024 * 1024;
+const MULTI: &[u8] = b"*1\r\n$5\r\nMULTI\r\n";
 const EXECABORT: &str = "EXECABORT Transaction discarded because of previous errors.";
 
 /// Local commands that mean the same on a node, so they can be queued.
@@ -81,8 +82,16 @@ pub(crate) async fn handle(
     match (name, queueing) {
         ("multi", false) => {
             let node = client.tx.watch.as_ref().map(|p| p.node.clone());
+            // With a WATCH the node is known: MULTI goes there now, so that
+            // EXEC leaves as soon as the client sends it (a write another
+            // client sends right after EXEC must not overtake it).
+            let started = match &client.tx.watch {
+                Some(w) => Some(w.send(Bytes::from_static(MULTI)).await),
+                None => None,
+            };
             client.tx.multi = Some(Multi {
                 node,
+                started,
                 ..Multi::default()
             });
             ok()
@@ -251,8 +260,12 @@ async fn exec(proxy: &Arc<Proxy>, client: &mut ClientState) -> Pending {
         (None, Some(n)) => n.clone(),
         (None, None) => routing.node(0).clone(),
     };
+    let mut started = None;
     let pin = match (watch, multi.pin) {
-        (Some(w), _) if w.is_to(&target) => w,
+        (Some(w), _) if w.is_to(&target) => {
+            started = multi.started;
+            w
+        }
         // The WATCH is on the old owner, which no longer holds the keys: it
         // could not see a change at the new owner. Nothing was sent.
         (Some(_), _) => return Pending::error(MOVED_ABORT),
@@ -267,7 +280,10 @@ async fn exec(proxy: &Arc<Proxy>, client: &mut ClientState) -> Pending {
     // MULTI's reply first: a node that cannot run a transaction must not run
     // its commands one by one.
     let wait = Duration::from_millis(proxy.config.request_timeout_ms);
-    let started = pin.send(Bytes::from_static(b"*1\r\n$5\r\nMULTI\r\n")).await;
+    let started = match started {
+        Some(s) => s,
+        None => pin.send(Bytes::from_static(MULTI)).await,
+    };
     match tokio::time::timeout(wait, started).await {
         Ok(Ok(r)) if r.as_ref() == b"+OK\r\n" => {}
         Ok(Ok(r)) => {

@@ -5,6 +5,7 @@
 use std::sync::Arc;
 
 use bytes::Bytes;
+use tokio::sync::oneshot;
 
 use crate::proxy::upstream::pinned::Pinned;
 use crate::proxy::upstream::topology::Node;
@@ -55,6 +56,9 @@ pub(super) struct Multi {
     /// The connection pinned at the first key (unless WATCH pinned one).
     pub(super) pin: Option<Pinned>,
     pub(super) writes: bool,
+    /// MULTI's reply from the WATCH connection, where MULTI went at once
+    /// (so EXEC costs no round trip before the queued commands leave).
+    pub(super) started: Option<oneshot::Receiver<Bytes>>,
     /// A queue-time error: EXEC answers -EXECABORT.
     pub(super) errored: bool,
 }

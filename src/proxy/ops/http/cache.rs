@@ -172,6 +172,10 @@ fn bulk_payload(r: &[u8]) -> Option<&[u8]> {
 /// is answered.
 async fn call(p: &Arc<Proxy>, name: &str, args: &[&[u8]]) -> Bytes {
     let started = Instant::now();
+    if !crate::proxy::admin::store::is_serving(p.store.as_deref()) {
+        let e = crate::proxy::conn::error::NOT_SERVING;
+        return Bytes::from(format!("-{e}\r\n"));
+    }
     let spec = lookup(name.as_bytes()).expect("GET, SET and DEL are in the command table");
     let key = args[1];
     p.ops.hot_keys.sample(key);

@@ -68,6 +68,8 @@ pub(crate) struct Scrape {
     commands: Vec<CommandScrape>,
     pub(crate) nodes: Vec<NodeScrape>,
     clients: u64,
+    /// Reply bytes owed to all clients, and clients closed over that total.
+    owed: (u64, u64),
     connections: u64,
     rejected: u64,
     bytes_in: u64,
@@ -146,6 +148,10 @@ impl Scrape {
                 .collect(),
             nodes,
             clients: proxy.stats.clients.load(Ordering::Relaxed) as u64,
+            owed: (
+                proxy.reply_total.total() as u64,
+                proxy.stats.reply_total_closes.load(Ordering::Relaxed),
+            ),
             connections: proxy.stats.connections.load(Ordering::Relaxed),
             rejected: proxy.stats.rejected.load(Ordering::Relaxed),
             bytes_in: m.bytes_in.load(Ordering::Relaxed),
@@ -337,6 +343,19 @@ impl Collector for Scrape {
             "Client connections open now.",
             None,
             self.clients as f64,
+        )?;
+        gauge1(
+            &mut e,
+            "shardis_client_reply_owed_bytes",
+            "Reply bytes owed to all clients: arrived from the nodes, not yet written.",
+            None,
+            self.owed.0 as f64,
+        )?;
+        counter1(
+            &mut e,
+            "shardis_clients_evicted",
+            "Clients closed because the reply bytes owed to all clients went over max_output_buffer_total.",
+            self.owed.1,
         )?;
         counter1(
             &mut e,
