@@ -139,7 +139,10 @@ fn the_proxy_follows_a_majority_of_sentinels_and_outvotes_a_stale_one() {
         "the old primary is kept as a replica:\n{r}"
     );
     assert_eq!(info_field(&mut con, "failover_mode"), "sentinel");
-    assert_eq!(info_field(&mut con, "failovers"), "1");
+    // Counted per switch the proxy followed; Sentinel may switch more than once.
+    let switches: u32 = info_field(&mut con, "failovers").parse().unwrap();
+    assert!(switches >= 1, "{switches}");
+    eprintln!("the proxy followed {switches} switch(es)");
     let last = info_field(&mut con, "last_failover");
     assert!(last.contains("3 of 4 Sentinels"), "{last}");
     let lost = lost(port, "s", &w.acked);
