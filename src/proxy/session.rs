@@ -26,11 +26,13 @@
 //! or let a reply overtake an earlier one.
 
 use std::collections::VecDeque;
+use std::panic::AssertUnwindSafe;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::{Buf, Bytes, BytesMut};
+use futures::FutureExt;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::oneshot;
@@ -40,13 +42,12 @@ use crate::proxy::commands::monitor::serve as serve_monitor;
 use crate::proxy::conn::after::after_request;
 use crate::proxy::conn::budget::{Exceeded, ReplyBudget, SoftClock};
 use crate::proxy::conn::client::{ClientState, QueryCharge};
-use crate::proxy::conn::contain::dispatch;
-use crate::proxy::conn::error::ProxyError;
+use crate::proxy::conn::error::{internal_error, ProxyError};
 use crate::proxy::conn::io::Io;
 use crate::proxy::conn::pending::{front_reply, lost_reply, sleep_until_some, Pending};
 use crate::proxy::ops::metrics::Timing;
 use crate::proxy::Proxy;
-use crate::resp::{ProtocolError, RequestDecoder};
+use crate::resp::{ProtocolError, Request, RequestDecoder};
 
 /// Replies gathered before they are written, at most (one reply may exceed it).
 const MAX_OUT_BYTES: usize = 256 * 1024;
@@ -494,5 +495,46 @@ async fn write_or_flush<W: AsyncWrite + Unpin>(wr: &mut W, out: &[u8]) -> Event 
         Event::Flushed(wr.flush().await)
     } else {
         Event::Wrote(wr.write(out).await)
+    }
+}
+
+/// Routes one request with its panics contained: a handler that panics
+/// (while dispatching, or later while building the reply) costs the client
+/// that one reply, answered `-ERR internal error …`, and the session goes on.
+/// The panic itself is logged by the process's panic hook.
+async fn dispatch(proxy: &Arc<Proxy>, state: &mut ClientState, req: Request) -> Pending {
+    // A reference, not a copy: the name is only spelled out after a panic.
+    let name = req.args[0].clone();
+    let id = state.id;
+    let routed = AssertUnwindSafe(async {
+        fault_panic(&name);
+        crate::proxy::dispatch::dispatch(proxy, state, req).await
+    })
+    .catch_unwind()
+    .await;
+    match routed {
+        Ok(Pending::Later(f)) => {
+            let proxy = proxy.clone();
+            Pending::Later(Box::pin(
+                AssertUnwindSafe(f)
+                    .catch_unwind()
+                    .map(move |r| r.unwrap_or_else(|_| internal_error(&proxy, id, &name))),
+            ))
+        }
+        Ok(p) => p,
+        Err(_) => Pending::Ready(internal_error(proxy, id, &name)),
+    }
+}
+
+/// Fault injection for tests: with `SHARDIS_FAULT_PANIC_ON=<command>` the
+/// proxy panics while dispatching that command, to prove a panic costs one
+/// reply and nothing else. Read once.
+fn fault_panic(command: &[u8]) {
+    static ON: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
+    let on = ON.get_or_init(|| std::env::var("SHARDIS_FAULT_PANIC_ON").ok());
+    if let Some(on) = on {
+        if on.as_bytes().eq_ignore_ascii_case(command) {
+            panic!("fault injected by SHARDIS_FAULT_PANIC_ON={on}");
+        }
     }
 }

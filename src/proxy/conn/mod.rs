@@ -9,7 +9,6 @@ pub(crate) mod after;
 pub(crate) mod auth;
 pub(crate) mod budget;
 pub(crate) mod client;
-pub(crate) mod contain;
 pub(crate) mod error;
 pub(crate) mod io;
 pub(crate) mod owed;
