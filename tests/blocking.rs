@@ -13,57 +13,6 @@ use common::*;
 
 const TIMEOUT: Duration = Duration::from_secs(10);
 
-/// What the proxy's nodes are.
-#[derive(Clone, Copy, Debug, PartialEq)]
-enum Backend {
-    Builtin,
-    Redis,
-}
-
-impl Backend {
-    fn node(self) -> Proc {
-        match self {
-            Backend::Builtin => start_node(free_port()),
-            Backend::Redis => start_redis(free_port()),
-        }
-    }
-
-    fn nodes(self, n: usize) -> Vec<Proc> {
-        (0..n).map(|_| self.node()).collect()
-    }
-}
-
-/// Built-in nodes always; redis-server nodes when it is installed (a
-/// failure under SHARDIS_REQUIRE_REDIS=1 when it is not).
-fn backends() -> Vec<Backend> {
-    let mut all = vec![Backend::Builtin];
-    if have_tool("redis-server") {
-        all.push(Backend::Redis);
-    }
-    all
-}
-
-/// Clients blocked right now, summed over the nodes (INFO on each).
-fn blocked_on_nodes(nodes: &[Proc]) -> u64 {
-    nodes
-        .iter()
-        .map(|n| Raw::connect(n.port).info_field("clients", "blocked_clients"))
-        .sum()
-}
-
-/// Waits until the nodes count `n` blocked clients.
-fn wait_blocked_on_nodes(nodes: &[Proc], n: u64, within: Duration) {
-    let deadline = Instant::now() + within;
-    loop {
-        let now = blocked_on_nodes(nodes);
-        if now == n {
-            return;
-        }
-        assert!(Instant::now() < deadline, "{now} clients blocked, not {n}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
 fn conn(port: u16) -> RespConn {
     RespConn::connect_loopback(port, TIMEOUT).unwrap()
 }
@@ -301,7 +250,7 @@ fn aborted_by_topology_change(backend: Backend) {
     // `extra` lands inside [proxy]; the copy is slow enough to watch.
     let c = Cluster::over(nodes, "[migration]\nmax_keys_per_sec = 2000\nbatch = 100\n");
     let port = c.proxy.port;
-    let extra = backend.node();
+    let extra = backend.start();
     set_keys(port, "fill:", 2000);
     let mut admin = conn(port);
     assert_eq!(

@@ -13,14 +13,6 @@ use common::*;
 
 const TIMEOUT: Duration = Duration::from_secs(10);
 
-fn backends() -> Vec<Backend> {
-    let mut all = vec![Backend::Builtin];
-    if have_tool("redis-server") {
-        all.push(Backend::Redis);
-    }
-    all
-}
-
 /// Waits until the proxy's INFO says `n` clients are blocked.
 fn wait_blocked(port: u16, n: u64) {
     let deadline = Instant::now() + TIMEOUT;

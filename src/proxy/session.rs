@@ -35,7 +35,6 @@ use bytes::{Buf, Bytes, BytesMut};
 use futures::FutureExt;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
-use tokio::sync::oneshot;
 use tokio::time::Instant;
 
 use crate::proxy::commands::monitor::serve as serve_monitor;
@@ -44,10 +43,12 @@ use crate::proxy::conn::budget::{Exceeded, ReplyBudget, SoftClock};
 use crate::proxy::conn::client::{ClientState, QueryCharge};
 use crate::proxy::conn::error::{internal_error, ProxyError};
 use crate::proxy::conn::io::Io;
-use crate::proxy::conn::pending::{front_reply, lost_reply, sleep_until_some, Pending};
+use crate::proxy::conn::pending::{front_reply, sleep_until_some, Pending};
 use crate::proxy::ops::metrics::Timing;
 use crate::proxy::Proxy;
 use crate::resp::{ProtocolError, Request, RequestDecoder};
+
+mod collect;
 
 /// Replies gathered before they are written, at most (one reply may exceed it).
 const MAX_OUT_BYTES: usize = 256 * 1024;
@@ -398,84 +399,6 @@ impl ClientSession {
             limit = ?why,
             "closing client over its byte budget"
         );
-    }
-
-    /// Moves the complete replies at the front of the FIFO into `out`,
-    /// charging to `budget` those not charged on arrival; true when it
-    /// reached a `Close` (whose reply is then in `out` too).
-    fn collect(&mut self, out: &mut BytesMut, budget: &ReplyBudget) -> bool {
-        // One clock read for every reply gathered now.
-        let mut now = None;
-        while out.len() < MAX_OUT_BYTES {
-            let (bytes, charged) = match self.owed.front_mut() {
-                None => return false,
-                Some(Pending::Ready(b)) => (std::mem::take(b), false),
-                Some(Pending::One(rx)) => match rx.try_recv() {
-                    Ok(b) => (b, false),
-                    Err(oneshot::error::TryRecvError::Closed) => (lost_reply(), false),
-                    Err(oneshot::error::TryRecvError::Empty) => return false,
-                },
-                Some(Pending::Charged(rx)) => match rx.try_recv() {
-                    Ok(b) => (b, true),
-                    Err(oneshot::error::TryRecvError::Closed) => (lost_reply(), false),
-                    Err(oneshot::error::TryRecvError::Empty) => return false,
-                },
-                Some(Pending::Later(_)) => return false,
-                Some(Pending::Pushed(b)) => (std::mem::take(b).freeze(), true),
-                Some(Pending::Close(b)) => {
-                    budget.charge(b.len());
-                    out.extend_from_slice(b);
-                    let b = b.clone();
-                    self.answered(&b, *now.get_or_insert_with(std::time::Instant::now));
-                    return true;
-                }
-            };
-            if !charged {
-                budget.charge(bytes.len());
-            }
-            out.extend_from_slice(&bytes);
-            self.answered(&bytes, *now.get_or_insert_with(std::time::Instant::now));
-            self.owed.pop_front();
-        }
-        false
-    }
-
-    /// The reply at the front is complete: hands its request's timing to the
-    /// operator plane (metrics, slow log).
-    fn answered(&mut self, reply: &[u8], now: std::time::Instant) {
-        if let Some(Some(t)) = self.timings.pop_front() {
-            self.proxy
-                .ops
-                .answered(&self.proxy, t, now, reply, &self.state);
-        }
-    }
-
-    /// Queues a pub/sub message behind every reply owed now (never inside
-    /// one); consecutive messages share one slot.
-    /// False when the subscriber must be closed.
-    fn pushed(&mut self, p: crate::proxy::commands::pubsub::Push) -> bool {
-        let m = match p {
-            crate::proxy::commands::pubsub::Push::Message(m) => m,
-            crate::proxy::commands::pubsub::Push::OverLimit => {
-                self.exceeded(Exceeded::OutputHard);
-                return false;
-            }
-            crate::proxy::commands::pubsub::Push::ClosedByNode => return false,
-            crate::proxy::commands::pubsub::Push::Lost => {
-                tracing::warn!(
-                    client = self.state.id,
-                    "closing a subscriber whose subscriptions no node could take"
-                );
-                return false;
-            }
-        };
-        if let Some(Pending::Pushed(b)) = self.owed.back_mut() {
-            b.extend_from_slice(&m);
-            return true;
-        }
-        self.owed.push_back(Pending::Pushed(BytesMut::from(&m[..])));
-        self.timings.push_back(None);
-        true
     }
 
     /// Queues a reply slot. Never waits: the session reads no further

@@ -31,6 +31,11 @@ impl Backend {
         }
     }
 
+    /// `n` fresh nodes of this kind.
+    pub fn nodes(self, n: usize) -> Vec<Proc> {
+        (0..n).map(|_| self.start()).collect()
+    }
+
     /// A proxy over `n` fresh nodes of this kind.
     pub fn cluster(self, n: usize) -> Cluster {
         match self {

@@ -17,6 +17,7 @@ use std::net::TcpStream;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+pub mod blocked;
 pub mod cluster;
 pub mod compare;
 pub mod conn;
@@ -28,6 +29,7 @@ pub mod procs;
 pub mod skip;
 pub mod tempdir;
 
+pub use blocked::*;
 pub use cluster::*;
 pub use conn::*;
 pub use procs::*;

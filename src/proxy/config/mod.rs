@@ -11,7 +11,9 @@ mod backend;
 mod file;
 pub mod ha;
 pub mod ops;
+mod tls;
 mod topology;
+pub use tls::TlsConfig;
 
 pub use backend::EjectPolicy;
 use file::*;
@@ -22,7 +24,6 @@ pub use topology::{
 
 pub use crate::proxy::conn::auth::config::AuthConfig;
 use crate::proxy::conn::budget::OutputLimits;
-pub use crate::proxy::conn::tls::TlsConfig;
 use crate::proxy::upstream::credentials::Credentials;
 pub use crate::proxy::upstream::credentials::NodeCredentials;
 use crate::resp::Limits;

@@ -9,7 +9,7 @@
 //! certificate and says why in the log. Used by `proxy::run_with` (the TLS
 //! accept loop); the PEM helpers also by `upstream::tls`.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 
 use arc_swap::ArcSwap;
@@ -18,20 +18,10 @@ use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 use tokio_rustls::rustls;
 use tokio_rustls::TlsAcceptor;
 
+pub use crate::proxy::config::TlsConfig;
+
 /// How long a client may take over its TLS handshake.
 pub const TLS_HANDSHAKE_TIMEOUT_MS: u64 = 10_000;
-
-/// `[tls]`, validated: where the TLS listener binds and what it presents.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct TlsConfig {
-    pub listen: String,
-    pub cert: PathBuf,
-    pub key: PathBuf,
-    /// Clients must present a certificate this CA signed (mutual TLS).
-    pub client_ca: Option<PathBuf>,
-    /// Also serve plaintext on `proxy.listen` (false: TLS only).
-    pub plaintext: bool,
-}
 
 /// The crypto every TLS config here uses (ring).
 pub(crate) fn provider() -> Arc<rustls::crypto::CryptoProvider> {
