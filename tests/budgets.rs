@@ -299,13 +299,8 @@ fn over_the_reply_total_the_clients_owing_most_are_closed_and_others_are_served(
          max_output_buffer_total = {TOTAL}\nclient_output_hard_limit = 0\nclient_output_soft_limit = 0\n\
          [admin]\nlisten = \"{admin}\"\n"
     );
-    for (i, n) in nodes.iter().enumerate() {
-        cfg.push_str(&format!(
-            "[[nodes]]\naddr = \"{}\"\nname = \"node{}\"\n",
-            n.addr(),
-            i + 1
-        ));
-    }
+    let addrs: Vec<String> = nodes.iter().map(|n| n.addr()).collect();
+    cfg.push_str(&nodes_toml(&addrs));
     let path = dir.path().join("proxy.toml");
     std::fs::write(&path, cfg).unwrap();
     let proxy = start_proxy_with(&path, port);

@@ -142,13 +142,8 @@ fn a_restarted_proxy_routes_exactly_as_before_including_added_nodes() {
         "[proxy]\nlisten = \"127.0.0.1:{port}\"\nstate_file = \"{}\"\n",
         state.display()
     );
-    for (i, n) in nodes.iter().enumerate() {
-        cfg.push_str(&format!(
-            "[[nodes]]\naddr = \"{}\"\nname = \"node{}\"\n",
-            n.addr(),
-            i + 1
-        ));
-    }
+    let addrs: Vec<String> = nodes.iter().map(|n| n.addr()).collect();
+    cfg.push_str(&nodes_toml(&addrs));
     let path = dir.path().join("proxy.toml");
     std::fs::write(&path, cfg).unwrap();
     let mut proxy = start_proxy_with(&path, port);

@@ -47,13 +47,8 @@ impl Rig {
             "[proxy]\nlisten = \"127.0.0.1:{port}\"\nconnect_timeout_ms = 500\nrequest_timeout_ms = 2000\nstate_file = \"{}\"\n{MIGRATION}\n",
             dir.path().join("state/topology.toml").display()
         );
-        for (i, n) in nodes.iter().enumerate() {
-            cfg.push_str(&format!(
-                "[[nodes]]\naddr = \"{}\"\nname = \"node{}\"\n",
-                n.addr(),
-                i + 1
-            ));
-        }
+        let addrs: Vec<String> = nodes.iter().map(|n| n.addr()).collect();
+        cfg.push_str(&nodes_toml(&addrs));
         std::fs::write(dir.path().join("proxy.toml"), cfg).unwrap();
         let proxy = spawn_proxy(&dir, port, env);
         Rig {

@@ -7,8 +7,7 @@ mod common;
 #[path = "node_replication/support.rs"]
 mod support;
 
-use common::{free_port, have_tool, skip, start_node, Proc, Raw};
-use std::process::{Command, Stdio};
+use common::{free_port, have_tool, skip, spawn_redis, start_node, Proc, Raw};
 use support::*;
 
 /// A redis-server; a replica of `primary` when given.
@@ -31,15 +30,7 @@ fn redis(port: u16, primary: Option<u16>) -> Proc {
     if let Some(p) = primary {
         args.extend(["--replicaof".into(), "127.0.0.1".into(), p.to_string()]);
     }
-    let mut p = Proc::spawn(
-        Command::new("redis-server")
-            .args(&args)
-            .stdout(Stdio::null()),
-        port,
-        "redis-server",
-    );
-    p.wait_ready();
-    p
+    spawn_redis(port, &args)
 }
 
 /// A reply's structure: the type of every element, values dropped.

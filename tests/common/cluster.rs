@@ -98,6 +98,15 @@ pub fn start_proxy_env(
     p
 }
 
+/// `[[nodes]]` entries for `addrs`, named node1, node2, … in order.
+pub fn nodes_toml<A: std::fmt::Display>(addrs: &[A]) -> String {
+    addrs
+        .iter()
+        .enumerate()
+        .map(|(i, a)| format!("[[nodes]]\naddr = \"{a}\"\nname = \"node{}\"\n", i + 1))
+        .collect()
+}
+
 /// Writes a proxy config over `nodes` (as [`start_proxy`] does) and returns
 /// its path and port without starting anything.
 pub fn write_proxy_config(
@@ -107,12 +116,7 @@ pub fn write_proxy_config(
 ) -> (std::path::PathBuf, u16) {
     let port = free_port();
     let mut cfg = format!("[proxy]\nlisten = \"127.0.0.1:{port}\"\nconnect_timeout_ms = 500\nrequest_timeout_ms = 2000\n{extra}\n");
-    for (i, n) in nodes.iter().enumerate() {
-        cfg.push_str(&format!(
-            "[[nodes]]\naddr = \"{n}\"\nname = \"node{}\"\n",
-            i + 1
-        ));
-    }
+    cfg.push_str(&nodes_toml(nodes));
     let path = dir.path().join("proxy.toml");
     std::fs::write(&path, cfg).unwrap();
     (path, port)

@@ -226,22 +226,33 @@ pub fn start_node(port: u16) -> Proc {
 
 /// Starts a redis-server with no persistence.
 pub fn start_redis(port: u16) -> Proc {
+    spawn_redis(
+        port,
+        [
+            "--port",
+            &port.to_string(),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            // As the built-in node's (see src/listen.rs): bursts of
+            // pinned connections must not overflow the accept queue.
+            "--tcp-backlog",
+            "4096",
+        ],
+    )
+}
+
+/// Starts `redis-server args…` (which name `port`) and waits until it listens.
+pub fn spawn_redis<S: AsRef<std::ffi::OsStr>>(
+    port: u16,
+    args: impl IntoIterator<Item = S>,
+) -> Proc {
     let mut p = Proc::spawn(
         Command::new("redis-server")
-            .args([
-                "--port",
-                &port.to_string(),
-                "--bind",
-                "127.0.0.1",
-                "--save",
-                "",
-                "--appendonly",
-                "no",
-                // As the built-in node's (see src/listen.rs): bursts of
-                // pinned connections must not overflow the accept queue.
-                "--tcp-backlog",
-                "4096",
-            ])
+            .args(args)
             .stdout(Stdio::null()),
         port,
         "redis-server",

@@ -75,15 +75,7 @@ pub fn redis_with(port: u16, dir: Option<&Path>, extra: &[&str]) -> Proc {
         ),
     }
     args.extend(extra.iter().map(|s| s.to_string()));
-    let mut p = Proc::spawn(
-        Command::new("redis-server")
-            .args(&args)
-            .stdout(Stdio::null()),
-        port,
-        "redis-server",
-    );
-    p.wait_ready();
-    p
+    spawn_redis(port, &args)
 }
 
 /// A built-in node on `port` with `extra` arguments (`--requirepass pw`).
