@@ -150,10 +150,10 @@ report() {
         $2 == "failed" { printf "| %s | did not start | | | | |\n", $1 == "node" ? "built-in node" : "redis-server"; next }
         {
             name = $1 == "node" ? "built-in node" : "redis-server"
-            xs = ($10 > 0) ? $10 : 1; gs = ($11 > 0) ? $11 : 1
+            xs = ($8 > 0) ? $8 : 1; gs = ($9 > 0) ? $9 : 1
             su[$1] = ($4 - $2) / xs; sr[$1] = ($5 - $3) / xs
             gu[$1] = ($6 - $4) / gs; gr[$1] = ($7 - $5) / gs
-            printf "| %s | %.0f | %.0f | %.0f | %.0f | %s / %s |\n", name, su[$1], sr[$1], gu[$1], gr[$1], $10, $11
+            printf "| %s | %.0f | %.0f | %.0f | %.0f | %s / %s |\n", name, su[$1], sr[$1], gu[$1], gr[$1], $8, $9
         }
         END {
             if (("node" in su) && ("redis" in su) && su["redis"] > 0 && gu["redis"] > 0)
