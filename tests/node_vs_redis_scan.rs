@@ -32,9 +32,12 @@ fn parse(reply: &str, stride: usize) -> (String, Vec<String>) {
     )
 }
 
+/// The arguments one member `m` (the `i`-th) adds after the key.
+type MemberArgs = fn(&str, usize) -> Vec<String>;
+
 /// Fills `key` with `stay:<i>` and `gone:<i>` members of `kind`.
 fn fill(c: &mut Raw, kind: &str, key: &str) {
-    let (add, per): (&str, fn(&str, usize) -> Vec<String>) = match kind {
+    let (add, per): (&str, MemberArgs) = match kind {
         "hash" => ("HSET", |m, _| vec![m.into(), "v".into()]),
         "set" => ("SADD", |m, _| vec![m.into()]),
         _ => ("ZADD", |m, i| vec![i.to_string(), m.into()]),
