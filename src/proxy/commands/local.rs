@@ -30,6 +30,11 @@ pub(crate) async fn handle(
     if spec.id == Id::Memory {
         return crate::proxy::commands::info::memory(proxy, s, req).await;
     }
+    if spec.id == Id::Ping && req.args.len() <= 2 {
+        if let Some(p) = ping_running_script(proxy, s, &req).await {
+            return p;
+        }
+    }
     let args = &req.args;
     let mut out = BytesMut::new();
     match spec.id {
@@ -344,4 +349,23 @@ fn command(s: &ClientState, args: &[Bytes]) -> Pending {
         }
     }
     Pending::ready(out)
+}
+
+/// PING while a node runs a script is asked of that node (on the client's
+/// script lane, if it is on that node's: behind its own script), which
+/// answers `-BUSY` past `busy-reply-threshold`, as redis-server answers
+/// PING while its one thread runs a script. Otherwise the proxy answers.
+async fn ping_running_script(
+    proxy: &Arc<Proxy>,
+    s: &ClientState,
+    req: &Request,
+) -> Option<Pending> {
+    let node = {
+        let routing = proxy.routing.load();
+        let n = routing.primaries().find(|n| n.scripts.is_running())?;
+        n.clone()
+    };
+    Some(Pending::One(
+        node.upstream_for(s).send(req.raw.clone()).await,
+    ))
 }

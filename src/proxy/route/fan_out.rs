@@ -21,7 +21,7 @@ use crate::resp::Request;
 
 pub(crate) async fn fan_out(
     proxy: &Arc<Proxy>,
-    client: &ClientState,
+    client: &mut ClientState,
     req: Request,
     agg: Aggregate,
 ) -> Pending {
@@ -39,18 +39,20 @@ pub(crate) async fn fan_out(
     if is_kill(&req) {
         return kill(proxy, client, req).await;
     }
+    if is_scripting(&req) {
+        client.lane.claim_all();
+    }
     let routing = topology::enter(&proxy.routing, std::iter::empty).await;
     if agg == Aggregate::AllOk && (routing.migration.is_some() || routing.filter_keys) {
         return Pending::error("ERR FLUSHALL/FLUSHDB are refused while a topology change runs; retry when CLUSTER RINGINFO shows state:ok");
     }
     let nodes = all_nodes(&routing);
     client.served.on_many(nodes.len());
-    let (proto, id) = (client.proto, client.id);
     let mut waits = Vec::with_capacity(nodes.len());
     for n in &nodes {
         let budget = Some(client.budget.clone());
         waits.push(
-            n.upstream(proto, id)
+            n.upstream_for(client)
                 .send_for(req.raw.clone(), budget)
                 .await,
         );
@@ -66,6 +68,13 @@ pub(crate) async fn fan_out(
         }
         aggregate(agg, &replies)
     }))
+}
+
+/// SCRIPT and FUNCTION (LOAD, FLUSH, …): sent on the script lanes when the
+/// client may take them (`upstream::lane`).
+fn is_scripting(req: &Request) -> bool {
+    let name = req.name();
+    name.eq_ignore_ascii_case(b"script") || name.eq_ignore_ascii_case(b"function")
 }
 
 /// SCRIPT KILL, FUNCTION KILL.
