@@ -63,7 +63,7 @@ pub(crate) async fn keyed(
         client.served.on(routing.ring.locate(by));
         let node = routing.owner(by);
         if is_script(spec.id) {
-            client.lane.claim(node);
+            client.lane.claim(node, client.proto);
         }
         let rx = node.upstream_for(client).send(req.raw).await;
         return Pending::One(rx);
@@ -83,7 +83,7 @@ pub(crate) async fn keyed(
         }
     }
     if is_script(spec.id) {
-        client.lane.claim(&node);
+        client.lane.claim(&node, client.proto);
     }
     invalidate_written(proxy, spec, &req.args, &positions);
     let track = moving_writes(

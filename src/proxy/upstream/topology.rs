@@ -87,16 +87,19 @@ impl Node {
 
     /// The connection for a request of `client`: its script lane while it
     /// is on this node's (`lane.rs`), else its shared one.
-    pub(crate) fn upstream_for(
-        &self,
-        client: &crate::proxy::conn::client::ClientState,
-    ) -> &Upstream {
-        if client.lane.is_on(self) {
-            return self
-                .scripts
-                .upstream(client.proto, &self.opts, &self.health);
+    pub(crate) fn upstream_for<'a>(
+        &'a self,
+        client: &'a crate::proxy::conn::client::ClientState,
+    ) -> &'a Upstream {
+        match client.lane.to(self) {
+            Some(up) => up,
+            None => self.upstream(client.proto, client.id),
         }
-        self.upstream(client.proto, client.id)
+    }
+
+    /// An idle script connection of this node (`lane.rs`).
+    pub(crate) fn script_lane(&self, proto: u8) -> Upstream {
+        self.scripts.pick(proto, &self.opts, &self.health)
     }
 
     /// Opens every shared connection now instead of on first use
