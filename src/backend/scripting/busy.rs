@@ -148,12 +148,12 @@ mod tests {
     fn kills_follow_redis_order() {
         let b = Busy::default();
         assert!(matches!(b.kill(true), Err(CmdError::Other(m)) if m.starts_with("NOTBUSY")));
-        let running = b.begin(false);
+        let running = b.begin(false, &[]);
         assert!(matches!(b.kill(true), Err(CmdError::Other(m)) if m == BUSY_FUNCTION));
         assert!(b.kill(false).is_ok());
         assert!(b.is_killed());
         drop(running);
-        let running = b.begin(true);
+        let running = b.begin(true, &[]);
         assert!(!b.is_killed());
         b.wrote();
         assert!(matches!(b.kill(true), Err(CmdError::Other(m)) if m.starts_with("UNKILLABLE")));
