@@ -10,33 +10,10 @@
 mod common;
 
 use common::*;
-use std::time::{Duration, Instant};
 
 const SPIN: &str = "local a = 1 while true do a = a + 1 end";
 const BUSY_EVAL: &str =
     "-BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE.\r\n";
-
-/// Sends `args` on a fresh connection without reading the reply.
-fn start(port: u16, args: &[&str]) -> Raw {
-    let mut c = Raw::connect(port);
-    let args: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
-    c.send(&args);
-    c
-}
-
-/// Calls PING until it is refused with `-BUSY`; the refusal.
-fn until_busy(c: &mut Raw) -> String {
-    let t = Instant::now();
-    loop {
-        let r = c.call(&["PING"]);
-        if r.starts_with("-BUSY") {
-            return r;
-        }
-        assert_eq!(r, "+PONG\r\n");
-        assert!(t.elapsed() < Duration::from_secs(5), "never busy");
-        std::thread::sleep(Duration::from_millis(10));
-    }
-}
 
 fn a_busy_script_leaves_others_answered_busy_until_script_kill(b: Backend) {
     if !b.is_available() {
@@ -47,7 +24,7 @@ fn a_busy_script_leaves_others_answered_busy_until_script_kill(b: Backend) {
     let mut other = Raw::connect(port);
     other.check(&["CONFIG", "SET", "busy-reply-threshold", "50"], "+OK\r\n");
     other.check(&["SET", "k", "v"], "+OK\r\n");
-    let mut spinning = start(port, &["EVAL", SPIN, "0"]);
+    let mut spinning = start_call(port, &["EVAL", SPIN, "0"]);
     assert_eq!(until_busy(&mut other), BUSY_EVAL);
     // The node answers, not a connection stuck behind the script.
     other.check(&["GET", "k"], BUSY_EVAL);
@@ -76,7 +53,7 @@ fn function_stats_names_the_running_function_and_function_kill_stops_it(b: Backe
         idle.starts_with("*4\r\n$14\r\nrunning_script\r\n$-1\r\n"),
         "{idle}"
     );
-    let mut spinning = start(port, &["FCALL", "spin", "0"]);
+    let mut spinning = start_call(port, &["FCALL", "spin", "0"]);
     until_busy(&mut other);
     let stats = other.call(&["FUNCTION", "STATS"]);
     let running = "*4\r\n$14\r\nrunning_script\r\n*6\r\n$4\r\nname\r\n$4\r\nspin\r\n$7\r\ncommand\r\n*3\r\n$5\r\nFCALL\r\n$4\r\nspin\r\n$1\r\n0\r\n$11\r\nduration_ms\r\n:";
