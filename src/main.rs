@@ -260,8 +260,8 @@ fn runtime(threads: usize) -> Result<tokio::runtime::Runtime, String> {
 /// Stack of every runtime thread (tokio's default is 2 MiB).
 const THREAD_STACK_BYTES: usize = 16 * 1024 * 1024;
 
-/// On every SIGHUP, the TLS certificates and keys are read again (clients
-/// already connected keep their sessions).
+/// On every SIGHUP, the config file and the TLS certificates and keys are
+/// read again (clients already connected keep their sessions).
 fn reload_on_hangup() {
     let Ok(mut hup) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()) else {
         return;
@@ -269,6 +269,7 @@ fn reload_on_hangup() {
     tokio::spawn(async move {
         while hup.recv().await.is_some() {
             proxy::reload_certificates();
+            proxy::reload_config();
         }
     });
 }
@@ -377,7 +378,8 @@ fn run_proxy(a: ProxyArgs) -> Result<(), String> {
         let listener = shardis::listen::listen(&config.listen)
             .await
             .map_err(|e| format!("cannot listen on {}: {e}", config.listen))?;
-        proxy::run(listener, proxy::Pool::from_config(config), stop_signal()).await
+        let pool = proxy::Pool::from_config(config).reloadable_from(path);
+        proxy::run(listener, pool, stop_signal()).await
     })
 }
 

@@ -122,8 +122,8 @@ async fn report(weak: Weak<Proxy>) {
             let Some(f) = fleet(&proxy) else {
                 return;
             };
-            let host = proxy
-                .config
+            let config = proxy.config();
+            let host = config
                 .listen
                 .rsplit_once(':')
                 .map_or("127.0.0.1", |(h, _)| h);
