@@ -149,7 +149,6 @@ impl EtcdStore {
         let seen = Arc::new(Mutex::new(Seen::default()));
         let fleet = session::start(
             &rt,
-            cfg.endpoints.clone(),
             client.clone(),
             keys.clone(),
             id.clone(),
@@ -157,6 +156,7 @@ impl EtcdStore {
             seen.clone(),
             name.clone(),
         );
+        fleet.probe(&rt, cfg.endpoints.clone());
         // Registered and caught up before the proxy starts serving.
         fleet.wait_synced(&rt, Duration::from_millis(REQUEST_TIMEOUT_MS));
         Ok(EtcdStore {

@@ -108,6 +108,12 @@ impl Fleet {
         }
     }
 
+    /// Tells etcd gone from out of reach by probing `endpoints` (`gone.rs`).
+    pub(super) fn probe(&self, rt: &tokio::runtime::Handle, endpoints: Vec<String>) {
+        let (watching, gone) = (self.watching.clone(), self.gone.clone());
+        rt.spawn(super::gone::probe(endpoints, watching, gone));
+    }
+
     /// Records that this proxy routes by topology revision `rev`.
     pub(crate) fn routed_by(&self, rev: i64) {
         self.applied_rev.fetch_max(rev, Ordering::SeqCst);
@@ -166,7 +172,6 @@ impl Publish {
 
 pub(super) fn start(
     rt: &tokio::runtime::Handle,
-    endpoints: Vec<String>,
     client: Client,
     keys: Keys,
     id: String,
@@ -206,11 +211,6 @@ pub(super) fn start(
         keys.clone(),
         publish.clone(),
         fleet.watching.clone(),
-    ));
-    rt.spawn(super::gone::probe(
-        endpoints,
-        fleet.watching.clone(),
-        fleet.gone.clone(),
     ));
     rt.spawn(observe_leader(
         client.clone(),
