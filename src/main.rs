@@ -9,6 +9,7 @@ use clap::{Args, Parser, Subcommand};
 
 use shardis::proxy::{self, Config};
 
+mod fleet_up;
 mod twem_cli;
 mod up;
 
@@ -59,7 +60,7 @@ enum Cmd {
 }
 
 #[derive(Args)]
-struct UpArgs {
+pub(crate) struct UpArgs {
     /// Number of built-in nodes to start [default: up.nodes in the config, 10].
     #[arg(long)]
     nodes: Option<usize>,
@@ -84,6 +85,13 @@ struct UpArgs {
     /// What to run as nodes: the built-in node, or redis-server (must be installed).
     #[arg(long, value_enum, default_value = "builtin")]
     backend: up::Backend,
+    /// Proxies sharing the topology through etcd (a local etcd `up` starts
+    /// when the config names none): on --port, --port + 100, … [default: 1].
+    #[arg(long, default_value_t = 1)]
+    proxies: usize,
+    /// Client port of the local etcd under --proxies (its peer port is the next).
+    #[arg(long, default_value_t = fleet_up::DEFAULT_ETCD_PORT)]
+    etcd_port: u16,
     /// Validate the configuration, print a summary and exit.
     #[arg(long)]
     check_config: bool,
@@ -156,8 +164,8 @@ fn main() -> ExitCode {
     }
     log_panics();
     let result = match cli.cmd {
-        Cmd::Up(a) => run_up(a),
-        Cmd::Supervise { cmd } => up::supervise(&cmd),
+        Cmd::Up(a) => up::run_up(a),
+        Cmd::Supervise { cmd } => shardis::procs::supervise(&cmd),
         Cmd::Proxy(a) => run_proxy(a),
         Cmd::Node(a) => node(a),
         Cmd::Sim(a) => shardis::sim::run(&a, &mut std::io::stdout().lock()),
@@ -260,8 +268,8 @@ fn runtime(threads: usize) -> Result<tokio::runtime::Runtime, String> {
 /// Stack of every runtime thread (tokio's default is 2 MiB).
 const THREAD_STACK_BYTES: usize = 16 * 1024 * 1024;
 
-/// On every SIGHUP, the TLS certificates and keys are read again (clients
-/// already connected keep their sessions).
+/// On every SIGHUP, the config file and the TLS certificates and keys are
+/// read again (clients already connected keep their sessions).
 fn reload_on_hangup() {
     let Ok(mut hup) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()) else {
         return;
@@ -269,6 +277,7 @@ fn reload_on_hangup() {
     tokio::spawn(async move {
         while hup.recv().await.is_some() {
             proxy::reload_certificates();
+            proxy::reload_config();
         }
     });
 }
@@ -377,7 +386,8 @@ fn run_proxy(a: ProxyArgs) -> Result<(), String> {
         let listener = shardis::listen::listen(&config.listen)
             .await
             .map_err(|e| format!("cannot listen on {}: {e}", config.listen))?;
-        proxy::run(listener, proxy::Pool::from_config(config), stop_signal()).await
+        let pool = proxy::Pool::from_config(config).reloadable_from(path);
+        proxy::run(listener, pool, stop_signal()).await
     })
 }
 
@@ -452,42 +462,4 @@ fn node(a: NodeArgs) -> Result<(), String> {
             .await
             .map_err(|e| e.to_string())
     })
-}
-
-fn run_up(a: UpArgs) -> Result<(), String> {
-    let (mut config, file) = match &a.config {
-        Some(path) => (Config::load(path)?, path.clone()),
-        None if Path::new(DEFAULT_CONFIG).exists() => (
-            Config::load(Path::new(DEFAULT_CONFIG))?,
-            DEFAULT_CONFIG.into(),
-        ),
-        None => (Config::default(), "(built-in defaults)".into()),
-    };
-    config.ops.admin_default_on = true;
-    if let Some(m) = a.node_maxmemory {
-        config.up.node_maxmemory = m;
-    }
-    if let Some(p) = a.port {
-        let host = config
-            .listen
-            .rsplit_once(':')
-            .map(|(h, _)| h.to_string())
-            .unwrap_or("127.0.0.1".into());
-        config.listen = format!("{host}:{p}");
-    }
-    up::generate_nodes(&mut config, &file, a.nodes, a.first_node_port, a.replicas)?;
-    up::check_backend(a.backend)?;
-    if a.check_config {
-        // What a start would run (the state file's ring, when it says
-        // otherwise), and that it could listen on every port of it.
-        let top = up::topology(&config)?;
-        let ports = top
-            .addrs()
-            .map(|a| ("node", a.to_string()))
-            .collect::<Vec<_>>();
-        check_binds(listen_addrs(&config).into_iter().chain(ports))?;
-        print_config(&config);
-        return Ok(());
-    }
-    runtime(config.threads)?.block_on(up::run(config, a.backend, stop_signal()))
 }

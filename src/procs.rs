@@ -15,8 +15,10 @@
 //! them; the integration tests' harness asserts on the same capture.
 
 mod stderr;
+mod supervise;
 
 pub use stderr::{child_panics, StderrCapture};
+pub use supervise::supervise;
 
 use crate::client::blocking::answers_ping;
 

@@ -9,7 +9,6 @@
 //! running — built-in nodes exit with their parent, and redis-server runs
 //! under `shardis supervise`, which stops it when `up` goes away.
 
-use std::io::Read;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
@@ -20,6 +19,8 @@ use tokio::process::{Child, Command};
 use shardis::proxy::admin::state::{self, topology_difference};
 use shardis::proxy::{self, Config};
 use shardis::ring::NodeSpec;
+
+use crate::fleet_up::FleetArgs;
 
 /// How long a node may take to answer its first PING.
 const START_TIMEOUT_MS: u64 = 10_000;
@@ -165,7 +166,7 @@ impl NodeSpawner {
 /// Stops one node: a supervised redis-server is asked to stop (its pipe
 /// closed) and killed if it has not within the grace period; a built-in node
 /// holds nothing to save and is killed at once.
-async fn stop(mut child: Child) {
+pub(crate) async fn stop(mut child: Child) {
     if child.stdin.take().is_some() {
         let grace = Duration::from_millis(STOP_GRACE_MS);
         if tokio::time::timeout(grace, child.wait()).await.is_ok() {
@@ -343,6 +344,8 @@ pub fn generate_nodes(
 pub async fn run(
     config: Config,
     backend: Backend,
+    fleet: FleetArgs,
+    config_path: Option<PathBuf>,
     stop_signal: impl std::future::Future<Output = ()>,
 ) -> Result<(), String> {
     // Bind the proxy first: if its port is taken, no node was started for nothing.
@@ -402,10 +405,12 @@ pub async fn run(
         "try: redis-cli -p {} SET user:42 hello",
         listener.local_addr().map(|a| a.port()).unwrap_or(0)
     );
-    let result = proxy::run_with(
+    let result = crate::fleet_up::serve(
         listener,
-        proxy::Pool::from_config(config),
-        Some(spawner.clone()),
+        config,
+        fleet,
+        spawner.clone(),
+        config_path,
         stop_signal,
     )
     .await;
@@ -428,36 +433,56 @@ fn port_list(ports: &[u16]) -> String {
     }
 }
 
-/// `shardis supervise -- PROGRAM ARGS…`: runs PROGRAM and stops it when
-/// this process's stdin closes or its parent exits — so a redis-server
-/// started by `up` never outlives `up`, even one killed with SIGKILL.
-pub fn supervise(cmd: &[String]) -> Result<(), String> {
-    let (prog, args) = cmd.split_first().ok_or("supervise: no program given")?;
-    let parent = std::os::unix::process::parent_id();
-    let mut child = std::process::Command::new(prog)
-        .args(args)
-        .stdin(std::process::Stdio::null())
-        .spawn()
-        .map_err(|e| format!("cannot start {prog}: {e}"))?;
-    let closed = Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let flag = closed.clone();
-    std::thread::spawn(move || {
-        // Blocks until the writer (`up`) closes the pipe or dies.
-        let _ = std::io::stdin().read_to_end(&mut Vec::new());
-        flag.store(true, Ordering::Relaxed);
-    });
-    loop {
-        if let Ok(Some(status)) = child.try_wait() {
-            return match status.success() {
-                true => Ok(()),
-                false => Err(format!("{prog} exited: {status}")),
-            };
-        }
-        if closed.load(Ordering::Relaxed) || std::os::unix::process::parent_id() != parent {
-            let _ = child.kill();
-            let _ = child.wait();
-            return Ok(());
-        }
-        std::thread::sleep(Duration::from_millis(100));
+/// `shardis up`: the config, the nodes to start, `--check-config`, then the run.
+pub(crate) fn run_up(a: crate::UpArgs) -> Result<(), String> {
+    let (mut config, file) = match &a.config {
+        Some(path) => (Config::load(path)?, path.clone()),
+        None if std::path::Path::new(crate::DEFAULT_CONFIG).exists() => (
+            Config::load(std::path::Path::new(crate::DEFAULT_CONFIG))?,
+            crate::DEFAULT_CONFIG.into(),
+        ),
+        None => (Config::default(), "(built-in defaults)".into()),
+    };
+    config.ops.admin_default_on = true;
+    if let Some(m) = a.node_maxmemory {
+        config.up.node_maxmemory = m;
     }
+    if let Some(p) = a.port {
+        let host = config
+            .listen
+            .rsplit_once(':')
+            .map(|(h, _)| h.to_string())
+            .unwrap_or("127.0.0.1".into());
+        config.listen = format!("{host}:{p}");
+    }
+    generate_nodes(&mut config, &file, a.nodes, a.first_node_port, a.replicas)?;
+    check_backend(a.backend)?;
+    let fleet = FleetArgs {
+        proxies: a.proxies,
+        etcd_port: a.etcd_port,
+    };
+    fleet.check(&config)?;
+    if a.check_config {
+        // What a start would run (the state file's ring, when it says
+        // otherwise), and that it could listen on every port of it.
+        let top = topology(&config)?;
+        let ports = top
+            .addrs()
+            .map(|a| ("node", a.to_string()))
+            .collect::<Vec<_>>();
+        let fleet_ports = fleet.extra_addrs(&config)?;
+        crate::check_binds(
+            crate::listen_addrs(&config)
+                .into_iter()
+                .chain(ports)
+                .chain(fleet_ports),
+        )?;
+        crate::print_config(&config);
+        return Ok(());
+    }
+    let path = (file.as_os_str() != "(built-in defaults)").then_some(file);
+    crate::runtime(config.threads)?.block_on(async move {
+        crate::reload_on_hangup();
+        run(config, a.backend, fleet, path, crate::stop_signal()).await
+    })
 }

@@ -38,10 +38,10 @@ pub(crate) async fn dispatch(
 ) -> Pending {
     let spec = lookup(req.name());
     client.served.set(Served::of(spec));
-    if spec.is_some_and(|s| routes_keys(s.kind))
-        && !crate::proxy::admin::store::is_serving(proxy.store.as_deref())
-    {
-        return Pending::error(crate::proxy::conn::error::NOT_SERVING);
+    if let Some(s) = spec.filter(|s| routes_keys(s.kind)) {
+        if let Some(refusal) = crate::proxy::admin::store::refusal(proxy, s, &req.args) {
+            return Pending::error(refusal);
+        }
     }
     // Inside MULTI everything is queued (or refused) by the transaction,
     // except what ends the connection's state as a whole.

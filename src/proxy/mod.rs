@@ -36,6 +36,9 @@ use arc_swap::ArcSwap;
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpListener;
 
+/// Reads every proxy's config file again (`main.rs` calls it on SIGHUP,
+/// as `CONFIG RELOAD` does for one proxy).
+pub use admin::reload::request_reload as reload_config;
 pub use config::Config;
 /// Re-reads every TLS certificate and key (`main.rs` calls it on SIGHUP).
 pub use conn::tls::request_reload as reload_certificates;
@@ -56,7 +59,7 @@ impl ClientSlot {
     /// Takes a slot, or `None` when `max_clients` are connected. Only the
     /// accept loop calls this, so checking then adding cannot race.
     pub(crate) fn take(proxy: &Arc<Proxy>) -> Option<ClientSlot> {
-        if proxy.stats.clients.load(Ordering::Relaxed) >= proxy.config.max_clients {
+        if proxy.stats.clients.load(Ordering::Relaxed) >= proxy.config().max_clients {
             return None;
         }
         proxy.stats.clients.fetch_add(1, Ordering::Relaxed);
@@ -72,7 +75,18 @@ impl Drop for ClientSlot {
 
 /// State shared by every session of one proxy.
 pub(crate) struct Proxy {
-    pub(crate) config: Config,
+    /// Swapped whole by a reload (`reload.rs`): read it with
+    /// [`Proxy::config`] where the work starts, so new work sees the new
+    /// limits while work in flight keeps the ones it began with.
+    config: ArcSwap<Config>,
+    /// The upstream timeouts every node's connections read live (a reload
+    /// sets them; see `upstream::Timeouts`).
+    pub(crate) timeouts: Arc<upstream::Timeouts>,
+    /// The file the config came from, for `CONFIG RELOAD` and SIGHUP
+    /// (`None`: built in memory; a reload is refused).
+    pub(crate) config_path: Option<std::path::PathBuf>,
+    /// Held while a reload applies its node changes, one at a time.
+    pub(crate) reloading: tokio::sync::Mutex<()>,
     /// The port actually bound (config may say 0).
     pub(crate) port: u16,
     /// Read on every request; replaced whole on topology change.
@@ -213,20 +227,27 @@ impl Proxy {
             _ => config_replicas,
         };
         let ha = Arc::new(ha::Ha::new(config.ha, replicas));
+        let timeouts =
+            upstream::Timeouts::new(config.connect_timeout_ms, config.request_timeout_ms);
         let nodes: HashMap<String, Arc<Node>> = ring
             .nodes()
             .iter()
-            .map(|spec| (spec.name.clone(), Arc::new(new_node(spec, config))))
+            .map(|spec| {
+                (
+                    spec.name.clone(),
+                    Arc::new(new_node(spec, config, &timeouts)),
+                )
+            })
             .collect();
         let shards = ring
             .nodes()
             .iter()
             .map(|spec| {
-                let replicas = ha.replica_nodes(&spec.name, config);
+                let replicas = ha.replica_nodes(&spec.name, config, &timeouts);
                 Arc::new(Shard::new(nodes[&spec.name].clone(), replicas))
             })
             .collect();
-        let (config, auth) = (pool.config, pool.auth);
+        let (config, auth, config_path) = (pool.config, pool.auth, pool.config_path);
         let proxy = Arc::new(Proxy {
             port,
             routing: ArcSwap::from_pointee(Routing::new(Arc::new(ring), shards, None, false)),
@@ -249,7 +270,10 @@ impl Proxy {
             ha,
             ejected: Default::default(),
             placement: pool.twemproxy,
-            config,
+            config: ArcSwap::from_pointee(config),
+            timeouts,
+            config_path,
+            reloading: tokio::sync::Mutex::new(()),
         });
         match saved {
             // In a fleet the leader resumes a change; every proxy routes by it.
@@ -266,6 +290,12 @@ impl Proxy {
         Ok(proxy)
     }
 
+    /// The config as it is now: what new work starts with (a reload swaps
+    /// it; work already started keeps the copy it took).
+    pub(crate) fn config(&self) -> Arc<Config> {
+        self.config.load_full()
+    }
+
     /// The ring over `nodes` at `epoch`, placed the pool's way (as
     /// [`Pool::ring`]): what a resumed change is rebuilt with.
     pub(crate) fn ring(
@@ -273,21 +303,22 @@ impl Proxy {
         nodes: Vec<NodeSpec>,
         epoch: u64,
     ) -> Result<Ring, crate::ring::RingError> {
-        pool::place(self.placement, self.config.ring, nodes, epoch)
+        pool::place(self.placement, self.config().ring, nodes, epoch)
     }
 
     /// The shard at each of `ring`'s entries, its primary the pooled node
     /// of that name (created if missing).
     pub(crate) fn shards_for(&self, ring: &Ring) -> Vec<Arc<Shard>> {
+        let config = self.config();
         let mut pool = self.pool.lock().expect("pool lock");
         ring.nodes()
             .iter()
             .map(|spec| {
                 let primary = pool
                     .entry(spec.name.clone())
-                    .or_insert_with(|| Arc::new(new_node(spec, &self.config)))
+                    .or_insert_with(|| Arc::new(new_node(spec, &config, &self.timeouts)))
                     .clone();
-                let replicas = self.ha.replica_nodes(&spec.name, &self.config);
+                let replicas = self.ha.replica_nodes(&spec.name, &config, &self.timeouts);
                 Arc::new(Shard::new(primary, replicas))
             })
             .collect()
@@ -303,7 +334,8 @@ impl Proxy {
             addr: addr.to_string(),
             weight,
         };
-        pool.insert(name.to_string(), Arc::new(new_node(&spec, &self.config)));
+        let node = new_node(&spec, &self.config(), &self.timeouts);
+        pool.insert(name.to_string(), Arc::new(node));
     }
 
     /// Every node this proxy has connections for: the ring's, in ring
@@ -352,11 +384,11 @@ pub async fn run_with(
     let port = listener.local_addr().map(|a| a.port()).unwrap_or(0);
     let proxy = Proxy::new(pool, port, spawner).map_err(|e| e.to_string())?;
     let routing = proxy.routing.load();
-    tracing::info!(listen = %proxy.config.listen, nodes = routing.shards.len(), epoch = routing.ring.epoch(), "proxy ready");
+    tracing::info!(listen = %proxy.config().listen, nodes = routing.shards.len(), epoch = routing.ring.epoch(), "proxy ready");
     drop(routing);
     // Dropping `stop` ends the admin listener with the proxy.
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    if let Some((listen, configured)) = proxy.config.ops.admin_listen() {
+    if let Some((listen, configured)) = proxy.config().ops.admin_listen() {
         let stop = async move {
             let _ = stopped.await;
         };
@@ -370,10 +402,11 @@ pub async fn run_with(
     }
     tokio::spawn(ops::hotkeys::run_ticker(Arc::downgrade(&proxy)));
     ha::monitor::start(&proxy);
-    if proxy.config.ha.mode == config::ha::FailoverMode::Sentinel {
+    if proxy.config().ha.mode == config::ha::FailoverMode::Sentinel {
         ha::sentinel::start(&proxy);
     }
     admin::fleet::spawn(&proxy);
+    admin::reload::follow_reloads(&proxy);
     // Dropping `tls_stop` ends the TLS listener with the proxy.
     let tls_stop = conn::tls::start(&proxy).await?;
     serve(listener, proxy, shutdown).await;
@@ -389,7 +422,7 @@ pub(crate) async fn serve(
 ) {
     tokio::pin!(shutdown);
     // `[tls] plaintext = false`: only the TLS listener serves.
-    if proxy.config.tls.as_ref().is_some_and(|t| !t.plaintext) {
+    if proxy.config().tls.as_ref().is_some_and(|t| !t.plaintext) {
         drop(listener);
         shutdown.await;
         return drain(&proxy).await;
@@ -441,7 +474,7 @@ async fn drain(proxy: &Proxy) {
     {
         client.budget.wake();
     }
-    let timeout = Duration::from_millis(proxy.config.drain_timeout_ms);
+    let timeout = Duration::from_millis(proxy.config().drain_timeout_ms);
     let deadline = tokio::time::Instant::now() + timeout;
     let clients = || proxy.stats.clients.load(Ordering::Relaxed);
     tracing::info!(clients = clients(), "draining: answering owed replies");

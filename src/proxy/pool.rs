@@ -21,6 +21,9 @@ pub struct Pool {
     pub(crate) twemproxy: Option<twemproxy::Placement>,
     /// How its clients are admitted.
     pub(crate) auth: Auth,
+    /// The TOML file `config` was read from: what `CONFIG RELOAD` and
+    /// SIGHUP read again (`None`: nothing to reload).
+    pub(crate) config_path: Option<std::path::PathBuf>,
 }
 
 /// The ring over `nodes` at `epoch`: twemproxy's placement when given, else
@@ -60,7 +63,14 @@ impl Pool {
             shards,
             twemproxy: None,
             auth,
+            config_path: None,
         }
+    }
+
+    /// The same pool, reloadable from `path` (the file its config was read from).
+    pub fn reloadable_from(mut self, path: impl Into<std::path::PathBuf>) -> Pool {
+        self.config_path = Some(path.into());
+        self
     }
 
     /// The configured shards' primaries (what the ring is built from when

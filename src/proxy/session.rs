@@ -116,8 +116,8 @@ impl ClientSession {
         W: AsyncWrite + Unpin,
     {
         let mut session = self;
-        let depth = session.proxy.config.pipeline_depth.max(1);
-        let mut decoder = RequestDecoder::new(session.proxy.config.limits);
+        let depth = session.proxy.config().pipeline_depth.max(1);
+        let mut decoder = RequestDecoder::new(session.proxy.config().limits);
         session.auth_changed(&mut decoder);
         let budget = session.state.budget.clone();
         let mut io = Io {
@@ -237,7 +237,7 @@ impl ClientSession {
         // The last replies (after QUIT or a protocol error), bounded in time:
         // a client that does not read them must not keep its slot.
         if !io.out.is_empty() {
-            let grace = Duration::from_millis(session.proxy.config.request_timeout_ms);
+            let grace = Duration::from_millis(session.proxy.config().request_timeout_ms);
             let _ = tokio::time::timeout(grace, wr.write_all(&io.out)).await;
         }
         let _ = wr.shutdown().await;

@@ -28,6 +28,7 @@ pub mod inproc;
 pub mod procs;
 pub mod skip;
 pub mod tempdir;
+pub mod writers;
 
 pub use blocked::*;
 pub use cluster::*;

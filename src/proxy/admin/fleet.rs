@@ -122,8 +122,8 @@ async fn report(weak: Weak<Proxy>) {
             let Some(f) = fleet(&proxy) else {
                 return;
             };
-            let host = proxy
-                .config
+            let config = proxy.config();
+            let host = config
                 .listen
                 .rsplit_once(':')
                 .map_or("127.0.0.1", |(h, _)| h);
@@ -157,10 +157,25 @@ pub(crate) async fn await_change(proxy: &Proxy, next: u64) -> Result<(), AdminEr
         return Ok(());
     }
     let deadline = tokio::time::Instant::now() + Duration::from_millis(CHANGE_WAIT_MS);
+    // Since when etcd has been out of reach (the change cannot finish then).
+    let mut cut_off: Option<tokio::time::Instant> = None;
     loop {
         let routing = proxy.routing.load();
         if routing.ring.epoch() >= next {
             return Ok(());
+        }
+        // Two leases: an etcd restart (a second or two) is waited out.
+        let ttl = fleet(proxy).map_or(0, |f| 2 * f.lease_ttl_s);
+        match fleet(proxy).is_some_and(|f| f.is_connected()) {
+            true => cut_off = None,
+            false => {
+                let since = *cut_off.get_or_insert_with(tokio::time::Instant::now);
+                if since.elapsed() > Duration::from_secs(ttl) {
+                    return Err(AdminError::FleetChange(format!(
+                        "etcd has been unreachable for {ttl} s (two leases): the change cannot finish without it and resumes from its stored phase once etcd is back; see CLUSTER RINGINFO"
+                    )));
+                }
+            }
         }
         if routing.migration.is_none() && !proxy.migration.is_changing() {
             return Err(AdminError::FleetChange(

@@ -18,6 +18,7 @@ pub(crate) mod etcd;
 pub(crate) mod fleet;
 pub(crate) mod migration;
 pub(crate) mod plan;
+pub(crate) mod reload;
 pub mod state;
 pub(crate) mod store;
 mod views;
@@ -201,8 +202,8 @@ async fn add_node(
             .await
             .map_err(AdminError::StraysRemain)?;
     }
-    let timeout = Duration::from_millis(proxy.config.connect_timeout_ms.max(1000));
-    let login = &proxy.config.node_auth;
+    let timeout = Duration::from_millis(proxy.config().connect_timeout_ms.max(1000));
+    let login = &proxy.config().node_auth;
     let size =
         crate::proxy::upstream::credentials::probe(&addr, &name, login, &[b"DBSIZE"], timeout)
             .await
@@ -398,7 +399,7 @@ async fn remove_node(
         return Err(AdminError::LastNode);
     }
     let spec = routing.ring.node(idx).clone();
-    let timeout = Duration::from_millis(proxy.config.connect_timeout_ms.max(1000));
+    let timeout = Duration::from_millis(proxy.config().connect_timeout_ms.max(1000));
     if probe(&spec.addr, &[b"PING"], timeout).await.is_ok() {
         let (lock, _) = start_change(proxy).await?;
         migration::begin(proxy, Change::Remove(spec.name)).await?;

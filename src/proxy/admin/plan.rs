@@ -217,7 +217,7 @@ pub(crate) async fn plan(proxy: &Arc<Proxy>, args: &[Bytes]) -> Result<String, A
 
 /// The copy rate an estimate uses, and where it came from.
 fn copy_rate(proxy: &Proxy) -> (Option<f64>, &'static str) {
-    let cap = proxy.config.migration.max_keys_per_sec;
+    let cap = proxy.config().migration.max_keys_per_sec;
     if cap > 0 {
         return (Some(cap as f64), "configured (migration.max_keys_per_sec)");
     }

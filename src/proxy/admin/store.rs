@@ -76,6 +76,38 @@ pub(crate) fn is_serving(store: Option<&dyn TopologyStore>) -> bool {
     store.and_then(|s| s.fleet()).is_none_or(|f| f.is_serving())
 }
 
+/// Why a request that routes by the ring is refused now, if it is: the
+/// fleet's serving gate (see `Serving`; never refuses without a fleet).
+/// Read per request: the common case is one atomic load or three.
+pub(crate) fn refusal(
+    proxy: &crate::proxy::Proxy,
+    cmd: &crate::proxy::policy::CommandSpec,
+    args: &[bytes::Bytes],
+) -> Option<&'static str> {
+    use crate::proxy::admin::etcd::Serving;
+    use crate::proxy::conn::error::{MOVING_WITHOUT_ETCD, NOT_SERVING, READS_ONLY_WITHOUT_ETCD};
+    let serving = proxy.store.as_deref()?.fleet()?.serving();
+    let moving = || {
+        let routing = proxy.routing.load();
+        routing.migration.is_some()
+            && (matches!(cmd.kind, crate::proxy::policy::Kind::FanOut(_))
+                || cmd
+                    .key_positions(args)
+                    .unwrap_or_default()
+                    .iter()
+                    .any(|&i| routing.is_moving(&args[i])))
+    };
+    match serving {
+        Serving::All => None,
+        Serving::Nothing => Some(NOT_SERVING),
+        Serving::SteadyKeys => moving().then_some(MOVING_WITHOUT_ETCD),
+        Serving::Reads => {
+            let pinned = matches!(cmd.kind, crate::proxy::policy::Kind::Pinned(_));
+            (cmd.is_write() || pinned || moving()).then_some(READS_ONLY_WITHOUT_ETCD)
+        }
+    }
+}
+
 /// The state file: TOML, written atomically (see `state`).
 pub(crate) struct StateFile {
     path: String,

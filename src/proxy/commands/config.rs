@@ -21,6 +21,8 @@ const CONFIG_HELP: &[&str] = &[
     "GET <pattern>",
     "SET <directive> <value> [<directive> <value> ...]",
     "RESETSTAT",
+    "RELOAD",
+    "    Read the config file again: limits and timeouts apply at once, node changes one at a time.",
     "HELP",
 ];
 
@@ -44,7 +46,7 @@ fn own_params(proxy: &Proxy) -> Vec<(&'static str, String)> {
         ("requirepass", String::new()),
         (
             "proto-max-bulk-len",
-            proxy.config.limits.max_bulk_len.to_string(),
+            proxy.config().limits.max_bulk_len.to_string(),
         ),
     ]
 }
@@ -61,7 +63,8 @@ pub(crate) async fn config(proxy: &Arc<Proxy>, s: &ClientState, args: &[Bytes]) 
             return config_set(proxy, s, args).await
         }
         "set" if args.len() >= 4 => return Pending::error("ERR syntax error"),
-        "resetstat" | "help" if args.len() > 2 => {
+        "reload" if args.len() == 2 => return crate::proxy::admin::reload::command(proxy),
+        "resetstat" | "help" | "reload" if args.len() > 2 => {
             return Pending::error(&format!(
                 "ERR wrong number of arguments for 'config|{sub}' command"
             ))

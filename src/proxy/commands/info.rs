@@ -155,7 +155,7 @@ fn info_text(p: &Proxy, want: Selection, n: &NodeSums) -> String {
             &[
                 ("connected_clients", p.stats.clients.load(Ordering::Relaxed)),
                 ("cluster_connections", 0),
-                ("maxclients", p.config.max_clients),
+                ("maxclients", p.config().max_clients),
                 // Clients waiting in BLPOP, XREAD BLOCK, WAIT…; the proxy
                 // refuses client tracking.
                 (

@@ -64,7 +64,7 @@ impl ClientState {
         let local = sock.local_addr().map(|a| a.to_string()).unwrap_or_default();
         let fd = std::os::fd::AsRawFd::as_raw_fd(sock) as i64;
         let id = proxy.next_client_id.fetch_add(1, Ordering::Relaxed);
-        let budget = ReplyBudget::counted(proxy.config.output_limits, &proxy.reply_total, id);
+        let budget = ReplyBudget::counted(proxy.config().output_limits, &proxy.reply_total, id);
         let entry = Arc::new(ClientEntry::new(
             id,
             peer.clone(),

@@ -18,6 +18,15 @@ pub(crate) const CROSSSLOT: &str = "CROSSSLOT Keys in request don't hash to the 
 /// one, may route by a ring the fleet has left: it serves no data.
 pub(crate) const NOT_SERVING: &str = "TRYAGAIN this proxy's etcd lease lapsed, or it is catching up with the fleet's topology: it serves no keys until it routes by the fleet's current ring; retry, or use another proxy";
 
+/// etcd is out of reach and a change is in progress: its moving keys may
+/// change owner without this proxy seeing it.
+pub(crate) const MOVING_WITHOUT_ETCD: &str = "TRYAGAIN etcd is unreachable and this key is moving in the topology change in progress: this proxy serves it again once it is back in touch with etcd; retry, or use another proxy";
+
+/// etcd is gone and the lease lapsed: the ring is still the fleet's (no
+/// change can be made without etcd), but a write could be overtaken by one
+/// the moment etcd is back, so only reads are served.
+pub(crate) const READS_ONLY_WITHOUT_ETCD: &str = "TRYAGAIN etcd is gone and this proxy's lease lapsed: it serves reads of keys not moving, and no writes, until it has a new lease; retry, or use another proxy";
+
 /// The `-ERR` a client gets when its reply's channel closed without a reply.
 pub(crate) fn lost() -> Bytes {
     Bytes::from_static(b"-ERR upstream connection lost before the reply arrived\r\n")

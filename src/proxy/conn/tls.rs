@@ -193,7 +193,7 @@ pub(crate) async fn serve(
 pub(crate) async fn start(
     proxy: &Arc<crate::proxy::Proxy>,
 ) -> Result<Option<tokio::sync::oneshot::Sender<()>>, String> {
-    let Some(t) = &proxy.config.tls else {
+    let Some(t) = &proxy.config().tls else {
         return Ok(None);
     };
     let tls = ServerTls::load(t)?;

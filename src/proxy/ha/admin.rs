@@ -30,7 +30,7 @@ async fn reachable(proxy: &Proxy, shard: &str, addr: &str) -> Result<(), String>
             "ERR invalid replica address '{addr}': expected ip:port"
         ));
     }
-    let t = Duration::from_millis(proxy.config.connect_timeout_ms.max(500));
+    let t = Duration::from_millis(proxy.config().connect_timeout_ms.max(500));
     match call::call(proxy, shard, addr, &[b"PING"], t).await {
         Ok(r) if !is_error(&r) => Ok(()),
         Ok(r) => Err(format!(

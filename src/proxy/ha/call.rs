@@ -20,7 +20,7 @@ use crate::resp::reply::is_error;
 
 /// What the members of `shard` are sent before anything else, if anything.
 pub(crate) fn creds(proxy: &Proxy, shard: &str) -> Option<Arc<Credentials>> {
-    proxy.config.node_auth.for_node(shard)
+    proxy.config().node_auth.for_node(shard)
 }
 
 /// `args` on a new connection to `addr`, a member of `shard`, within
@@ -32,7 +32,7 @@ pub(crate) async fn call(
     args: &[&[u8]],
     timeout: Duration,
 ) -> Result<Bytes, ClientError> {
-    credentials::probe(addr, shard, &proxy.config.node_auth, args, timeout).await
+    credentials::probe(addr, shard, &proxy.config().node_auth, args, timeout).await
 }
 
 /// A connection to `addr` for repeated probes, authenticated with `creds`.

@@ -112,7 +112,12 @@ impl Ha {
 
     /// The pooled connections to the replicas of shard `name` (created on
     /// first use; they connect lazily).
-    pub(crate) fn replica_nodes(&self, name: &str, config: &Config) -> Vec<Arc<Node>> {
+    pub(crate) fn replica_nodes(
+        &self,
+        name: &str,
+        config: &Config,
+        timeouts: &Arc<crate::proxy::upstream::Timeouts>,
+    ) -> Vec<Arc<Node>> {
         let addrs = self.replicas_of(name);
         let mut nodes = self.nodes.lock().unwrap_or_else(|e| e.into_inner());
         addrs
@@ -126,7 +131,7 @@ impl Ha {
                             addr: a.clone(),
                             weight: 1,
                         };
-                        Arc::new(crate::proxy::new_node(&spec, config))
+                        Arc::new(crate::proxy::new_node(&spec, config, timeouts))
                     })
                     .clone()
             })

@@ -38,7 +38,7 @@ const SUBSCRIBE_RETRY_MS: u64 = 1_000;
 /// Starts the poller and one `+switch-master` subscriber per Sentinel.
 pub(crate) fn start(proxy: &Arc<Proxy>) {
     let wake = Arc::new(Notify::new());
-    for addr in &proxy.config.sentinel.addrs {
+    for addr in &proxy.config().sentinel.addrs {
         tokio::spawn(subscribe(Arc::downgrade(proxy), addr.clone(), wake.clone()));
     }
     tokio::spawn(poll(Arc::downgrade(proxy), wake));
@@ -47,7 +47,7 @@ pub(crate) fn start(proxy: &Arc<Proxy>) {
 async fn poll(proxy: Weak<Proxy>, wake: Arc<Notify>) {
     loop {
         let Some(p) = proxy.upgrade() else { return };
-        for (shard, name) in &p.config.sentinel.masters {
+        for (shard, name) in &p.config().sentinel.masters {
             follow_majority(&p, shard, name).await;
         }
         drop(p);
@@ -98,7 +98,7 @@ fn majority(answers: &[Option<String>], sentinels: usize) -> Option<(String, usi
 /// `ROLE` there says master. The old primary joins the shard's replicas
 /// (Sentinel makes it one when it returns).
 async fn follow_majority(proxy: &Arc<Proxy>, shard: &str, name: &str) {
-    let sentinels = &proxy.config.sentinel.addrs;
+    let sentinels = &proxy.config().sentinel.addrs;
     let answers = futures::future::join_all(sentinels.iter().map(|s| ask(s, name))).await;
     let Some((winner, votes)) = majority(&answers, sentinels.len()) else {
         return;

@@ -117,7 +117,7 @@ impl Ops {
         }
         if self.slowlog.is_slow(ns / 1_000) {
             let mut buf = BytesMut::from(&t.raw[..]);
-            let args = match decode_request(&mut buf, &proxy.config.limits) {
+            let args = match decode_request(&mut buf, &proxy.config().limits) {
                 Ok(Some(req)) => req.args,
                 _ => Vec::new(),
             };

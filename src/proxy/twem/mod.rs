@@ -167,10 +167,10 @@ fn start(proxy: &Arc<Proxy>) {
     tokio::spawn(crate::proxy::ops::hotkeys::run_ticker(Arc::downgrade(
         proxy,
     )));
-    if let Some(policy) = proxy.config.eject {
+    if let Some(policy) = proxy.config().eject {
         tokio::spawn(eject::run(Arc::downgrade(proxy), policy));
     }
-    if proxy.config.preconnect {
+    if proxy.config().preconnect {
         for shard in proxy.routing.load().shards.iter() {
             shard.primary().preconnect();
         }

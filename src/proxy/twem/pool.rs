@@ -92,6 +92,7 @@ pub(crate) fn pool_of(
         shards,
         twemproxy: Some(p.placement),
         auth: Auth::Twemproxy(p.redis_auth.as_deref().map(Into::into)),
+        config_path: None,
     })
 }
 

@@ -15,10 +15,10 @@ use crate::resp::reply::{self, reply_len};
 /// Opens one connection to the node (and says `HELLO 3` for RESP3); also
 /// used by the pub/sub subscriber connections.
 pub(crate) async fn connect(opts: &UpstreamOptions) -> Result<TcpStream, UpstreamError> {
-    let mut sock = match timeout(opts.connect_timeout, TcpStream::connect(&opts.addr)).await {
+    let mut sock = match timeout(opts.timeouts.connect(), TcpStream::connect(&opts.addr)).await {
         Ok(Ok(s)) => s,
         Ok(Err(e)) => return Err(UpstreamError::Connect(e.to_string())),
-        Err(_) => return Err(UpstreamError::ConnectTimeout(opts.connect_timeout)),
+        Err(_) => return Err(UpstreamError::ConnectTimeout(opts.timeouts.connect())),
     };
     let _ = sock.set_nodelay(true);
     let first = match (&opts.credentials, opts.proto >= 3) {
@@ -27,7 +27,7 @@ pub(crate) async fn connect(opts: &UpstreamOptions) -> Result<TcpStream, Upstrea
         (None, false) => None,
     };
     if let Some(first) = first {
-        match say(&mut sock, &first, opts.request_timeout).await {
+        match say(&mut sock, &first, opts.timeouts.request()).await {
             Ok(Ok(())) => {}
             Ok(Err(r)) => return Err(UpstreamError::HelloRefused(r)),
             Err(None) => return Err(UpstreamError::HelloTimeout),
@@ -35,10 +35,10 @@ pub(crate) async fn connect(opts: &UpstreamOptions) -> Result<TcpStream, Upstrea
         }
     }
     if let Some(cmd) = &opts.select {
-        match say(&mut sock, cmd, opts.request_timeout).await {
+        match say(&mut sock, cmd, opts.timeouts.request()).await {
             Ok(Ok(())) => {}
             Ok(Err(r)) => return Err(UpstreamError::SetupRefused(r)),
-            Err(None) => return Err(UpstreamError::ConnectTimeout(opts.request_timeout)),
+            Err(None) => return Err(UpstreamError::ConnectTimeout(opts.timeouts.request())),
             Err(Some(e)) => return Err(UpstreamError::Connect(e)),
         }
     }

@@ -90,6 +90,39 @@ impl Waiter {
     }
 }
 
+/// The proxy's upstream timeouts, shared by every node's connections and
+/// read where each use starts: a connect, a handshake, the watchdog's next
+/// tick. Atomics, because a reload sets them while connections run, and a
+/// connection must never wait on a lock to read its own timeout.
+#[derive(Debug)]
+pub(crate) struct Timeouts {
+    connect_ms: std::sync::atomic::AtomicU64,
+    request_ms: std::sync::atomic::AtomicU64,
+}
+
+impl Timeouts {
+    pub(crate) fn new(connect_ms: u64, request_ms: u64) -> Arc<Timeouts> {
+        Arc::new(Timeouts {
+            connect_ms: connect_ms.into(),
+            request_ms: request_ms.into(),
+        })
+    }
+
+    /// Both at once, from a reloaded config.
+    pub(crate) fn set(&self, connect_ms: u64, request_ms: u64) {
+        self.connect_ms.store(connect_ms, Ordering::Relaxed);
+        self.request_ms.store(request_ms, Ordering::Relaxed);
+    }
+
+    pub(crate) fn connect(&self) -> Duration {
+        Duration::from_millis(self.connect_ms.load(Ordering::Relaxed))
+    }
+
+    pub(crate) fn request(&self) -> Duration {
+        Duration::from_millis(self.request_ms.load(Ordering::Relaxed))
+    }
+}
+
 /// Settings of an upstream connection.
 #[derive(Clone, Debug)]
 pub(crate) struct UpstreamOptions {
@@ -98,8 +131,8 @@ pub(crate) struct UpstreamOptions {
     pub(crate) addr: String,
     /// 2 or 3: a RESP3 connection sends `HELLO 3` first.
     pub(crate) proto: u8,
-    pub(crate) connect_timeout: Duration,
-    pub(crate) request_timeout: Duration,
+    /// The connect and request timeouts, read live (a reload changes them).
+    pub(crate) timeouts: Arc<Timeouts>,
     /// A dedicated connection one client owns (see `pinned.rs`): a reply may
     /// take as long as a blocking command blocks, so no request timeout; and
     /// when its handle is dropped the connection closes at once, failing what
@@ -329,7 +362,8 @@ async fn serve(
     let mut framer = ReplyFramer::new(opts.max_bulk_len);
     let mut out = BytesMut::with_capacity(64 * 1024);
     let mut buf = BytesMut::with_capacity(64 * 1024);
-    let period = (opts.request_timeout / TICKS_PER_TIMEOUT).max(Duration::from_millis(1));
+    let tick = |timeout: Duration| (timeout / TICKS_PER_TIMEOUT).max(Duration::from_millis(1));
+    let mut period = tick(opts.timeouts.request());
     let mut watchdog = tokio::time::interval_at(Instant::now() + period, period);
     watchdog.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
     let mut now: u32 = 0;
@@ -451,8 +485,16 @@ async fn serve(
                 if let Some((_, sent, _)) = inflight.front() {
                     let waited = now.wrapping_sub(*sent).min(now.wrapping_sub(answered));
                     if waited > TICKS_PER_TIMEOUT {
-                        break Some(UpstreamError::NoReply(opts.request_timeout));
+                        break Some(UpstreamError::NoReply(opts.timeouts.request()));
                     }
+                }
+                // A reloaded timeout: the ticks from here on are the new
+                // timeout's quarters.
+                let live = tick(opts.timeouts.request());
+                if live != period {
+                    period = live;
+                    watchdog = tokio::time::interval_at(Instant::now() + period, period);
+                    watchdog.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
                 }
             }
         }

@@ -340,13 +340,16 @@ pub(crate) fn all_nodes(routing: &Routing) -> Vec<Arc<Node>> {
 
 /// A ring member's connections, with the config's timeouts, limits and
 /// handshake (credentials, a pool's database).
-pub(crate) fn new_node(spec: &NodeSpec, config: &crate::proxy::Config) -> Node {
+pub(crate) fn new_node(
+    spec: &NodeSpec,
+    config: &crate::proxy::Config,
+    timeouts: &Arc<crate::proxy::upstream::Timeouts>,
+) -> Node {
     let opts = crate::proxy::upstream::UpstreamOptions {
         label: String::new(),
         addr: String::new(),
         proto: 2,
-        connect_timeout: std::time::Duration::from_millis(config.connect_timeout_ms),
-        request_timeout: std::time::Duration::from_millis(config.request_timeout_ms),
+        timeouts: timeouts.clone(),
         pinned: false,
         script_lane: None,
         max_bulk_len: config.limits.max_bulk_len,

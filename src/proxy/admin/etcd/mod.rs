@@ -17,6 +17,7 @@
 //! the proxy's workers. Never touches routing: the proxy reads [`Fleet`].
 
 mod barrier;
+mod gone;
 mod session;
 
 use std::sync::{Arc, Mutex};
@@ -27,7 +28,7 @@ use etcd_client::{Client, Compare, CompareOp, ConnectOptions, Txn, TxnOp};
 use crate::proxy::admin::state::{self, Saved, StateError};
 use crate::proxy::admin::store::TopologyStore;
 use crate::proxy::config::EtcdConfig;
-pub(crate) use session::{Fleet, ProxyInfo};
+pub(crate) use session::{Fleet, ProxyInfo, Serving};
 
 /// Every request to etcd gives up after this long.
 pub(crate) const REQUEST_TIMEOUT_MS: u64 = 2_000;
@@ -155,6 +156,7 @@ impl EtcdStore {
             seen.clone(),
             name.clone(),
         );
+        fleet.probe(&rt, cfg.endpoints.clone());
         // Registered and caught up before the proxy starts serving.
         fleet.wait_synced(&rt, Duration::from_millis(REQUEST_TIMEOUT_MS));
         Ok(EtcdStore {

@@ -20,6 +20,7 @@ use etcd_client::{Client, EventType, PutOptions, WatchOptions};
 use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
 
+pub(crate) use super::gone::Serving;
 use super::{Keys, Seen, REQUEST_TIMEOUT_MS};
 use crate::proxy::admin::state::{self, Saved};
 
@@ -57,6 +58,8 @@ pub(crate) struct Fleet {
     lease_until_ms: Arc<AtomicU64>,
     /// Whether the watch is connected (false while etcd is unreachable).
     watching: Arc<AtomicBool>,
+    /// Whether every etcd endpoint refuses connections (see `gone.rs`).
+    gone: Arc<AtomicBool>,
     born: Instant,
     pub(crate) lease_ttl_s: u64,
     /// The lease this proxy holds (0 before the first grant).
@@ -93,6 +96,22 @@ impl Fleet {
     pub(crate) fn is_serving(&self) -> bool {
         self.is_lease_alive()
             && self.applied_rev.load(Ordering::SeqCst) >= self.need_rev.load(Ordering::SeqCst)
+    }
+
+    /// What this proxy may serve now (see [`Serving`]). Read per request.
+    pub(crate) fn serving(&self) -> Serving {
+        match (self.is_lease_alive(), self.is_serving()) {
+            (true, true) if self.watching.load(Ordering::Relaxed) => Serving::All,
+            (true, true) => Serving::SteadyKeys,
+            (false, _) if self.gone.load(Ordering::Relaxed) => Serving::Reads,
+            _ => Serving::Nothing,
+        }
+    }
+
+    /// Tells etcd gone from out of reach by probing `endpoints` (`gone.rs`).
+    pub(super) fn probe(&self, rt: &tokio::runtime::Handle, endpoints: Vec<String>) {
+        let (watching, gone) = (self.watching.clone(), self.gone.clone());
+        rt.spawn(super::gone::probe(endpoints, watching, gone));
     }
 
     /// Records that this proxy routes by topology revision `rev`.
@@ -178,6 +197,7 @@ pub(super) fn start(
         })),
         lease_until_ms: Arc::new(AtomicU64::new(0)),
         watching: Arc::new(AtomicBool::new(false)),
+        gone: Arc::new(AtomicBool::new(false)),
         born: Instant::now(),
         lease_ttl_s: ttl_s,
         lease_id: Arc::new(AtomicI64::new(0)),
@@ -333,12 +353,13 @@ impl Lease {
     async fn once(&mut self) -> Result<(), String> {
         let limit = Duration::from_millis(REQUEST_TIMEOUT_MS);
         let bounded = |what: &'static str| move |_| format!("{what}: no answer in time");
-        // Whatever this proxy routes by now was read under a lease it lost.
-        self.need_rev.store(i64::MAX, Ordering::SeqCst);
         let grant = tokio::time::timeout(limit, self.client.lease_grant(self.ttl_s as i64, None))
             .await
             .map_err(bounded("lease grant"))?
             .map_err(|e| e.to_string())?;
+        // Whatever this proxy routes by now was read under an earlier lease
+        // (still alive by its clock until now, so it served meanwhile).
+        self.need_rev.store(i64::MAX, Ordering::SeqCst);
         let lease = grant.id();
         self.lease_id.store(lease, Ordering::SeqCst);
         let granted_at = self.born.elapsed().as_millis() as u64;

@@ -61,7 +61,7 @@ impl Gathered<'_> {
     /// blocks its source while it runs, so batches stay small), pacing each
     /// to the rate limit; a group keeps fewer than `min` keys for later.
     async fn flush(&mut self, conns: &mut Conns, min: usize) -> Result<(), NodeError> {
-        let batch = self.proxy.config.migration.batch.max(1);
+        let batch = self.proxy.config().migration.batch.max(1);
         for i in 0..self.pending.len() {
             while !self.pending[i].2.is_empty() && self.pending[i].2.len() >= min.max(1) {
                 let n = self.pending[i].2.len().min(batch);
@@ -81,7 +81,7 @@ impl Gathered<'_> {
 
     /// Sleeps until the copy is back under `max_keys_per_sec`.
     async fn pace(&self) {
-        let cap = self.proxy.config.migration.max_keys_per_sec;
+        let cap = self.proxy.config().migration.max_keys_per_sec;
         if cap > 0 {
             let copied = self.proxy.migration.keys_copied.load(Ordering::Relaxed);
             let due = Duration::from_secs_f64(copied as f64 / cap as f64);
@@ -108,7 +108,8 @@ impl AsyncBatch for Gathered<'_> {
                 None => self.pending.push((from, to, keys)),
             }
         }
-        self.flush(conns, self.proxy.config.migration.batch).await?;
+        self.flush(conns, self.proxy.config().migration.batch)
+            .await?;
         if self.m.dirty.len() > MAX_DIRTY_KEYS {
             return Err(NodeError {
                 node: "proxy".into(),
@@ -142,7 +143,7 @@ pub(crate) async fn copy_walk(
     }
     // Every source is walked at once, each over its own connections: the
     // copy is bound by round trips, not by any one node.
-    let batch = proxy.config.migration.batch;
+    let batch = proxy.config().migration.batch;
     let timeout = conns.timeout;
     let walks = sources.iter().map(|s| async move {
         let step = Gathered {
@@ -193,7 +194,7 @@ pub(crate) async fn reconcile(
             m,
             target: target.clone(),
         };
-        scan_node(conns, &target.spec, proxy.config.migration.batch, step).await?;
+        scan_node(conns, &target.spec, proxy.config().migration.batch, step).await?;
     }
     Ok(())
 }

@@ -38,7 +38,7 @@ pub(crate) async fn resync(
         return Ok(());
     }
     let snapshot = m.dirty.snapshot();
-    for chunk in snapshot.chunks(proxy.config.migration.batch) {
+    for chunk in snapshot.chunks(proxy.config().migration.batch) {
         for (from, to, keys) in group_moves(routing, m, chunk.iter().map(|(k, _)| k.clone())) {
             delete_keys(conns, &to.spec, &keys).await?;
             copy_keys(conns, &from.spec, &to.spec, &keys).await?;

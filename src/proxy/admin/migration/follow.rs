@@ -30,7 +30,7 @@ pub(crate) fn apply(proxy: &Proxy, saved: &Saved) -> Result<Option<Arc<Routing>>
     } else {
         Arc::new(Ring::new(
             saved.nodes.clone(),
-            proxy.config.ring,
+            proxy.config().ring,
             saved.epoch,
         )?)
     };
@@ -71,7 +71,7 @@ pub(crate) fn apply(proxy: &Proxy, saved: &Saved) -> Result<Option<Arc<Routing>>
                 None => {
                     let next = Arc::new(Ring::new(
                         state::to_specs(&m.other_nodes),
-                        proxy.config.ring,
+                        proxy.config().ring,
                         m.other_epoch,
                     )?);
                     let shards = proxy.shards_for(&next);
@@ -121,7 +121,7 @@ pub(crate) async fn prepare(proxy: &Proxy, old: Option<Arc<Routing>>) -> Result<
     }
     if let Some(m) = cur.migration.as_ref().filter(|m| m.paused) {
         m.dirty.settled().await;
-        let timeout = Duration::from_millis(proxy.config.migration.timeout_ms);
+        let timeout = Duration::from_millis(proxy.config().migration.timeout_ms);
         let mut conns = Conns::new(proxy, timeout);
         resync(proxy, &cur, m, &mut conns, false).await?;
     }

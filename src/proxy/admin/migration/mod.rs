@@ -27,6 +27,7 @@
 //! that swaps routing snapshots.
 
 pub(crate) mod barrier;
+mod change;
 mod copy;
 mod cutover;
 mod error;
@@ -53,11 +54,7 @@ use mover::{Conns, NodeError};
 const CUTOVER_DIRTY_KEYS: usize = 2_000;
 const MAX_CATCH_UP_ROUNDS: usize = 8;
 
-/// What kind of change is starting.
-pub(crate) enum Change {
-    Add(NodeSpec),
-    Remove(String),
-}
+pub(crate) use change::Change;
 
 /// Fault injection for the consistency checker: with
 /// `SHARDIS_FAULT_PHASE_DELAY_MS=n`, catch-up, the cutover pause and the sweep
@@ -111,23 +108,7 @@ pub(crate) async fn begin(proxy: &Arc<Proxy>, change: Change) -> Result<u64, Mig
     if cur.migration.is_some() || proxy.migration.is_changing() {
         return Err(MigrationError::InProgress);
     }
-    let (specs, label) = match &change {
-        Change::Add(spec) => {
-            let mut v = cur.ring.nodes().to_vec();
-            v.push(spec.clone());
-            (v, format!("add {}", spec.name))
-        }
-        Change::Remove(name) => {
-            let v = cur
-                .ring
-                .nodes()
-                .iter()
-                .filter(|n| &n.name != name)
-                .cloned()
-                .collect::<Vec<_>>();
-            (v, format!("remove {name}"))
-        }
-    };
+    let (specs, label) = change.next_nodes(cur.ring.nodes());
     let t0 = Instant::now();
     let next = cur.ring.with_nodes(specs)?;
     let rebuild_us = t0.elapsed().as_micros() as u64;
@@ -313,7 +294,7 @@ async fn drive(proxy: Arc<Proxy>, restarted: bool) {
     let Some(m) = routing.migration.clone() else {
         return;
     };
-    let timeout = Duration::from_millis(proxy.config.migration.timeout_ms);
+    let timeout = Duration::from_millis(proxy.config().migration.timeout_ms);
     let mut conns = Conns::new(&proxy, timeout);
     let before_swap = async {
         // Every proxy tracks its writes to moving keys before the copy reads.

@@ -75,7 +75,7 @@ impl Conns {
         Conns {
             by_name: HashMap::new(),
             timeout,
-            login: proxy.config.node_auth.clone(),
+            login: proxy.config().node_auth.clone(),
             store: proxy.store.clone(),
         }
     }

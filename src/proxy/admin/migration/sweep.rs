@@ -48,10 +48,10 @@ impl AsyncBatch for Sweep<'_> {
 /// Deletes, on each of `nodes` (all at once, each over its own connection),
 /// the keys it holds but does not own in `ring`; returns the nodes that failed.
 pub(crate) async fn sweep_nodes(proxy: &Proxy, ring: &Ring, nodes: &[NodeSpec]) -> Vec<NodeError> {
-    let timeout = Duration::from_millis(proxy.config.migration.timeout_ms);
+    let timeout = Duration::from_millis(proxy.config().migration.timeout_ms);
     let sweeps = nodes.iter().map(|node| async move {
         let step = Sweep { proxy, ring, node };
-        let batch = proxy.config.migration.batch;
+        let batch = proxy.config().migration.batch;
         scan_node(&mut Conns::new(proxy, timeout), node, batch, step).await
     });
     futures::future::join_all(sweeps)

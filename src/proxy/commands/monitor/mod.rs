@@ -120,7 +120,7 @@ impl Monitors {
     #[cold]
     fn feed_all(&self, proxy: &Proxy, raw: &Bytes, served: Served, peer: &str) {
         let mut buf = BytesMut::from(&raw[..]);
-        let Ok(Some(req)) = decode_request(&mut buf, &proxy.config.limits) else {
+        let Ok(Some(req)) = decode_request(&mut buf, &proxy.config().limits) else {
             return;
         };
         // Unknown commands and bad arities never run, so Redis shows none.
@@ -271,7 +271,8 @@ where
                         return match ended {
                             Step::Reset(raw, served) => Ended::Reset(rest, raw, served),
                             Step::Quit(raw, served) => {
-                                let grace = Duration::from_millis(proxy.config.request_timeout_ms);
+                                let grace =
+                                    Duration::from_millis(proxy.config().request_timeout_ms);
                                 let _ = tokio::time::timeout(grace, wr.write_all(&rest)).await;
                                 Ended::Quit(raw, served)
                             }
@@ -283,7 +284,7 @@ where
                     let mut rest = out;
                     rest.extend_from_slice(&tap.take());
                     rest.extend_from_slice(&ProxyError::Protocol(e).reply());
-                    let grace = Duration::from_millis(proxy.config.request_timeout_ms);
+                    let grace = Duration::from_millis(proxy.config().request_timeout_ms);
                     let _ = tokio::time::timeout(grace, wr.write_all(&rest)).await;
                     return Ended::Close;
                 }

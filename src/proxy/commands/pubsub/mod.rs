@@ -143,7 +143,7 @@ pub(crate) async fn in_subscribe_mode(
     // An UNSUBSCRIBE sent just before may end subscribe mode: its answer
     // decides (bounded: a node that does not answer does not hold the client).
     if let Some(c) = &client.pubsub.conn {
-        let wait = Duration::from_millis(proxy.config.request_timeout_ms);
+        let wait = Duration::from_millis(proxy.config().request_timeout_ms);
         let _ = tokio::time::timeout(wait, c.settled()).await;
     }
     if !client.pubsub.is_active() {

@@ -279,7 +279,7 @@ async fn exec(proxy: &Arc<Proxy>, client: &mut ClientState) -> Pending {
     };
     // MULTI's reply first: a node that cannot run a transaction must not run
     // its commands one by one.
-    let wait = Duration::from_millis(proxy.config.request_timeout_ms);
+    let wait = Duration::from_millis(proxy.config().request_timeout_ms);
     let started = match started {
         Some(s) => s,
         None => pin.send(Bytes::from_static(MULTI)).await,

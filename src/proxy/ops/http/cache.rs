@@ -55,13 +55,13 @@ pub(crate) async fn put(State(p): State<Arc<Proxy>>, uri: Uri, body: Body) -> Re
         Ok(k) => k,
         Err(e) => return text(StatusCode::BAD_REQUEST, e),
     };
-    if body.len() > p.config.limits.max_bulk_len {
+    if body.len() > p.config().limits.max_bulk_len {
         return text(
             StatusCode::PAYLOAD_TOO_LARGE,
             &format!(
                 "value of {} bytes is over the limit of {} (proxy.max_bulk_len)\n",
                 body.len(),
-                p.config.limits.max_bulk_len
+                p.config().limits.max_bulk_len
             ),
         );
     }

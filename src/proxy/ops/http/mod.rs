@@ -33,7 +33,7 @@ const STATUS_PAGE: &str = include_str!("status.html");
 pub(crate) fn router(proxy: Arc<Proxy>) -> Router {
     // One byte over the limit is enough to know it is over; the handler
     // answers 413 with the limit, axum answers 413 for anything larger.
-    let body_limit = proxy.config.limits.max_bulk_len.saturating_add(1);
+    let body_limit = proxy.config().limits.max_bulk_len.saturating_add(1);
     Router::new()
         .route("/", get(|| async { Html(STATUS_PAGE) }))
         .route("/metrics", get(metrics))
