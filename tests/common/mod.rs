@@ -18,6 +18,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 pub mod blocked;
+pub mod certs;
 pub mod cluster;
 pub mod compare;
 pub mod conn;
@@ -30,6 +31,7 @@ pub mod skip;
 pub mod tempdir;
 
 pub use blocked::*;
+pub use certs::*;
 pub use cluster::*;
 pub use conn::*;
 pub use procs::*;

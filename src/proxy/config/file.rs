@@ -37,7 +37,22 @@ pub(super) struct FileConfig {
     pub(super) failover: ha::FailoverSection,
     #[serde(default)]
     pub(super) backend_auth: BackendAuthSection,
+    pub(super) backend_tls: Option<BackendTlsSection>,
     pub(super) tls: Option<TlsSection>,
+}
+
+/// `[backend_tls]`: TLS towards the nodes, for every node unless its
+/// `[[nodes]]` entry says otherwise (`tls`, `tls_*`).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct BackendTlsSection {
+    /// TLS towards every node by default (false: only the entries with `tls = true`).
+    #[serde(default = "yes")]
+    pub(super) enabled: bool,
+    pub(super) ca: Option<String>,
+    pub(super) cert: Option<String>,
+    pub(super) key: Option<String>,
+    pub(super) server_name: Option<String>,
 }
 
 /// `[tls]`: the TLS listener towards clients.
@@ -190,6 +205,12 @@ pub(super) struct NodeSection {
     pub(super) master_name: Option<String>,
     pub(super) username: Option<String>,
     pub(super) password: Option<String>,
+    /// TLS towards this node (default: `[backend_tls] enabled`).
+    pub(super) tls: Option<bool>,
+    pub(super) tls_ca: Option<String>,
+    pub(super) tls_cert: Option<String>,
+    pub(super) tls_key: Option<String>,
+    pub(super) tls_server_name: Option<String>,
 }
 
 /// The dotted name of the key whose value starts at byte `at` of a TOML

@@ -296,17 +296,23 @@ impl Config {
             )?,
             ..Default::default()
         };
+        let backend_tls = f.backend_tls;
+        node_auth.tls.default = tls::backend_default(backend_tls.as_ref())?;
         for (i, n) in f.nodes.into_iter().enumerate() {
             check_host_port(&format!("nodes[{i}].addr"), &n.addr)?;
             let weight = n.weight.unwrap_or(1);
             if weight == 0 {
                 return Err(format!("nodes[{i}].weight: must be greater than 0"));
             }
-            let name = n.name.unwrap_or_else(|| n.addr.clone());
+            let name = n.name.clone().unwrap_or_else(|| n.addr.clone());
             if name.is_empty() || name.contains(char::is_whitespace) {
                 return Err(format!(
                     "nodes[{i}].name: must be non-empty without spaces, got {name:?}"
                 ));
+            }
+            let own_tls = tls::node(i, &n, backend_tls.as_ref(), &node_auth.tls.default)?;
+            if let Some(t) = own_tls {
+                node_auth.tls.by_name.insert(name.clone(), t);
             }
             ha::add_replicas(i, (&name, &n.addr), n.replicas, &mut seen, &mut replicas)?;
             if let Some(m) = n.master_name {

@@ -126,7 +126,9 @@ impl Ha {
                             addr: a.clone(),
                             weight: 1,
                         };
-                        Arc::new(crate::proxy::new_node(&spec, config))
+                        Arc::new(crate::proxy::upstream::topology::new_member(
+                            &spec, name, config,
+                        ))
                     })
                     .clone()
             })
