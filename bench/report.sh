@@ -13,11 +13,13 @@
 #                                                 10^7 keys of 1 KB (--quick: 10^6)
 #   7. bench/migration.sh                         copy rate and client throughput
 #                                                 during a join and a leave, 10^6 keys of 1 KB
+#   8. bench/tls.sh                               SET/GET at P1 and P16: shardis plaintext,
+#                                                 shardis TLS, redis-server's own TLS port
 # Every figure in the report comes from a command this run executed; a step
 # that is missing or fails is reported as such, with the tail of its output.
 #
 # Usage: bench/report.sh [--quick] [--skip-compare] [--skip-memory] [--skip-check]
-#                        [--out FILE]
+#                        [--skip-tls] [--out FILE]
 set -u -o pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -26,10 +28,11 @@ QUICK=0
 SKIP_COMPARE=0
 SKIP_MEMORY=0
 SKIP_CHECK=0
+SKIP_TLS=0
 OUT="$REPO/test_report.md"
 ARGS="$*"
 
-usage() { sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//'; }
 
 while [ $# -gt 0 ]; do
     case "$1" in
@@ -37,6 +40,7 @@ while [ $# -gt 0 ]; do
         --skip-compare) SKIP_COMPARE=1; shift ;;
         --skip-memory) SKIP_MEMORY=1; shift ;;
         --skip-check) SKIP_CHECK=1; shift ;;
+        --skip-tls) SKIP_TLS=1; shift ;;
         --out) OUT="$2"; shift 2 ;;
         -h|--help) usage; exit 0 ;;
         *) echo "report.sh: unknown argument '$1'" >&2; usage >&2; exit 2 ;;
@@ -125,6 +129,12 @@ fi
 MIGRATION_KEYS=1000000
 [ "$QUICK" = 1 ] && MIGRATION_KEYS=100000
 run migration 1800 "$REPO/bench/migration.sh" --keys "$MIGRATION_KEYS" --out "$WORK/migration.md"
+TLS_REQUESTS=200000
+[ "$QUICK" = 1 ] && TLS_REQUESTS=50000
+if [ "$SKIP_TLS" = 0 ]; then
+    run tls 1800 "$REPO/bench/tls.sh" --requests "$TLS_REQUESTS" --shardis "$SHARDIS" \
+        --out "$WORK/tls.md"
+fi
 TOTAL_MIN=$(( ($(date +%s) - START + 59) / 60 ))
 
 # --- report ------------------------------------------------------------------
@@ -320,6 +330,17 @@ glance() {
     echo
     [ "$(rc migration)" = 0 ] && [ -s "$WORK/migration.md" ] && cat "$WORK/migration.md"
     failure_tail migration
+    echo
+    echo "## 8. What TLS costs: \`bench/tls.sh\`"
+    echo
+    if [ "$SKIP_TLS" = 1 ]; then
+        echo "**Not run** (--skip-tls)."
+    else
+        step_status tls
+        echo
+        [ "$(rc tls)" = 0 ] && [ -s "$WORK/tls.md" ] && cat "$WORK/tls.md"
+        failure_tail tls
+    fi
 } >"$OUT"
 
 echo "report.sh: wrote $OUT and $CHARTS_REL/*.svg" >&2

@@ -243,3 +243,58 @@ fn sighup_swaps_the_certificate_and_a_connected_client_stays() {
     assert_eq!(cli(port, &new_ca.pem, &[], &["PING"]).unwrap(), "PONG");
     proxy.assert_no_panic();
 }
+
+#[test]
+fn monitor_over_tls_sees_each_command_at_once() {
+    if !tls_cli() {
+        return;
+    }
+    let dir = tempdir::Dir::new();
+    let ca = Ca::new(dir.path(), "ca");
+    let (cert, key) = ca.issue(dir.path(), "proxy", "localhost", false);
+    let node = start_node(free_port());
+    let tls = format!("cert = \"{}\"\nkey = \"{}\"", cert.display(), key.display());
+    let (_proxy, port, plain) = proxy_with_tls(&dir, &tls, &node);
+    let mut monitor = Proc::spawn(
+        Command::new("redis-cli")
+            .args([
+                "-h",
+                "127.0.0.1",
+                "-p",
+                &port.to_string(),
+                "--tls",
+                "--cacert",
+            ])
+            .arg(&ca.pem)
+            .arg("MONITOR")
+            .stdout(Stdio::piped()),
+        port,
+        "redis-cli MONITOR",
+    );
+    let out = monitor.child.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        use std::io::BufRead;
+        for line in std::io::BufReader::new(out).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                return;
+            }
+        }
+    });
+    assert_eq!(rx.recv_timeout(Duration::from_secs(10)).unwrap(), "OK");
+    // One command at a time: each line must arrive before the next command
+    // is sent, so a line held back in a TLS record would time out here.
+    for i in 0..5 {
+        let key = format!("mon{i}");
+        let req = format!("*3\r\n$3\r\nSET\r\n${}\r\n{key}\r\n$1\r\nv\r\n", key.len());
+        assert_eq!(raw(plain, req.as_bytes(), 5), b"+OK\r\n");
+        let sent = Instant::now();
+        let line = rx.recv_timeout(Duration::from_secs(2)).unwrap();
+        assert!(line.contains("\"SET\"") && line.contains(&key), "{line}");
+        assert!(
+            sent.elapsed() < Duration::from_secs(1),
+            "{:?}",
+            sent.elapsed()
+        );
+    }
+}

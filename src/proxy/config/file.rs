@@ -179,6 +179,7 @@ pub(super) struct UpSection {
     pub(super) first_node_port: u16,
     pub(super) node_maxmemory: u64,
     pub(super) replicas: usize,
+    pub(super) node_password: bool,
 }
 
 impl Default for UpSection {
@@ -188,6 +189,7 @@ impl Default for UpSection {
             first_node_port: DEFAULT_FIRST_NODE_PORT,
             node_maxmemory: 0,
             replicas: 0,
+            node_password: true,
         }
     }
 }

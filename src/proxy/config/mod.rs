@@ -154,6 +154,9 @@ pub struct UpConfig {
     pub node_maxmemory: u64,
     /// Built-in replicas `up` starts for each generated node (0–2).
     pub replicas: usize,
+    /// `up` starts its nodes with a password (`[backend_auth] password`,
+    /// else one it generates and keeps in its state directory).
+    pub node_password: bool,
 }
 
 impl Default for Config {
@@ -406,6 +409,7 @@ impl Config {
                 first_node_port: f.up.first_node_port,
                 node_maxmemory: f.up.node_maxmemory,
                 replicas: f.up.replicas,
+                node_password: f.up.node_password,
             },
             nodes,
             ops,

@@ -120,6 +120,22 @@ impl NodeTls {
 }
 
 impl NodeCredentials {
+    /// The password every node without one of its own is sent, if any
+    /// (`shardis up` starts its nodes with it).
+    pub fn default_password(&self) -> Option<&str> {
+        self.default.as_ref().map(|c| c.password.as_str())
+    }
+
+    /// Whether the default login names a user other than `default`.
+    pub fn default_has_user(&self) -> bool {
+        self.default.as_ref().is_some_and(|c| c.user() != "default")
+    }
+
+    /// Sends `password` (user `default`) to every node without one of its own.
+    pub fn set_default_password(&mut self, password: String) {
+        self.default = Some(Arc::new(Credentials::new(None, password)));
+    }
+
     /// What to send to the node named `name` (also a node added later by
     /// CLUSTER ADDNODE, which gets the default).
     pub(crate) fn for_node(&self, name: &str) -> Option<Arc<Credentials>> {
