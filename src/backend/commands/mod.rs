@@ -12,6 +12,7 @@ pub(crate) mod blocking;
 mod config;
 mod connection;
 mod counters;
+mod elem_scan;
 mod elements;
 mod geo;
 mod geohash;
