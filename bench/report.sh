@@ -17,11 +17,14 @@
 #                                                 member vs redis-server (--quick: 10^5)
 #   9. bench/node_vs_redis.sh                     redis-benchmark's default tests, one
 #                                                 built-in node vs one redis-server
+#  10. bench/tls.sh                               SET/GET at P1 and P16: shardis plaintext,
+#                                                 shardis TLS, redis-server's own TLS port
 # Every figure in the report comes from a command this run executed; a step
 # that is missing or fails is reported as such, with the tail of its output.
 #
 # Usage: bench/report.sh [--quick] [--skip-compare] [--skip-memory] [--skip-check]
-#                        [--skip-type-memory] [--skip-node-vs-redis] [--out FILE]
+#                        [--skip-type-memory] [--skip-node-vs-redis] [--skip-tls]
+#                        [--out FILE]
 set -u -o pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -32,10 +35,11 @@ SKIP_MEMORY=0
 SKIP_CHECK=0
 SKIP_TYPE_MEMORY=0
 SKIP_NODE_VS_REDIS=0
+SKIP_TLS=0
 OUT="$REPO/test_report.md"
 ARGS="$*"
 
-usage() { sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,27p' "$0" | sed 's/^# \{0,1\}//'; }
 
 while [ $# -gt 0 ]; do
     case "$1" in
@@ -45,6 +49,7 @@ while [ $# -gt 0 ]; do
         --skip-check) SKIP_CHECK=1; shift ;;
         --skip-type-memory) SKIP_TYPE_MEMORY=1; shift ;;
         --skip-node-vs-redis) SKIP_NODE_VS_REDIS=1; shift ;;
+        --skip-tls) SKIP_TLS=1; shift ;;
         --out) OUT="$2"; shift 2 ;;
         -h|--help) usage; exit 0 ;;
         *) echo "report.sh: unknown argument '$1'" >&2; usage >&2; exit 2 ;;
@@ -142,6 +147,12 @@ fi
 if [ "$SKIP_NODE_VS_REDIS" = 0 ]; then
     run node_vs_redis 3600 "$REPO/bench/node_vs_redis.sh" "${QUICK_FLAGS[@]}" --shardis "$SHARDIS" \
         --out "$WORK/node_vs_redis.md"
+fi
+TLS_REQUESTS=200000
+[ "$QUICK" = 1 ] && TLS_REQUESTS=50000
+if [ "$SKIP_TLS" = 0 ]; then
+    run tls 1800 "$REPO/bench/tls.sh" --requests "$TLS_REQUESTS" --shardis "$SHARDIS" \
+        --out "$WORK/tls.md"
 fi
 TOTAL_MIN=$(( ($(date +%s) - START + 59) / 60 ))
 
@@ -359,6 +370,17 @@ glance() {
         echo
         [ "$(rc node_vs_redis)" = 0 ] && [ -s "$WORK/node_vs_redis.md" ] && cat "$WORK/node_vs_redis.md"
         failure_tail node_vs_redis
+    fi
+    echo
+    echo "## 10. What TLS costs: \`bench/tls.sh\`"
+    echo
+    if [ "$SKIP_TLS" = 1 ]; then
+        echo "**Not run** (--skip-tls)."
+    else
+        step_status tls
+        echo
+        [ "$(rc tls)" = 0 ] && [ -s "$WORK/tls.md" ] && cat "$WORK/tls.md"
+        failure_tail tls
     fi
 } >"$OUT"
 

@@ -447,15 +447,18 @@ fn node(a: NodeArgs) -> Result<(), String> {
             replicaof,
             requirepass: a
                 .requirepass
+                .or_else(|| std::env::var(up::password::ENV_REQUIREPASS).ok())
                 .as_deref()
                 .filter(|p| !p.is_empty())
                 .map(shardis::backend::NodeConfig::password_digest),
-            masterauth: a.masterauth.filter(|p| !p.is_empty()).map(|password| {
-                shardis::backend::MasterAuth {
+            masterauth: a
+                .masterauth
+                .or_else(|| std::env::var(up::password::ENV_MASTERAUTH).ok())
+                .filter(|p| !p.is_empty())
+                .map(|password| shardis::backend::MasterAuth {
                     user: a.masteruser.filter(|u| !u.is_empty()),
                     password,
-                }
-            }),
+                }),
             ..Default::default()
         };
         shardis::backend::run(listener, config, stop_signal())

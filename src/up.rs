@@ -9,6 +9,8 @@
 //! running — built-in nodes exit with their parent, and redis-server runs
 //! under `shardis supervise`, which stops it when `up` goes away.
 
+pub mod password;
+
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
@@ -69,6 +71,9 @@ pub struct NodeSpawner {
     backend: Backend,
     maxmemory: u64,
     next_port: AtomicU32,
+    /// The nodes' `requirepass` (and replicas' `masterauth`), and for
+    /// redis-server the 0600 config file that holds it.
+    password: Option<(String, Option<PathBuf>)>,
     /// (address, process). A std mutex: held only to push or take, never
     /// across `.await`.
     children: Mutex<Vec<(String, Child)>>,
@@ -83,6 +88,10 @@ impl NodeSpawner {
                 let mut c = Command::new(&self.exe);
                 c.args(["node", "--port", &port, "--exit-with-parent"])
                     .args(["--maxmemory", &self.maxmemory.to_string()]);
+                if let Some((pw, _)) = &self.password {
+                    c.env(password::ENV_REQUIREPASS, pw)
+                        .env(password::ENV_MASTERAUTH, pw);
+                }
                 if let Some(primary) = replicaof {
                     c.args(["--replicaof", primary]);
                 }
@@ -90,7 +99,11 @@ impl NodeSpawner {
             }
             Backend::RedisServer => {
                 let mut c = Command::new(&self.exe);
-                c.args(["supervise", "--", "redis-server", "--port", &port])
+                c.args(["supervise", "--", "redis-server"]);
+                if let Some((_, Some(conf))) = &self.password {
+                    c.arg(conf);
+                }
+                c.args(["--port", &port])
                     .args(["--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
                     // A burst of pinned connections (clients blocking at
                     // once) must not overflow the accept queue (src/listen.rs).
@@ -132,12 +145,8 @@ impl NodeSpawner {
                     "node on port {port} exited during start-up ({status}); is the port in use?"
                 ));
             }
-            if let Ok(r) =
-                shardis::client::probe(&addr, &[b"PING"], Duration::from_millis(500)).await
-            {
-                if r.starts_with(b"+PONG") {
-                    break;
-                }
+            if self.answers_ping(&addr).await {
+                break;
             }
             if tokio::time::Instant::now() > deadline {
                 return Err(format!(
@@ -152,6 +161,21 @@ impl NodeSpawner {
             .expect("children lock")
             .push((addr.clone(), proc));
         Ok(addr)
+    }
+
+    /// Whether the node at `addr` answers PING (after AUTH when it wants a
+    /// password) within half a second.
+    async fn answers_ping(&self, addr: &str) -> bool {
+        let t = Duration::from_millis(500);
+        let ping = async {
+            let mut c = shardis::client::Conn::connect(addr, t).await.ok()?;
+            if let Some((pw, _)) = &self.password {
+                c.call_str(&["AUTH", pw]).await.ok()?;
+            }
+            c.call_str(&["PING"]).await.ok()
+        };
+        let reply = tokio::time::timeout(t, ping).await.ok().flatten();
+        reply.is_some_and(|r| r.starts_with(b"+PONG"))
     }
 
     /// Stops every node; returns how many there were.
@@ -342,7 +366,7 @@ pub fn generate_nodes(
 
 /// Runs `shardis up` over `config.nodes` until Ctrl-C / SIGTERM.
 pub async fn run(
-    config: Config,
+    mut config: Config,
     backend: Backend,
     fleet: FleetArgs,
     config_path: Option<PathBuf>,
@@ -366,12 +390,19 @@ pub async fn run(
             weight: 1,
         })?);
     }
+    let node_password = password::resolve(&mut config)?;
+    let password = password::for_nodes(
+        node_password.as_ref(),
+        backend == Backend::RedisServer,
+        &config,
+    )?;
     let highest = ports.iter().chain(&replica_ports).max();
     let spawner = Arc::new(NodeSpawner {
         exe: std::env::current_exe().map_err(|e| e.to_string())?,
         backend,
         maxmemory: config.up.node_maxmemory,
         next_port: AtomicU32::new(highest.map_or(7001, |&p| p as u32 + 1)),
+        password,
         children: Mutex::new(Vec::new()),
     });
     let starts = ports.iter().map(|&p| (p, None));
@@ -401,6 +432,7 @@ pub async fn run(
         config.ring.scheme,
         config.ring.vnodes
     );
+    password::announce(node_password.as_ref());
     println!(
         "try: redis-cli -p {} SET user:42 hello",
         listener.local_addr().map(|a| a.port()).unwrap_or(0)

@@ -136,8 +136,13 @@ fn up_over_a_config_with_nodes_serves_through_exactly_those_nodes() {
             .query(&mut con)
             .unwrap();
     }
-    let small: i64 = redis::cmd("DBSIZE").query(&mut connect(first)).unwrap();
-    let big: i64 = redis::cmd("DBSIZE").query(&mut connect(first + 1)).unwrap();
+    let pw = up_node_password(dir.path());
+    let small: i64 = redis::cmd("DBSIZE")
+        .query(&mut connect_with_password(first, &pw))
+        .unwrap();
+    let big: i64 = redis::cmd("DBSIZE")
+        .query(&mut connect_with_password(first + 1, &pw))
+        .unwrap();
     assert_eq!(small + big, 400);
     assert!(
         big > 2 * small,

@@ -46,6 +46,13 @@ fn up_with_replicas(replicas: u16, extra: &str) -> UpHa {
     UpHa { up, first, dir }
 }
 
+impl UpHa {
+    /// A direct connection to a member, logged in as the proxy is.
+    fn direct(&self, port: u16) -> redis::Connection {
+        connect_with_password(port, &up_node_password(self.dir.path()))
+    }
+}
+
 fn addr(port: u16) -> String {
     format!("127.0.0.1:{port}")
 }
@@ -78,7 +85,7 @@ fn up_with_one_replica_each_starts_every_node_with_a_replica_that_follows_it() {
         let on_replicas: usize = (0..NODES)
             .map(|i| {
                 let n: usize = redis::cmd("DBSIZE")
-                    .query(&mut direct(c.first + NODES + i))
+                    .query(&mut c.direct(c.first + NODES + i))
                     .unwrap();
                 n
             })
@@ -92,7 +99,7 @@ fn up_with_one_replica_each_starts_every_node_with_a_replica_that_follows_it() {
         );
         std::thread::sleep(Duration::from_millis(20));
     }
-    let mut d = direct(c.first + NODES);
+    let mut d = c.direct(c.first + NODES);
     let e = redis::cmd("SET")
         .arg("x")
         .arg("1")

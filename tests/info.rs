@@ -7,11 +7,15 @@ mod common;
 use common::*;
 
 fn info(port: u16, args: &[&str]) -> String {
+    info_on(&mut connect(port), args)
+}
+
+fn info_on(con: &mut redis::Connection, args: &[&str]) -> String {
     let mut cmd = redis::cmd("INFO");
     for a in args {
         cmd.arg(*a);
     }
-    cmd.query(&mut connect(port)).unwrap()
+    cmd.query(con).unwrap()
 }
 
 fn titles(info: &str) -> Vec<&str> {
@@ -72,7 +76,7 @@ fn info_has_redis_7_sections_laid_out_as_redis_and_sums_the_nodes() {
     // used_memory is the sum over the nodes.
     let sum: u64 = (0..3)
         .map(|i| {
-            let t = info(up.first_node_port + i, &["memory"]);
+            let t = info_on(&mut up.node(up.first_node_port + i), &["memory"]);
             field(&t, "used_memory").parse::<u64>().unwrap()
         })
         .sum();
@@ -101,7 +105,7 @@ fn info_has_redis_7_sections_laid_out_as_redis_and_sums_the_nodes() {
         b"$0\r\n\r\n"
     );
     // The node's own INFO has the same shape.
-    let node = info(up.first_node_port, &[]);
+    let node = info_on(&mut up.node(up.first_node_port), &[]);
     assert_eq!(titles(&node), titles(&default));
     assert!(node.ends_with("\r\n"));
 }

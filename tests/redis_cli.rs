@@ -207,7 +207,7 @@ fn hotkeys(backend: &[&str]) {
             .arg("SET")
             .arg("maxmemory-policy")
             .arg("allkeys-lfu")
-            .query(&mut connect(up.first_node_port + i))
+            .query(&mut up.node(up.first_node_port + i))
             .unwrap();
     }
     let out = cli(up.port(), &["--hotkeys"]);

@@ -12,71 +12,13 @@ mod common;
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::*;
-use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, KeyPair};
 use tokio_rustls::rustls;
-
-/// A CA that signs certificates into the test's temp dir.
-struct Ca {
-    cert: rcgen::Certificate,
-    key: KeyPair,
-    pem: PathBuf,
-}
-
-impl Ca {
-    fn new(dir: &Path, name: &str) -> Ca {
-        let mut p = CertificateParams::new(Vec::<String>::new()).unwrap();
-        p.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-        p.distinguished_name.push(DnType::CommonName, name);
-        let key = KeyPair::generate().unwrap();
-        let cert = p.self_signed(&key).unwrap();
-        let pem = dir.join(format!("{name}.crt"));
-        std::fs::write(&pem, cert.pem()).unwrap();
-        Ca { cert, key, pem }
-    }
-
-    /// A leaf for `name` (and 127.0.0.1), written as `{file}.crt` and
-    /// `{file}.key`; `expired`: its validity ended yesterday.
-    fn issue(&self, dir: &Path, file: &str, name: &str, expired: bool) -> (PathBuf, PathBuf) {
-        let mut p = CertificateParams::new(vec![name.to_string(), "127.0.0.1".into()]).unwrap();
-        p.distinguished_name.push(DnType::CommonName, name);
-        if expired {
-            p.not_before = rcgen::date_time_ymd(2020, 1, 1);
-            p.not_after = rcgen::date_time_ymd(2021, 1, 1);
-        }
-        let key = KeyPair::generate().unwrap();
-        let cert = p.signed_by(&key, &self.cert, &self.key).unwrap();
-        let (c, k) = (
-            dir.join(format!("{file}.crt")),
-            dir.join(format!("{file}.key")),
-        );
-        std::fs::write(&c, cert.pem()).unwrap();
-        std::fs::write(&k, key.serialize_pem()).unwrap();
-        (c, k)
-    }
-}
-
-/// Whether redis-cli is here and speaks TLS; a recorded skip otherwise.
-fn tls_cli() -> bool {
-    if !have_tool("redis-cli") {
-        return false;
-    }
-    let help = output(Command::new("redis-cli").arg("--help"));
-    let all = [help.stdout, help.stderr].concat();
-    if !String::from_utf8_lossy(&all).contains("--tls") {
-        skip(
-            "this redis-cli was built without TLS",
-            "install Debian's redis-tools (built with TLS)",
-        );
-        return false;
-    }
-    true
-}
 
 /// A proxy over one built-in node with `[tls]` as given; returns it, its
 /// TLS port and its plaintext port.
@@ -300,4 +242,59 @@ fn sighup_swaps_the_certificate_and_a_connected_client_stays() {
     std::thread::sleep(Duration::from_millis(300));
     assert_eq!(cli(port, &new_ca.pem, &[], &["PING"]).unwrap(), "PONG");
     proxy.assert_no_panic();
+}
+
+#[test]
+fn monitor_over_tls_sees_each_command_at_once() {
+    if !tls_cli() {
+        return;
+    }
+    let dir = tempdir::Dir::new();
+    let ca = Ca::new(dir.path(), "ca");
+    let (cert, key) = ca.issue(dir.path(), "proxy", "localhost", false);
+    let node = start_node(free_port());
+    let tls = format!("cert = \"{}\"\nkey = \"{}\"", cert.display(), key.display());
+    let (_proxy, port, plain) = proxy_with_tls(&dir, &tls, &node);
+    let mut monitor = Proc::spawn(
+        Command::new("redis-cli")
+            .args([
+                "-h",
+                "127.0.0.1",
+                "-p",
+                &port.to_string(),
+                "--tls",
+                "--cacert",
+            ])
+            .arg(&ca.pem)
+            .arg("MONITOR")
+            .stdout(Stdio::piped()),
+        port,
+        "redis-cli MONITOR",
+    );
+    let out = monitor.child.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        use std::io::BufRead;
+        for line in std::io::BufReader::new(out).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                return;
+            }
+        }
+    });
+    assert_eq!(rx.recv_timeout(Duration::from_secs(10)).unwrap(), "OK");
+    // One command at a time: each line must arrive before the next command
+    // is sent, so a line held back in a TLS record would time out here.
+    for i in 0..5 {
+        let key = format!("mon{i}");
+        let req = format!("*3\r\n$3\r\nSET\r\n${}\r\n{key}\r\n$1\r\nv\r\n", key.len());
+        assert_eq!(raw(plain, req.as_bytes(), 5), b"+OK\r\n");
+        let sent = Instant::now();
+        let line = rx.recv_timeout(Duration::from_secs(2)).unwrap();
+        assert!(line.contains("\"SET\"") && line.contains(&key), "{line}");
+        assert!(
+            sent.elapsed() < Duration::from_secs(1),
+            "{:?}",
+            sent.elapsed()
+        );
+    }
 }

@@ -145,7 +145,8 @@ fn spawnnode_grows_the_up_cluster_in_one_step_and_stop_reaps_it_too() {
         assert!(Instant::now() < deadline, "{info}");
         std::thread::sleep(Duration::from_millis(50));
     }
-    let moved: i64 = redis::cmd("DBSIZE").query(&mut connect(new_port)).unwrap();
+    let mut node = connect_with_password(new_port, &up_node_password(dir.path()));
+    let moved: i64 = redis::cmd("DBSIZE").query(&mut node).unwrap();
     assert!(moved > 0, "the spawned node took keys");
     for i in 0..300 {
         let v: i64 = redis::cmd("GET")
@@ -321,7 +322,7 @@ fn up_with_redis_server_nodes_serves_what_they_serve_and_leaves_none_behind() {
     assert!(id.contains('-'), "{id}");
     let info: String = redis::cmd("INFO")
         .arg("server")
-        .query(&mut connect(up.first_node_port))
+        .query(&mut up.node(up.first_node_port))
         .unwrap();
     assert!(
         info.contains("redis_version:"),

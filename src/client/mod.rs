@@ -13,6 +13,8 @@
 //! `proxy::upstream`).
 
 pub mod blocking;
+pub mod stream;
+pub mod tls;
 
 use std::fmt;
 use std::time::Duration;
@@ -21,6 +23,9 @@ use bytes::{Bytes, BytesMut};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::time::Instant;
+
+pub use stream::Stream;
+pub use tls::TlsTo;
 
 use crate::resp::encode;
 use crate::resp::reply::{ReplyError, ReplyFramer};
@@ -43,6 +48,12 @@ pub enum ClientError {
         addr: String,
         err: std::io::Error,
     },
+    /// The TLS handshake failed (the node's certificate is not trusted or
+    /// names another host, or the node refused the proxy's).
+    Handshake {
+        addr: String,
+        err: std::io::Error,
+    },
     /// A write did not complete within the timeout.
     WriteTimeout,
     Write(std::io::Error),
@@ -60,6 +71,7 @@ impl fmt::Display for ClientError {
         match self {
             ClientError::ConnectTimeout { addr } => write!(f, "connect to {addr}: timed out"),
             ClientError::Connect { addr, err } => write!(f, "connect to {addr}: {err}"),
+            ClientError::Handshake { addr, err } => write!(f, "TLS handshake with {addr}: {err}"),
             ClientError::WriteTimeout => write!(f, "write timed out"),
             ClientError::Write(e) => write!(f, "write: {e}"),
             ClientError::ReadTimeout => write!(f, "read timed out"),
@@ -84,6 +96,7 @@ impl ClientError {
     pub(crate) fn terse(&self) -> String {
         match self {
             ClientError::Connect { err, .. } => err.to_string(),
+            ClientError::Handshake { err, .. } => format!("TLS handshake: {err}"),
             ClientError::Write(err) | ClientError::Read(err) => err.to_string(),
             ClientError::ConnectTimeout { .. }
             | ClientError::ReadTimeout
@@ -98,6 +111,24 @@ impl ClientError {
 /// `timeout` (a check that a node is up, or empty).
 pub async fn probe(addr: &str, args: &[&[u8]], timeout: Duration) -> Result<Bytes, ClientError> {
     let call = async { Conn::connect(addr, timeout).await?.call(args).await };
+    tokio::time::timeout(timeout, call)
+        .await
+        .map_err(|_| ClientError::ReadTimeout)?
+}
+
+/// [`probe`] over TLS when `tls` says so.
+pub async fn probe_over(
+    addr: &str,
+    tls: Option<&TlsTo>,
+    args: &[&[u8]],
+    timeout: Duration,
+) -> Result<Bytes, ClientError> {
+    let call = async {
+        Conn::connect_over(addr, tls, timeout)
+            .await?
+            .call(args)
+            .await
+    };
     tokio::time::timeout(timeout, call)
         .await
         .map_err(|_| ClientError::ReadTimeout)?
@@ -160,7 +191,7 @@ impl Buffers {
 /// and written by [`Conn::flush`]; replies come back in order from
 /// [`Conn::read_reply`].
 pub struct Conn {
-    sock: TcpStream,
+    sock: Stream,
     bufs: Buffers,
     timeout: Duration,
 }
@@ -169,16 +200,17 @@ impl Conn {
     /// Connects to `addr` (Nagle off); `timeout` bounds the connect and then
     /// every single write and every wait for one reply.
     pub async fn connect(addr: &str, timeout: Duration) -> Result<Conn, ClientError> {
-        let sock = tokio::time::timeout(timeout, TcpStream::connect(addr))
-            .await
-            .map_err(|_| ClientError::ConnectTimeout {
-                addr: addr.to_string(),
-            })?
-            .map_err(|err| ClientError::Connect {
-                addr: addr.to_string(),
-                err,
-            })?;
-        let _ = sock.set_nodelay(true);
+        Conn::connect_over(addr, None, timeout).await
+    }
+
+    /// [`Conn::connect`], over TLS when `tls` says so (the handshake within
+    /// the same timeout).
+    pub async fn connect_over(
+        addr: &str,
+        tls: Option<&TlsTo>,
+        timeout: Duration,
+    ) -> Result<Conn, ClientError> {
+        let sock = stream::connect(addr, tls, timeout).await?;
         Ok(Conn {
             sock,
             bufs: Buffers::new(),
@@ -188,7 +220,7 @@ impl Conn {
 
     /// The socket, to read its addresses.
     pub(crate) fn stream(&self) -> &TcpStream {
-        &self.sock
+        self.sock.tcp()
     }
 
     /// Changes the bound on each later write and wait for a reply.

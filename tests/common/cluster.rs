@@ -151,6 +151,28 @@ impl Cluster {
     }
 }
 
+/// The password `shardis up`, run in `dir`, started its nodes with: kept in
+/// `.shardis/node-password`, or beside a state file in `dir`.
+pub fn up_node_password(dir: &std::path::Path) -> String {
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        for f in [
+            dir.join(".shardis/node-password"),
+            dir.join("node-password"),
+        ] {
+            if let Ok(p) = std::fs::read_to_string(&f) {
+                return p.trim().to_string();
+            }
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no node-password in {}",
+            dir.display()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 /// `shardis up` on free ports, run in an empty directory (so no
 /// config/default.toml is found): killed on drop, with its directory.
 pub struct Up {
@@ -208,6 +230,12 @@ impl Up {
 
     pub fn port(&self) -> u16 {
         self.proc.port
+    }
+
+    /// A direct connection to the node on `port`, logged in with the
+    /// password `up` gave its nodes.
+    pub fn node(&self, port: u16) -> redis::Connection {
+        connect_with_password(port, &up_node_password(self.dir.path()))
     }
 
     /// SIGTERM, then the exit status and everything it wrote to stderr.

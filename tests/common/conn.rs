@@ -17,6 +17,13 @@ pub fn connect(port: u16) -> redis::Connection {
     con
 }
 
+/// [`connect`], logged in with `password` (a node `shardis up` started).
+pub fn connect_with_password(port: u16, password: &str) -> redis::Connection {
+    let mut con = connect(port);
+    let _: () = redis::cmd("AUTH").arg(password).query(&mut con).unwrap();
+    con
+}
+
 /// The name of the node that owns `key` (`CLUSTER KEYNODE`).
 pub fn keynode(con: &mut redis::Connection, key: &str) -> String {
     redis::cmd("CLUSTER")

@@ -18,6 +18,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 pub mod blocked;
+pub mod certs;
 pub mod cluster;
 pub mod compare;
 pub mod conn;
@@ -31,6 +32,7 @@ pub mod tempdir;
 pub mod writers;
 
 pub use blocked::*;
+pub use certs::*;
 pub use cluster::*;
 pub use conn::*;
 pub use procs::*;

@@ -28,11 +28,11 @@ use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 
-use crate::client::probe;
 pub(crate) use crate::proxy::admin::error::AdminError;
 use crate::proxy::admin::migration::Change;
 use crate::proxy::conn::client::ClientState;
 use crate::proxy::conn::pending::Pending;
+use crate::proxy::upstream::credentials;
 use crate::proxy::Proxy;
 use crate::resp::reply::integer;
 use crate::resp::{encode, eq_ignore_case, Request};
@@ -204,13 +204,12 @@ async fn add_node(
     }
     let timeout = Duration::from_millis(proxy.config().connect_timeout_ms.max(1000));
     let login = &proxy.config().node_auth;
-    let size =
-        crate::proxy::upstream::credentials::probe(&addr, &name, login, &[b"DBSIZE"], timeout)
-            .await
-            .map_err(|e| AdminError::Unreachable {
-                addr: addr.clone(),
-                why: e.terse(),
-            })?;
+    let size = credentials::probe(&addr, &name, login, &[b"DBSIZE"], timeout)
+        .await
+        .map_err(|e| AdminError::Unreachable {
+            addr: addr.clone(),
+            why: e.terse(),
+        })?;
     match integer(&size) {
         Some(0) => {}
         Some(keys) => return Err(AdminError::NotEmpty { addr, keys }),
@@ -400,7 +399,9 @@ async fn remove_node(
     }
     let spec = routing.ring.node(idx).clone();
     let timeout = Duration::from_millis(proxy.config().connect_timeout_ms.max(1000));
-    if probe(&spec.addr, &[b"PING"], timeout).await.is_ok() {
+    let login = &proxy.config().node_auth;
+    let alive = credentials::probe(&spec.addr, &spec.name, login, &[b"PING"], timeout);
+    if alive.await.is_ok() {
         let (lock, _) = start_change(proxy).await?;
         migration::begin(proxy, Change::Remove(spec.name)).await?;
         drop(lock);

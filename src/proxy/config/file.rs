@@ -37,7 +37,22 @@ pub(super) struct FileConfig {
     pub(super) failover: ha::FailoverSection,
     #[serde(default)]
     pub(super) backend_auth: BackendAuthSection,
+    pub(super) backend_tls: Option<BackendTlsSection>,
     pub(super) tls: Option<TlsSection>,
+}
+
+/// `[backend_tls]`: TLS towards the nodes, for every node unless its
+/// `[[nodes]]` entry says otherwise (`tls`, `tls_*`).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct BackendTlsSection {
+    /// TLS towards every node by default (false: only the entries with `tls = true`).
+    #[serde(default = "yes")]
+    pub(super) enabled: bool,
+    pub(super) ca: Option<String>,
+    pub(super) cert: Option<String>,
+    pub(super) key: Option<String>,
+    pub(super) server_name: Option<String>,
 }
 
 /// `[tls]`: the TLS listener towards clients.
@@ -164,6 +179,7 @@ pub(super) struct UpSection {
     pub(super) first_node_port: u16,
     pub(super) node_maxmemory: u64,
     pub(super) replicas: usize,
+    pub(super) node_password: bool,
 }
 
 impl Default for UpSection {
@@ -173,6 +189,7 @@ impl Default for UpSection {
             first_node_port: DEFAULT_FIRST_NODE_PORT,
             node_maxmemory: 0,
             replicas: 0,
+            node_password: true,
         }
     }
 }
@@ -190,6 +207,12 @@ pub(super) struct NodeSection {
     pub(super) master_name: Option<String>,
     pub(super) username: Option<String>,
     pub(super) password: Option<String>,
+    /// TLS towards this node (default: `[backend_tls] enabled`).
+    pub(super) tls: Option<bool>,
+    pub(super) tls_ca: Option<String>,
+    pub(super) tls_cert: Option<String>,
+    pub(super) tls_key: Option<String>,
+    pub(super) tls_server_name: Option<String>,
 }
 
 /// The dotted name of the key whose value starts at byte `at` of a TOML

@@ -154,6 +154,9 @@ pub struct UpConfig {
     pub node_maxmemory: u64,
     /// Built-in replicas `up` starts for each generated node (0–2).
     pub replicas: usize,
+    /// `up` starts its nodes with a password (`[backend_auth] password`,
+    /// else one it generates and keeps in its state directory).
+    pub node_password: bool,
 }
 
 impl Default for Config {
@@ -296,17 +299,23 @@ impl Config {
             )?,
             ..Default::default()
         };
+        let backend_tls = f.backend_tls;
+        node_auth.tls.default = tls::backend_default(backend_tls.as_ref())?;
         for (i, n) in f.nodes.into_iter().enumerate() {
             check_host_port(&format!("nodes[{i}].addr"), &n.addr)?;
             let weight = n.weight.unwrap_or(1);
             if weight == 0 {
                 return Err(format!("nodes[{i}].weight: must be greater than 0"));
             }
-            let name = n.name.unwrap_or_else(|| n.addr.clone());
+            let name = n.name.clone().unwrap_or_else(|| n.addr.clone());
             if name.is_empty() || name.contains(char::is_whitespace) {
                 return Err(format!(
                     "nodes[{i}].name: must be non-empty without spaces, got {name:?}"
                 ));
+            }
+            let own_tls = tls::node(i, &n, backend_tls.as_ref(), &node_auth.tls.default)?;
+            if let Some(t) = own_tls {
+                node_auth.tls.by_name.insert(name.clone(), t);
             }
             ha::add_replicas(i, (&name, &n.addr), n.replicas, &mut seen, &mut replicas)?;
             if let Some(m) = n.master_name {
@@ -400,6 +409,7 @@ impl Config {
                 first_node_port: f.up.first_node_port,
                 node_maxmemory: f.up.node_maxmemory,
                 replicas: f.up.replicas,
+                node_password: f.up.node_password,
             },
             nodes,
             ops,

@@ -135,6 +135,23 @@ fn invalid_fields_are_named() {
             "nodes[0].password",
         ),
         ("[proxy]\nlisten = \"0.0.0.0:7000\"\n", "protected mode"),
+        ("[backend_tls]\n", "backend_tls.ca: TLS towards a node needs the CA"),
+        (
+            "[[nodes]]\naddr = \"127.0.0.1:1\"\ntls = true\n",
+            "nodes[0].tls_ca (or backend_tls.ca)",
+        ),
+        (
+            "[[nodes]]\naddr = \"127.0.0.1:1\"\ntls_ca = \"ca.pem\"\n",
+            "nodes[0].tls: the entry's tls_* settings are used only with tls = true",
+        ),
+        (
+            "[[nodes]]\naddr = \"127.0.0.1:1\"\ntls = true\ntls_ca = \"/nonexistent/ca.pem\"\n",
+            "nodes[0].tls_ca: /nonexistent/ca.pem",
+        ),
+        (
+            "[backend_tls]\nenabled = false\nca = \"/nonexistent/ca.pem\"\ncert = \"c.pem\"\n[[nodes]]\naddr = \"127.0.0.1:1\"\ntls = true\n",
+            "backend_tls.cert: a client certificate needs its key",
+        ),
         ("listen = =\n", "line 1: listen: "),
         ("a\nlisten = 0", "line 1: "),
     ];

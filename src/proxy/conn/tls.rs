@@ -7,53 +7,21 @@
 //! already open keep the session they negotiated, so no client is dropped.
 //! A reload that fails (a missing or bad file) keeps the previous
 //! certificate and says why in the log. Used by `proxy::run_with` (the TLS
-//! accept loop); the PEM helpers also by `upstream::tls`.
+//! accept loop). The PEM helpers are `client::tls`'s, shared with the
+//! nodes' side.
 
-use std::path::Path;
 use std::sync::Arc;
 
 use arc_swap::ArcSwap;
-use rustls_pki_types::pem::PemObject;
-use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 use tokio_rustls::rustls;
 use tokio_rustls::TlsAcceptor;
+
+use crate::client::tls::{provider, read_certs, read_key, read_roots};
 
 pub use crate::proxy::config::TlsConfig;
 
 /// How long a client may take over its TLS handshake.
 pub const TLS_HANDSHAKE_TIMEOUT_MS: u64 = 10_000;
-
-/// The crypto every TLS config here uses (ring).
-pub(crate) fn provider() -> Arc<rustls::crypto::CryptoProvider> {
-    Arc::new(rustls::crypto::ring::default_provider())
-}
-
-/// Every certificate in a PEM file (a chain: leaf first).
-pub(crate) fn read_certs(field: &str, path: &Path) -> Result<Vec<CertificateDer<'static>>, String> {
-    let certs = CertificateDer::pem_file_iter(path)
-        .and_then(|it| it.collect::<Result<Vec<_>, _>>())
-        .map_err(|e| format!("{field}: {}: {e}", path.display()))?;
-    if certs.is_empty() {
-        return Err(format!("{field}: {}: no certificate in it", path.display()));
-    }
-    Ok(certs)
-}
-
-/// The private key in a PEM file.
-pub(crate) fn read_key(field: &str, path: &Path) -> Result<PrivateKeyDer<'static>, String> {
-    PrivateKeyDer::from_pem_file(path).map_err(|e| format!("{field}: {}: {e}", path.display()))
-}
-
-/// A root store of the CA certificates in a PEM file.
-pub(crate) fn read_roots(field: &str, path: &Path) -> Result<rustls::RootCertStore, String> {
-    let mut roots = rustls::RootCertStore::empty();
-    for c in read_certs(field, path)? {
-        roots
-            .add(c)
-            .map_err(|e| format!("{field}: {}: {e}", path.display()))?;
-    }
-    Ok(roots)
-}
 
 /// The server side as configured: files read now.
 fn server_config(c: &TlsConfig) -> Result<rustls::ServerConfig, String> {

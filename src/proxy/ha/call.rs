@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 
-use crate::client::{ClientError, Conn};
+use crate::client::{ClientError, Conn, TlsTo};
 use crate::proxy::upstream::credentials::{self, Credentials};
 use crate::proxy::Proxy;
 use crate::resp::reply::is_error;
@@ -35,15 +35,21 @@ pub(crate) async fn call(
     credentials::probe(addr, shard, &proxy.config().node_auth, args, timeout).await
 }
 
-/// A connection to `addr` for repeated probes, authenticated with `creds`.
-/// A refused AUTH still leaves a connection: the member is alive, and its
-/// replies (errors) say why it cannot be used.
+/// How the members of `shard` are reached: over TLS or not.
+pub(crate) fn tls(proxy: &Proxy, shard: &str) -> Option<Arc<TlsTo>> {
+    proxy.config().node_auth.tls.for_node(shard)
+}
+
+/// A connection to `addr` for repeated probes (over `tls` when set),
+/// authenticated with `creds`. A refused AUTH still leaves a connection:
+/// the member is alive, and its replies (errors) say why it cannot be used.
 pub(crate) async fn connect(
     addr: &str,
+    tls: Option<&TlsTo>,
     creds: Option<&Credentials>,
     timeout: Duration,
 ) -> Result<Conn, ClientError> {
-    let mut c = Conn::connect(addr, timeout).await?;
+    let mut c = Conn::connect_over(addr, tls, timeout).await?;
     if let Some(cr) = creds {
         let r = c.call(&cr.auth_args()).await?;
         if is_error(&r) {
@@ -66,9 +72,9 @@ pub(crate) async fn repoint(
     timeout: Duration,
 ) -> Result<Bytes, ClientError> {
     let (host, port) = primary.rsplit_once(':').unwrap_or((primary, "0"));
-    let creds = creds(proxy, shard);
+    let (creds, tls) = (creds(proxy, shard), tls(proxy, shard));
     let work = async {
-        let mut c = connect(addr, creds.as_deref(), timeout).await?;
+        let mut c = connect(addr, tls.as_deref(), creds.as_deref(), timeout).await?;
         if let Some(cr) = &creds {
             let user = cr.username.as_deref().unwrap_or("");
             let set: [&[u8]; 6] = [

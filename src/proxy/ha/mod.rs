@@ -131,7 +131,9 @@ impl Ha {
                             addr: a.clone(),
                             weight: 1,
                         };
-                        Arc::new(crate::proxy::new_node(&spec, config, timeouts))
+                        Arc::new(crate::proxy::upstream::topology::new_member(
+                            &spec, name, config, timeouts,
+                        ))
                     })
                     .clone()
             })

@@ -15,7 +15,7 @@
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
-use crate::client::{ClientError, Conn};
+use crate::client::{ClientError, Conn, TlsTo};
 use crate::proxy::config::ha::{FailoverMode, OnPrimaryDown};
 use crate::proxy::ha::status::{parse_info, Detector, Liveness, Probe, ReplInfo, Role};
 use crate::proxy::ha::{call, failover};
@@ -106,8 +106,10 @@ async fn probe_loop(proxy: Weak<Proxy>, addr: String) {
         let config = p.ha.config;
         let timeout = Duration::from_millis(config.probe_timeout_ms);
         let creds = crate::proxy::ha::call::creds(&p, &m.shard);
+        let tls = crate::proxy::ha::call::tls(&p, &m.shard);
         let (outcome, info) = {
-            let probed = probe(&mut conn, &addr, creds.as_deref(), timeout);
+            let login = (tls.as_deref(), creds.as_deref());
+            let probed = probe(&mut conn, &addr, login, timeout);
             match m.primary {
                 Some(_) => probed.await,
                 None => watch_requests(&p, &addr, probed, &mut baseline).await,
@@ -207,13 +209,13 @@ async fn watch_requests(
 async fn probe(
     conn: &mut Option<Conn>,
     addr: &str,
-    creds: Option<&Credentials>,
+    (tls, creds): (Option<&TlsTo>, Option<&Credentials>),
     timeout: Duration,
 ) -> (Probe, Option<ReplInfo>) {
     for _ in 0..2 {
         let fresh = conn.is_none();
         if conn.is_none() {
-            match call::connect(addr, creds, timeout).await {
+            match call::connect(addr, tls, creds, timeout).await {
                 Ok(c) => *conn = Some(c),
                 Err(e) => return (classify(&e), None),
             }

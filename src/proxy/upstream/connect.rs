@@ -1,4 +1,5 @@
-//! Opening one upstream connection: TCP connect, then the handshake the
+//! Opening one upstream connection: TCP connect (and the TLS handshake of a
+//! node reached over TLS, `client::stream`), then the handshake the
 //! node wants first (credentials or `HELLO 3`), then `SELECT` of a pool's
 //! database (see `credentials`), each within the request timeout.
 
@@ -6,21 +7,23 @@ use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
 use tokio::time::timeout;
 
 use super::{UpstreamError, UpstreamOptions};
+use crate::client::{stream, ClientError, Stream};
 use crate::resp::reply::{self, reply_len};
 
 /// Opens one connection to the node (and says `HELLO 3` for RESP3); also
 /// used by the pub/sub subscriber connections.
-pub(crate) async fn connect(opts: &UpstreamOptions) -> Result<TcpStream, UpstreamError> {
-    let mut sock = match timeout(opts.timeouts.connect(), TcpStream::connect(&opts.addr)).await {
-        Ok(Ok(s)) => s,
-        Ok(Err(e)) => return Err(UpstreamError::Connect(e.to_string())),
-        Err(_) => return Err(UpstreamError::ConnectTimeout(opts.timeouts.connect())),
+pub(crate) async fn connect(opts: &UpstreamOptions) -> Result<Stream, UpstreamError> {
+    let tls = opts.tls.as_deref();
+    let mut sock = match stream::connect(&opts.addr, tls, opts.timeouts.connect()).await {
+        Ok(s) => s,
+        Err(ClientError::ConnectTimeout { .. }) => {
+            return Err(UpstreamError::ConnectTimeout(opts.timeouts.connect()))
+        }
+        Err(e) => return Err(UpstreamError::Connect(e.terse())),
     };
-    let _ = sock.set_nodelay(true);
     let first = match (&opts.credentials, opts.proto >= 3) {
         (Some(c), _) => Some(c.handshake(opts.proto).freeze()),
         (None, true) => Some(Bytes::from_static(b"*2\r\n$5\r\nHELLO\r\n$1\r\n3\r\n")),
@@ -45,11 +48,26 @@ pub(crate) async fn connect(opts: &UpstreamOptions) -> Result<TcpStream, Upstrea
     Ok(sock)
 }
 
+/// True when the node answers `args` on a new connection opened as
+/// [`connect`] opens one (TLS, credentials, database) without an error,
+/// within `within`: the check that a node which closed a connection is
+/// still alive.
+pub(crate) async fn answers(opts: &UpstreamOptions, args: &Bytes, within: Duration) -> bool {
+    let opts = UpstreamOptions {
+        timeouts: super::Timeouts::new(within.as_millis() as u64, within.as_millis() as u64),
+        ..opts.clone()
+    };
+    match connect(&opts).await {
+        Ok(mut sock) => matches!(say(&mut sock, args, within).await, Ok(Ok(()))),
+        Err(_) => false,
+    }
+}
+
 /// Sends one command on a fresh connection and reads its reply:
 /// `Ok(Err(reply))` when the node refused it, `Err(None)` on a timeout,
 /// `Err(Some(why))` when the socket failed.
 async fn say(
-    sock: &mut TcpStream,
+    sock: &mut Stream,
     cmd: &Bytes,
     within: Duration,
 ) -> Result<Result<(), String>, Option<String>> {

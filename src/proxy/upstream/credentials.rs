@@ -6,7 +6,8 @@
 //! inside `HELLO 3 AUTH` (RESP3) and then `SELECT`, by the mover's own
 //! connections and ADDNODE's probe the same way, and given to MIGRATE as
 //! its target database and `AUTH`/`AUTH2`, so one node can hand keys to
-//! another.
+//! another. Also how a node is reached: over TLS or not (`[backend_tls]`,
+//! `[[nodes]] tls`), which every one of those connections follows too.
 //!
 //! `Debug` never prints a password; nothing here logs.
 
@@ -15,7 +16,7 @@ use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
 
-use crate::client::{ClientError, Conn};
+use crate::client::{ClientError, Conn, TlsTo};
 use crate::resp::encode;
 
 /// One node's username (default `default`) and password.
@@ -96,9 +97,45 @@ pub struct NodeCredentials {
     pub(crate) by_name: HashMap<String, Arc<Credentials>>,
     /// `SELECT`ed after the login when not 0 (twemproxy's `redis_db`; 0 from TOML).
     pub(crate) db: u32,
+    /// TLS towards the nodes, when configured.
+    pub(crate) tls: NodeTls,
+}
+
+/// Which nodes are reached over TLS and how: per name (`None`: plaintext
+/// although a default exists), else the default (also for a node added
+/// later by CLUSTER ADDNODE).
+#[derive(Clone, Debug, Default)]
+pub struct NodeTls {
+    pub(crate) default: Option<Arc<TlsTo>>,
+    pub(crate) by_name: HashMap<String, Option<Arc<TlsTo>>>,
+}
+
+impl NodeTls {
+    pub(crate) fn for_node(&self, name: &str) -> Option<Arc<TlsTo>> {
+        match self.by_name.get(name) {
+            Some(t) => t.clone(),
+            None => self.default.clone(),
+        }
+    }
 }
 
 impl NodeCredentials {
+    /// The password every node without one of its own is sent, if any
+    /// (`shardis up` starts its nodes with it).
+    pub fn default_password(&self) -> Option<&str> {
+        self.default.as_ref().map(|c| c.password.as_str())
+    }
+
+    /// Whether the default login names a user other than `default`.
+    pub fn default_has_user(&self) -> bool {
+        self.default.as_ref().is_some_and(|c| c.user() != "default")
+    }
+
+    /// Sends `password` (user `default`) to every node without one of its own.
+    pub fn set_default_password(&mut self, password: String) {
+        self.default = Some(Arc::new(Credentials::new(None, password)));
+    }
+
     /// What to send to the node named `name` (also a node added later by
     /// CLUSTER ADDNODE, which gets the default).
     pub(crate) fn for_node(&self, name: &str) -> Option<Arc<Credentials>> {
@@ -113,6 +150,17 @@ impl NodeCredentials {
             encode::command(&mut out, &[b"SELECT", db.as_bytes()]);
             out.freeze()
         })
+    }
+
+    /// A new connection to `addr`, the node (or a member of the shard)
+    /// named `name`: over TLS when that node is reached so, not logged in.
+    pub(crate) async fn connect(
+        &self,
+        addr: &str,
+        name: &str,
+        timeout: std::time::Duration,
+    ) -> Result<Conn, ClientError> {
+        Conn::connect_over(addr, self.tls.for_node(name).as_deref(), timeout).await
     }
 
     /// Logs `conn` in to the node named `name` and selects the database;
@@ -148,7 +196,7 @@ pub(crate) async fn probe(
     timeout: std::time::Duration,
 ) -> Result<Bytes, ClientError> {
     let call = async {
-        let mut c = Conn::connect(addr, timeout).await?;
+        let mut c = login.connect(addr, name, timeout).await?;
         if let Some(refused) = login.open(name, &mut c).await? {
             return Ok(refused);
         }

@@ -34,13 +34,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::{Buf, Bytes, BytesMut};
-pub(crate) use connect::connect;
+pub(crate) use connect::{answers, connect};
 pub(crate) use health::Health;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 
+use crate::client::Stream;
 use crate::proxy::conn::budget::{Exceeded, ReplyBudget};
 use crate::resp::reply::{self, ReplyError, ReplyFramer};
 
@@ -150,6 +150,8 @@ pub(crate) struct UpstreamOptions {
     /// `SELECT db` (a twemproxy pool's `redis_db`), sent next on every
     /// connection when the database is not 0; a refusal fails the connect.
     pub(crate) select: Option<Bytes>,
+    /// TLS towards this node (`[backend_tls]`, `[[nodes]] tls`), if any.
+    pub(crate) tls: Option<Arc<crate::client::TlsTo>>,
 }
 
 /// Handle to one pipelined connection actor. Cloning shares the connection.
@@ -276,7 +278,17 @@ async fn run(opts: UpstreamOptions, mut rx: mpsc::Receiver<UpRequest>, health: A
                 backoff = MIN_BACKOFF_MS;
                 health.wire.connections.fetch_add(1, Ordering::Relaxed);
                 health.wire.opened.fetch_add(1, Ordering::Relaxed);
-                let why = serve(sock, first, &mut rx, &opts, &health).await;
+                let why = match sock {
+                    // Plain TCP keeps its borrowed halves (no lock between them).
+                    Stream::Plain(mut s) => {
+                        let (rd, wr) = s.split();
+                        serve((rd, wr, false), first, &mut rx, &opts, &health).await
+                    }
+                    tls => {
+                        let (rd, wr) = tokio::io::split(tls);
+                        serve((rd, wr, true), first, &mut rx, &opts, &health).await
+                    }
+                };
                 health.wire.connections.fetch_sub(1, Ordering::Relaxed);
                 match why {
                     None => return,
@@ -333,8 +345,18 @@ async fn fail_rest(opts: &UpstreamOptions, mut rx: mpsc::Receiver<UpRequest>, e:
 enum Event {
     Read(std::io::Result<usize>),
     Wrote(std::io::Result<usize>),
+    Flushed(std::io::Result<()>),
     Request(Option<UpRequest>),
     Tick,
+}
+
+/// Writes some of `out`, or flushes once it is all written.
+async fn write_or_flush(wr: &mut (impl AsyncWrite + Unpin), out: &[u8]) -> Event {
+    if out.is_empty() {
+        Event::Flushed(wr.flush().await)
+    } else {
+        Event::Wrote(wr.write(out).await)
+    }
 }
 
 /// Runs one connection until it fails (`Some(reason)`) or the handle is
@@ -348,15 +370,18 @@ enum Event {
 /// times the timeout) with no reply arriving meanwhile, the connection is
 /// poisoned. A node that keeps answering is alive: a request queued behind a
 /// long pipeline (ten thousand scripts, say) waits its turn without failing.
+///
+/// `flushes`: the stream may keep written bytes back until flushed (TLS
+/// keeps a record when the socket is full), so each write is followed by a
+/// flush once nothing is left to write; plain TCP sends what it took.
 async fn serve(
-    mut sock: TcpStream,
+    (mut rd, mut wr, flushes): (impl AsyncRead + Unpin, impl AsyncWrite + Unpin, bool),
     first: UpRequest,
     rx: &mut mpsc::Receiver<UpRequest>,
     opts: &UpstreamOptions,
     health: &Health,
 ) -> Option<UpstreamError> {
     let (metrics, wire) = (&health.metrics, &health.wire);
-    let (mut rd, mut wr) = sock.split();
     // Each request's reply slot, the watchdog tick it was sent in, and when.
     let mut inflight: VecDeque<(Waiter, u32, std::time::Instant)> = VecDeque::new();
     let mut framer = ReplyFramer::new(opts.max_bulk_len);
@@ -370,6 +395,7 @@ async fn serve(
     // The tick of the last read that brought a reply.
     let mut answered: u32 = 0;
     let mut handle_dropped = false;
+    let mut unflushed = false;
     out.extend_from_slice(&first.raw);
     wire.sent(1, first.raw.len() as u64);
     inflight.push_back((first.reply, now, std::time::Instant::now()));
@@ -419,7 +445,7 @@ async fn serve(
         let event = tokio::select! {
             biased;
             r = rd.read_buf(&mut buf) => Event::Read(r),
-            r = wr.write(&out), if !out.is_empty() => Event::Wrote(r),
+            e = write_or_flush(&mut wr, &out), if !out.is_empty() || unflushed => e,
             r = rx.recv(), if can_take => Event::Request(r),
             _ = watchdog.tick() => Event::Tick,
         };
@@ -466,6 +492,7 @@ async fn serve(
             }
             Event::Wrote(Ok(0)) => break Some(UpstreamError::ClosedByNode),
             Event::Wrote(Ok(n)) => {
+                unflushed = flushes;
                 if n == out.len() {
                     out.clear();
                 } else {
@@ -473,6 +500,8 @@ async fn serve(
                 }
             }
             Event::Wrote(Err(e)) => break Some(UpstreamError::Io(e.to_string())),
+            Event::Flushed(Ok(())) => unflushed = false,
+            Event::Flushed(Err(e)) => break Some(UpstreamError::Io(e.to_string())),
             Event::Request(Some(req)) => {
                 out.extend_from_slice(&req.raw);
                 wire.sent(1, req.raw.len() as u64);

@@ -339,9 +339,21 @@ pub(crate) fn all_nodes(routing: &Routing) -> Vec<Arc<Node>> {
 }
 
 /// A ring member's connections, with the config's timeouts, limits and
-/// handshake (credentials, a pool's database).
+/// handshake (TLS, credentials, a pool's database).
 pub(crate) fn new_node(
     spec: &NodeSpec,
+    config: &crate::proxy::Config,
+    timeouts: &Arc<crate::proxy::upstream::Timeouts>,
+) -> Node {
+    new_member(spec, &spec.name, config, timeouts)
+}
+
+/// The connections to `spec`, a member of the shard named `shard` (its
+/// primary, or a replica): reached and logged in to as the shard's
+/// `[[nodes]]` entry says.
+pub(crate) fn new_member(
+    spec: &NodeSpec,
+    shard: &str,
     config: &crate::proxy::Config,
     timeouts: &Arc<crate::proxy::upstream::Timeouts>,
 ) -> Node {
@@ -353,8 +365,9 @@ pub(crate) fn new_node(
         pinned: false,
         script_lane: None,
         max_bulk_len: config.limits.max_bulk_len,
-        credentials: config.node_auth.for_node(&spec.name),
+        credentials: config.node_auth.for_node(shard),
         select: config.node_auth.select(),
+        tls: config.node_auth.tls.for_node(shard),
     };
     Node::new(
         spec.clone(),

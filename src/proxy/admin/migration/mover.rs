@@ -105,7 +105,7 @@ impl Conns {
             });
         }
         if !self.by_name.contains_key(&node.name) {
-            let mut c = Conn::connect(&node.addr, timeout)
+            let mut c = (self.login.connect(&node.addr, &node.name, timeout))
                 .await
                 .map_err(|e| err(why(e, timeout)))?;
             let opened = tokio::time::timeout(timeout, self.login.open(&node.name, &mut c))

@@ -122,7 +122,7 @@ pub(super) struct Actor {
 enum Wake {
     Read(Result<Vec<Bytes>, UpstreamError>),
     OldRead(Result<Vec<Bytes>, UpstreamError>),
-    Wrote(std::io::Result<usize>),
+    Wrote(std::io::Result<()>),
     Queued,
     Tick,
     Gone,
@@ -188,7 +188,9 @@ impl Actor {
                     Some(Link { reader, writer, .. }) => (Some(reader), Some(writer)),
                     None => (None, None),
                 };
-                let wants_write = wr.as_ref().is_some_and(|w| !w.out.is_empty());
+                let wants_write = wr
+                    .as_ref()
+                    .is_some_and(|w| !w.out.is_empty() || w.unflushed);
                 let old = self.old.as_mut().map(|l| &mut l.reader);
                 tokio::select! {
                     biased;
@@ -255,12 +257,8 @@ impl Actor {
                     }
                 }
                 Wake::OldRead(Err(_)) => self.old = None,
-                Wake::Wrote(Ok(n)) if n > 0 => {
-                    if let Some(l) = &mut self.link {
-                        let _ = l.writer.out.split_to(n);
-                    }
-                }
-                Wake::Wrote(_) => self.lost(UpstreamError::ClosedByNode),
+                Wake::Wrote(Ok(())) => {}
+                Wake::Wrote(Err(_)) => self.lost(UpstreamError::ClosedByNode),
                 Wake::Queued => {}
                 Wake::Tick => {
                     let routing = self.proxy.routing.load();
@@ -371,8 +369,8 @@ impl Actor {
         let ping = b"*1\r\n$4\r\nPING\r\n";
         let sent = self
             .old
-            .as_ref()
-            .is_some_and(|o| matches!(o.writer.wr.try_write(ping), Ok(n) if n == ping.len()));
+            .as_mut()
+            .is_some_and(|o| o.writer.try_write_all(ping));
         if !sent {
             self.old = None;
         }

@@ -10,10 +10,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::io::{AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadHalf, WriteHalf};
 
-use crate::client;
+use crate::client::Stream;
 use crate::proxy::commands::pubsub::frame::Family;
 use crate::proxy::upstream::pinned::{PinError, Slot};
 use crate::proxy::upstream::shard::Shard;
@@ -79,14 +78,16 @@ pub(super) struct Link {
 }
 
 pub(super) struct Reader {
-    pub(super) rd: OwnedReadHalf,
+    pub(super) rd: ReadHalf<Stream>,
     pub(super) buf: BytesMut,
     pub(super) framer: ReplyFramer,
 }
 
 pub(super) struct Writer {
-    pub(super) wr: OwnedWriteHalf,
+    pub(super) wr: WriteHalf<Stream>,
     pub(super) out: BytesMut,
+    /// Written since the last flush (TLS may hold a record back).
+    pub(super) unflushed: bool,
 }
 
 impl Link {
@@ -101,7 +102,7 @@ impl Link {
             ..node.options().clone()
         };
         let sock = connect(&opts).await?;
-        let (rd, wr) = sock.into_split();
+        let (rd, wr) = tokio::io::split(sock);
         Ok(Link {
             reader: Reader {
                 rd,
@@ -111,11 +112,28 @@ impl Link {
             writer: Writer {
                 wr,
                 out: BytesMut::new(),
+                unflushed: false,
             },
             label: opts.label,
             node,
             _slot: slot,
         })
+    }
+}
+
+impl Writer {
+    /// Writes all of `bytes` now if the socket takes them without waiting
+    /// (a TLS stream buffers them as one record); false otherwise.
+    pub(super) fn try_write_all(&mut self, bytes: &[u8]) -> bool {
+        let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+        let mut wr = std::pin::Pin::new(&mut self.wr);
+        let sent = matches!(
+            wr.as_mut().poll_write(&mut cx, bytes),
+            std::task::Poll::Ready(Ok(n)) if n == bytes.len()
+        );
+        // A TLS record may wait in the session's buffer: push it out now.
+        let _ = wr.poll_flush(&mut cx);
+        sent
     }
 }
 
@@ -148,10 +166,24 @@ pub(super) async fn read_some(r: Option<&mut Reader>) -> Result<Vec<Bytes>, Upst
     }
 }
 
-pub(super) async fn write_some(w: Option<&mut Writer>) -> std::io::Result<usize> {
-    match w {
-        Some(w) => w.wr.write(&w.out).await,
-        None => std::future::pending().await,
+/// Writes some of what `w` holds, or flushes what the stream kept back (a
+/// TLS record) once all is written; the written bytes leave `w.out`.
+pub(super) async fn write_some(w: Option<&mut Writer>) -> std::io::Result<()> {
+    let Some(w) = w else {
+        return std::future::pending().await;
+    };
+    if w.out.is_empty() {
+        w.wr.flush().await?;
+        w.unflushed = false;
+        return Ok(());
+    }
+    match w.wr.write(&w.out).await? {
+        0 => Err(std::io::ErrorKind::WriteZero.into()),
+        n => {
+            let _ = w.out.split_to(n);
+            w.unflushed = true;
+            Ok(())
+        }
     }
 }
 
@@ -159,14 +191,14 @@ pub(super) async fn write_some(w: Option<&mut Writer>) -> std::io::Result<usize>
 /// on a new one before it counts as dead.
 const PROBE_MS: u64 = 1000;
 
-/// True when `node` answers PING on a new connection (within [`PROBE_MS`]).
+/// True when `node` answers PING on a new connection, opened as its
+/// upstreams open theirs (TLS, credentials), within [`PROBE_MS`].
 /// A node that closed a subscriber connection and still answers closed it
 /// on purpose (the output buffer limit of its pubsub class, CLIENT KILL);
 /// one that does not has died.
 pub(super) async fn is_alive(node: &Arc<Node>) -> bool {
-    let addr = &node.options().addr;
-    let reply = client::probe(addr, &[b"PING"], Duration::from_millis(PROBE_MS)).await;
-    reply.is_ok_and(|r| &r[..] == b"+PONG\r\n")
+    let ping = Bytes::from_static(b"*1\r\n$4\r\nPING\r\n");
+    crate::proxy::upstream::answers(node.options(), &ping, Duration::from_millis(PROBE_MS)).await
 }
 
 /// The commands that subscribe to everything in `subs` again.
