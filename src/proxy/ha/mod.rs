@@ -111,7 +111,8 @@ impl Ha {
     }
 
     /// The pooled connections to the replicas of shard `name` (created on
-    /// first use; they connect lazily).
+    /// first use; they connect lazily), logged in with the shard's
+    /// credentials.
     pub(crate) fn replica_nodes(&self, name: &str, config: &Config) -> Vec<Arc<Node>> {
         let addrs = self.replicas_of(name);
         let mut nodes = self.nodes.lock().unwrap_or_else(|e| e.into_inner());
@@ -126,7 +127,9 @@ impl Ha {
                             addr: a.clone(),
                             weight: 1,
                         };
-                        Arc::new(crate::proxy::new_node(&spec, config))
+                        Arc::new(crate::proxy::upstream::topology::new_member_node(
+                            &spec, name, config,
+                        ))
                     })
                     .clone()
             })

@@ -1,5 +1,8 @@
 //! Commands sent to every node (DBSIZE, KEYS, FLUSHALL, SCRIPT, …), their
-//! replies aggregated; SCAN and RANDOMKEY walk the nodes themselves.
+//! replies aggregated; SCAN and RANDOMKEY walk the nodes themselves. Under
+//! `write_ack = "replica"` FLUSHALL and FLUSHDB wait for `WAIT 1` on every
+//! shard, as each fragment of a split write does: the reply is `+OK` only
+//! once every shard's replica has the flush.
 //!
 //! SCRIPT KILL and FUNCTION KILL go on a connection of their own to each
 //! node: the script they are meant to stop may hold the shared connection
@@ -9,6 +12,8 @@
 
 use std::sync::Arc;
 
+use crate::catalogue::{Command, Id};
+use crate::proxy::config::ha::WriteAck;
 use crate::proxy::conn::client::ClientState;
 use crate::proxy::conn::pending::Pending;
 use crate::proxy::policy::Aggregate;
@@ -22,6 +27,7 @@ use crate::resp::Request;
 pub(crate) async fn fan_out(
     proxy: &Arc<Proxy>,
     client: &ClientState,
+    spec: &Command,
     req: Request,
     agg: Aggregate,
 ) -> Pending {
@@ -46,14 +52,17 @@ pub(crate) async fn fan_out(
     let nodes = all_nodes(&routing);
     client.served.on_many(nodes.len());
     let (proto, id) = (client.proto, client.id);
+    let acked = is_flush(spec) && proxy.ha.config.write_ack == WriteAck::Replica;
     let mut waits = Vec::with_capacity(nodes.len());
     for n in &nodes {
         let budget = Some(client.budget.clone());
-        waits.push(
+        waits.push(if acked {
+            crate::proxy::ha::reads::send_acked(proxy, client, n, req.raw.clone()).await
+        } else {
             n.upstream(proto, id)
                 .send_for(req.raw.clone(), budget)
-                .await,
-        );
+                .await
+        });
     }
     let filter = routing.filter_keys.then(|| routing.clone());
     let budget = client.budget.clone();
@@ -66,6 +75,11 @@ pub(crate) async fn fan_out(
         }
         aggregate(agg, &replies)
     }))
+}
+
+/// FLUSHALL, FLUSHDB: the fan-out writes of data a replica must have.
+fn is_flush(spec: &Command) -> bool {
+    matches!(spec.id, Id::Flushall | Id::Flushdb)
 }
 
 /// SCRIPT KILL, FUNCTION KILL.

@@ -321,6 +321,13 @@ pub(crate) fn all_nodes(routing: &Routing) -> Vec<Arc<Node>> {
 /// A ring member's connections, with the config's timeouts, limits and
 /// handshake (credentials, a pool's database).
 pub(crate) fn new_node(spec: &NodeSpec, config: &crate::proxy::Config) -> Node {
+    new_member_node(spec, &spec.name, config)
+}
+
+/// [`new_node`] for a member of shard `shard` that is not its primary (a
+/// replica, named by its address): it logs in with the shard's
+/// credentials, as the shard's members share them.
+pub(crate) fn new_member_node(spec: &NodeSpec, shard: &str, config: &crate::proxy::Config) -> Node {
     let opts = crate::proxy::upstream::UpstreamOptions {
         label: String::new(),
         addr: String::new(),
@@ -329,7 +336,7 @@ pub(crate) fn new_node(spec: &NodeSpec, config: &crate::proxy::Config) -> Node {
         request_timeout: std::time::Duration::from_millis(config.request_timeout_ms),
         pinned: false,
         max_bulk_len: config.limits.max_bulk_len,
-        credentials: config.node_auth.for_node(&spec.name),
+        credentials: config.node_auth.for_node(shard),
         select: config.node_auth.select(),
     };
     Node::new(
