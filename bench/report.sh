@@ -13,11 +13,15 @@
 #                                                 10^7 keys of 1 KB (--quick: 10^6)
 #   7. bench/migration.sh                         copy rate and client throughput
 #                                                 during a join and a leave, 10^6 keys of 1 KB
+#   8. shardis check --ha --backend builtin | redis   failover windows (p50, max of 5
+#                                                 runs), writes lost, planned failover, Sentinel
+#      bench/ha.sh                                the cost of replication: SET P1/P16 with no
+#                                                 replica, write_ack primary and replica
 # Every figure in the report comes from a command this run executed; a step
 # that is missing or fails is reported as such, with the tail of its output.
 #
 # Usage: bench/report.sh [--quick] [--skip-compare] [--skip-memory] [--skip-check]
-#                        [--out FILE]
+#                        [--skip-ha] [--out FILE]
 set -u -o pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -26,10 +30,11 @@ QUICK=0
 SKIP_COMPARE=0
 SKIP_MEMORY=0
 SKIP_CHECK=0
+SKIP_HA=0
 OUT="$REPO/test_report.md"
 ARGS="$*"
 
-usage() { sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; }
 
 while [ $# -gt 0 ]; do
     case "$1" in
@@ -37,6 +42,7 @@ while [ $# -gt 0 ]; do
         --skip-compare) SKIP_COMPARE=1; shift ;;
         --skip-memory) SKIP_MEMORY=1; shift ;;
         --skip-check) SKIP_CHECK=1; shift ;;
+        --skip-ha) SKIP_HA=1; shift ;;
         --out) OUT="$2"; shift 2 ;;
         -h|--help) usage; exit 0 ;;
         *) echo "report.sh: unknown argument '$1'" >&2; usage >&2; exit 2 ;;
@@ -55,7 +61,9 @@ DEMO_FLAGS=()
 CHECK_FLAGS=()
 MEMORY_FLAGS=()
 COMPARE_FLAGS=()
+HA_FLAGS=()
 if [ "$QUICK" = 1 ]; then
+    HA_FLAGS=(--quick)
     SIM_KEYS=100000000
     SIM_KEYS_TEXT="10^8"
     DEMO_FLAGS=(--quick)
@@ -125,6 +133,15 @@ fi
 MIGRATION_KEYS=1000000
 [ "$QUICK" = 1 ] && MIGRATION_KEYS=100000
 run migration 1800 "$REPO/bench/migration.sh" --keys "$MIGRATION_KEYS" --out "$WORK/migration.md"
+if [ "$SKIP_HA" = 0 ]; then
+    # --short under --quick: 2 runs of each kill scenario instead of 5.
+    run ha_builtin 1800 "$SHARDIS" check --ha --backend builtin "${CHECK_FLAGS[@]}"
+    if command -v redis-server >/dev/null; then
+        run ha_redis 1800 "$SHARDIS" check --ha --backend redis "${CHECK_FLAGS[@]}"
+    fi
+    run ha_cost 1800 "$REPO/bench/ha.sh" "${HA_FLAGS[@]}" --out "$WORK/ha_cost.md" \
+        --shardis "$SHARDIS" --load "$LOAD"
+fi
 TOTAL_MIN=$(( ($(date +%s) - START + 59) / 60 ))
 
 # --- report ------------------------------------------------------------------
@@ -198,6 +215,12 @@ glance() {
     for b in builtin redis; do
         [ -f "$WORK/check_$b.rc" ] || continue
         echo "| consistency check, $b | $(grep -m1 '^verdict' "$WORK/check_$b.out" || echo "exit $(rc check_$b)") | check |"
+    done
+    for b in builtin redis; do
+        [ -f "$WORK/ha_$b.rc" ] || continue
+        local w
+        w="$(grep -m1 '^| kill -9 primary, 2 replicas' "$WORK/ha_$b.out" | awk -F'|' '{gsub(/ /, "", $4); gsub(/ /, "", $5); print "p50 " $4 " ms, max " $5 " ms"}')"
+        echo "| failover window, $b, kill -9 of a primary | ${w:-see section 8}; $(grep -m1 '^verdict' "$WORK/ha_$b.out" || echo "exit $(rc ha_$b)") | check --ha |"
     done
     if [ -f "$WORK/memory.json" ]; then
         jq -r '.backends[] | "| memory per key, \(.backend) | \(.rss_bytes_per_key | round) B RSS, \(.used_bytes_per_key | round) B used_memory (value \(.value_size) B); 10^9 keys → \(.nodes_needed) nodes of 100 GB | memory |"' "$WORK/memory.json"
@@ -320,6 +343,33 @@ glance() {
     echo
     [ "$(rc migration)" = 0 ] && [ -s "$WORK/migration.md" ] && cat "$WORK/migration.md"
     failure_tail migration
+    echo
+    echo "## 8. High availability: \`shardis check --ha\` and \`bench/ha.sh\`"
+    echo
+    if [ "$SKIP_HA" = 1 ]; then
+        echo "**Not run** (--skip-ha)."
+    else
+        echo "Each scenario on a fresh cluster; the window runs from the first failed request to the"
+        echo "end of the first successful write that started after it."
+        echo
+        for b in builtin redis; do
+            [ -f "$WORK/ha_$b.rc" ] || continue
+            echo "### Failover, $b nodes"
+            echo
+            step_status "ha_$b"
+            echo
+            [ -s "$WORK/ha_$b.out" ] && cat "$WORK/ha_$b.out"
+            failure_tail "ha_$b"
+            echo
+        done
+        [ -f "$WORK/ha_redis.rc" ] || echo "redis-server is not installed: the redis backend and Sentinel mode were not checked."
+        echo "### The cost of replication"
+        echo
+        step_status ha_cost
+        echo
+        [ "$(rc ha_cost)" = 0 ] && [ -s "$WORK/ha_cost.md" ] && cat "$WORK/ha_cost.md"
+        failure_tail ha_cost
+    fi
 } >"$OUT"
 
 echo "report.sh: wrote $OUT and $CHARTS_REL/*.svg" >&2
