@@ -9,9 +9,11 @@
 //! running — built-in nodes exit with their parent, and redis-server runs
 //! under `shardis supervise`, which stops it when `up` goes away.
 
+mod restart;
+
 use std::io::Read;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -71,6 +73,8 @@ pub struct NodeSpawner {
     /// (address, process). A std mutex: held only to push or take, never
     /// across `.await`.
     children: Mutex<Vec<(String, Child)>>,
+    /// Set by [`NodeSpawner::stop_all`]: no node is started after it.
+    stopping: AtomicBool,
 }
 
 impl NodeSpawner {
@@ -115,6 +119,9 @@ impl NodeSpawner {
     /// Starts a node on `port` (a replica of `replicaof`) and waits
     /// (bounded) until it answers PING.
     async fn start(&self, port: u16, replicaof: Option<&str>) -> Result<String, String> {
+        if self.is_stopping() {
+            return Err("up is stopping".into());
+        }
         let mut proc = self
             .command(port, replicaof)
             // Its own process group: a terminal's Ctrl-C reaches `up` alone,
@@ -153,8 +160,27 @@ impl NodeSpawner {
         Ok(addr)
     }
 
+    fn is_stopping(&self) -> bool {
+        self.stopping.load(Ordering::Relaxed)
+    }
+
+    /// The addresses of the node processes that exited, taken off the list.
+    fn take_exited(&self) -> Vec<String> {
+        let mut children = self.children.lock().expect("children lock");
+        let mut out = Vec::new();
+        children.retain_mut(|(addr, c)| match c.try_wait() {
+            Ok(None) => true,
+            _ => {
+                out.push(addr.clone());
+                false
+            }
+        });
+        out
+    }
+
     /// Stops every node; returns how many there were.
     async fn stop_all(&self) -> usize {
+        self.stopping.store(true, Ordering::Relaxed);
         let children = std::mem::take(&mut *self.children.lock().expect("children lock"));
         let n = children.len();
         futures::future::join_all(children.into_iter().map(|(_, c)| stop(c))).await;
@@ -370,6 +396,7 @@ pub async fn run(
         maxmemory: config.up.node_maxmemory,
         next_port: AtomicU32::new(highest.map_or(7001, |&p| p as u32 + 1)),
         children: Mutex::new(Vec::new()),
+        stopping: AtomicBool::new(false),
     });
     let starts = ports.iter().map(|&p| (p, None));
     let replica_starts = replica_ports
@@ -402,6 +429,11 @@ pub async fn run(
         "try: redis-cli -p {} SET user:42 hello",
         listener.local_addr().map(|a| a.port()).unwrap_or(0)
     );
+    let mut proxy_addr = listener.local_addr().map_err(|e| e.to_string())?;
+    if proxy_addr.ip().is_unspecified() {
+        proxy_addr.set_ip(std::net::Ipv4Addr::LOCALHOST.into());
+    }
+    tokio::spawn(restart::watch(spawner.clone(), proxy_addr.to_string()));
     let result = proxy::run_with(
         listener,
         proxy::Pool::from_config(config),
