@@ -41,6 +41,23 @@ pub(crate) struct RunOut {
     pub broken: u64,
 }
 
+impl RunOut {
+    /// A run's figures: the load's totals and what the final reads found.
+    pub(crate) fn of(t: load::Totals, lost: u64, resurrected: u64, extra: String) -> RunOut {
+        RunOut {
+            window: t.window,
+            errors: t.errors,
+            ops: t.ops,
+            lost,
+            resurrected,
+            max_request: t.max_request,
+            extra,
+            last_error: t.last_error,
+            broken: 0,
+        }
+    }
+}
+
 /// What a scenario promises.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Promise {

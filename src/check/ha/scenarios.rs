@@ -56,17 +56,7 @@ pub(super) async fn load_on(c: &HaCluster, name: &str) -> Result<Load, String> {
 async fn judged(c: &HaCluster, seen: &[Seen], extra: String) -> Result<RunOut, String> {
     let t = load::totals(seen);
     let (lost, resurrected) = load::verify(&c.proxy_addr, seen, None).await?;
-    Ok(RunOut {
-        window: t.window,
-        errors: t.errors,
-        ops: t.ops,
-        lost,
-        resurrected,
-        max_request: t.max_request,
-        extra,
-        last_error: t.last_error,
-        broken: 0,
-    })
+    Ok(RunOut::of(t, lost, resurrected, extra))
 }
 
 /// Waits until node1's routed primary is another member than `old`.

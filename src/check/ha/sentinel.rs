@@ -123,15 +123,10 @@ pub(super) async fn kill_primary() -> Result<RunOut, String> {
     let (lost, resurrected) = load::verify(&c.proxy_addr, &seen, None).await?;
     let switches = c.info_field("failovers").await?;
     drop(sentinels);
-    Ok(RunOut {
-        window: t.window,
-        errors: t.errors,
-        ops: t.ops,
+    Ok(RunOut::of(
+        t,
         lost,
         resurrected,
-        max_request: t.max_request,
-        extra: format!("switches followed: {switches}"),
-        last_error: t.last_error,
-        broken: 0,
-    })
+        format!("switches followed: {switches}"),
+    ))
 }

@@ -149,19 +149,26 @@ fn listed_by_majority(
     )
 }
 
+/// The address `routing` sends shard `shard`'s writes to.
+fn routed_primary(
+    routing: &crate::proxy::upstream::topology::Routing,
+    shard: &str,
+) -> Option<String> {
+    routing
+        .ring
+        .nodes()
+        .iter()
+        .find(|n| n.name == shard)
+        .map(|n| n.addr.clone())
+}
+
 /// Makes the shard's replicas those a majority of the Sentinels list,
 /// when that differs from what the proxy has (order aside).
 async fn follow_replicas(proxy: &Arc<Proxy>, shard: &str, name: &str) {
     let sentinels = &proxy.config.sentinel.addrs;
     let answers = futures::future::join_all(sentinels.iter().map(|s| ask_replicas(s, name))).await;
     let routing = proxy.routing.load_full();
-    let Some(primary) = routing
-        .ring
-        .nodes()
-        .iter()
-        .find(|n| n.name == shard)
-        .map(|n| n.addr.clone())
-    else {
+    let Some(primary) = routed_primary(&routing, shard) else {
         return;
     };
     let Some(mut listed) = listed_by_majority(&answers, sentinels.len(), &primary) else {
@@ -206,14 +213,7 @@ async fn follow_majority(proxy: &Arc<Proxy>, shard: &str, name: &str) {
     let Some((winner, votes)) = majority(&answers, sentinels.len()) else {
         return;
     };
-    let routing = proxy.routing.load_full();
-    let Some(current) = routing
-        .ring
-        .nodes()
-        .iter()
-        .find(|n| n.name == shard)
-        .map(|n| n.addr.clone())
-    else {
+    let Some(current) = routed_primary(&proxy.routing.load_full(), shard) else {
         return;
     };
     if winner == current {
