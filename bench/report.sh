@@ -13,7 +13,11 @@
 #                                                 10^7 keys of 1 KB (--quick: 10^6)
 #   7. bench/migration.sh                         copy rate and client throughput
 #                                                 during a join and a leave, 10^6 keys of 1 KB
-#   8. shardis check --ha --backend builtin | redis   failover windows (p50, max of 5
+#   8. bench/type_memory.sh                       bytes per stream entry and per geo
+#                                                 member vs redis-server (--quick: 10^5)
+#   9. bench/node_vs_redis.sh                     redis-benchmark's default tests, one
+#                                                 built-in node vs one redis-server
+#  10. shardis check --ha --backend builtin | redis   failover windows (p50, max of 5
 #                                                 runs), writes lost, planned failover, Sentinel
 #      bench/ha.sh                                the cost of replication: SET P1/P16 with no
 #                                                 replica, write_ack primary and replica
@@ -21,7 +25,8 @@
 # that is missing or fails is reported as such, with the tail of its output.
 #
 # Usage: bench/report.sh [--quick] [--skip-compare] [--skip-memory] [--skip-check]
-#                        [--skip-ha] [--out FILE]
+#                        [--skip-type-memory] [--skip-node-vs-redis] [--skip-ha]
+#                        [--out FILE]
 set -u -o pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -30,11 +35,13 @@ QUICK=0
 SKIP_COMPARE=0
 SKIP_MEMORY=0
 SKIP_CHECK=0
+SKIP_TYPE_MEMORY=0
+SKIP_NODE_VS_REDIS=0
 SKIP_HA=0
 OUT="$REPO/test_report.md"
 ARGS="$*"
 
-usage() { sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,29p' "$0" | sed 's/^# \{0,1\}//'; }
 
 while [ $# -gt 0 ]; do
     case "$1" in
@@ -42,6 +49,8 @@ while [ $# -gt 0 ]; do
         --skip-compare) SKIP_COMPARE=1; shift ;;
         --skip-memory) SKIP_MEMORY=1; shift ;;
         --skip-check) SKIP_CHECK=1; shift ;;
+        --skip-type-memory) SKIP_TYPE_MEMORY=1; shift ;;
+        --skip-node-vs-redis) SKIP_NODE_VS_REDIS=1; shift ;;
         --skip-ha) SKIP_HA=1; shift ;;
         --out) OUT="$2"; shift 2 ;;
         -h|--help) usage; exit 0 ;;
@@ -61,9 +70,9 @@ DEMO_FLAGS=()
 CHECK_FLAGS=()
 MEMORY_FLAGS=()
 COMPARE_FLAGS=()
-HA_FLAGS=()
+QUICK_FLAGS=()
 if [ "$QUICK" = 1 ]; then
-    HA_FLAGS=(--quick)
+    QUICK_FLAGS=(--quick)
     SIM_KEYS=100000000
     SIM_KEYS_TEXT="10^8"
     DEMO_FLAGS=(--quick)
@@ -133,13 +142,21 @@ fi
 MIGRATION_KEYS=1000000
 [ "$QUICK" = 1 ] && MIGRATION_KEYS=100000
 run migration 1800 "$REPO/bench/migration.sh" --keys "$MIGRATION_KEYS" --out "$WORK/migration.md"
+if [ "$SKIP_TYPE_MEMORY" = 0 ]; then
+    run type_memory 1800 "$REPO/bench/type_memory.sh" "${QUICK_FLAGS[@]}" --shardis "$SHARDIS" \
+        --out "$WORK/type_memory.md"
+fi
+if [ "$SKIP_NODE_VS_REDIS" = 0 ]; then
+    run node_vs_redis 3600 "$REPO/bench/node_vs_redis.sh" "${QUICK_FLAGS[@]}" --shardis "$SHARDIS" \
+        --out "$WORK/node_vs_redis.md"
+fi
 if [ "$SKIP_HA" = 0 ]; then
     # --short under --quick: 2 runs of each kill scenario instead of 5.
     run ha_builtin 1800 "$SHARDIS" check --ha --backend builtin "${CHECK_FLAGS[@]}"
     if command -v redis-server >/dev/null; then
         run ha_redis 1800 "$SHARDIS" check --ha --backend redis "${CHECK_FLAGS[@]}"
     fi
-    run ha_cost 1800 "$REPO/bench/ha.sh" "${HA_FLAGS[@]}" --out "$WORK/ha_cost.md" \
+    run ha_cost 1800 "$REPO/bench/ha.sh" "${QUICK_FLAGS[@]}" --out "$WORK/ha_cost.md" \
         --shardis "$SHARDIS" --load "$LOAD"
 fi
 TOTAL_MIN=$(( ($(date +%s) - START + 59) / 60 ))
@@ -220,7 +237,7 @@ glance() {
         [ -f "$WORK/ha_$b.rc" ] || continue
         local w
         w="$(grep -m1 '^| kill -9 primary, 2 replicas' "$WORK/ha_$b.out" | awk -F'|' '{gsub(/ /, "", $4); gsub(/ /, "", $5); print "p50 " $4 " ms, max " $5 " ms"}')"
-        echo "| failover window, $b, kill -9 of a primary | ${w:-see section 8}; $(grep -m1 '^verdict' "$WORK/ha_$b.out" || echo "exit $(rc ha_$b)") | check --ha |"
+        echo "| failover window, $b, kill -9 of a primary | ${w:-see section 10}; $(grep -m1 '^verdict' "$WORK/ha_$b.out" || echo "exit $(rc ha_$b)") | check --ha |"
     done
     if [ -f "$WORK/memory.json" ]; then
         jq -r '.backends[] | "| memory per key, \(.backend) | \(.rss_bytes_per_key | round) B RSS, \(.used_bytes_per_key | round) B used_memory (value \(.value_size) B); 10^9 keys → \(.nodes_needed) nodes of 100 GB | memory |"' "$WORK/memory.json"
@@ -344,7 +361,29 @@ glance() {
     [ "$(rc migration)" = 0 ] && [ -s "$WORK/migration.md" ] && cat "$WORK/migration.md"
     failure_tail migration
     echo
-    echo "## 8. High availability: \`shardis check --ha\` and \`bench/ha.sh\`"
+    echo "## 8. Memory per stream entry and per geo member: \`bench/type_memory.sh\`"
+    echo
+    if [ "$SKIP_TYPE_MEMORY" = 1 ]; then
+        echo "**Not run** (--skip-type-memory)."
+    else
+        step_status type_memory
+        echo
+        [ "$(rc type_memory)" = 0 ] && [ -s "$WORK/type_memory.md" ] && cat "$WORK/type_memory.md"
+        failure_tail type_memory
+    fi
+    echo
+    echo "## 9. One built-in node against one redis-server: \`bench/node_vs_redis.sh\`"
+    echo
+    if [ "$SKIP_NODE_VS_REDIS" = 1 ]; then
+        echo "**Not run** (--skip-node-vs-redis)."
+    else
+        step_status node_vs_redis
+        echo
+        [ "$(rc node_vs_redis)" = 0 ] && [ -s "$WORK/node_vs_redis.md" ] && cat "$WORK/node_vs_redis.md"
+        failure_tail node_vs_redis
+    fi
+    echo
+    echo "## 10. High availability: \`shardis check --ha\` and \`bench/ha.sh\`"
     echo
     if [ "$SKIP_HA" = 1 ]; then
         echo "**Not run** (--skip-ha)."

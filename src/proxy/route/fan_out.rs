@@ -12,6 +12,8 @@
 
 use std::sync::Arc;
 
+use bytes::Bytes;
+
 use crate::catalogue::{Command, Id};
 use crate::proxy::config::ha::WriteAck;
 use crate::proxy::conn::client::ClientState;
@@ -26,7 +28,7 @@ use crate::resp::Request;
 
 pub(crate) async fn fan_out(
     proxy: &Arc<Proxy>,
-    client: &ClientState,
+    client: &mut ClientState,
     spec: &Command,
     req: Request,
     agg: Aggregate,
@@ -51,7 +53,11 @@ pub(crate) async fn fan_out(
     }
     let nodes = all_nodes(&routing);
     client.served.on_many(nodes.len());
-    let (proto, id) = (client.proto, client.id);
+    if is_load(&req) {
+        for n in &nodes {
+            client.lane.claim(n, client.proto);
+        }
+    }
     let acked = is_flush(spec) && proxy.ha.config.write_ack == WriteAck::Replica;
     let mut waits = Vec::with_capacity(nodes.len());
     for n in &nodes {
@@ -59,15 +65,19 @@ pub(crate) async fn fan_out(
         waits.push(if acked {
             crate::proxy::ha::reads::send_acked(proxy, client, n, req.raw.clone()).await
         } else {
-            n.upstream(proto, id)
+            n.upstream_for(client)
                 .send_for(req.raw.clone(), budget)
                 .await
         });
     }
     let filter = routing.filter_keys.then(|| routing.clone());
     let budget = client.budget.clone();
+    let stats = is_function_stats(&req);
     Pending::Later(Box::pin(async move {
         let mut replies = gather(waits, &budget).await;
+        if stats {
+            return function_stats(replies);
+        }
         if let (Some(routing), Aggregate::Concat) = (&filter, agg) {
             for (i, r) in replies.iter_mut().enumerate() {
                 *r = owned_only(r, routing, i);
@@ -80,6 +90,46 @@ pub(crate) async fn fan_out(
 /// FLUSHALL, FLUSHDB: the fan-out writes of data a replica must have.
 fn is_flush(spec: &Command) -> bool {
     matches!(spec.id, Id::Flushall | Id::Flushdb)
+}
+
+/// SCRIPT LOAD, FUNCTION LOAD and FUNCTION RESTORE: sent on a script lane
+/// of every node when the client may take them (`upstream::lane`), so the
+/// script that uses what they load, pipelined behind them, stays behind.
+fn is_load(req: &Request) -> bool {
+    let name = req.name();
+    let script = name.eq_ignore_ascii_case(b"script");
+    let function = name.eq_ignore_ascii_case(b"function");
+    req.args.get(1).is_some_and(|sub| {
+        (script || function) && sub.eq_ignore_ascii_case(b"load")
+            || function && sub.eq_ignore_ascii_case(b"restore")
+    })
+}
+
+fn is_function_stats(req: &Request) -> bool {
+    req.args.len() == 2
+        && req.name().eq_ignore_ascii_case(b"function")
+        && req.args[1].eq_ignore_ascii_case(b"stats")
+}
+
+/// FUNCTION STATS: the reply of the node that runs a script, as the one
+/// Redis that runs it answers (its `running_script`, or `-BUSY` while an
+/// EVAL runs there), else the first node's.
+fn function_stats(mut replies: Vec<Bytes>) -> Bytes {
+    const KEY: &[u8] = b"running_script\r\n";
+    let running = |r: &Bytes| {
+        is_error(r)
+            || r.windows(KEY.len())
+                .position(|w| w == KEY)
+                .map(|i| &r[i + KEY.len()..])
+                .is_some_and(|v| {
+                    !(v.starts_with(b"_") || v.starts_with(b"$-1") || v.starts_with(b"*-1"))
+                })
+    };
+    match replies.iter().position(running) {
+        Some(i) => replies.swap_remove(i),
+        None if !replies.is_empty() => replies.swap_remove(0),
+        None => Bytes::from_static(b"-ERR no node answered\r\n"),
+    }
 }
 
 /// SCRIPT KILL, FUNCTION KILL.
