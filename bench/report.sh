@@ -19,11 +19,15 @@
 #                                                 built-in node vs one redis-server
 #  10. bench/tls.sh                               SET/GET at P1 and P16: shardis plaintext,
 #                                                 shardis TLS, redis-server's own TLS port
+#  11. shardis check --ha --backend builtin | redis   failover windows (p50, max of 5
+#                                                 runs), writes lost, planned failover, Sentinel
+#      bench/ha.sh                                the cost of replication: SET P1/P16 with no
+#                                                 replica, write_ack primary and replica
 # Every figure in the report comes from a command this run executed; a step
 # that is missing or fails is reported as such, with the tail of its output.
 #
 # Usage: bench/report.sh [--quick] [--skip-compare] [--skip-memory] [--skip-check]
-#                        [--skip-type-memory] [--skip-node-vs-redis] [--skip-tls]
+#                        [--skip-type-memory] [--skip-node-vs-redis] [--skip-tls] [--skip-ha]
 #                        [--out FILE]
 set -u -o pipefail
 
@@ -36,10 +40,11 @@ SKIP_CHECK=0
 SKIP_TYPE_MEMORY=0
 SKIP_NODE_VS_REDIS=0
 SKIP_TLS=0
+SKIP_HA=0
 OUT="$REPO/test_report.md"
 ARGS="$*"
 
-usage() { sed -n '2,27p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,31p' "$0" | sed 's/^# \{0,1\}//'; }
 
 while [ $# -gt 0 ]; do
     case "$1" in
@@ -50,6 +55,7 @@ while [ $# -gt 0 ]; do
         --skip-type-memory) SKIP_TYPE_MEMORY=1; shift ;;
         --skip-node-vs-redis) SKIP_NODE_VS_REDIS=1; shift ;;
         --skip-tls) SKIP_TLS=1; shift ;;
+        --skip-ha) SKIP_HA=1; shift ;;
         --out) OUT="$2"; shift 2 ;;
         -h|--help) usage; exit 0 ;;
         *) echo "report.sh: unknown argument '$1'" >&2; usage >&2; exit 2 ;;
@@ -154,6 +160,15 @@ if [ "$SKIP_TLS" = 0 ]; then
     run tls 1800 "$REPO/bench/tls.sh" --requests "$TLS_REQUESTS" --shardis "$SHARDIS" \
         --out "$WORK/tls.md"
 fi
+if [ "$SKIP_HA" = 0 ]; then
+    # --short under --quick: 2 runs of each kill scenario instead of 5.
+    run ha_builtin 1800 "$SHARDIS" check --ha --backend builtin "${CHECK_FLAGS[@]}"
+    if command -v redis-server >/dev/null; then
+        run ha_redis 1800 "$SHARDIS" check --ha --backend redis "${CHECK_FLAGS[@]}"
+    fi
+    run ha_cost 1800 "$REPO/bench/ha.sh" "${QUICK_FLAGS[@]}" --out "$WORK/ha_cost.md" \
+        --shardis "$SHARDIS" --load "$LOAD"
+fi
 TOTAL_MIN=$(( ($(date +%s) - START + 59) / 60 ))
 
 # --- report ------------------------------------------------------------------
@@ -227,6 +242,12 @@ glance() {
     for b in builtin redis; do
         [ -f "$WORK/check_$b.rc" ] || continue
         echo "| consistency check, $b | $(grep -m1 '^verdict' "$WORK/check_$b.out" || echo "exit $(rc check_$b)") | check |"
+    done
+    for b in builtin redis; do
+        [ -f "$WORK/ha_$b.rc" ] || continue
+        local w
+        w="$(grep -m1 '^| kill -9 primary, 2 replicas' "$WORK/ha_$b.out" | awk -F'|' '{gsub(/ /, "", $4); gsub(/ /, "", $5); print "p50 " $4 " ms, max " $5 " ms"}')"
+        echo "| failover window, $b, kill -9 of a primary | ${w:-see section 10}; $(grep -m1 '^verdict' "$WORK/ha_$b.out" || echo "exit $(rc ha_$b)") | check --ha |"
     done
     if [ -f "$WORK/memory.json" ]; then
         jq -r '.backends[] | "| memory per key, \(.backend) | \(.rss_bytes_per_key | round) B RSS, \(.used_bytes_per_key | round) B used_memory (value \(.value_size) B); 10^9 keys → \(.nodes_needed) nodes of 100 GB | memory |"' "$WORK/memory.json"
@@ -381,6 +402,33 @@ glance() {
         echo
         [ "$(rc tls)" = 0 ] && [ -s "$WORK/tls.md" ] && cat "$WORK/tls.md"
         failure_tail tls
+    fi
+    echo
+    echo "## 11. High availability: \`shardis check --ha\` and \`bench/ha.sh\`"
+    echo
+    if [ "$SKIP_HA" = 1 ]; then
+        echo "**Not run** (--skip-ha)."
+    else
+        echo "Each scenario on a fresh cluster; the window runs from the first failed request to the"
+        echo "end of the first successful write that started after it."
+        echo
+        for b in builtin redis; do
+            [ -f "$WORK/ha_$b.rc" ] || continue
+            echo "### Failover, $b nodes"
+            echo
+            step_status "ha_$b"
+            echo
+            [ -s "$WORK/ha_$b.out" ] && cat "$WORK/ha_$b.out"
+            failure_tail "ha_$b"
+            echo
+        done
+        [ -f "$WORK/ha_redis.rc" ] || echo "redis-server is not installed: the redis backend and Sentinel mode were not checked."
+        echo "### The cost of replication"
+        echo
+        step_status ha_cost
+        echo
+        [ "$(rc ha_cost)" = 0 ] && [ -s "$WORK/ha_cost.md" ] && cat "$WORK/ha_cost.md"
+        failure_tail ha_cost
     fi
 } >"$OUT"
 

@@ -179,7 +179,17 @@ fn current_exe() -> Result<PathBuf, String> {
 /// Starts a node of `kind` on a free port, bound to loopback, and waits until
 /// it answers PING. `name` (its name in the ring) only labels errors.
 pub(crate) fn start_node(kind: NodeKind, name: &str) -> Result<Proc, String> {
-    let port = free_port()?;
+    start_node_at(kind, free_port()?, name, &[])
+}
+
+/// [`start_node`] on `port` (a restart at the same address), with `extra`
+/// arguments (redis-server's `--appendonly yes --dir …`).
+pub(crate) fn start_node_at(
+    kind: NodeKind,
+    port: u16,
+    name: &str,
+    extra: &[&str],
+) -> Result<Proc, String> {
     let port_arg = port.to_string();
     let mut cmd = match kind {
         NodeKind::Builtin => {
@@ -198,7 +208,7 @@ pub(crate) fn start_node(kind: NodeKind, name: &str) -> Result<Proc, String> {
             c
         }
     };
-    cmd.stdout(Stdio::null());
+    cmd.args(extra).stdout(Stdio::null());
     Proc::spawn(
         &mut cmd,
         port,
@@ -224,6 +234,14 @@ pub(crate) fn start_proxy(
         .envs(env.iter().copied())
         .stdout(Stdio::null());
     Proc::spawn(&mut cmd, port, "proxy", Some(log_file))
+}
+
+/// Starts `redis-sentinel conf`, which must listen on `port`, and waits
+/// until it answers PING.
+pub(crate) fn start_sentinel(conf: &Path, port: u16) -> Result<Proc, String> {
+    let mut cmd = Command::new("redis-sentinel");
+    cmd.arg(conf).stdout(Stdio::null());
+    Proc::spawn(&mut cmd, port, "redis-sentinel", None)
 }
 
 /// The `[[nodes]]` tables of a proxy config, one per `(name, addr)`.

@@ -10,9 +10,10 @@
 //! under `shardis supervise`, which stops it when `up` goes away.
 
 pub mod password;
+mod restart;
 
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -77,6 +78,8 @@ pub struct NodeSpawner {
     /// (address, process). A std mutex: held only to push or take, never
     /// across `.await`.
     children: Mutex<Vec<(String, Child)>>,
+    /// Set by [`NodeSpawner::stop_all`]: no node is started after it.
+    stopping: AtomicBool,
 }
 
 impl NodeSpawner {
@@ -129,6 +132,9 @@ impl NodeSpawner {
     /// Starts a node on `port` (a replica of `replicaof`) and waits
     /// (bounded) until it answers PING.
     async fn start(&self, port: u16, replicaof: Option<&str>) -> Result<String, String> {
+        if self.is_stopping() {
+            return Err("up is stopping".into());
+        }
         let mut proc = self
             .command(port, replicaof)
             // Its own process group: a terminal's Ctrl-C reaches `up` alone,
@@ -178,8 +184,27 @@ impl NodeSpawner {
         reply.is_some_and(|r| r.starts_with(b"+PONG"))
     }
 
+    fn is_stopping(&self) -> bool {
+        self.stopping.load(Ordering::Relaxed)
+    }
+
+    /// The addresses of the node processes that exited, taken off the list.
+    fn take_exited(&self) -> Vec<String> {
+        let mut children = self.children.lock().expect("children lock");
+        let mut out = Vec::new();
+        children.retain_mut(|(addr, c)| match c.try_wait() {
+            Ok(None) => true,
+            _ => {
+                out.push(addr.clone());
+                false
+            }
+        });
+        out
+    }
+
     /// Stops every node; returns how many there were.
     async fn stop_all(&self) -> usize {
+        self.stopping.store(true, Ordering::Relaxed);
         let children = std::mem::take(&mut *self.children.lock().expect("children lock"));
         let n = children.len();
         futures::future::join_all(children.into_iter().map(|(_, c)| stop(c))).await;
@@ -404,6 +429,7 @@ pub async fn run(
         next_port: AtomicU32::new(highest.map_or(7001, |&p| p as u32 + 1)),
         password,
         children: Mutex::new(Vec::new()),
+        stopping: AtomicBool::new(false),
     });
     let starts = ports.iter().map(|&p| (p, None));
     let replica_starts = replica_ports
@@ -437,6 +463,11 @@ pub async fn run(
         "try: redis-cli -p {} SET user:42 hello",
         listener.local_addr().map(|a| a.port()).unwrap_or(0)
     );
+    let mut proxy_addr = listener.local_addr().map_err(|e| e.to_string())?;
+    if proxy_addr.ip().is_unspecified() {
+        proxy_addr.set_ip(std::net::Ipv4Addr::LOCALHOST.into());
+    }
+    tokio::spawn(restart::watch(spawner.clone(), proxy_addr.to_string()));
     let result = crate::fleet_up::serve(
         listener,
         config,

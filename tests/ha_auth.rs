@@ -126,3 +126,93 @@ fn the_proxy_gives_builtin_replicas_the_node_password_and_fails_over() {
         "built-in with --requirepass, write_ack=replica",
     );
 }
+
+/// A proxy with `cfg` (its `[proxy]` table added in front) on a free port.
+fn proxy_with(cfg: &str) -> (Proc, tempdir::Dir) {
+    let dir = tempdir::Dir::new();
+    let port = free_port();
+    let text = format!(
+        "[proxy]\nlisten = \"127.0.0.1:{port}\"\nconnect_timeout_ms = 300\nrequest_timeout_ms = 2000\n{cfg}"
+    );
+    let path = dir.path().join("proxy.toml");
+    std::fs::write(&path, text).unwrap();
+    (start_proxy_with(&path, port), dir)
+}
+
+#[test]
+fn reads_from_a_replica_log_in_with_the_shards_own_password() {
+    if !need_redis("ha_auth") {
+        return;
+    }
+    let (pp, rp) = (free_port(), free_port());
+    let _p = redis_with(pp, None, &["--requirepass", PW]);
+    let _r = redis_with(rp, None, &["--requirepass", PW]);
+    let replica = format!("127.0.0.1:{rp}");
+    // The password is the shard's own ([[nodes]] password), not a default.
+    let (proxy, _dir) = proxy_with(&format!(
+        "[failover]\nread_from = \"replica\"\n\
+         [[nodes]]\naddr = \"127.0.0.1:{pp}\"\nname = \"node1\"\npassword = \"{PW}\"\nreplicas = [\"{replica}\"]\n"
+    ));
+    let mut con = connect(proxy.port);
+    wait_ring(&mut con, 10, "the replica follows", |r| {
+        is_synced_replica(r, &replica)
+    });
+    let _: () = redis::cmd("SET").arg("k").arg("v").query(&mut con).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let v: Option<String> = redis::cmd("GET").arg("k").query(&mut con).unwrap();
+        if v.as_deref() == Some("v") {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the replica serves the read");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let stats: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query(&mut authed(rp))
+        .unwrap();
+    assert!(
+        stats.contains("cmdstat_get:"),
+        "the GET went to the replica"
+    );
+}
+
+#[test]
+fn addnode_checks_each_replica_logging_in_with_the_shards_password() {
+    if !need_redis("ha_auth") {
+        return;
+    }
+    let ports: Vec<u16> = (0..4).map(|_| free_port()).collect();
+    let _p = redis_with(ports[0], None, &["--requirepass", PW]);
+    let _n = redis_with(ports[1], None, &["--requirepass", PW]);
+    let _r = redis_with(ports[2], None, &["--requirepass", PW]);
+    let _other = redis_with(ports[3], None, &["--requirepass", "another"]);
+    let a = |i: usize| format!("127.0.0.1:{}", ports[i]);
+    let (proxy, _dir) = proxy_with(&format!(
+        "[backend_auth]\npassword = \"{PW}\"\n[[nodes]]\naddr = \"{}\"\nname = \"node1\"\n",
+        a(0)
+    ));
+    let mut con = connect(proxy.port);
+    let add = |con: &mut redis::Connection, replica: &str| {
+        redis::cmd("CLUSTER")
+            .arg("ADDNODE")
+            .arg(a(1))
+            .arg("NAME")
+            .arg("node2")
+            .arg("REPLICAS")
+            .arg(replica)
+            .query::<String>(con)
+    };
+    // A replica that refuses the shard's password is refused, by name.
+    let e = add(&mut con, &a(3)).unwrap_err();
+    assert!(
+        e.to_string()
+            .contains(&format!("cannot reach node {}", a(3))),
+        "{e}"
+    );
+    assert!(!ring(&mut con).contains("node2"));
+    assert_eq!(add(&mut con, &a(2)).unwrap(), "OK");
+    wait_ring(&mut con, 15, "the new shard's replica follows it", |r| {
+        is_synced_replica(r, &a(2))
+    });
+}

@@ -4,6 +4,8 @@
 //! within the failover window, and with `write_ack = "replica"` (two
 //! replicas, so the promoted primary still has one) no acknowledged write
 //! is lost. The same checks as `tests/ha_failover.rs` on redis-server.
+//! `up` starts a killed node again, as a replica of its shard's new
+//! primary, so one replica a shard keeps `write_ack = "replica"` writable.
 //! Timings are printed, not asserted.
 
 mod common;
@@ -136,4 +138,53 @@ fn killing_a_builtin_primary_under_up_fails_over_to_its_replica() {
 fn killing_a_builtin_primary_loses_no_write_acknowledged_by_a_replica() {
     let (_, lost) = kill_builtin_primary(2, "replica");
     assert!(lost.is_empty(), "acknowledged writes lost: {lost:?}");
+}
+
+#[test]
+fn up_restarts_a_killed_primary_as_a_replica_so_one_replica_keeps_acknowledging_writes() {
+    let extra = "[failover]\nwrite_ack = \"replica\"\nwait_timeout_ms = 2000\n";
+    let c = up_with_replicas(1, extra);
+    let (old, replica) = (addr(c.first), addr(c.first + NODES));
+    let mut con = connect(c.up.port);
+    wait_ring(&mut con, 15, "node1's replica follows it", |r| {
+        is_synced_replica(r, &replica)
+    });
+    let key = (0..1000)
+        .map(|i| format!("k{i}"))
+        .find(|k| keynode(&mut con, k) == "node1")
+        .unwrap();
+    let pid = child_with_port(c.up.pid(), c.first).expect("node1's process under up");
+    kill_9(pid);
+    // up starts it again as a replica of the promoted one, which then has
+    // a replica to acknowledge its writes.
+    let r = wait_ring(&mut con, 20, "the old primary is back as a replica", |r| {
+        r.contains(&format!("node1 {replica} ")) && is_synced_replica(r, &old)
+    });
+    assert!(r.contains(&format!("{old} {old} replica_of=node1")), "{r}");
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        match redis::cmd("SET")
+            .arg(&key)
+            .arg("after")
+            .query::<()>(&mut con)
+        {
+            Ok(()) => break,
+            Err(e) => assert!(
+                std::time::Instant::now() < deadline,
+                "writes acknowledged again: {e}"
+            ),
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let v: Option<String> = redis::cmd("GET")
+        .arg(&key)
+        .query(&mut direct(c.first))
+        .unwrap();
+    assert_eq!(
+        v.as_deref(),
+        Some("after"),
+        "the restarted node has the write"
+    );
+    let restarted = child_with_port(c.up.pid(), c.first).expect("a node process again");
+    assert_ne!(restarted, pid);
 }

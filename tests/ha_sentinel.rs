@@ -4,7 +4,10 @@
 //! and a fourth, fake Sentinel that keeps advertising the original primary.
 //! kill -9 of the primary under writes: the Sentinels fail over, the proxy
 //! follows the majority once `ROLE` confirms the new primary, and the stale
-//! Sentinel is outvoted. Timings are printed, not asserted.
+//! Sentinel is outvoted. The proxy's config lists one replica only: the
+//! other it takes from `SENTINEL replicas`. Timings are printed, not
+//! asserted; so is how often the Sentinels switched (their logs'
+//! `+switch-master`) beside how often the proxy followed.
 
 mod common;
 mod ha;
@@ -19,7 +22,7 @@ use ha::*;
 fn sentinel_at(port: u16, primary_port: u16, dir: &std::path::Path) -> Proc {
     let conf = dir.join(format!("sentinel-{port}.conf"));
     let text = format!(
-        "port {port}\nbind 127.0.0.1\ndaemonize no\ndir {d}\n\
+        "port {port}\nbind 127.0.0.1\ndaemonize no\ndir {d}\nlogfile {d}/sentinel-{port}.log\n\
          sentinel monitor m1 127.0.0.1 {primary_port} 2\n\
          sentinel down-after-milliseconds m1 300\n\
          sentinel failover-timeout m1 3000\n\
@@ -99,16 +102,19 @@ fn the_proxy_follows_a_majority_of_sentinels_and_outvotes_a_stale_one() {
     let cfg = format!(
         "[proxy]\nlisten = \"127.0.0.1:{port}\"\nconnect_timeout_ms = 300\nrequest_timeout_ms = 2000\n\
          [failover]\nmode = \"sentinel\"\nsentinels = [{}]\n\
-         [[nodes]]\naddr = \"{primary}\"\nname = \"node1\"\nmaster_name = \"m1\"\nreplicas = [\"{a}\", \"{b}\"]\n",
+         [[nodes]]\naddr = \"{primary}\"\nname = \"node1\"\nmaster_name = \"m1\"\nreplicas = [\"{a}\"]\n",
         sentinels.join(", ")
     );
     let path = dir.path().join("proxy.toml");
     std::fs::write(&path, cfg).unwrap();
     let _proxy = start_proxy_with(&path, port);
     let mut con = connect(port);
-    wait_ring(&mut con, 10, "the replicas are seen in sync", |r| {
-        is_synced_replica(r, &a) && is_synced_replica(r, &b)
-    });
+    wait_ring(
+        &mut con,
+        10,
+        "both replicas, one from Sentinel, are seen in sync",
+        |r| is_synced_replica(r, &a) && is_synced_replica(r, &b),
+    );
     let killed = std::cell::Cell::new(None);
     let w = write_for(port, "s", Duration::from_millis(8_000), |i| {
         if i == 200 {
@@ -139,10 +145,15 @@ fn the_proxy_follows_a_majority_of_sentinels_and_outvotes_a_stale_one() {
         "the old primary is kept as a replica:\n{r}"
     );
     assert_eq!(info_field(&mut con, "failover_mode"), "sentinel");
-    // Counted per switch the proxy followed; Sentinel may switch more than once.
-    let switches: u32 = info_field(&mut con, "failovers").parse().unwrap();
-    assert!(switches >= 1, "{switches}");
-    eprintln!("the proxy followed {switches} switch(es)");
+    // Counted per switch the proxy followed; the Sentinels may switch more
+    // than once (a new primary slow to answer on a loaded machine is taken
+    // for down too), and two switches between two polls are followed as one.
+    let switches: usize = info_field(&mut con, "failovers").parse().unwrap();
+    let log = std::fs::read_to_string(dir.path().join(format!("sentinel-{}.log", ports[0])))
+        .unwrap_or_default();
+    let by_sentinel = log.matches("+switch-master").count();
+    eprintln!("the proxy followed {switches} switch(es); the Sentinels made {by_sentinel}");
+    assert!(switches >= 1 && switches <= by_sentinel.max(1), "{log}");
     let last = info_field(&mut con, "last_failover");
     assert!(last.contains("3 of 4 Sentinels"), "{last}");
     let lost = lost(port, "s", &w.acked);

@@ -3,6 +3,7 @@
 //! becomes the not-acknowledged error), and each fragment of a multi-key
 //! write split over shards (`MSET`, `DEL`) waits for its own shard's
 //! replica — so right after the reply every key is already on a replica.
+//! FLUSHALL and FLUSHDB, sent to every shard, wait for each shard's replica.
 //! On built-in nodes.
 
 mod common;
@@ -146,4 +147,29 @@ fn a_transaction_no_replica_acknowledged_is_answered_with_an_error() {
         .query(&mut con)
         .unwrap();
     assert_eq!(v.as_deref(), Some("1"));
+}
+
+#[test]
+fn a_flush_is_answered_once_every_shards_replica_has_it() {
+    let mut p = pool();
+    let mut con = connect(p.proxy.port);
+    let mut mset = redis::cmd("MSET");
+    for i in 0..20 {
+        mset.arg(format!("f{i}")).arg(i);
+    }
+    let _: () = mset.query(&mut con).unwrap();
+    let _: () = redis::cmd("FLUSHALL").query(&mut con).unwrap();
+    // Right after the reply: no key left on either shard's replica.
+    for (shard, &port) in &p.replicas {
+        let n: i64 = redis::cmd("DBSIZE").query(&mut direct(port)).unwrap();
+        assert_eq!(n, 0, "{shard}'s replica after FLUSHALL");
+    }
+    // One shard's replica gone: the flush is not known to be on it.
+    p.nodes[3].kill();
+    let e = redis::cmd("FLUSHDB").query::<()>(&mut con).unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("write to node2 not acknowledged by a replica"),
+        "{e}"
+    );
 }

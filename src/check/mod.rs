@@ -11,6 +11,10 @@
 //! node that does not own them). Prints a line per second and a final report;
 //! fails (non-zero exit) on any violation.
 //!
+//! With `--ha`, the high-availability scenarios instead (`ha/`): kill -9
+//! of a primary and of a replica, a planned failover, an old primary's
+//! return, Sentinel mode, each under load, with the failover window.
+//!
 //! Everything it starts is killed on drop; every loop is bounded in time.
 
 mod client;
@@ -18,6 +22,7 @@ mod cluster;
 mod coll_model;
 mod collections;
 mod faults;
+mod ha;
 mod report;
 mod txn;
 mod workload;
@@ -89,6 +94,12 @@ pub struct CheckArgs {
     /// Proxy runtime threads (1: the current-thread runtime; 0: one per core).
     #[arg(long, default_value_t = 0)]
     pub threads: usize,
+    /// Run the high-availability scenarios (failover under load) instead.
+    #[arg(long)]
+    pub ha: bool,
+    /// Under `--ha`: runs of each kill scenario (`--short`: at most 2).
+    #[arg(long, default_value_t = 5)]
+    pub runs: usize,
 }
 
 /// Runs the checker; `Ok(true)` when no violation was found.
@@ -131,6 +142,19 @@ pub fn run(args: &CheckArgs) -> Result<bool, String> {
         .build()
         .map_err(|e| e.to_string())?;
     let deadline = Instant::now() + Duration::from_secs(args.max_secs);
+    if args.ha {
+        let runs = if args.short {
+            args.runs.min(2)
+        } else {
+            args.runs
+        }
+        .max(1);
+        return rt.block_on(async move {
+            tokio::time::timeout_at(deadline.into(), ha::run(backend, runs))
+                .await
+                .map_err(|_| "the check exceeded --max-secs".to_string())?
+        });
+    }
     rt.block_on(async move {
         tokio::time::timeout_at(deadline.into(), scenario(args, backend, mix))
             .await

@@ -75,7 +75,7 @@ pub(crate) async fn dispatch(
             if let (Some(cache), true) = (&proxy.ops.hot_cache, spec.is_write()) {
                 cache.clear();
             }
-            fan_out(proxy, client, req, agg).await
+            fan_out(proxy, client, spec, req, agg).await
         }
         Kind::Local => crate::proxy::commands::local::handle(proxy, client, spec, req).await,
         Kind::Admin => crate::proxy::admin::handle(proxy, client, req).await,

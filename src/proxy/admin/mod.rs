@@ -231,6 +231,22 @@ async fn add_node(
             });
         }
     }
+    // Each replica answers, logged in as the shard's members are (AUTH with
+    // the shard's credentials), before the shard joins.
+    for r in &replicas {
+        let pong = crate::proxy::upstream::credentials::probe(r, &name, login, &[b"PING"], timeout)
+            .await
+            .map_err(|e| AdminError::Unreachable {
+                addr: r.clone(),
+                why: e.terse(),
+            })?;
+        if crate::resp::reply::is_error(&pong) {
+            return Err(AdminError::Unreachable {
+                addr: r.clone(),
+                why: String::from_utf8_lossy(&pong).trim_end().to_string(),
+            });
+        }
+    }
     // The shard's replicas are known before its first snapshot is built.
     if !replicas.is_empty() {
         proxy.ha.set_replicas(&name, replicas);

@@ -57,7 +57,7 @@ async fn lock(proxy: &Proxy) -> Result<tokio::sync::MutexGuard<'_, ()>, String> 
 
 /// Rebuilds the snapshot over the same ring so shards pick up their
 /// replica lists, and saves them.
-async fn refresh(proxy: &Arc<Proxy>) {
+pub(crate) async fn refresh(proxy: &Arc<Proxy>) {
     let cur = proxy.routing.load_full();
     let shards = proxy.shards_for(&cur.ring);
     proxy.routing.store(Arc::new(Routing::new(

@@ -7,7 +7,11 @@
 //! of those that answered) that differs from the routed primary must answer
 //! `ROLE` as a master before the routing snapshot is swapped to it. A
 //! Sentinel that keeps advertising a dead or demoted primary is outvoted;
-//! with no majority nothing changes.
+//! with no majority nothing changes. Each round also asks every Sentinel
+//! for the shard's replicas (`SENTINEL replicas <master_name>`): the
+//! addresses more than half of them list become the shard's replicas (reads,
+//! probes, `CLUSTER RING`), so a replica added to or dropped from the
+//! Sentinels' view needs no change of the proxy's config.
 //!
 //! Started by `Proxy::run` beside the probes; in this mode the probes only
 //! observe (liveness, offsets, reads from replicas): the proxy never sends
@@ -49,6 +53,7 @@ async fn poll(proxy: Weak<Proxy>, wake: Arc<Notify>) {
         let Some(p) = proxy.upgrade() else { return };
         for (shard, name) in &p.config().sentinel.masters {
             follow_majority(&p, shard, name).await;
+            follow_replicas(&p, shard, name).await;
         }
         drop(p);
         let pause = tokio::time::sleep(Duration::from_millis(SENTINEL_POLL_MS));
@@ -67,19 +72,124 @@ async fn ask(addr: &str, name: &str) -> Option<String> {
     parse_addr(&reply)
 }
 
+/// The text of one bulk-string reply.
+fn bulk(b: &[u8]) -> Option<String> {
+    let start = b.iter().position(|&c| c == b'\n')? + 1;
+    let text = std::str::from_utf8(b.get(start..b.len().checked_sub(2)?)?).ok()?;
+    (b.first() == Some(&b'$')).then(|| text.to_string())
+}
+
 /// `*2 $ip $port` as `ip:port`; `None` for a null or an error.
 fn parse_addr(reply: &[u8]) -> Option<String> {
     let parts = elements(reply)?;
-    let bulk = |r: &std::ops::Range<usize>| {
-        let b = &reply[r.clone()];
-        let start = b.iter().position(|&c| c == b'\n')? + 1;
-        let text = std::str::from_utf8(b.get(start..b.len().checked_sub(2)?)?).ok()?;
-        (b.first() == Some(&b'$')).then(|| text.to_string())
-    };
     match parts.as_slice() {
-        [ip, port] => Some(format!("{}:{}", bulk(ip)?, bulk(port)?)),
+        [ip, port] => Some(format!(
+            "{}:{}",
+            bulk(&reply[ip.clone()])?,
+            bulk(&reply[port.clone()])?
+        )),
         _ => None,
     }
+}
+
+/// `SENTINEL replicas`' reply (one field/value array per replica) as
+/// `ip:port` addresses; `None` for an error.
+fn parse_replicas(reply: &[u8]) -> Option<Vec<String>> {
+    let mut out = Vec::new();
+    for r in elements(reply)? {
+        let one = &reply[r];
+        let fields: Vec<String> = elements(one)?
+            .into_iter()
+            .filter_map(|f| bulk(&one[f]))
+            .collect();
+        let get = |k: &str| {
+            fields
+                .chunks(2)
+                .find(|kv| kv.len() == 2 && kv[0] == k)
+                .map(|kv| kv[1].clone())
+        };
+        if let (Some(ip), Some(port)) = (get("ip"), get("port")) {
+            out.push(format!("{ip}:{port}"));
+        }
+    }
+    Some(out)
+}
+
+/// What one Sentinel lists as the replicas of `name`.
+async fn ask_replicas(addr: &str, name: &str) -> Option<Vec<String>> {
+    let args: [&[u8]; 3] = [b"SENTINEL", b"replicas", name.as_bytes()];
+    let t = Duration::from_millis(SENTINEL_TIMEOUT_MS);
+    let reply = crate::client::probe(addr, &args, t).await.ok()?;
+    parse_replicas(&reply)
+}
+
+/// The addresses more than half of `sentinels` list, but `primary`.
+fn listed_by_majority(
+    answers: &[Option<Vec<String>>],
+    sentinels: usize,
+    primary: &str,
+) -> Option<Vec<String>> {
+    let answered: Vec<&Vec<String>> = answers.iter().flatten().collect();
+    if answered.len() <= sentinels / 2 {
+        return None;
+    }
+    let mut votes: Vec<(&str, usize)> = Vec::new();
+    for a in answered.iter().flat_map(|v| v.iter()) {
+        match votes.iter_mut().find(|(x, _)| *x == a.as_str()) {
+            Some((_, n)) => *n += 1,
+            None => votes.push((a.as_str(), 1)),
+        }
+    }
+    Some(
+        votes
+            .into_iter()
+            .filter(|&(a, n)| n > sentinels / 2 && a != primary)
+            .map(|(a, _)| a.to_string())
+            .collect(),
+    )
+}
+
+/// The address `routing` sends shard `shard`'s writes to.
+fn routed_primary(
+    routing: &crate::proxy::upstream::topology::Routing,
+    shard: &str,
+) -> Option<String> {
+    routing
+        .ring
+        .nodes()
+        .iter()
+        .find(|n| n.name == shard)
+        .map(|n| n.addr.clone())
+}
+
+/// Makes the shard's replicas those a majority of the Sentinels list,
+/// when that differs from what the proxy has (order aside).
+async fn follow_replicas(proxy: &Arc<Proxy>, shard: &str, name: &str) {
+    let sentinels = proxy.config().sentinel.addrs.clone();
+    let answers = futures::future::join_all(sentinels.iter().map(|s| ask_replicas(s, name))).await;
+    let routing = proxy.routing.load_full();
+    let Some(primary) = routed_primary(&routing, shard) else {
+        return;
+    };
+    let Some(mut listed) = listed_by_majority(&answers, sentinels.len(), &primary) else {
+        return;
+    };
+    let mut have = proxy.ha.replicas_of(shard);
+    listed.sort();
+    have.sort();
+    // Not beside a topology change: the snapshot is that change's.
+    if listed == have || routing.migration.is_some() {
+        return;
+    }
+    // Logged, not noted: `last_failover` keeps saying what switched.
+    tracing::info!(
+        shard,
+        "replicas as a majority of the Sentinels list them: [{}] (were [{}])",
+        listed.join(", "),
+        have.join(", ")
+    );
+    proxy.ha.set_replicas(shard, listed);
+    crate::proxy::ha::admin::refresh(proxy).await;
 }
 
 /// The address more than half of `sentinels` named, with its votes.
@@ -103,14 +213,7 @@ async fn follow_majority(proxy: &Arc<Proxy>, shard: &str, name: &str) {
     let Some((winner, votes)) = majority(&answers, sentinels.len()) else {
         return;
     };
-    let routing = proxy.routing.load_full();
-    let Some(current) = routing
-        .ring
-        .nodes()
-        .iter()
-        .find(|n| n.name == shard)
-        .map(|n| n.addr.clone())
-    else {
+    let Some(current) = routed_primary(&proxy.routing.load_full(), shard) else {
         return;
     };
     if winner == current {
@@ -196,6 +299,32 @@ mod tests {
         assert_eq!(majority(&[a(), None, None], 3), None);
         assert_eq!(majority(&[a(), b()], 2), None);
         assert_eq!(majority(&[a(), a(), b(), b()], 4), None);
+    }
+
+    #[test]
+    fn replicas_are_those_a_majority_of_the_sentinels_list() {
+        let r = b"*2\r\n*4\r\n$2\r\nip\r\n$9\r\n127.0.0.1\r\n$4\r\nport\r\n$4\r\n6380\r\n*4\r\n$4\r\nport\r\n$4\r\n6381\r\n$2\r\nip\r\n$9\r\n127.0.0.1\r\n";
+        let listed = parse_replicas(r).unwrap();
+        assert_eq!(listed, ["127.0.0.1:6380", "127.0.0.1:6381"]);
+        assert_eq!(parse_replicas(b"*0\r\n"), Some(vec![]));
+        assert_eq!(
+            parse_replicas(b"-ERR No such master with that name\r\n"),
+            None
+        );
+        let (a, b) = ("127.0.0.1:6380".to_string(), "127.0.0.1:6381".to_string());
+        let answers = [
+            Some(vec![a.clone(), b.clone()]),
+            Some(vec![a.clone()]),
+            None,
+        ];
+        assert_eq!(listed_by_majority(&answers, 3, "x"), Some(vec![a.clone()]));
+        // The routed primary is never its own replica.
+        assert_eq!(listed_by_majority(&answers, 3, &a), Some(vec![]));
+        // One answer of three is no majority: nothing changes.
+        assert_eq!(
+            listed_by_majority(&[Some(vec![b]), None, None], 3, "x"),
+            None
+        );
     }
 
     #[test]

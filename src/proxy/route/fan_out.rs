@@ -1,5 +1,8 @@
 //! Commands sent to every node (DBSIZE, KEYS, FLUSHALL, SCRIPT, …), their
-//! replies aggregated; SCAN and RANDOMKEY walk the nodes themselves.
+//! replies aggregated; SCAN and RANDOMKEY walk the nodes themselves. Under
+//! `write_ack = "replica"` FLUSHALL and FLUSHDB wait for `WAIT 1` on every
+//! shard, as each fragment of a split write does: the reply is `+OK` only
+//! once every shard's replica has the flush.
 //!
 //! SCRIPT KILL and FUNCTION KILL go on a connection of their own to each
 //! node: the script they are meant to stop may hold the shared connection
@@ -11,6 +14,8 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
+use crate::catalogue::{Command, Id};
+use crate::proxy::config::ha::WriteAck;
 use crate::proxy::conn::client::ClientState;
 use crate::proxy::conn::pending::Pending;
 use crate::proxy::policy::Aggregate;
@@ -24,6 +29,7 @@ use crate::resp::Request;
 pub(crate) async fn fan_out(
     proxy: &Arc<Proxy>,
     client: &mut ClientState,
+    spec: &Command,
     req: Request,
     agg: Aggregate,
 ) -> Pending {
@@ -52,14 +58,17 @@ pub(crate) async fn fan_out(
             client.lane.claim(n, client.proto);
         }
     }
+    let acked = is_flush(spec) && proxy.ha.config.write_ack == WriteAck::Replica;
     let mut waits = Vec::with_capacity(nodes.len());
     for n in &nodes {
         let budget = Some(client.budget.clone());
-        waits.push(
+        waits.push(if acked {
+            crate::proxy::ha::reads::send_acked(proxy, client, n, req.raw.clone()).await
+        } else {
             n.upstream_for(client)
                 .send_for(req.raw.clone(), budget)
-                .await,
-        );
+                .await
+        });
     }
     let filter = routing.filter_keys.then(|| routing.clone());
     let budget = client.budget.clone();
@@ -76,6 +85,11 @@ pub(crate) async fn fan_out(
         }
         aggregate(agg, &replies)
     }))
+}
+
+/// FLUSHALL, FLUSHDB: the fan-out writes of data a replica must have.
+fn is_flush(spec: &Command) -> bool {
+    matches!(spec.id, Id::Flushall | Id::Flushdb)
 }
 
 /// SCRIPT LOAD, FUNCTION LOAD and FUNCTION RESTORE: sent on a script lane

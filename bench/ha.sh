@@ -1,0 +1,116 @@
+#!/usr/bin/env bash
+# The cost of replication, side by side in one run: SET through the proxy at
+# pipeline 1 and 16 over 3 built-in nodes with no replica, with one replica
+# each and write_ack = "primary" (asynchronous), and with one replica each and
+# write_ack = "replica" (every write answered after WAIT 1).
+#
+#   bench/ha.sh [--quick] [--reps 3] [--duration 5] [--shardis BIN] [--load BIN] [--out FILE.md]
+#
+# Starts `shardis up --nodes 3 --replicas R` on free loopback ports for each
+# setup in turn (the setups alternate within each repetition, so load on the
+# machine falls on all of them alike), waits until every replica follows its
+# primary, then runs shardis-load (50 connections, closed loop, 100 B values)
+# at -P 1 and -P 16. Prints medians over the repetitions as a Markdown table.
+# Stops everything it started.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+REPS=3 DURATION=5 OUT="" BIN="" LOAD=""
+while (($#)); do
+  case "$1" in
+    --quick) REPS=1; DURATION=2; shift ;;
+    --reps) REPS=$2; shift 2 ;;
+    --duration) DURATION=$2; shift 2 ;;
+    --shardis) BIN=$2; shift 2 ;;
+    --load) LOAD=$2; shift 2 ;;
+    --out) OUT=$2; shift 2 ;;
+    *) echo "unknown option $1" >&2; exit 2 ;;
+  esac
+done
+if [ -z "$BIN" ] || [ -z "$LOAD" ]; then
+  cargo build --release --bins -q
+  BIN=${BIN:-target/release/shardis} LOAD=${LOAD:-target/release/shardis-load}
+fi
+BIN=$(realpath "$BIN") LOAD=$(realpath "$LOAD")
+
+free_block() { # a base port with $1 free consecutive ports above it, below the ephemeral range
+  for base in $(seq $((21000 + RANDOM % 500)) 500 32000); do
+    local ok=1
+    for p in $(seq "$base" $((base + $1))); do
+      if (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then ok=0; break; fi
+    done
+    ((ok)) && { echo "$base"; return; }
+  done
+  echo "no free ports" >&2; exit 1
+}
+WORK=$(mktemp -d)
+UP=""
+stop_up() { [ -n "$UP" ] && { kill -TERM "$UP" 2>/dev/null; wait "$UP" 2>/dev/null || true; }; UP=""; }
+trap 'stop_up; rm -rf "$WORK"' EXIT
+
+# start_up REPLICAS WRITE_ACK
+start_up() {
+  printf '[admin]\nlisten = ""\n[proxy]\nstate_file = "%s/state.toml"\n[failover]\nwrite_ack = "%s"\n' \
+    "$WORK" "$2" >"$WORK/up.toml"
+  rm -f "$WORK/state.toml"
+  BASE=$(free_block $((3 * (1 + $1) + 2)))
+  PORT=$BASE
+  (cd "$WORK" && exec "$BIN" up --nodes 3 --replicas "$1" --port "$PORT" \
+    --first-node-port $((BASE + 1)) --config "$WORK/up.toml") >"$WORK/up.log" 2>&1 &
+  UP=$!
+  for _ in $(seq 150); do redis-cli -p "$PORT" PING >/dev/null 2>&1 && break; sleep 0.1; done
+  if ! redis-cli -p "$PORT" PING >/dev/null 2>&1; then
+    echo "shardis up did not start:" >&2; cat "$WORK/up.log" >&2; exit 1
+  fi
+  for _ in $(seq 200); do
+    [ "$(redis-cli -p "$PORT" CLUSTER RING | grep -c 'repl=replica.*link=up')" -ge "$1" ] && break
+    sleep 0.1
+  done
+}
+
+# One shardis-load run; prints "rps p50_us p99_us errors".
+measure() {
+  "$LOAD" --addr "127.0.0.1:$PORT" --workload set -d 100 --keys 100000 -c 50 -P "$1" \
+    --duration "${DURATION}s" --warmup 1s --json 2>/dev/null |
+    python3 -c 'import json,sys; j=json.load(sys.stdin); print(j["rps"], j["p50_us"], j["p99_us"], j["errors"])'
+}
+
+SETUPS=("none:0:primary" "primary:1:primary" "replica:1:replica")
+for rep in $(seq "$REPS"); do
+  for s in "${SETUPS[@]}"; do
+    IFS=: read -r label replicas ack <<<"$s"
+    echo "bench/ha.sh: repetition $rep, $label" >&2
+    start_up "$replicas" "$ack"
+    for p in 1 16; do measure "$p" >>"$WORK/$label-P$p.txt"; done
+    stop_up
+  done
+done
+
+median() { sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+col() { awk -v c="$2" '{print $c}' "$WORK/$1.txt" | median; }
+sumcol() { awk '{s+=$4} END {print s+0}' "$WORK/$1.txt"; }
+
+{
+  echo "SET of 100 B values through the proxy over 3 built-in nodes (\`shardis up --nodes 3\`), 50 connections, closed loop, ${DURATION} s after 1 s of warm-up; medians of $REPS repetition(s), the setups alternating."
+  echo
+  echo "| setup | P1 rps | P1 p50 µs | P1 p99 µs | P16 rps | P16 p50 µs | P16 p99 µs | rps vs no replica (P1 / P16) | errors |"
+  echo "|---|---|---|---|---|---|---|---|---|"
+  base1=$(col none-P1 1) base16=$(col none-P16 1)
+  for s in "${SETUPS[@]}"; do
+    IFS=: read -r label replicas ack <<<"$s"
+    case $label in
+      none) name="no replica" ;;
+      *) name="1 replica each, write_ack = \"$ack\"" ;;
+    esac
+    r1=$(col "$label-P1" 1) r16=$(col "$label-P16" 1)
+    errors=$(( $(sumcol "$label-P1") + $(sumcol "$label-P16") ))
+    python3 - "$name" "$r1" "$(col "$label-P1" 2)" "$(col "$label-P1" 3)" "$r16" "$(col "$label-P16" 2)" "$(col "$label-P16" 3)" "$base1" "$base16" "$errors" <<'PY'
+import sys
+name, r1, a1, b1, r16, a16, b16, base1, base16, errors = sys.argv[1:]
+r1, r16, base1, base16 = float(r1), float(r16), float(base1), float(base16)
+print(f"| {name} | {r1:,.0f} | {a1} | {b1} | {r16:,.0f} | {a16} | {b16} | {r1 / base1:.2f} / {r16 / base16:.2f} | {errors} |")
+PY
+  done
+  echo
+  echo "Generated by \`bench/ha.sh --reps $REPS --duration $DURATION\` on $(date -u +%Y-%m-%d), $(nproc) cores."
+} | tee ${OUT:+"$OUT"}
