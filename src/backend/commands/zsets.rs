@@ -6,8 +6,8 @@
 use super::hashes::{counted_picks, parse_random_args, random_picks};
 use super::keys::parse_cursor;
 use super::util::{
-    double, empty_scan, fmt_double, parse_mpop, parse_positive, parse_score, reply_pairs,
-    scan_opts, scan_reply, scan_step, MUST_BE_POSITIVE,
+    double, empty_scan, fmt_double, parse_mpop, parse_positive, parse_score, reply_members,
+    reply_pairs, scan_opts, scan_reply, scan_step, MUST_BE_POSITIVE,
 };
 use super::zrange::{parse_lex_range, parse_score_range};
 use super::{CmdResult, Ctx};
@@ -328,12 +328,7 @@ pub(crate) fn zrandmember(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     let Some(picked) = counted_picks(ctx, count, picked) else {
         return Ok(());
     };
-    if withscores {
-        reply_pairs(ctx, &picked, true);
-    } else {
-        encode::array_len(ctx.out, picked.len());
-        picked.iter().for_each(|(m, _)| encode::bulk(ctx.out, m));
-    }
+    reply_members(ctx, &picked, withscores);
     Ok(())
 }
 
