@@ -5,24 +5,12 @@
 mod common;
 
 use std::process::Command;
-use std::time::{Duration, Instant};
 
 use common::*;
 use redis::Commands;
 
 fn wait_ok(con: &mut redis::Connection) -> String {
-    let deadline = Instant::now() + Duration::from_secs(120);
-    loop {
-        let info = cluster_info(con);
-        if ring_field(&info, "state") == "ok" {
-            return info;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "migration did not finish: {info}"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    wait_state_ok(con, 120)
 }
 
 #[test]

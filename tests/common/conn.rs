@@ -59,6 +59,30 @@ pub fn cluster_info(con: &mut redis::Connection) -> String {
     redis::cmd("CLUSTER").arg("RINGINFO").query(con).unwrap()
 }
 
+/// Waits (at most `secs`) until `ok` holds on `CLUSTER RINGINFO`; returns
+/// it. Fails naming `what` and the last RINGINFO.
+pub fn wait_info(
+    con: &mut redis::Connection,
+    secs: u64,
+    what: &str,
+    ok: impl Fn(&str) -> bool,
+) -> String {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    loop {
+        let i = cluster_info(con);
+        if ok(&i) {
+            return i;
+        }
+        assert!(Instant::now() < deadline, "waited {secs} s for {what}: {i}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Waits (at most `secs`) until the topology change ended (`state:ok`).
+pub fn wait_state_ok(con: &mut redis::Connection, secs: u64) -> String {
+    wait_info(con, secs, "state:ok", |i| ring_field(i, "state") == "ok")
+}
+
 /// One `key:value` field of `CLUSTER RINGINFO` (empty when absent).
 pub fn ring_field(info: &str, key: &str) -> String {
     info.lines()
