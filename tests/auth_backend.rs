@@ -23,23 +23,9 @@ const USER_PASS: &str = "user-pass-91c2";
 const REQUIREPASS: &str = "require-pass-55d0";
 
 fn redis_with_password(port: u16) -> Proc {
-    let mut p = Proc::spawn(
-        Command::new("redis-server")
-            .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
-            .args([
-                "--save",
-                "",
-                "--appendonly",
-                "no",
-                "--requirepass",
-                NODE_PASS,
-            ])
-            .stdout(Stdio::null()),
-        port,
-        "redis-server",
-    );
-    p.wait_ready();
-    p
+    let mut args = redis_args(port);
+    args.extend(["--requirepass", NODE_PASS].map(String::from));
+    spawn_redis(port, args)
 }
 
 fn dbsize_with_password(port: u16) -> i64 {
