@@ -15,7 +15,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::etcd::{eventually, Etcd, Fleet, Member};
+use common::etcd::{Etcd, Fleet, Member};
 use common::*;
 
 /// The lease in these tests.

@@ -7,7 +7,9 @@ mod common;
 #[path = "node_replication/support.rs"]
 mod support;
 
-use common::{free_port, have_tool, redis_args, skip, spawn_redis, start_node, Proc, Raw};
+use common::{
+    eventually, free_port, have_tool, redis_args, skip, spawn_redis, start_node, Proc, Raw,
+};
 use support::*;
 
 /// A redis-server; a replica of `primary` when given.

@@ -59,6 +59,17 @@ pub fn cluster_info(con: &mut redis::Connection) -> String {
     redis::cmd("CLUSTER").arg("RINGINFO").query(con).unwrap()
 }
 
+/// `CLUSTER ADDNODE addr NAME name`, which must answer OK.
+pub fn add_node(con: &mut redis::Connection, addr: &str, name: &str) {
+    let _: () = redis::cmd("CLUSTER")
+        .arg("ADDNODE")
+        .arg(addr)
+        .arg("NAME")
+        .arg(name)
+        .query(con)
+        .unwrap();
+}
+
 /// Waits (at most `secs`) until `ok` holds on `CLUSTER RINGINFO`; returns
 /// it. Fails naming `what` and the last RINGINFO.
 pub fn wait_info(
@@ -67,15 +78,7 @@ pub fn wait_info(
     what: &str,
     ok: impl Fn(&str) -> bool,
 ) -> String {
-    let deadline = Instant::now() + Duration::from_secs(secs);
-    loop {
-        let i = cluster_info(con);
-        if ok(&i) {
-            return i;
-        }
-        assert!(Instant::now() < deadline, "waited {secs} s for {what}: {i}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    super::poll_until(secs, what, || cluster_info(con), ok)
 }
 
 /// Waits (at most `secs`) until the topology change ended (`state:ok`).
