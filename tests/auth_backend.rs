@@ -150,12 +150,7 @@ fn no_secret_appears_in_logs_info_config_cluster_views_monitor_or_the_state_file
         "MONITOR saw the AUTH: {monitor_text}"
     );
     let ringinfo = admin.call(&["CLUSTER", "RINGINFO"]);
-    let http_addr = ringinfo
-        .lines()
-        .find_map(|l| l.strip_prefix("admin_listen:"))
-        .unwrap()
-        .trim()
-        .to_string();
+    let http_addr = ring_field(&ringinfo, "admin_listen");
     let views = [
         ("INFO everything", admin.call(&["INFO", "everything"])),
         ("CONFIG GET *", admin.call(&["CONFIG", "GET", "*"])),

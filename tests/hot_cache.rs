@@ -244,13 +244,7 @@ fn a_topology_change_clears_the_cache() {
     }
     assert!(metric(&admin, "shardis_hot_cache_hits_total") > hits);
     let extra = start_node(free_port());
-    let _: () = redis::cmd("CLUSTER")
-        .arg("ADDNODE")
-        .arg(extra.addr())
-        .arg("NAME")
-        .arg("node2")
-        .query(&mut con)
-        .unwrap();
+    add_node(&mut con, &extra.addr(), "node2");
     wait_info(&mut con, 60, "ADDNODE to finish", |i| {
         i.contains("state:ok\r\n") && i.contains("nodes:2\r\n")
     });

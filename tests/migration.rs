@@ -21,13 +21,7 @@ fn adding_and_removing_nodes_moves_only_the_keys_that_must_move() {
     mset_keys(&mut con, "user:", n);
     let extra = start_node(free_port());
     let before: Vec<i64> = c.nodes.iter().map(|x| dbsize(x.port)).collect();
-    let _: () = redis::cmd("CLUSTER")
-        .arg("ADDNODE")
-        .arg(extra.addr())
-        .arg("NAME")
-        .arg("node11")
-        .query(&mut con)
-        .unwrap();
+    add_node(&mut con, &extra.addr(), "node11");
     // Readable throughout the change.
     assert_eq!(
         mset_keys_readable(&mut con, "user:", n),
@@ -138,13 +132,7 @@ fn a_restarted_proxy_routes_exactly_as_before_including_added_nodes() {
     let mut con = connect(port);
     mset_keys(&mut con, "user:", 3000);
     let extra = start_node(free_port());
-    let _: () = redis::cmd("CLUSTER")
-        .arg("ADDNODE")
-        .arg(extra.addr())
-        .arg("NAME")
-        .arg("node4")
-        .query(&mut con)
-        .unwrap();
+    add_node(&mut con, &extra.addr(), "node4");
     wait_ok(&mut con);
     let owners: Vec<String> = (0..200)
         .map(|i| {
