@@ -13,6 +13,11 @@
 //! the arguments should cost ten times as much, not a hundred. (Without
 //! sockets on purpose: over loopback the reads would merge into fewer,
 //! larger ones, and how many depends on the machine.)
+//!
+//! `scan` walks a hash, a set and a sorted set of 10^4, 10^5 and 10^6
+//! members to the end with HSCAN/SSCAN/ZSCAN COUNT 100 (`cargo bench
+//! --bench node -- scan`): a step costs O(COUNT), so ten times the members
+//! should cost ten times as much per walk.
 
 use std::hint::black_box;
 
@@ -92,5 +97,71 @@ fn large_request(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, node, large_request);
+/// A node holding a hash `h`, a set `s` and a sorted set `z` of `n` members each.
+fn filled(n: usize) -> Bench {
+    let mut b = Bench::new();
+    let mut out = BytesMut::with_capacity(1 << 16);
+    for chunk in (0..n).collect::<Vec<_>>().chunks(1000) {
+        let names: Vec<Vec<u8>> = chunk
+            .iter()
+            .map(|i| format!("member:{i}").into_bytes())
+            .collect();
+        let scores: Vec<Vec<u8>> = chunk.iter().map(|i| i.to_string().into_bytes()).collect();
+        let mut hset: Vec<&[u8]> = vec![b"HSET", b"h"];
+        let mut sadd: Vec<&[u8]> = vec![b"SADD", b"s"];
+        let mut zadd: Vec<&[u8]> = vec![b"ZADD", b"z"];
+        for (m, sc) in names.iter().zip(&scores) {
+            hset.extend([&m[..], b"v"]);
+            sadd.push(m);
+            zadd.extend([&sc[..], &m[..]]);
+        }
+        for req in [hset, sadd, zadd] {
+            out.clear();
+            b.run(&req, &mut out);
+        }
+    }
+    b
+}
+
+/// Walks `key` with `cmd … COUNT 100` from cursor 0 back to 0; the steps taken.
+fn walk(b: &mut Bench, out: &mut BytesMut, cmd: &[u8], key: &[u8]) -> usize {
+    let mut cursor = b"0".to_vec();
+    let mut steps = 0;
+    loop {
+        out.clear();
+        b.run(&[cmd, key, &cursor, b"COUNT", b"100"], out);
+        steps += 1;
+        // `*2\r\n$<len>\r\n<cursor>\r\n…`
+        let len_end = out[5..].iter().position(|&c| c == b'\r').unwrap() + 5;
+        cursor = out[len_end + 2..]
+            .split(|&c| c == b'\r')
+            .next()
+            .unwrap()
+            .to_vec();
+        if cursor == b"0" {
+            return steps;
+        }
+    }
+}
+
+fn scan(c: &mut Criterion) {
+    let mut g = c.benchmark_group("scan");
+    g.sample_size(10);
+    let sizes: Vec<usize> = std::env::var("SCAN_BENCH_SIZES")
+        .map(|v| v.split(',').filter_map(|n| n.parse().ok()).collect())
+        .unwrap_or_else(|_| vec![10_000, 100_000, 1_000_000]);
+    for n in sizes {
+        let mut b = filled(n);
+        let mut out = BytesMut::with_capacity(1 << 16);
+        for (cmd, key) in [("HSCAN", "h"), ("SSCAN", "s"), ("ZSCAN", "z")] {
+            assert!(walk(&mut b, &mut out, cmd.as_bytes(), key.as_bytes()) >= n / 100);
+            g.bench_function(format!("{cmd} walk of {n} COUNT 100"), |bench| {
+                bench.iter(|| walk(&mut b, &mut out, cmd.as_bytes(), key.as_bytes()))
+            });
+        }
+    }
+    g.finish();
+}
+
+criterion_group!(benches, node, large_request, scan);
 criterion_main!(benches);

@@ -13,11 +13,15 @@
 #                                                 10^7 keys of 1 KB (--quick: 10^6)
 #   7. bench/migration.sh                         copy rate and client throughput
 #                                                 during a join and a leave, 10^6 keys of 1 KB
+#   8. bench/type_memory.sh                       bytes per stream entry and per geo
+#                                                 member vs redis-server (--quick: 10^5)
+#   9. bench/node_vs_redis.sh                     redis-benchmark's default tests, one
+#                                                 built-in node vs one redis-server
 # Every figure in the report comes from a command this run executed; a step
 # that is missing or fails is reported as such, with the tail of its output.
 #
 # Usage: bench/report.sh [--quick] [--skip-compare] [--skip-memory] [--skip-check]
-#                        [--out FILE]
+#                        [--skip-type-memory] [--skip-node-vs-redis] [--out FILE]
 set -u -o pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -26,10 +30,12 @@ QUICK=0
 SKIP_COMPARE=0
 SKIP_MEMORY=0
 SKIP_CHECK=0
+SKIP_TYPE_MEMORY=0
+SKIP_NODE_VS_REDIS=0
 OUT="$REPO/test_report.md"
 ARGS="$*"
 
-usage() { sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; }
 
 while [ $# -gt 0 ]; do
     case "$1" in
@@ -37,6 +43,8 @@ while [ $# -gt 0 ]; do
         --skip-compare) SKIP_COMPARE=1; shift ;;
         --skip-memory) SKIP_MEMORY=1; shift ;;
         --skip-check) SKIP_CHECK=1; shift ;;
+        --skip-type-memory) SKIP_TYPE_MEMORY=1; shift ;;
+        --skip-node-vs-redis) SKIP_NODE_VS_REDIS=1; shift ;;
         --out) OUT="$2"; shift 2 ;;
         -h|--help) usage; exit 0 ;;
         *) echo "report.sh: unknown argument '$1'" >&2; usage >&2; exit 2 ;;
@@ -55,7 +63,9 @@ DEMO_FLAGS=()
 CHECK_FLAGS=()
 MEMORY_FLAGS=()
 COMPARE_FLAGS=()
+QUICK_FLAGS=()
 if [ "$QUICK" = 1 ]; then
+    QUICK_FLAGS=(--quick)
     SIM_KEYS=100000000
     SIM_KEYS_TEXT="10^8"
     DEMO_FLAGS=(--quick)
@@ -125,6 +135,14 @@ fi
 MIGRATION_KEYS=1000000
 [ "$QUICK" = 1 ] && MIGRATION_KEYS=100000
 run migration 1800 "$REPO/bench/migration.sh" --keys "$MIGRATION_KEYS" --out "$WORK/migration.md"
+if [ "$SKIP_TYPE_MEMORY" = 0 ]; then
+    run type_memory 1800 "$REPO/bench/type_memory.sh" "${QUICK_FLAGS[@]}" --shardis "$SHARDIS" \
+        --out "$WORK/type_memory.md"
+fi
+if [ "$SKIP_NODE_VS_REDIS" = 0 ]; then
+    run node_vs_redis 3600 "$REPO/bench/node_vs_redis.sh" "${QUICK_FLAGS[@]}" --shardis "$SHARDIS" \
+        --out "$WORK/node_vs_redis.md"
+fi
 TOTAL_MIN=$(( ($(date +%s) - START + 59) / 60 ))
 
 # --- report ------------------------------------------------------------------
@@ -320,6 +338,28 @@ glance() {
     echo
     [ "$(rc migration)" = 0 ] && [ -s "$WORK/migration.md" ] && cat "$WORK/migration.md"
     failure_tail migration
+    echo
+    echo "## 8. Memory per stream entry and per geo member: \`bench/type_memory.sh\`"
+    echo
+    if [ "$SKIP_TYPE_MEMORY" = 1 ]; then
+        echo "**Not run** (--skip-type-memory)."
+    else
+        step_status type_memory
+        echo
+        [ "$(rc type_memory)" = 0 ] && [ -s "$WORK/type_memory.md" ] && cat "$WORK/type_memory.md"
+        failure_tail type_memory
+    fi
+    echo
+    echo "## 9. One built-in node against one redis-server: \`bench/node_vs_redis.sh\`"
+    echo
+    if [ "$SKIP_NODE_VS_REDIS" = 1 ]; then
+        echo "**Not run** (--skip-node-vs-redis)."
+    else
+        step_status node_vs_redis
+        echo
+        [ "$(rc node_vs_redis)" = 0 ] && [ -s "$WORK/node_vs_redis.md" ] && cat "$WORK/node_vs_redis.md"
+        failure_tail node_vs_redis
+    fi
 } >"$OUT"
 
 echo "report.sh: wrote $OUT and $CHARTS_REL/*.svg" >&2

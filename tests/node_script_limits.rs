@@ -8,36 +8,8 @@
 
 mod common;
 
-use common::Raw;
-use std::time::{Duration, Instant};
-
-fn b(args: &[&str]) -> Vec<Vec<u8>> {
-    args.iter().map(|a| a.as_bytes().to_vec()).collect()
-}
-
-/// Sends `args` on a fresh connection without reading the reply.
-fn start(port: u16, args: &[&str]) -> Raw {
-    let mut c = Raw::connect(port);
-    let args = b(args);
-    let refs: Vec<&[u8]> = args.iter().map(|a| a.as_slice()).collect();
-    c.send(&refs);
-    c
-}
-
-/// Calls PING until it is refused with `-BUSY` (the script passed the
-/// threshold); the refusal.
-fn until_busy(c: &mut Raw) -> String {
-    let t = Instant::now();
-    loop {
-        let r = c.call(&["PING"]);
-        if r.starts_with("-BUSY") {
-            return r;
-        }
-        assert_eq!(r, "+PONG\r\n");
-        assert!(t.elapsed() < Duration::from_secs(5), "never busy");
-        std::thread::sleep(Duration::from_millis(10));
-    }
-}
+use common::{start_call, until_busy, Raw};
+use std::time::Duration;
 
 const SPIN: &str = "local a = 1 while true do a = a + 1 end";
 
@@ -55,7 +27,7 @@ fn a_busy_script_is_refused_to_others_and_killed_by_script_kill() {
         &["SCRIPT", "KILL"],
         "-NOTBUSY No scripts in execution right now.\r\n",
     );
-    let mut spinning = start(port, &["EVAL", SPIN, "0"]);
+    let mut spinning = start_call(port, &["EVAL", SPIN, "0"]);
     assert_eq!(
         until_busy(&mut c),
         "-BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE.\r\n"
@@ -85,7 +57,7 @@ fn a_busy_function_is_killed_by_function_kill_and_pcall_cannot_catch_it() {
     c.check(&["CONFIG", "SET", "busy-reply-threshold", "50"], "+OK\r\n");
     let lib = "#!lua name=spin\nredis.register_function('spin', function() while true do pcall(function() while true do end end) end end)";
     c.check(&["FUNCTION", "LOAD", lib], "$4\r\nspin\r\n");
-    let mut spinning = start(port, &["FCALL", "spin", "0"]);
+    let mut spinning = start_call(port, &["FCALL", "spin", "0"]);
     assert_eq!(
         until_busy(&mut c),
         "-BUSY Redis is busy running a script. You can only call FUNCTION KILL or SHUTDOWN NOSAVE.\r\n"
@@ -112,7 +84,7 @@ fn a_script_that_wrote_is_unkillable_and_its_writes_stay() {
         local function ms(t) return t[1] * 1000 + math.floor(t[2] / 1000) end \
         while ms(redis.call('time')) - ms(t0) < 600 do end \
         return 'done'";
-    let mut writer = start(port, &["EVAL", script, "1", "x"]);
+    let mut writer = start_call(port, &["EVAL", script, "1", "x"]);
     until_busy(&mut c);
     c.check(
         &["SCRIPT", "KILL"],
@@ -130,7 +102,7 @@ fn others_wait_for_a_short_script_instead_of_being_refused() {
     let script = "local t0 = redis.call('time') \
         while redis.call('time')[1] * 1000000 + redis.call('time')[2] - t0[1] * 1000000 - t0[2] < 200000 do end \
         return redis.call('incr', KEYS[1])";
-    let mut slow = start(port, &["EVAL", script, "1", "n"]);
+    let mut slow = start_call(port, &["EVAL", script, "1", "n"]);
     std::thread::sleep(Duration::from_millis(50));
     // Queued behind the script, as behind Redis's one thread.
     c.check(&["INCR", "n"], ":2\r\n");

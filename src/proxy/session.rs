@@ -289,6 +289,7 @@ impl ClientSession {
                     self.proxy.stats.commands.fetch_add(1, Ordering::Relaxed);
                     let started = *arrived.get_or_insert_with(std::time::Instant::now);
                     let raw = req.raw.clone();
+                    self.state.lane.next_request(self.owed.is_empty());
                     let p = match self.proxy.auth.admit(&mut self.state, &req) {
                         Ok(()) => dispatch(&self.proxy, &mut self.state, req).await,
                         Err(refused) => refused,

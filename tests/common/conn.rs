@@ -270,3 +270,27 @@ pub fn info_number(port: u16, section: &str, field: &str) -> u64 {
         .parse()
         .unwrap()
 }
+
+/// Sends `args` on a fresh connection without reading the reply (a script
+/// that will run long, say).
+pub fn start_call(port: u16, args: &[&str]) -> Raw {
+    let mut c = Raw::connect(port);
+    let args: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
+    c.send(&args);
+    c
+}
+
+/// Calls PING until it is refused with `-BUSY` (a script passed
+/// `busy-reply-threshold`); the refusal.
+pub fn until_busy(c: &mut Raw) -> String {
+    let t = Instant::now();
+    loop {
+        let r = c.call(&["PING"]);
+        if r.starts_with("-BUSY") {
+            return r;
+        }
+        assert_eq!(r, "+PONG\r\n");
+        assert!(t.elapsed() < Duration::from_secs(5), "never busy");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}

@@ -1,11 +1,10 @@
 //! Hash commands: HSET, HSETNX, HMSET, HGET, HMGET, HSTRLEN, HINCRBY,
-//! HINCRBYFLOAT, HKEYS, HVALS, HGETALL, HEXISTS, HRANDFIELD and HSCAN, with
+//! HINCRBYFLOAT, HKEYS, HVALS, HGETALL, HEXISTS and HRANDFIELD (HSCAN is `elem_scan.rs`'s), with
 //! Redis 7.0's argument checks, errors and reply shapes (HDEL and HLEN are
 //! `elements.rs`'s, written once for every collection).
 
 use super::counters::format_float;
-use super::keys::parse_cursor;
-use super::util::{empty_scan, parse_random_count, scan_opts, scan_reply, scan_step};
+use super::util::parse_random_count;
 use super::{parse_f64, parse_i64, CmdResult, Ctx};
 use crate::backend::error::CmdError;
 use crate::backend::keyspace::lfu::random;
@@ -262,27 +261,5 @@ pub(crate) fn hrandfield(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
             encode::bulk(ctx.out, v);
         }
     }
-    Ok(())
-}
-
-/// HSCAN key cursor [MATCH pattern] [COUNT count]
-pub(crate) fn hscan(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
-    let cursor = parse_cursor(args[2])?;
-    let step = ctx.read::<Hash, _>(args[1], |h| {
-        let pairs: Vec<(Vec<u8>, Vec<u8>)> =
-            h.iter().map(|(f, v)| (f.to_vec(), v.to_vec())).collect();
-        (pairs, h.is_compact())
-    })?;
-    let Some((pairs, compact)) = step else {
-        return empty_scan(ctx);
-    };
-    let o = scan_opts(&args[3..])?;
-    let refs: Vec<&[u8]> = pairs.iter().map(|p| &p.0[..]).collect();
-    let (next, idx) = scan_step(&refs, cursor, o.count, compact);
-    let items: Vec<Vec<u8>> = idx
-        .into_iter()
-        .flat_map(|i| [pairs[i].0.clone(), pairs[i].1.clone()])
-        .collect();
-    scan_reply(ctx.out, next, &items, 2, o.pattern);
     Ok(())
 }

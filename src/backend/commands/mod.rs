@@ -12,6 +12,7 @@ pub(crate) mod blocking;
 mod config;
 mod connection;
 mod counters;
+mod elem_scan;
 mod elements;
 mod geo;
 mod geohash;
@@ -243,6 +244,10 @@ pub(crate) fn dispatch(
         if client.is_master || !busy.is_past(node.busy_threshold_ms()) {
             return Next::Busy;
         }
+        // Redis's `allow-busy` commands besides the kills.
+        if is_function_stats(args) {
+            return run(node, client, out, cmd, args, now);
+        }
         refuse(
             node,
             client,
@@ -341,6 +346,10 @@ fn is_kill(args: &[&[u8]]) -> bool {
         && eq_ignore_case(args[1], b"kill")
 }
 
+fn is_function_stats(args: &[&[u8]]) -> bool {
+    args.len() == 2 && eq_ignore_case(args[0], b"function") && eq_ignore_case(args[1], b"stats")
+}
+
 /// Runs a script command (checked already by [`dispatch`]) holding the
 /// node's gate exclusively, marked as the node's running script so other
 /// connections wait or get `-BUSY` instead of the gate. The server calls
@@ -353,7 +362,7 @@ pub(crate) fn run_script(
     args: &[&[u8]],
 ) {
     let eval = cmd.name.starts_with("eval");
-    let running = node.scripting.busy.begin(eval);
+    let running = node.scripting.busy.begin(eval, args);
     let gate = node.exclusive();
     // Its writes reach replicas as one MULTI … EXEC.
     replication::begin_tx(node);

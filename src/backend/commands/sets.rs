@@ -1,14 +1,10 @@
 //! Set commands: SADD, SMEMBERS, SISMEMBER, SMISMEMBER, SPOP, SRANDMEMBER,
-//! SMOVE, SINTER/SUNION/SDIFF and their STORE forms, SINTERCARD and SSCAN
-//! (SREM and SCARD are `elements.rs`'s). Multi-key commands lock every key's shard first,
+//! SMOVE, SINTER/SUNION/SDIFF and their STORE forms, SINTERCARD
+//! (SREM and SCARD are `elements.rs`'s, SSCAN `elem_scan.rs`'s). Multi-key commands lock every key's shard first,
 //! so they read and write all keys atomically.
 
 use super::hashes::random_picks;
-use super::keys::parse_cursor;
-use super::util::{
-    empty_scan, parse_at_least_one, parse_count, parse_positive, scan_opts, scan_reply, scan_step,
-    MUST_BE_POSITIVE,
-};
+use super::util::{parse_at_least_one, parse_count, parse_positive, MUST_BE_POSITIVE};
 use super::{CmdResult, Ctx};
 use crate::backend::error::CmdError;
 use crate::backend::value::{Coll, Elem, Set};
@@ -288,20 +284,5 @@ pub(crate) fn sintercard(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     let sets = inputs(ctx, &keys, None)?;
     let out = compute(ctx, sets, Op::Inter, limit);
     encode::integer(ctx.out, out.len() as i64);
-    Ok(())
-}
-
-/// SSCAN key cursor [MATCH pattern] [COUNT count]
-pub(crate) fn sscan(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
-    let cursor = parse_cursor(args[2])?;
-    let found = ctx.read::<Set, _>(args[1], |s| (s.members(), s.encoding() != "hashtable"))?;
-    let Some((members, compact)) = found else {
-        return empty_scan(ctx);
-    };
-    let o = scan_opts(&args[3..])?;
-    let refs: Vec<&[u8]> = members.iter().map(|m| &m[..]).collect();
-    let (next, idx) = scan_step(&refs, cursor, o.count, compact);
-    let items: Vec<Vec<u8>> = idx.into_iter().map(|i| members[i].to_vec()).collect();
-    scan_reply(ctx.out, next, &items, 1, o.pattern);
     Ok(())
 }

@@ -161,7 +161,7 @@ pub(crate) static COMMANDS: &[Command] = &[
     sync(Hgetall, hashes::hgetall),
     sync(Hexists, hashes::hexists),
     sync(Hrandfield, hashes::hrandfield),
-    sync(Hscan, hashes::hscan),
+    sync(Hscan, elem_scan::hscan),
     // lists
     sync(Lpush, lists::lpush),
     sync(Rpush, lists::rpush),
@@ -202,7 +202,7 @@ pub(crate) static COMMANDS: &[Command] = &[
     sync(Sdiff, sets::sdiff),
     sync(Sdiffstore, sets::sdiffstore),
     sync(Sintercard, sets::sintercard),
-    sync(Sscan, sets::sscan),
+    sync(Sscan, elem_scan::sscan),
     // sorted sets
     sync(Zadd, zsets::zadd),
     sync(Zincrby, zsets::zincrby),
@@ -231,7 +231,7 @@ pub(crate) static COMMANDS: &[Command] = &[
     block(Bzpopmax, blocking::bzpopmax),
     block(Bzmpop, blocking::bzmpop),
     sync(Zrandmember, zsets::zrandmember),
-    sync(Zscan, zsets::zscan),
+    sync(Zscan, elem_scan::zscan),
     sync(Zunion, zstore::zunion),
     sync(Zinter, zstore::zinter),
     sync(Zdiff, zstore::zdiff),

@@ -1,13 +1,11 @@
 //! Helpers shared by the collection command families: typed reads and
 //! writes of one key, several keys locked together, Redis's double
-//! formatting, count and range parsing, and element cursors for the
-//! H/S/ZSCAN commands.
+//! formatting, count and range parsing.
 
 use super::{parse_i64, CmdResult, Ctx};
 use crate::backend::error::CmdError;
-use crate::backend::keyspace::store::{hash_bytes, Locked, Store};
+use crate::backend::keyspace::store::{Locked, Store};
 use crate::backend::value::{Elem, Thresholds, Typed};
-use crate::glob;
 use crate::resp::{encode, eq_ignore_case};
 use bytes::BytesMut;
 
@@ -217,105 +215,6 @@ pub(crate) fn rank_range(start: i64, end: i64, len: usize) -> Option<(usize, usi
     Some((start as usize, end.min(len - 1) as usize))
 }
 
-/// Parsed `[MATCH pattern] [COUNT n]` of H/S/ZSCAN.
-pub(crate) struct ScanOpts<'a> {
-    /// Only elements matching this.
-    pub(crate) pattern: Option<&'a [u8]>,
-    /// Elements per call.
-    pub(crate) count: usize,
-}
-
-/// Parses the options after `key cursor`.
-pub(crate) fn scan_opts<'a>(args: &[&'a [u8]]) -> Result<ScanOpts<'a>, CmdError> {
-    let mut o = ScanOpts {
-        pattern: None,
-        count: 10,
-    };
-    let mut j = 0;
-    while j < args.len() {
-        let Some(value) = args.get(j + 1) else {
-            return Err(CmdError::Syntax);
-        };
-        if eq_ignore_case(args[j], b"match") {
-            o.pattern = Some(*value).filter(|p| !glob::is_match_all(p));
-        } else if eq_ignore_case(args[j], b"count") {
-            let n = parse_i64(value)?;
-            if n < 1 {
-                return Err(CmdError::Syntax);
-            }
-            o.count = n as usize;
-        } else {
-            return Err(CmdError::Syntax);
-        }
-        j += 2;
-    }
-    Ok(o)
-}
-
-/// One cursor step over a collection's elements (given by their names):
-/// the next cursor and the indexes to return. A compact collection is
-/// returned whole with cursor 0, as Redis does; a large one is walked in
-/// the order of a fixed hash of each element, so an element present for
-/// the whole walk is returned exactly once whatever changes meanwhile.
-pub(crate) fn scan_step(
-    names: &[&[u8]],
-    cursor: u64,
-    count: usize,
-    compact: bool,
-) -> (u64, Vec<usize>) {
-    if compact {
-        return (0, (0..names.len()).collect());
-    }
-    let mut ahead: Vec<(u64, usize)> = names
-        .iter()
-        .enumerate()
-        .map(|(i, n)| (hash_bytes(0x5eed, n), i))
-        .filter(|&(h, _)| h >= cursor)
-        .collect();
-    ahead.sort_unstable();
-    if ahead.len() <= count {
-        return (0, ahead.into_iter().map(|(_, i)| i).collect());
-    }
-    let mut bound = ahead[count].0;
-    let mut take = count;
-    if bound == ahead[count - 1].0 {
-        // Elements sharing a hash go out together.
-        take = ahead.partition_point(|&(h, _)| h <= bound);
-        bound = match ahead.get(take) {
-            Some(&(h, _)) => h,
-            None => 0,
-        };
-    }
-    (bound, ahead[..take].iter().map(|&(_, i)| i).collect())
-}
-
-/// Writes a SCAN reply: `[cursor, [items...]]`, keeping items whose name
-/// (`name_of`) matches `pattern`.
-pub(crate) fn scan_reply(
-    out: &mut BytesMut,
-    next: u64,
-    items: &[Vec<u8>],
-    stride: usize,
-    pattern: Option<&[u8]>,
-) {
-    let kept: Vec<&[Vec<u8>]> = items
-        .chunks(stride)
-        .filter(|c| pattern.is_none_or(|p| glob::matches(p, &c[0])))
-        .collect();
-    encode::array_len(out, 2);
-    encode::bulk(out, next.to_string().as_bytes());
-    encode::array_len(out, kept.len() * stride);
-    kept.iter()
-        .flat_map(|c| c.iter())
-        .for_each(|i| encode::bulk(out, i));
-}
-
-/// The empty SCAN reply for a missing key.
-pub(crate) fn empty_scan(ctx: &mut Ctx) -> CmdResult {
-    ctx.out.extend_from_slice(b"*2\r\n$1\r\n0\r\n*0\r\n");
-    Ok(())
-}
-
 /// `getRangeLongFromObjectOrReply(1, LONG_MAX, msg)`: numkeys and COUNT
 /// of the *MPOP and *INTERCARD commands; any failure gives `msg`.
 pub(crate) fn parse_at_least_one(b: &[u8], msg: &str) -> Result<usize, CmdError> {
@@ -434,22 +333,5 @@ mod tests {
         assert_eq!(rank_range(3, 5, 3), None);
         assert_eq!(rank_range(0, -4, 3), None);
         assert_eq!(rank_range(0, 0, 0), None);
-    }
-
-    #[test]
-    fn scan_steps_visit_every_element_once() {
-        let names: Vec<Vec<u8>> = (0..1000).map(|i| format!("e{i}").into_bytes()).collect();
-        let refs: Vec<&[u8]> = names.iter().map(|n| &n[..]).collect();
-        let (mut cursor, mut seen) = (0, Vec::new());
-        loop {
-            let (next, idx) = scan_step(&refs, cursor, 7, false);
-            seen.extend(idx);
-            if next == 0 {
-                break;
-            }
-            cursor = next;
-        }
-        seen.sort_unstable();
-        assert_eq!(seen, (0..1000).collect::<Vec<_>>());
     }
 }

@@ -1,13 +1,11 @@
 //! Sorted-set commands on one key: ZADD, ZINCRBY, ZCOUNT, ZLEXCOUNT,
-//! ZSCORE, ZMSCORE, ZRANK, ZREVRANK, ZPOPMIN, ZPOPMAX, ZMPOP, ZRANDMEMBER
-//! and ZSCAN (ZREM and ZCARD are `elements.rs`'s). Ranges live in
+//! ZSCORE, ZMSCORE, ZRANK, ZREVRANK, ZPOPMIN, ZPOPMAX, ZMPOP and ZRANDMEMBER
+//! (ZREM and ZCARD are `elements.rs`'s, ZSCAN `elem_scan.rs`'s). Ranges live in
 //! `zrange.rs`, the multi-key set algebra in `zstore.rs`. Scores are replied as Redis 7.0 does (`%.17g`).
 
 use super::hashes::{counted_picks, parse_random_args, random_picks};
-use super::keys::parse_cursor;
 use super::util::{
-    double, empty_scan, fmt_double, parse_mpop, parse_positive, parse_score, reply_members,
-    reply_pairs, scan_opts, scan_reply, scan_step, MUST_BE_POSITIVE,
+    double, parse_mpop, parse_positive, parse_score, reply_members, reply_pairs, MUST_BE_POSITIVE,
 };
 use super::zrange::{parse_lex_range, parse_score_range};
 use super::{CmdResult, Ctx};
@@ -329,26 +327,5 @@ pub(crate) fn zrandmember(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
         return Ok(());
     };
     reply_members(ctx, &picked, withscores);
-    Ok(())
-}
-
-/// ZSCAN key cursor [MATCH pattern] [COUNT count]
-pub(crate) fn zscan(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
-    let cursor = parse_cursor(args[2])?;
-    let found = ctx.read::<ZSet, _>(args[1], |z| {
-        let items: Vec<(Vec<u8>, f64)> = z.iter().map(|(m, s)| (m.to_vec(), s)).collect();
-        (items, z.encoding() == "listpack")
-    })?;
-    let Some((items, compact)) = found else {
-        return empty_scan(ctx);
-    };
-    let o = scan_opts(&args[3..])?;
-    let refs: Vec<&[u8]> = items.iter().map(|p| &p.0[..]).collect();
-    let (next, idx) = scan_step(&refs, cursor, o.count, compact);
-    let flat: Vec<Vec<u8>> = idx
-        .into_iter()
-        .flat_map(|i| [items[i].0.clone(), fmt_double(items[i].1).into_bytes()])
-        .collect();
-    scan_reply(ctx.out, next, &flat, 2, o.pattern);
     Ok(())
 }

@@ -12,6 +12,7 @@
 use crate::backend::error::CmdError;
 use crate::backend::keyspace::clock::now_ms;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering::SeqCst};
+use std::sync::Mutex;
 
 /// What kind of script runs (0: none).
 const NONE: u8 = 0;
@@ -34,13 +35,19 @@ pub(crate) struct Busy {
     started_ms: AtomicU64,
     wrote: AtomicBool,
     kill: AtomicBool,
+    /// The running script's command and arguments (FUNCTION STATS shows a
+    /// function's). A lock taken only when a script starts and by FUNCTION
+    /// STATS, never while the script runs.
+    call: Mutex<Vec<Vec<u8>>>,
 }
 
 impl Busy {
     /// Marks a script (`eval`: EVAL and its family, else FCALL) as running,
     /// before it takes the node's gate, until the guard drops (a panic
     /// included).
-    pub(crate) fn begin(&self, eval: bool) -> Running<'_> {
+    pub(crate) fn begin(&self, eval: bool, args: &[&[u8]]) -> Running<'_> {
+        *self.call.lock().unwrap_or_else(|e| e.into_inner()) =
+            args.iter().map(|a| a.to_vec()).collect();
         self.wrote.store(false, SeqCst);
         self.kill.store(false, SeqCst);
         self.started_ms.store(now_ms(), SeqCst);
@@ -57,6 +64,22 @@ impl Busy {
     /// Whether a script runs now.
     pub(crate) fn is_running(&self) -> bool {
         self.kind.load(SeqCst) != NONE
+    }
+
+    /// Whether the script running now is an EVAL (or one of its family).
+    pub(crate) fn is_eval(&self) -> bool {
+        self.kind.load(SeqCst) == EVAL
+    }
+
+    /// The function running now, if one is: its command and arguments, and
+    /// for how many milliseconds it has run.
+    pub(crate) fn function(&self) -> Option<(Vec<Vec<u8>>, u64)> {
+        if self.kind.load(SeqCst) != FUNCTION {
+            return None;
+        }
+        let call = self.call.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        let ms = now_ms().saturating_sub(self.started_ms.load(SeqCst));
+        Some((call, ms))
     }
 
     /// Whether a script has run for more than `threshold_ms`: then other
@@ -125,12 +148,12 @@ mod tests {
     fn kills_follow_redis_order() {
         let b = Busy::default();
         assert!(matches!(b.kill(true), Err(CmdError::Other(m)) if m.starts_with("NOTBUSY")));
-        let running = b.begin(false);
+        let running = b.begin(false, &[]);
         assert!(matches!(b.kill(true), Err(CmdError::Other(m)) if m == BUSY_FUNCTION));
         assert!(b.kill(false).is_ok());
         assert!(b.is_killed());
         drop(running);
-        let running = b.begin(true);
+        let running = b.begin(true, &[]);
         assert!(!b.is_killed());
         b.wrote();
         assert!(matches!(b.kill(true), Err(CmdError::Other(m)) if m.starts_with("UNKILLABLE")));

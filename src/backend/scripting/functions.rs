@@ -88,6 +88,7 @@ fn fcall_generic(ctx: &mut Ctx, args: &[&[u8]], ro: bool) -> CmdResult {
     }
     let callback = f.callback.clone();
     let libs = guard.as_mut().expect("found above");
+    ctx.node.scripting.note_counts(libs);
     let engine = &libs.engine;
     let (keys, argv) = args[3..].split_at(n as usize);
     let lua_err = |e: mlua::Error| CmdError::err(format!("Lua: {e}"));
@@ -272,16 +273,30 @@ pub(crate) fn function(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
         }
         "stats" => {
             arity(args.len() == 2)?;
-            let (libs, fns) = ctx.node.scripting.functions().as_ref().map_or((0, 0), |l| {
-                (
-                    l.libs.len(),
-                    l.libs.values().map(|l| l.functions.len()).sum(),
-                )
-            });
+            let busy = &ctx.node.scripting.busy;
+            // Redis refuses it while an EVAL runs, as any other command.
+            if busy.is_eval() {
+                return Err(CmdError::Other(super::busy::BUSY_EVAL.into()));
+            }
+            let (libs, fns) = ctx.node.scripting.function_counts();
             let proto = ctx.client.proto;
             encode::map_len(ctx.out, 2, proto);
             encode::bulk(ctx.out, b"running_script");
-            encode::null(ctx.out, proto);
+            match busy.function() {
+                Some((call, ms)) => {
+                    encode::map_len(ctx.out, 3, proto);
+                    encode::bulk(ctx.out, b"name");
+                    encode::bulk(ctx.out, call.get(1).map_or(&b""[..], |n| n));
+                    encode::bulk(ctx.out, b"command");
+                    encode::array_len(ctx.out, call.len());
+                    for a in &call {
+                        encode::bulk(ctx.out, a);
+                    }
+                    encode::bulk(ctx.out, b"duration_ms");
+                    encode::integer(ctx.out, ms as i64);
+                }
+                None => encode::null(ctx.out, proto),
+            }
             encode::bulk(ctx.out, b"engines");
             encode::map_len(ctx.out, 1, proto);
             encode::bulk(ctx.out, b"LUA");

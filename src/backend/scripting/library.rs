@@ -36,15 +36,17 @@ fn metadata(code: &[u8]) -> Result<(String, usize), CmdError> {
     let Some(end) = memchr::memchr(b'\n', code) else {
         return Err(CmdError::err("Invalid library metadata"));
     };
-    let line = String::from_utf8_lossy(&code[2..end]).into_owned();
-    let mut parts = line.split(' ').filter(|p| !p.is_empty());
-    let engine = parts.next().unwrap_or("");
+    let line = String::from_utf8_lossy(&code[..end]).into_owned();
+    let parts = split_args(&line).ok_or_else(|| CmdError::err("Invalid library metadata"))?;
+    let mut parts = parts.iter().map(String::as_str);
+    let engine = parts.next().unwrap_or("#!").get(2..).unwrap_or("");
     if !engine.eq_ignore_ascii_case("lua") {
         return Err(CmdError::err(format!("Engine '{engine}' not found")));
     }
     let mut name = None;
     for p in parts {
-        match p.strip_prefix("name=") {
+        let prefix = p.get(..5).is_some_and(|x| x.eq_ignore_ascii_case("name="));
+        match prefix.then(|| &p[5..]) {
             Some(_) if name.is_some() => {
                 return Err(CmdError::err(
                     "Invalid metadata value, name argument was given multiple times",
@@ -149,6 +151,54 @@ pub(crate) fn undump(payload: &[u8]) -> Result<Vec<Vec<u8>>, CmdError> {
     Ok(codes)
 }
 
+/// The words of a metadata line as Redis's `sdssplitargs` reads them:
+/// split at whitespace, `"…"` (with backslash escapes) and `'…'` quoting
+/// within a word; `None` for unbalanced quotes or a closing quote not
+/// followed by whitespace.
+fn split_args(line: &str) -> Option<Vec<String>> {
+    let mut words = Vec::new();
+    let mut chars = line.chars().peekable();
+    loop {
+        while chars.peek().is_some_and(|c| c.is_whitespace()) {
+            chars.next();
+        }
+        if chars.peek().is_none() {
+            return Some(words);
+        }
+        let mut word = String::new();
+        while let Some(c) = chars.next() {
+            match c {
+                c if c.is_whitespace() => break,
+                '"' | '\'' => {
+                    loop {
+                        match chars.next()? {
+                            '\\' if c == '"' => word.push(match chars.next()? {
+                                'n' => '\n',
+                                't' => '\t',
+                                'r' => '\r',
+                                'a' => '\x07',
+                                'b' => '\x08',
+                                e => e,
+                            }),
+                            '\\' if chars.peek() == Some(&'\'') => {
+                                chars.next();
+                                word.push('\'');
+                            }
+                            q if q == c => break,
+                            x => word.push(x),
+                        }
+                    }
+                    if chars.peek().is_some_and(|n| !n.is_whitespace()) {
+                        return None;
+                    }
+                }
+                c => word.push(c),
+            }
+        }
+        words.push(word);
+    }
+}
+
 /// The library name in a library's code, for RESTORE's collision checks.
 pub(crate) fn name_of(code: &[u8]) -> Result<String, CmdError> {
     metadata(code).map(|(name, _)| name)
@@ -178,6 +228,10 @@ mod tests {
             "ERR Invalid metadata value given: foo=bar"
         );
         assert_eq!(err(b"#!lua name=a-b\n"), format!("ERR {NAME_RULE}"));
+        assert_eq!(err(b"#! name=test\n"), "ERR Engine '' not found");
+        assert_eq!(metadata(b"#!lua name=\"foo\"\nx").unwrap().0, "foo");
+        assert_eq!(metadata(b"#!LUA NAME=x\n").unwrap().0, "x");
+        assert_eq!(err(b"#!lua name=\"foo\n"), "ERR Invalid library metadata");
     }
 
     #[test]

@@ -29,7 +29,8 @@ mod libs;
 mod raising;
 pub(crate) mod sha1;
 
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, TryLockError};
 
 pub(crate) use eval::{eval, eval_ro, evalsha, evalsha_ro, script};
 pub(crate) use functions::{fcall, fcall_ro, function};
@@ -43,9 +44,38 @@ pub(crate) struct Scripting {
     functions: Mutex<Option<library::Libraries>>,
     /// The script running now, read by every connection without a lock.
     pub(crate) busy: Arc<busy::Busy>,
+    /// Libraries (high half) and functions loaded when the last FCALL
+    /// started: FUNCTION STATS's counts while a function runs, since its
+    /// FCALL holds the libraries.
+    counts: AtomicU64,
 }
 
 impl Scripting {
+    /// Libraries and functions loaded, for FUNCTION STATS.
+    pub(crate) fn function_counts(&self) -> (u64, u64) {
+        let count = |l: &Option<library::Libraries>| {
+            l.as_ref().map_or((0, 0), |l| {
+                let fns = l.libs.values().map(|l| l.functions.len()).sum::<usize>();
+                (l.libs.len() as u64, fns as u64)
+            })
+        };
+        match self.functions.try_lock() {
+            Ok(g) => count(&g),
+            Err(TryLockError::Poisoned(e)) => count(&e.into_inner()),
+            Err(TryLockError::WouldBlock) => {
+                let n = self.counts.load(Ordering::Relaxed);
+                (n >> 32, n & 0xffff_ffff)
+            }
+        }
+    }
+
+    /// Notes the counts as a function starts (see `counts`).
+    fn note_counts(&self, libs: &library::Libraries) {
+        let fns = libs.libs.values().map(|l| l.functions.len()).sum::<usize>() as u64;
+        let n = ((libs.libs.len() as u64) << 32) | (fns & 0xffff_ffff);
+        self.counts.store(n, Ordering::Relaxed);
+    }
+
     fn scripts(&self) -> MutexGuard<'_, Option<eval::Scripts>> {
         self.eval.lock().unwrap_or_else(|e| e.into_inner())
     }

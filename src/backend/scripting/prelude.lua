@@ -242,8 +242,16 @@ bridge.impl_register_function = function(...)
   local name, callback, flags, description
   if n == 1 and type((...)) == 'table' then
     for k, v in raw_pairs((...)) do
-      if k == 'function_name' then name = v
-      elseif k == 'callback' then callback = v
+      if k == 'function_name' then
+        if type(v) ~= 'string' and type(v) ~= 'number' then
+          return fail('ERR function_name argument given to redis.register_function must be a string')
+        end
+        name = tostring(v)
+      elseif k == 'callback' then
+        if type(v) ~= 'function' then
+          return fail('ERR callback argument given to redis.register_function must be a function')
+        end
+        callback = v
       elseif k == 'flags' then flags = v
       elseif k == 'description' then description = v
       else return fail('ERR unknown argument given to redis.register_function') end

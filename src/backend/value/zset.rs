@@ -5,11 +5,13 @@
 //! The order is a chunked sorted sequence (`chunked.rs`: inserts, removes
 //! and ranks move at most one chunk); the large form ("skiplist" in OBJECT
 //! ENCODING) adds a member → score map so ZSCORE and membership are O(1).
+//! That map is an `IndexMap` because ZSCAN walks its dense entry vector
+//! (see `commands/util.rs`): a rescored member keeps its place there.
 
 use super::chunked::Chunked;
 use super::{Elem, Thresholds};
+use indexmap::IndexMap;
 use std::cmp::Ordering;
-use std::collections::HashMap;
 
 /// Bytes counted per member on top of its length (score, pointer, malloc).
 const MEMBER_OVERHEAD: usize = 40;
@@ -20,7 +22,7 @@ const INDEX_OVERHEAD: usize = 48;
 #[derive(Debug, Clone, Default)]
 pub(crate) struct ZSet {
     sorted: Chunked<(f64, Elem)>,
-    index: Option<HashMap<Elem, f64>>,
+    index: Option<IndexMap<Elem, f64>>,
     payload: usize,
 }
 
@@ -87,7 +89,17 @@ impl ZSet {
             if o == score {
                 return old;
             }
-            self.remove(m);
+            // Rescored: it moves in the order but keeps its map entry (and
+            // so its place in a ZSCAN walk).
+            if let Ok(i) = self.position(o, m) {
+                let (_, e) = self.sorted.remove(i);
+                let at = self.position(score, m).unwrap_or_else(|p| p);
+                self.sorted.insert(at, (score, e));
+            }
+            if let Some(v) = self.index.as_mut().and_then(|ix| ix.get_mut(m)) {
+                *v = score;
+            }
+            return old;
         }
         if self.index.is_none() && (self.sorted.len() >= t.zset_entries || m.len() > t.zset_value) {
             self.index = Some(self.sorted.iter().map(|(s, e)| (e.clone(), *s)).collect());
@@ -116,7 +128,7 @@ impl ZSet {
     pub(crate) fn remove_at(&mut self, i: usize) -> (Elem, f64) {
         let (s, e) = self.sorted.remove(i);
         if let Some(ix) = &mut self.index {
-            ix.remove(&e);
+            ix.swap_remove(&e);
         }
         self.payload -= e.len();
         (e, s)
@@ -127,7 +139,7 @@ impl ZSet {
         for (_, e) in self.sorted.drain(start, end) {
             self.payload -= e.len();
             if let Some(ix) = &mut self.index {
-                ix.remove(&e);
+                ix.swap_remove(&e);
             }
         }
         end - start
@@ -194,6 +206,13 @@ impl ZSet {
     /// Every (member, score) in order.
     pub(crate) fn iter(&self) -> impl DoubleEndedIterator<Item = (&[u8], f64)> + '_ {
         self.sorted.iter().map(|(s, e)| (&e[..], *s))
+    }
+
+    /// The large form's (member, score) at position `i` of its map's entry
+    /// vector (ZSCAN's walk); None in the compact form or past the end.
+    pub(crate) fn indexed(&self, i: usize) -> Option<(&[u8], f64)> {
+        let (m, s) = self.index.as_ref()?.get_index(i)?;
+        Some((m, *s))
     }
 
     /// OBJECT ENCODING

@@ -324,7 +324,7 @@ const MEMORY_HELP: &[&str] = &[
 ];
 
 /// MEMORY DOCTOR | STATS | USAGE key [SAMPLES n] | HELP
-pub(crate) async fn memory(proxy: &Arc<Proxy>, s: &ClientState, req: Request) -> Pending {
+pub(crate) async fn memory(proxy: &Arc<Proxy>, s: &mut ClientState, req: Request) -> Pending {
     let sub = req.args[1].clone();
     let argc = req.args.len();
     if eq_ignore_case(&sub, b"usage") {

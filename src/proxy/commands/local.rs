@@ -30,6 +30,11 @@ pub(crate) async fn handle(
     if spec.id == Id::Memory {
         return crate::proxy::commands::info::memory(proxy, s, req).await;
     }
+    if spec.id == Id::Ping && req.args.len() <= 2 {
+        if let Some(p) = ping_running_script(proxy, s, &req).await {
+            return p;
+        }
+    }
     let args = &req.args;
     let mut out = BytesMut::new();
     match spec.id {
@@ -254,6 +259,7 @@ const COMMAND_HELP: &[&str] = &[
     "(no subcommand)",
     "COUNT",
     "DOCS [<command-name> ...]",
+    "GETKEYS <full-command>",
     "INFO [<command-name> ...]",
     "LIST",
     "HELP",
@@ -328,6 +334,10 @@ fn command(s: &ClientState, args: &[Bytes]) -> Pending {
                 }
             }
         }
+        ("getkeys", n) if n < 4 => {
+            return Pending::error("ERR wrong number of arguments for 'command|getkeys' command")
+        }
+        ("getkeys", _) => return getkeys(&args[2..]),
         // redis-cli asks for docs to show hints; none is a valid answer.
         ("docs", _) => encode::map_len(&mut out, 0, s.proto),
         ("list", _) => {
@@ -344,4 +354,51 @@ fn command(s: &ClientState, args: &[Bytes]) -> Pending {
         }
     }
     Pending::ready(out)
+}
+
+/// COMMAND GETKEYS command arg…: the keys the proxy routes `command` by,
+/// with Redis's errors.
+fn getkeys(call: &[Bytes]) -> Pending {
+    let Some(spec) = lookup(&call[0]) else {
+        return Pending::error("ERR Invalid command specified");
+    };
+    if !spec.is_arity_ok(call.len()) {
+        return Pending::error("ERR Invalid number of arguments specified for command");
+    }
+    // Redis's `no-mandatory-keys` commands answer no keys instead.
+    let optional = matches!(
+        spec.id,
+        Id::Eval | Id::Evalsha | Id::EvalRo | Id::EvalshaRo | Id::Fcall | Id::FcallRo
+    );
+    let keys = match spec.key_positions(call) {
+        Ok(k) if !k.is_empty() => k,
+        _ if optional => Vec::new(),
+        Ok(_) => return Pending::error("ERR The command has no key arguments"),
+        Err(_) => return Pending::error("ERR Invalid arguments specified for command"),
+    };
+    let mut out = BytesMut::new();
+    encode::array_len(&mut out, keys.len());
+    for k in keys {
+        encode::bulk(&mut out, &call[k]);
+    }
+    Pending::ready(out)
+}
+
+/// PING while a node runs a script is asked of that node (on the client's
+/// script lane, if it is on that node's: behind its own script), which
+/// answers `-BUSY` past `busy-reply-threshold`, as redis-server answers
+/// PING while its one thread runs a script. Otherwise the proxy answers.
+async fn ping_running_script(
+    proxy: &Arc<Proxy>,
+    s: &ClientState,
+    req: &Request,
+) -> Option<Pending> {
+    let node = {
+        let routing = proxy.routing.load();
+        let n = routing.primaries().find(|n| n.scripts.is_running())?;
+        n.clone()
+    };
+    Some(Pending::One(
+        node.upstream_for(s).send(req.raw.clone()).await,
+    ))
 }

@@ -32,6 +32,8 @@ pub(crate) struct ClientState {
     pub(crate) tx: TxState,
     /// Its subscriber connection and the messages it receives.
     pub(crate) pubsub: Subscriber,
+    /// The node whose script lane its requests take, if any.
+    pub(crate) lane: crate::proxy::upstream::lane::Lane,
     /// Blocking commands of this client waiting on a node right now.
     pub(crate) blocked: Arc<AtomicUsize>,
     /// Reply bytes held for this client; replies forwarded with it are
@@ -90,6 +92,7 @@ impl ClientState {
             local,
             tx: Default::default(),
             pubsub: Default::default(),
+            lane: Default::default(),
             blocked: entry.blocked.clone(),
             budget,
             served: ServedCell::default(),

@@ -9,6 +9,8 @@
 
 use std::sync::Arc;
 
+use bytes::Bytes;
+
 use crate::proxy::conn::client::ClientState;
 use crate::proxy::conn::pending::Pending;
 use crate::proxy::policy::Aggregate;
@@ -21,7 +23,7 @@ use crate::resp::Request;
 
 pub(crate) async fn fan_out(
     proxy: &Arc<Proxy>,
-    client: &ClientState,
+    client: &mut ClientState,
     req: Request,
     agg: Aggregate,
 ) -> Pending {
@@ -45,20 +47,28 @@ pub(crate) async fn fan_out(
     }
     let nodes = all_nodes(&routing);
     client.served.on_many(nodes.len());
-    let (proto, id) = (client.proto, client.id);
+    if is_load(&req) {
+        for n in &nodes {
+            client.lane.claim(n, client.proto);
+        }
+    }
     let mut waits = Vec::with_capacity(nodes.len());
     for n in &nodes {
         let budget = Some(client.budget.clone());
         waits.push(
-            n.upstream(proto, id)
+            n.upstream_for(client)
                 .send_for(req.raw.clone(), budget)
                 .await,
         );
     }
     let filter = routing.filter_keys.then(|| routing.clone());
     let budget = client.budget.clone();
+    let stats = is_function_stats(&req);
     Pending::Later(Box::pin(async move {
         let mut replies = gather(waits, &budget).await;
+        if stats {
+            return function_stats(replies);
+        }
         if let (Some(routing), Aggregate::Concat) = (&filter, agg) {
             for (i, r) in replies.iter_mut().enumerate() {
                 *r = owned_only(r, routing, i);
@@ -66,6 +76,46 @@ pub(crate) async fn fan_out(
         }
         aggregate(agg, &replies)
     }))
+}
+
+/// SCRIPT LOAD, FUNCTION LOAD and FUNCTION RESTORE: sent on a script lane
+/// of every node when the client may take them (`upstream::lane`), so the
+/// script that uses what they load, pipelined behind them, stays behind.
+fn is_load(req: &Request) -> bool {
+    let name = req.name();
+    let script = name.eq_ignore_ascii_case(b"script");
+    let function = name.eq_ignore_ascii_case(b"function");
+    req.args.get(1).is_some_and(|sub| {
+        (script || function) && sub.eq_ignore_ascii_case(b"load")
+            || function && sub.eq_ignore_ascii_case(b"restore")
+    })
+}
+
+fn is_function_stats(req: &Request) -> bool {
+    req.args.len() == 2
+        && req.name().eq_ignore_ascii_case(b"function")
+        && req.args[1].eq_ignore_ascii_case(b"stats")
+}
+
+/// FUNCTION STATS: the reply of the node that runs a script, as the one
+/// Redis that runs it answers (its `running_script`, or `-BUSY` while an
+/// EVAL runs there), else the first node's.
+fn function_stats(mut replies: Vec<Bytes>) -> Bytes {
+    const KEY: &[u8] = b"running_script\r\n";
+    let running = |r: &Bytes| {
+        is_error(r)
+            || r.windows(KEY.len())
+                .position(|w| w == KEY)
+                .map(|i| &r[i + KEY.len()..])
+                .is_some_and(|v| {
+                    !(v.starts_with(b"_") || v.starts_with(b"$-1") || v.starts_with(b"*-1"))
+                })
+    };
+    match replies.iter().position(running) {
+        Some(i) => replies.swap_remove(i),
+        None if !replies.is_empty() => replies.swap_remove(0),
+        None => Bytes::from_static(b"-ERR no node answered\r\n"),
+    }
 }
 
 /// SCRIPT KILL, FUNCTION KILL.

@@ -24,7 +24,7 @@ use crate::resp::Request;
 /// `info::memory` for MEMORY USAGE.
 pub(crate) async fn keyed(
     proxy: &Arc<Proxy>,
-    client: &ClientState,
+    client: &mut ClientState,
     spec: &'static Command,
     req: Request,
 ) -> Pending {
@@ -61,11 +61,11 @@ pub(crate) async fn keyed(
         };
         let routing = topology::enter(&proxy.routing, std::iter::empty).await;
         client.served.on(routing.ring.locate(by));
-        let rx = routing
-            .owner(by)
-            .upstream(client.proto, client.id)
-            .send(req.raw)
-            .await;
+        let node = routing.owner(by);
+        if is_script(spec.id) {
+            client.lane.claim(node, client.proto);
+        }
+        let rx = node.upstream_for(client).send(req.raw).await;
         return Pending::One(rx);
     }
     let positions = match positions {
@@ -81,6 +81,9 @@ pub(crate) async fn keyed(
         if !Arc::ptr_eq(routing.owner(&req.args[p]), &node) {
             return Pending::error(crate::proxy::conn::error::CROSSSLOT);
         }
+    }
+    if is_script(spec.id) {
+        client.lane.claim(&node, client.proto);
     }
     invalidate_written(proxy, spec, &req.args, &positions);
     let track = moving_writes(

@@ -22,6 +22,7 @@ mod connect;
 pub(crate) mod credentials;
 pub(crate) mod dirty;
 mod health;
+pub(crate) mod lane;
 pub(crate) mod pinned;
 pub(crate) mod shard;
 pub(crate) mod topology;
@@ -104,6 +105,10 @@ pub(crate) struct UpstreamOptions {
     /// when its handle is dropped the connection closes at once, failing what
     /// is in flight, so a node never hands an element to a client that left.
     pub(crate) pinned: bool,
+    /// A node's script connection (`lane.rs`): a reply may take as long as
+    /// a script runs, so no request timeout; it publishes here how many
+    /// requests it has in flight.
+    pub(crate) script_lane: Option<Arc<std::sync::atomic::AtomicUsize>>,
     /// Largest bulk accepted in a reply (`proto-max-bulk-len`); a longer one
     /// poisons the connection before anything is buffered for it.
     pub(crate) max_bulk_len: usize,
@@ -363,6 +368,9 @@ async fn serve(
         metrics
             .in_flight
             .store(inflight.len() as u64, Ordering::Relaxed);
+        if let Some(n) = &opts.script_lane {
+            n.store(inflight.len(), Ordering::Relaxed);
+        }
         // Room for the next read: a large value's whole body at once (so
         // its reply holds an allocation of its own size, not a doubled
         // one), else another 64 KB when nearly full.
@@ -437,7 +445,7 @@ async fn serve(
                 inflight.push_back((req.reply, now, std::time::Instant::now()));
             }
             Event::Request(None) => handle_dropped = true,
-            Event::Tick if opts.pinned => {}
+            Event::Tick if opts.pinned || opts.script_lane.is_some() => {}
             Event::Tick => {
                 now = now.wrapping_add(1);
                 if let Some((_, sent, _)) = inflight.front() {
@@ -460,5 +468,8 @@ async fn serve(
         waiter.answer(error_reply(&opts.label, &msg));
     }
     metrics.in_flight.store(0, Ordering::Relaxed);
+    if let Some(n) = &opts.script_lane {
+        n.store(0, Ordering::Relaxed);
+    }
     why
 }

@@ -27,6 +27,8 @@ pub(crate) struct Node {
     pub(crate) pins: crate::proxy::upstream::pinned::PinCount,
     resp2: Vec<Upstream>,
     resp3: OnceLock<Vec<Upstream>>,
+    /// Its connections for scripts (see `lane.rs`).
+    pub(crate) scripts: crate::proxy::upstream::lane::ScriptLane,
     opts: UpstreamOptions,
     conns: usize,
 }
@@ -58,6 +60,7 @@ impl Node {
             pins: crate::proxy::upstream::pinned::PinCount::new(max_pinned),
             resp2,
             resp3: OnceLock::new(),
+            scripts: Default::default(),
             opts,
             conns,
         }
@@ -80,6 +83,23 @@ impl Node {
             &self.resp2
         };
         &pool[(client as usize) % pool.len()]
+    }
+
+    /// The connection for a request of `client`: its script lane while it
+    /// is on this node's (`lane.rs`), else its shared one.
+    pub(crate) fn upstream_for<'a>(
+        &'a self,
+        client: &'a crate::proxy::conn::client::ClientState,
+    ) -> &'a Upstream {
+        match client.lane.to(self) {
+            Some(up) => up,
+            None => self.upstream(client.proto, client.id),
+        }
+    }
+
+    /// An idle script connection of this node (`lane.rs`).
+    pub(crate) fn script_lane(&self, proto: u8) -> Upstream {
+        self.scripts.pick(proto, &self.opts, &self.health)
     }
 
     /// Opens every shared connection now instead of on first use
@@ -328,6 +348,7 @@ pub(crate) fn new_node(spec: &NodeSpec, config: &crate::proxy::Config) -> Node {
         connect_timeout: std::time::Duration::from_millis(config.connect_timeout_ms),
         request_timeout: std::time::Duration::from_millis(config.request_timeout_ms),
         pinned: false,
+        script_lane: None,
         max_bulk_len: config.limits.max_bulk_len,
         credentials: config.node_auth.for_node(&spec.name),
         select: config.node_auth.select(),

@@ -1,0 +1,161 @@
+//! A long script through the proxy, as one redis-server shows it: the
+//! script holds only a connection of its own to its node, so other clients
+//! reach that node and are answered `-BUSY` past `busy-reply-threshold`
+//! (PING included), FUNCTION STATS names the running function, and SCRIPT
+//! KILL or FUNCTION KILL stops it. A load and the script that uses it, sent
+//! in one pipeline, keep their order. COMMAND GETKEYS answers with Redis's
+//! keys and errors. Each runs over built-in nodes and over redis-server
+//! nodes: the proxy must give both the same answers.
+
+mod common;
+
+use common::*;
+
+const SPIN: &str = "local a = 1 while true do a = a + 1 end";
+const BUSY_EVAL: &str =
+    "-BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE.\r\n";
+
+fn a_busy_script_leaves_others_answered_busy_until_script_kill(b: Backend) {
+    if !b.is_available() {
+        return;
+    }
+    let c = b.cluster(1);
+    let port = c.proxy.port;
+    let mut other = Raw::connect(port);
+    other.check(&["CONFIG", "SET", "busy-reply-threshold", "50"], "+OK\r\n");
+    other.check(&["SET", "k", "v"], "+OK\r\n");
+    let mut spinning = start_call(port, &["EVAL", SPIN, "0"]);
+    assert_eq!(until_busy(&mut other), BUSY_EVAL);
+    // The node answers, not a connection stuck behind the script.
+    other.check(&["GET", "k"], BUSY_EVAL);
+    other.check(&["EVAL", "return 1", "0"], BUSY_EVAL);
+    other.check(&["FUNCTION", "STATS"], BUSY_EVAL);
+    other.check(&["SCRIPT", "KILL"], "+OK\r\n");
+    let reply = String::from_utf8_lossy(&spinning.reply()).into_owned();
+    assert!(reply.starts_with("-ERR Script killed by user"), "{reply}");
+    other.check(&["GET", "k"], "$1\r\nv\r\n");
+    spinning.check(&["PING"], "+PONG\r\n");
+    c.proxy.assert_no_panic();
+}
+
+fn function_stats_names_the_running_function_and_function_kill_stops_it(b: Backend) {
+    if !b.is_available() {
+        return;
+    }
+    let c = b.cluster(3);
+    let port = c.proxy.port;
+    let mut other = Raw::connect(port);
+    other.check(&["CONFIG", "SET", "busy-reply-threshold", "50"], "+OK\r\n");
+    let lib = format!("#!lua name=spin\nredis.register_function('spin', function() {SPIN} end)");
+    other.check(&["FUNCTION", "LOAD", &lib], "$4\r\nspin\r\n");
+    let idle = other.call(&["FUNCTION", "STATS"]);
+    assert!(
+        idle.starts_with("*4\r\n$14\r\nrunning_script\r\n$-1\r\n"),
+        "{idle}"
+    );
+    let mut spinning = start_call(port, &["FCALL", "spin", "0"]);
+    until_busy(&mut other);
+    let stats = other.call(&["FUNCTION", "STATS"]);
+    let running = "*4\r\n$14\r\nrunning_script\r\n*6\r\n$4\r\nname\r\n$4\r\nspin\r\n$7\r\ncommand\r\n*3\r\n$5\r\nFCALL\r\n$4\r\nspin\r\n$1\r\n0\r\n$11\r\nduration_ms\r\n:";
+    assert!(stats.starts_with(running), "{stats}");
+    other.check(&["FUNCTION", "KILL"], "+OK\r\n");
+    let reply = String::from_utf8_lossy(&spinning.reply()).into_owned();
+    assert!(reply.contains("Script killed by user"), "{reply}");
+    other.check(&["PING"], "+PONG\r\n");
+    c.proxy.assert_no_panic();
+}
+
+fn a_pipelined_load_and_the_call_that_uses_it_keep_their_order(b: Backend) {
+    if !b.is_available() {
+        return;
+    }
+    let c = b.cluster(3);
+    let mut conn = Raw::connect(c.proxy.port);
+    conn.check(&["SET", "k", "1"], "+OK\r\n");
+    let lib = "#!lua name=order\nredis.register_function('bump', function(keys) return redis.call('incr', keys[1]) end)";
+    let body = "return redis.call('incr', KEYS[1])";
+    let sha = conn.call(&["SCRIPT", "LOAD", body]);
+    conn.check(&["SCRIPT", "FLUSH"], "+OK\r\n");
+    let sha = sha.trim_end().rsplit('\n').next().unwrap().to_string();
+    let pipeline: [&[&str]; 7] = [
+        &["FUNCTION", "LOAD", lib],
+        &["FCALL", "bump", "1", "k"],
+        &["GET", "k"],
+        &["SCRIPT", "LOAD", body],
+        &["EVALSHA", &sha, "1", "k"],
+        &["INCR", "k"],
+        &["PING"],
+    ];
+    for args in pipeline {
+        let args: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
+        conn.send(&args);
+    }
+    let replies: Vec<String> = (0..pipeline.len())
+        .map(|_| String::from_utf8_lossy(&conn.reply()).into_owned())
+        .collect();
+    let want = [
+        "$5\r\norder\r\n",
+        ":2\r\n",
+        "$1\r\n2\r\n",
+        &format!("${}\r\n{sha}\r\n", sha.len()),
+        ":3\r\n",
+        ":4\r\n",
+        "+PONG\r\n",
+    ];
+    assert_eq!(replies, want);
+    c.proxy.assert_no_panic();
+}
+
+fn command_getkeys_answers_as_redis_does(b: Backend) {
+    if !b.is_available() {
+        return;
+    }
+    let c = b.cluster(2);
+    let mut conn = Raw::connect(c.proxy.port);
+    let cases: &[(&[&str], &str)] = &[
+        (
+            &["COMMAND", "GETKEYS", "SET", "a", "b"],
+            "*1\r\n$1\r\na\r\n",
+        ),
+        (
+            &["COMMAND", "GETKEYS", "MSET", "a", "1", "b", "2"],
+            "*2\r\n$1\r\na\r\n$1\r\nb\r\n",
+        ),
+        (
+            &["COMMAND", "GETKEYS", "FCALL_RO", "f", "1", "x", "y"],
+            "*1\r\n$1\r\nx\r\n",
+        ),
+        (&["COMMAND", "GETKEYS", "EVAL", "return 1", "0"], "*0\r\n"),
+        (
+            &["COMMAND", "GETKEYS", "PING", "x"],
+            "-ERR The command has no key arguments\r\n",
+        ),
+        (
+            &["COMMAND", "GETKEYS", "SET", "a"],
+            "-ERR Invalid number of arguments specified for command\r\n",
+        ),
+        (
+            &["COMMAND", "GETKEYS", "NOSUCH", "a"],
+            "-ERR Invalid command specified\r\n",
+        ),
+        (
+            &["COMMAND", "GETKEYS", "GET"],
+            "-ERR wrong number of arguments for 'command|getkeys' command\r\n",
+        ),
+    ];
+    let mut redis = have_tool("redis-server").then(|| start_redis(free_port()));
+    for (args, want) in cases {
+        conn.check(args, want);
+        if let Some(r) = &mut redis {
+            Raw::connect(r.port).check(args, want);
+        }
+    }
+    c.proxy.assert_no_panic();
+}
+
+crate::on_both_backends!(
+    a_busy_script_leaves_others_answered_busy_until_script_kill,
+    function_stats_names_the_running_function_and_function_kill_stops_it,
+    a_pipelined_load_and_the_call_that_uses_it_keep_their_order,
+    command_getkeys_answers_as_redis_does,
+);
