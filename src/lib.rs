@@ -25,3 +25,5 @@ pub mod proxy;
 pub mod resp;
 pub mod ring;
 pub mod sim;
+#[cfg(test)]
+mod test_util;

@@ -15,7 +15,7 @@ mod common;
 
 use std::io::Write;
 use std::net::TcpStream;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::Duration;
 
 use common::*;
@@ -41,17 +41,9 @@ fn redis_with_users(dir: &tempdir::Dir) -> Proc {
     let acl = dir.path().join("users.acl");
     std::fs::write(&acl, REDIS_ACL).unwrap();
     let port = free_port();
-    let mut p = Proc::spawn(
-        Command::new("redis-server")
-            .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
-            .args(["--save", "", "--appendonly", "no"])
-            .args(["--aclfile", acl.to_str().unwrap()])
-            .stdout(Stdio::null()),
-        port,
-        "redis-server",
-    );
-    p.wait_ready();
-    p
+    let mut args = redis_args(port);
+    args.extend(["--aclfile".into(), acl.to_str().unwrap().into()]);
+    spawn_redis(port, args)
 }
 
 /// Redis 7.0's wording of a reply, as Redis 7.2 words it (for `user`). The

@@ -23,23 +23,9 @@ const USER_PASS: &str = "user-pass-91c2";
 const REQUIREPASS: &str = "require-pass-55d0";
 
 fn redis_with_password(port: u16) -> Proc {
-    let mut p = Proc::spawn(
-        Command::new("redis-server")
-            .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
-            .args([
-                "--save",
-                "",
-                "--appendonly",
-                "no",
-                "--requirepass",
-                NODE_PASS,
-            ])
-            .stdout(Stdio::null()),
-        port,
-        "redis-server",
-    );
-    p.wait_ready();
-    p
+    let mut args = redis_args(port);
+    args.extend(["--requirepass", NODE_PASS].map(String::from));
+    spawn_redis(port, args)
 }
 
 fn dbsize_with_password(port: u16) -> i64 {
@@ -164,12 +150,7 @@ fn no_secret_appears_in_logs_info_config_cluster_views_monitor_or_the_state_file
         "MONITOR saw the AUTH: {monitor_text}"
     );
     let ringinfo = admin.call(&["CLUSTER", "RINGINFO"]);
-    let http_addr = ringinfo
-        .lines()
-        .find_map(|l| l.strip_prefix("admin_listen:"))
-        .unwrap()
-        .trim()
-        .to_string();
+    let http_addr = ring_field(&ringinfo, "admin_listen");
     let views = [
         ("INFO everything", admin.call(&["INFO", "everything"])),
         ("CONFIG GET *", admin.call(&["CONFIG", "GET", "*"])),

@@ -263,12 +263,7 @@ fn the_admin_http_cache_api_takes_the_same_credentials() {
     let mut c = Raw::connect(proxy.port);
     c.check(&["AUTH", "secret"], "+OK\r\n");
     let info = c.call(&["CLUSTER", "RINGINFO"]);
-    let addr = info
-        .lines()
-        .find_map(|l| l.strip_prefix("admin_listen:"))
-        .unwrap()
-        .trim()
-        .to_string();
+    let addr = ring_field(&info, "admin_listen");
     // "ops:opw" and "default:secret" in base64.
     let (ops, admin) = ("Basic b3BzOm9wdw==", "Basic ZGVmYXVsdDpzZWNyZXQ=");
     let (status, text) = http(&addr, "PUT", "/cache/k", None, "v");

@@ -257,7 +257,7 @@ fn aborted_by_topology_change(backend: Backend) {
         admin.cmd(&["CLUSTER", "ADDNODE", &extra.addr(), "NAME", "n3"]),
         b"+OK\r\n"
     );
-    wait_ring_ok(port);
+    wait_state_ok(&mut connect(port), 120);
     let moved = (0..1000)
         .map(|i| format!("q{i}"))
         .find(|k| text(&admin.cmd(&["CLUSTER", "KEYNODE", k])).contains("n3"))
@@ -279,21 +279,6 @@ fn aborted_by_topology_change(backend: Backend) {
         text(&blocked.read_reply().unwrap()),
         format!("*2\r\n${}\r\n{moved}\r\n$1\r\nx\r\n", moved.len())
     );
-}
-
-fn wait_ring_ok(port: u16) {
-    let deadline = Instant::now() + Duration::from_secs(120);
-    loop {
-        let info = text(&conn(port).cmd(&["CLUSTER", "RINGINFO"]));
-        if info.contains("\r\nstate:ok\r\n")
-            || info.starts_with("state:ok")
-            || info.contains("\nstate:ok")
-        {
-            return;
-        }
-        assert!(Instant::now() < deadline, "{info}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
 }
 
 #[test]

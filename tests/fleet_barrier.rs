@@ -12,7 +12,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::etcd::{eventually, Etcd, Fleet, Member};
+use common::etcd::{Etcd, Fleet, Member};
 use common::writers::{check, cluster, is_refusal, short_connect, Known, Writers};
 use common::*;
 

@@ -10,7 +10,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::etcd::{eventually, Etcd, Fleet};
+use common::etcd::{Etcd, Fleet};
 use common::writers::{check, cluster, Writers};
 use common::*;
 

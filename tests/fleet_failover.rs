@@ -8,7 +8,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::etcd::{eventually, Etcd, Member};
+use common::etcd::{Etcd, Member};
 use common::*;
 
 /// The lease in these tests: a dead leader is replaced this many seconds on.

@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::etcd::{eventually, Etcd, Member};
+use common::etcd::{Etcd, Member};
 use common::*;
 
 fn member(etcd: &Etcd, nodes: &[String], env: &[(&str, &str)]) -> Member {

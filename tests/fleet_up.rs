@@ -8,7 +8,6 @@ mod common;
 
 use std::process::{Command, Stdio};
 
-use common::etcd::eventually;
 use common::*;
 
 /// A port with the two after it by 100 free too (the fleet's ports).

@@ -244,25 +244,10 @@ fn a_topology_change_clears_the_cache() {
     }
     assert!(metric(&admin, "shardis_hot_cache_hits_total") > hits);
     let extra = start_node(free_port());
-    let _: () = redis::cmd("CLUSTER")
-        .arg("ADDNODE")
-        .arg(extra.addr())
-        .arg("NAME")
-        .arg("node2")
-        .query(&mut con)
-        .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let info: String = redis::cmd("CLUSTER")
-            .arg("RINGINFO")
-            .query(&mut con)
-            .unwrap();
-        if info.contains("state:ok\r\n") && info.contains("nodes:2\r\n") {
-            break;
-        }
-        assert!(Instant::now() < deadline, "ADDNODE did not finish: {info}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    add_node(&mut con, &extra.addr(), "node2");
+    wait_info(&mut con, 60, "ADDNODE to finish", |i| {
+        i.contains("state:ok\r\n") && i.contains("nodes:2\r\n")
+    });
     // Behind the proxy's back, at each key's owner now: with the cache
     // cleared at the new epoch, every next GET sees it.
     let mut moved = 0;

@@ -5,24 +5,12 @@
 mod common;
 
 use std::process::Command;
-use std::time::{Duration, Instant};
 
 use common::*;
 use redis::Commands;
 
 fn wait_ok(con: &mut redis::Connection) -> String {
-    let deadline = Instant::now() + Duration::from_secs(120);
-    loop {
-        let info = cluster_info(con);
-        if ring_field(&info, "state") == "ok" {
-            return info;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "migration did not finish: {info}"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    wait_state_ok(con, 120)
 }
 
 #[test]
@@ -33,13 +21,7 @@ fn adding_and_removing_nodes_moves_only_the_keys_that_must_move() {
     mset_keys(&mut con, "user:", n);
     let extra = start_node(free_port());
     let before: Vec<i64> = c.nodes.iter().map(|x| dbsize(x.port)).collect();
-    let _: () = redis::cmd("CLUSTER")
-        .arg("ADDNODE")
-        .arg(extra.addr())
-        .arg("NAME")
-        .arg("node11")
-        .query(&mut con)
-        .unwrap();
+    add_node(&mut con, &extra.addr(), "node11");
     // Readable throughout the change.
     assert_eq!(
         mset_keys_readable(&mut con, "user:", n),
@@ -150,13 +132,7 @@ fn a_restarted_proxy_routes_exactly_as_before_including_added_nodes() {
     let mut con = connect(port);
     mset_keys(&mut con, "user:", 3000);
     let extra = start_node(free_port());
-    let _: () = redis::cmd("CLUSTER")
-        .arg("ADDNODE")
-        .arg(extra.addr())
-        .arg("NAME")
-        .arg("node4")
-        .query(&mut con)
-        .unwrap();
+    add_node(&mut con, &extra.addr(), "node4");
     wait_ok(&mut con);
     let owners: Vec<String> = (0..200)
         .map(|i| {

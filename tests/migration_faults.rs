@@ -107,25 +107,12 @@ fn signal(p: &Proc, sig: &str) {
     assert!(ok, "kill {sig} {}", p.pid());
 }
 
-/// Waits (bounded) until `pred` holds on CLUSTER RINGINFO; returns it.
-fn wait_info(con: &mut redis::Connection, what: &str, pred: impl Fn(&str) -> bool) -> String {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let i = cluster_info(con);
-        if pred(&i) {
-            return i;
-        }
-        assert!(Instant::now() < deadline, "waited 60 s for {what}: {i}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
 fn wait_state(con: &mut redis::Connection, state: &str) -> String {
-    wait_info(con, state, |i| ring_field(i, "state") == state)
+    wait_info(con, 60, state, |i| ring_field(i, "state") == state)
 }
 
 fn wait_copying(con: &mut redis::Connection) -> String {
-    wait_info(con, "a copy under way", |i| {
+    wait_info(con, 60, "a copy under way", |i| {
         ring_field(i, "state") == "copying"
             && ring_field(i, "migration_keys_copied")
                 .parse::<u64>()

@@ -8,7 +8,7 @@ mod common;
 #[path = "node_replication/support.rs"]
 mod support;
 
-use common::{connect, free_port, start_node, Raw};
+use common::{connect, eventually, free_port, start_node, Raw};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};

@@ -7,26 +7,15 @@ mod common;
 #[path = "node_replication/support.rs"]
 mod support;
 
-use common::{free_port, have_tool, skip, spawn_redis, start_node, Proc, Raw};
+use common::{
+    eventually, free_port, have_tool, redis_args, skip, spawn_redis, start_node, Proc, Raw,
+};
 use support::*;
 
 /// A redis-server; a replica of `primary` when given.
 fn redis(port: u16, primary: Option<u16>) -> Proc {
-    let mut args: Vec<String> = [
-        "--port",
-        &port.to_string(),
-        "--bind",
-        "127.0.0.1",
-        "--save",
-        "",
-        "--appendonly",
-        "no",
-        "--repl-diskless-sync-delay",
-        "0",
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
+    let mut args = redis_args(port);
+    args.extend(["--repl-diskless-sync-delay", "0"].map(String::from));
     if let Some(p) = primary {
         args.extend(["--replicaof".into(), "127.0.0.1".into(), p.to_string()]);
     }

@@ -8,7 +8,7 @@ mod common;
 #[path = "node_replication/support.rs"]
 mod support;
 
-use common::{free_port, have_tool, skip, start_node, start_redis, Raw};
+use common::{eventually, free_port, have_tool, skip, start_node, start_redis, Raw};
 use std::time::Duration;
 use support::*;
 

@@ -16,20 +16,13 @@ use common::compare::{pair, split, Compare};
 use common::{Cluster, Raw};
 use random::Rng;
 
-/// Opens a comparison on an empty keyspace.
-fn open(ours: u16, theirs: u16, proto: &str) -> Compare {
-    let mut c = Compare::open(ours, theirs, proto);
-    c.both(&["FLUSHALL"]);
-    c
-}
-
 #[test]
 fn geo_replies_match_redis_server_in_resp2_and_resp3() {
     let Some((node, redis)) = pair() else {
         return;
     };
     for proto in ["2", "3"] {
-        let mut c = open(node.port, redis.port, proto);
+        let mut c = Compare::open_empty(node.port, redis.port, proto);
         for case in cases::CASES {
             c.step("", &["FLUSHALL".to_string()]);
             for step in *case {
@@ -50,7 +43,7 @@ fn random_points_search_alike_on_the_node_and_redis_server() {
         return;
     };
     for (proto, seed) in [("2", 1), ("3", 2)] {
-        let mut c = open(node.port, redis.port, proto);
+        let mut c = Compare::open_empty(node.port, redis.port, proto);
         let mut r = Rng::new(seed);
         let mut sets = random::points(&mut r, "big", 3000);
         sets.extend(random::points(&mut r, "small", 120));
@@ -82,7 +75,7 @@ fn ties_in_distance_cut_by_count_keep_redis_order() {
     let Some((node, redis)) = pair() else {
         return;
     };
-    let mut c = open(node.port, redis.port, "2");
+    let mut c = Compare::open_empty(node.port, redis.port, "2");
     for args in random::ties() {
         c.step("ties", &args);
     }

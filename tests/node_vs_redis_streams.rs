@@ -23,20 +23,13 @@ fn bytes(args: &[String]) -> Vec<&[u8]> {
     args.iter().map(|a| a.as_bytes()).collect()
 }
 
-/// Opens a comparison on an empty keyspace.
-fn open(ours: u16, theirs: u16, proto: &str) -> Compare {
-    let mut c = Compare::open(ours, theirs, proto);
-    c.both(&["FLUSHALL"]);
-    c
-}
-
 #[test]
 fn stream_replies_match_redis_server_in_resp2_and_resp3() {
     let Some((node, redis)) = pair() else {
         return;
     };
     for proto in ["2", "3"] {
-        let mut c = open(node.port, redis.port, proto);
+        let mut c = Compare::open_empty(node.port, redis.port, proto);
         for case in cases::CASES {
             c.line("", "FLUSHALL");
             for step in *case {
@@ -66,7 +59,7 @@ fn random_streams_keep_redis_node_layout_and_trims() {
     let Some((node, redis)) = pair() else {
         return;
     };
-    let mut c = open(node.port, redis.port, "2");
+    let mut c = Compare::open_empty(node.port, redis.port, "2");
     let mut r = Rng::new(11);
     let fields = ["f", "g", "123", "-5"];
     for i in 1..=1500u64 {
@@ -118,7 +111,7 @@ fn random_consumer_group_traffic_matches_redis_server() {
         return;
     };
     for (proto, seed) in [("2", 3), ("3", 4)] {
-        let mut c = open(node.port, redis.port, proto);
+        let mut c = Compare::open_empty(node.port, redis.port, proto);
         let mut r = Rng::new(seed);
         let mut ms = 1;
         for i in 0..1500 {

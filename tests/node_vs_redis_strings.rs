@@ -12,7 +12,8 @@ mod common;
 mod props;
 
 use cases::CASES;
-use common::{Proc, Raw};
+use common::compare::pair;
+use common::Raw;
 use proptest::prelude::*;
 
 /// Binary-safe calls with any argument type, returning the raw reply.
@@ -33,15 +34,6 @@ const RESET: &[&[&str]] = &[
     &["FLUSHALL"],
     &["CONFIG", "SET", "maxmemory-policy", "allkeys-lru"],
 ];
-
-/// A built-in node and a redis-server, both listening (killed on drop).
-fn pair() -> Option<(Proc, Proc)> {
-    if !common::have_tool("redis-server") {
-        return None;
-    }
-    let node = common::start_node(common::free_port());
-    Some((node, common::start_redis(common::free_port())))
-}
 
 fn shown(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()

@@ -241,13 +241,7 @@ fn plan_predicts_what_addnode_copies_and_changes_nothing() {
     assert_eq!(dbsize(spare.port), 0);
 
     // The real change copies exactly the predicted keys (the count is exact for a quiet keyspace).
-    let _: () = redis::cmd("CLUSTER")
-        .arg("ADDNODE")
-        .arg(spare.addr())
-        .arg("NAME")
-        .arg("node4")
-        .query(&mut con)
-        .unwrap();
+    add_node(&mut con, &spare.addr(), "node4");
     let deadline = Instant::now() + Duration::from_secs(120);
     let info = loop {
         let info = cluster_info(&mut con);

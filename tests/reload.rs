@@ -8,7 +8,6 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::etcd::eventually;
 use common::writers::{check, Known, Writers};
 use common::*;
 

@@ -219,23 +219,7 @@ fn a_node_cursor_wider_than_its_bits_is_an_error_naming_the_node() {
 }
 
 fn cluster_state(con: &mut redis::Connection) -> String {
-    let info: String = redis::cmd("CLUSTER").arg("RINGINFO").query(con).unwrap();
-    info.lines()
-        .find_map(|l| l.strip_prefix("state:"))
-        .unwrap_or("")
-        .trim()
-        .to_string()
-}
-
-fn wait_state_ok(con: &mut redis::Connection) {
-    let deadline = Instant::now() + Duration::from_secs(120);
-    while cluster_state(con) != "ok" {
-        assert!(
-            Instant::now() < deadline,
-            "the topology change did not finish"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    ring_field(&cluster_info(con), "state")
 }
 
 /// Keys for the topology-change walks, and a copy rate slow enough that the
@@ -269,7 +253,7 @@ fn walk_across(c: &Cluster, change: &[String]) {
         cursor = next;
     }
     assert!(during_copy > 0, "no SCAN step ran during the copy phase");
-    wait_state_ok(&mut con);
+    wait_state_ok(&mut con, 120);
     loop {
         let (next, batch) = step(&mut con, &cursor, &["COUNT", "50"]);
         seen.extend(batch);

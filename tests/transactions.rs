@@ -266,19 +266,7 @@ fn pinned_connections_are_bounded_per_node_and_given_back() {
 }
 
 fn ring_state(port: u16) -> String {
-    let info = text(&conn(port).cmd(&["CLUSTER", "RINGINFO"]));
-    info.split("\r\n")
-        .find_map(|l| l.strip_prefix("state:"))
-        .unwrap_or("")
-        .to_string()
-}
-
-fn wait_state(port: u16, state: &str) {
-    let deadline = Instant::now() + Duration::from_secs(120);
-    while ring_state(port) != state {
-        assert!(Instant::now() < deadline, "state never became {state}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    ring_field(&cluster_info(&mut connect(port)), "state")
 }
 
 #[test]
@@ -297,7 +285,7 @@ fn a_transaction_across_a_topology_change_runs_whole_on_the_new_owner_or_aborts(
         admin.cmd(&["CLUSTER", "ADDNODE", &extra.addr(), "NAME", "n3"]),
         b"+OK\r\n"
     );
-    wait_state(port, "ok");
+    wait_state_ok(&mut connect(port), 120);
     let moved: Vec<String> = (0..2000)
         .map(|i| format!("fill:{i}"))
         .filter(|k| owner(port, k) == "n3")
@@ -322,7 +310,7 @@ fn a_transaction_across_a_topology_change_runs_whole_on_the_new_owner_or_aborts(
         "ok",
         "the change is slow enough to overlap"
     );
-    wait_state(port, "ok");
+    wait_state_ok(&mut connect(port), 120);
     // The WATCH was on the old owner: it could not see the new one, so EXEC
     // aborts and nothing was applied.
     let r = text(&watched.cmd(&["EXEC"]));

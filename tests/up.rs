@@ -3,7 +3,6 @@
 mod common;
 
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
 
 use common::*;
 
@@ -133,18 +132,7 @@ fn spawnnode_grows_the_up_cluster_in_one_step_and_stop_reaps_it_too() {
         format!("node4 127.0.0.1:{new_port}"),
         "named after node1..node3"
     );
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let info: String = redis::cmd("CLUSTER")
-            .arg("RINGINFO")
-            .query(&mut con)
-            .unwrap();
-        if info.contains("state:ok") {
-            break;
-        }
-        assert!(Instant::now() < deadline, "{info}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    wait_state_ok(&mut con, 60);
     let mut node = connect_with_password(new_port, &up_node_password(dir.path()));
     let moved: i64 = redis::cmd("DBSIZE").query(&mut node).unwrap();
     assert!(moved > 0, "the spawned node took keys");
@@ -174,19 +162,6 @@ fn spawnnode_outside_up_says_how_to_add_a_node() {
         .contains("CLUSTER ADDNODE host:port"));
 }
 
-/// Waits until CLUSTER RINGINFO reports the change finished.
-fn wait_state_ok(con: &mut redis::Connection) {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let info: String = redis::cmd("CLUSTER").arg("RINGINFO").query(con).unwrap();
-        if info.contains("state:ok") {
-            return;
-        }
-        assert!(Instant::now() < deadline, "{info}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
 #[test]
 fn a_node_removed_under_up_is_stopped_once_swept_and_the_log_says_so() {
     let up = Up::start(3, &[]);
@@ -203,7 +178,7 @@ fn a_node_removed_under_up_is_stopped_once_swept_and_the_log_says_so() {
         .arg("node2")
         .query(&mut con)
         .unwrap();
-    wait_state_ok(&mut con);
+    wait_state_ok(&mut con, 60);
     let node2 = up.first_node_port + 1;
     wait_closed(std::iter::once(node2), 10);
     for i in 0..200 {
@@ -235,14 +210,14 @@ fn restarted_up_starts_the_state_files_topology_and_says_how_it_differs_from_the
         .arg("node2")
         .query(&mut con)
         .unwrap();
-    wait_state_ok(&mut con);
+    wait_state_ok(&mut con, 60);
     let spawned: String = redis::cmd("CLUSTER")
         .arg("SPAWNNODE")
         .query(&mut con)
         .unwrap();
     assert!(spawned.starts_with("node4 127.0.0.1:"), "{spawned}");
     let node4: u16 = spawned.rsplit(':').next().unwrap().parse().unwrap();
-    wait_state_ok(&mut con);
+    wait_state_ok(&mut con, 60);
     let (first, port) = (up.first_node_port, up.port());
     let (status, _) = up.stop();
     assert!(status.success());

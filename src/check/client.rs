@@ -37,6 +37,12 @@ impl Reply {
     }
 }
 
+/// A bulk reply of `s` (for tests).
+#[cfg(test)]
+pub(crate) fn bulk(s: &str) -> Reply {
+    Reply::Bulk(Some(s.as_bytes().to_vec()))
+}
+
 fn decode(buf: &[u8]) -> (Reply, usize) {
     let nl = buf
         .iter()

@@ -222,10 +222,7 @@ pub(super) fn op_field(op: &Op) -> &str {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn bulk(s: &str) -> Reply {
-        Reply::Bulk(Some(s.as_bytes().to_vec()))
-    }
+    use crate::check::client::bulk;
 
     #[test]
     fn hash_and_zset_disagreements_are_named() {

@@ -268,10 +268,7 @@ pub async fn verify(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn bulk(s: &str) -> Reply {
-        Reply::Bulk(Some(s.as_bytes().to_vec()))
-    }
+    use crate::check::client::bulk;
 
     #[test]
     fn an_unknown_write_is_settled_by_the_next_read() {

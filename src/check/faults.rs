@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use super::cluster::{rings, CheckCluster, NodeProcInfo};
 use super::workload::{Amnesty, Shared};
-use super::{admin, cluster_info, field, wait_state};
+use super::{add_node, admin, cluster_info, field, wait_state};
 
 /// The phases a fault is injected in, as CLUSTER RINGINFO names them.
 const PHASES: [&str; 4] = ["copying", "catch-up", "cutover", "sweeping"];
@@ -175,12 +175,7 @@ async fn join_until(
     proxy: &str,
     phase: &str,
 ) -> Result<Option<NodeProcInfo>, String> {
-    let joining = cluster.start_node()?;
-    admin(
-        proxy,
-        &["CLUSTER", "ADDNODE", &joining.addr, "NAME", &joining.name],
-    )
-    .await?;
+    let joining = add_node(cluster, proxy).await?;
     if !reach(proxy, phase).await? {
         wait_state(proxy, &["ok", "aborted"], 120).await?;
         return Ok(None);

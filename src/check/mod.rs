@@ -34,7 +34,7 @@ use std::time::{Duration, Instant};
 
 use crate::procs::NodeKind;
 use client::{Client, Reply};
-use cluster::{CheckCluster, ClusterOptions};
+use cluster::{CheckCluster, ClusterOptions, NodeProcInfo};
 use workload::{Amnesty, Mix, Shared, Worker};
 
 /// Options of `shardis check`.
@@ -208,12 +208,7 @@ async fn scenario(args: CheckArgs, backend: NodeKind, mix: Mix) -> Result<bool, 
     tokio::time::sleep(settle).await;
     // 1. Add a node.
     shared.set_phase("addnode");
-    let added = cluster.start_node()?;
-    admin(
-        &proxy_addr,
-        &["CLUSTER", "ADDNODE", &added.addr, "NAME", &added.name],
-    )
-    .await?;
+    add_node(&mut cluster, &proxy_addr).await?;
     let info = wait_state(&proxy_addr, &["ok"], 300).await?;
     phases.push(("addnode", info));
     tokio::time::sleep(settle).await;
@@ -229,12 +224,7 @@ async fn scenario(args: CheckArgs, backend: NodeKind, mix: Mix) -> Result<bool, 
 
     // 3. The joining node dies mid-copy: the change must abort with nothing lost.
     shared.set_phase("kill-joining");
-    let doomed = cluster.start_node()?;
-    admin(
-        &proxy_addr,
-        &["CLUSTER", "ADDNODE", &doomed.addr, "NAME", &doomed.name],
-    )
-    .await?;
+    let doomed = add_node(&mut cluster, &proxy_addr).await?;
     wait_copying(&proxy_addr).await?;
     cluster.kill_node(&doomed.name);
     let info = wait_state(&proxy_addr, &["aborted"], 120).await?;
@@ -246,12 +236,7 @@ async fn scenario(args: CheckArgs, backend: NodeKind, mix: Mix) -> Result<bool, 
 
     // 4. The proxy dies mid-copy and restarts: the change resumes and completes.
     shared.set_phase("proxy-restart");
-    let late = cluster.start_node()?;
-    admin(
-        &proxy_addr,
-        &["CLUSTER", "ADDNODE", &late.addr, "NAME", &late.name],
-    )
-    .await?;
+    add_node(&mut cluster, &proxy_addr).await?;
     wait_copying(&proxy_addr).await?;
     cluster.restart_proxy()?;
     let info = wait_state(&proxy_addr, &["ok"], 300).await?;
@@ -270,12 +255,7 @@ async fn scenario(args: CheckArgs, backend: NodeKind, mix: Mix) -> Result<bool, 
         .await?;
         // End on a clean change, so the run ends at state:ok.
         shared.set_phase("final-add");
-        let last = cluster.start_node()?;
-        admin(
-            &proxy_addr,
-            &["CLUSTER", "ADDNODE", &last.addr, "NAME", &last.name],
-        )
-        .await?;
+        add_node(&mut cluster, &proxy_addr).await?;
         let info = wait_state(&proxy_addr, &["ok"], 300).await?;
         phases.push(("final-add", info));
         faults = Some(out);
@@ -321,6 +301,16 @@ async fn scenario(args: CheckArgs, backend: NodeKind, mix: Mix) -> Result<bool, 
         let _ = write!(out, "{}", report.text(backend.label()));
     }
     Ok(ok)
+}
+
+/// Starts a node and ADDNODEs it.
+pub(crate) async fn add_node(
+    cluster: &mut CheckCluster,
+    proxy: &str,
+) -> Result<NodeProcInfo, String> {
+    let n = cluster.start_node()?;
+    admin(proxy, &["CLUSTER", "ADDNODE", &n.addr, "NAME", &n.name]).await?;
+    Ok(n)
 }
 
 pub(crate) async fn admin(proxy: &str, args: &[&str]) -> Result<(), String> {

@@ -19,22 +19,34 @@ fn itoa_buf() -> [u8; 20] {
 
 /// Formats `n` into `buf` without allocating; returns the digits.
 pub(crate) fn fmt_i64(buf: &mut [u8; 20], n: i64) -> &[u8] {
+    let mut i = digits(buf, n.unsigned_abs());
+    if n < 0 {
+        i -= 1;
+        buf[i] = b'-';
+    }
+    &buf[i..]
+}
+
+/// Formats `v` into `buf` without allocating; returns the digits.
+#[inline]
+pub(crate) fn fmt_u64(buf: &mut [u8; 20], v: u64) -> &[u8] {
+    let i = digits(buf, v);
+    &buf[i..]
+}
+
+/// Writes the decimal digits of `v` at the end of `buf`; where they start.
+/// (20 bytes hold `u64::MAX`, and `i64::MIN` with its sign.)
+#[inline]
+fn digits(buf: &mut [u8; 20], mut v: u64) -> usize {
     let mut i = buf.len();
-    let neg = n < 0;
-    let mut v = n.unsigned_abs();
     loop {
         i -= 1;
         buf[i] = b'0' + (v % 10) as u8;
         v /= 10;
         if v == 0 {
-            break;
+            return i;
         }
     }
-    if neg {
-        i -= 1;
-        buf[i] = b'-';
-    }
-    &buf[i..]
 }
 
 /// `+s\r\n`
@@ -140,5 +152,7 @@ mod tests {
             &b[..],
             &b"+OK\r\n-ERR bad  thing\r\n:-12\r\n:-9223372036854775808\r\n$2\r\nhi\r\n$-1\r\n_\r\n*-1\r\n*4\r\n%2\r\n*2\r\n$3\r\nGET\r\n$1\r\nk\r\n"[..]
         );
+        assert_eq!(fmt_u64(&mut [0; 20], 0), b"0");
+        assert_eq!(fmt_u64(&mut [0; 20], u64::MAX), b"18446744073709551615");
     }
 }

@@ -44,6 +44,17 @@ mod tests {
         Ring::new(nodes, RingConfig::default(), 1).unwrap()
     }
 
+    /// `prev` after node `name` left.
+    fn without(prev: &Ring, name: &str) -> Ring {
+        let nodes: Vec<NodeSpec> = prev
+            .nodes()
+            .iter()
+            .filter(|n| n.name != name)
+            .cloned()
+            .collect();
+        prev.with_nodes(nodes).unwrap()
+    }
+
     #[test]
     fn adding_a_node_takes_keys_from_many_old_nodes() {
         let prev = ring(&["a", "b", "c", "d", "e"]);
@@ -60,13 +71,7 @@ mod tests {
     #[test]
     fn removing_a_node_with_equal_weights_moves_only_its_keys() {
         let prev = ring(&["a", "b", "c", "d", "e"]);
-        let nodes: Vec<NodeSpec> = prev
-            .nodes()
-            .iter()
-            .filter(|n| n.name != "c")
-            .cloned()
-            .collect();
-        let next = prev.with_nodes(nodes).unwrap();
+        let next = without(&prev, "c");
         assert_eq!(
             losing_nodes(&prev, &next),
             vec![false, false, true, false, false]
@@ -76,13 +81,7 @@ mod tests {
     #[test]
     fn losing_nodes_agrees_with_keys() {
         let prev = ring(&["a", "b", "c", "d", "e"]);
-        let nodes: Vec<NodeSpec> = prev
-            .nodes()
-            .iter()
-            .filter(|n| n.name != "b")
-            .cloned()
-            .collect();
-        let next = prev.with_nodes(nodes).unwrap();
+        let next = without(&prev, "b");
         let loses = losing_nodes(&prev, &next);
         for i in 0..50_000 {
             let key = format!("key:{i}");

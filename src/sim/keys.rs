@@ -68,20 +68,11 @@ impl KeyGen {
 
 /// Writes `v` in decimal at the start of `out` (≥ 20 bytes); returns the length.
 #[inline]
-pub(crate) fn write_decimal(mut v: u64, out: &mut [u8]) -> usize {
+pub(crate) fn write_decimal(v: u64, out: &mut [u8]) -> usize {
     let mut tmp = [0u8; 20];
-    let mut p = tmp.len();
-    loop {
-        p -= 1;
-        tmp[p] = b'0' + (v % 10) as u8;
-        v /= 10;
-        if v == 0 {
-            break;
-        }
-    }
-    let n = tmp.len() - p;
-    out[..n].copy_from_slice(&tmp[p..]);
-    n
+    let d = crate::resp::encode::fmt_u64(&mut tmp, v);
+    out[..d.len()].copy_from_slice(d);
+    d.len()
 }
 
 /// The splitmix64 output function: a fast, well-mixed 64→64 bijection.

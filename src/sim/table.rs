@@ -68,24 +68,27 @@ pub(crate) fn si(v: f64) -> String {
     if !v.is_finite() {
         return "-".into();
     }
-    let units = [(1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")];
+    scaled(v, [(1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")], "")
+}
+
+/// Decimal bytes: `102400000000` → `102.40 GB`.
+pub(crate) fn bytes(v: f64) -> String {
+    scaled(
+        v,
+        [(1e12, " TB"), (1e9, " GB"), (1e6, " MB"), (1e3, " KB")],
+        " B",
+    )
+}
+
+/// `v` over the first of `units` (largest first) it reaches, two decimals
+/// and the unit; below them all, whole and `plain`.
+fn scaled(v: f64, units: [(f64, &str); 4], plain: &str) -> String {
     for (scale, unit) in units {
         if v.abs() >= scale {
             return format!("{:.2}{unit}", v / scale);
         }
     }
-    format!("{v:.0}")
-}
-
-/// Decimal bytes: `102400000000` → `102.40 GB`.
-pub(crate) fn bytes(v: f64) -> String {
-    let units = [(1e12, "TB"), (1e9, "GB"), (1e6, "MB"), (1e3, "KB")];
-    for (scale, unit) in units {
-        if v.abs() >= scale {
-            return format!("{:.2} {unit}", v / scale);
-        }
-    }
-    format!("{v:.0} B")
+    format!("{v:.0}{plain}")
 }
 
 /// Seconds as `2m55s`, `1h02m`, `4.2s`; `-` when unknown.

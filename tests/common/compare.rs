@@ -70,6 +70,13 @@ impl Compare {
         c
     }
 
+    /// [`Compare::open`] on an empty keyspace (FLUSHALL on both).
+    pub fn open_empty(ours: u16, theirs: u16, proto: &str) -> Compare {
+        let mut c = Compare::open(ours, theirs, proto);
+        c.both(&["FLUSHALL"]);
+        c
+    }
+
     /// Sends to both, compares nothing.
     pub fn both<A: AsRef<[u8]>>(&mut self, args: &[A]) {
         let args: Vec<&[u8]> = args.iter().map(|a| a.as_ref()).collect();

@@ -66,6 +66,33 @@ pub fn cluster_info(con: &mut redis::Connection) -> String {
     redis::cmd("CLUSTER").arg("RINGINFO").query(con).unwrap()
 }
 
+/// `CLUSTER ADDNODE addr NAME name`, which must answer OK.
+pub fn add_node(con: &mut redis::Connection, addr: &str, name: &str) {
+    let _: () = redis::cmd("CLUSTER")
+        .arg("ADDNODE")
+        .arg(addr)
+        .arg("NAME")
+        .arg(name)
+        .query(con)
+        .unwrap();
+}
+
+/// Waits (at most `secs`) until `ok` holds on `CLUSTER RINGINFO`; returns
+/// it. Fails naming `what` and the last RINGINFO.
+pub fn wait_info(
+    con: &mut redis::Connection,
+    secs: u64,
+    what: &str,
+    ok: impl Fn(&str) -> bool,
+) -> String {
+    super::poll_until(secs, what, || cluster_info(con), ok)
+}
+
+/// Waits (at most `secs`) until the topology change ended (`state:ok`).
+pub fn wait_state_ok(con: &mut redis::Connection, secs: u64) -> String {
+    wait_info(con, secs, "state:ok", |i| ring_field(i, "state") == "ok")
+}
+
 /// One `key:value` field of `CLUSTER RINGINFO` (empty when absent).
 pub fn ring_field(info: &str, key: &str) -> String {
     info.lines()

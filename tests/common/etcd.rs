@@ -122,15 +122,6 @@ impl Member {
     }
 }
 
-/// Waits (up to `secs`) until `f` holds.
-pub fn eventually(secs: u64, what: &str, mut f: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(secs);
-    while !f() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
-
 /// A fleet for the tests: `nodes` built-in nodes (their addresses), and
 /// `proxies` members listing the first `listed`, lease `ttl_s`, each phase
 /// of a change held `phase_delay_ms` longer.

@@ -40,6 +40,37 @@ pub use skip::*;
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_shardis");
 
+/// Waits (at most `secs`, every 50 ms) until `cond` holds; fails naming `what`.
+pub fn eventually(secs: u64, what: &str, mut cond: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    while !cond() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Calls `probe` (at most `secs`, every 20 ms) until `ok` holds on its
+/// answer; returns that answer. Fails naming `what` and the last answer.
+pub fn poll_until(
+    secs: u64,
+    what: &str,
+    mut probe: impl FnMut() -> String,
+    ok: impl Fn(&str) -> bool,
+) -> String {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    loop {
+        let answer = probe();
+        if ok(&answer) {
+            return answer;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "waited {secs} s for {what}: {answer}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 /// A port nobody listens on right now.
 /// A std listener on a free loopback port below the ephemeral range.
 pub fn bind_free() -> std::net::TcpListener {

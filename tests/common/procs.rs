@@ -224,25 +224,31 @@ pub fn start_node(port: u16) -> Proc {
     p
 }
 
+/// The arguments of a redis-server on loopback `port` with no persistence;
+/// callers add their own after them.
+pub fn redis_args(port: u16) -> Vec<String> {
+    let port = port.to_string();
+    [
+        "--port",
+        &port,
+        "--bind",
+        "127.0.0.1",
+        "--save",
+        "",
+        "--appendonly",
+        "no",
+    ]
+    .map(String::from)
+    .to_vec()
+}
+
 /// Starts a redis-server with no persistence.
 pub fn start_redis(port: u16) -> Proc {
-    spawn_redis(
-        port,
-        [
-            "--port",
-            &port.to_string(),
-            "--bind",
-            "127.0.0.1",
-            "--save",
-            "",
-            "--appendonly",
-            "no",
-            // As the built-in node's (see src/listen.rs): bursts of
-            // pinned connections must not overflow the accept queue.
-            "--tcp-backlog",
-            "4096",
-        ],
-    )
+    let mut args = redis_args(port);
+    // As the built-in node's (see src/listen.rs): bursts of pinned
+    // connections must not overflow the accept queue.
+    args.extend(["--tcp-backlog", "4096"].map(String::from));
+    spawn_redis(port, args)
 }
 
 /// Starts `redis-server args…` (which name `port`) and waits until it listens.

@@ -125,15 +125,7 @@ pub fn wait_ring(
     what: &str,
     ok: impl Fn(&str) -> bool,
 ) -> String {
-    let deadline = Instant::now() + Duration::from_secs(secs);
-    loop {
-        let r = ring(con);
-        if ok(&r) {
-            return r;
-        }
-        assert!(Instant::now() < deadline, "{what}; CLUSTER RING:\n{r}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    poll_until(secs, what, || ring(con), ok)
 }
 
 /// True when `ring` lists `addr` as a replica whose link to its primary is up.

@@ -219,12 +219,3 @@ fn pipe(mut from: TcpStream, mut to: TcpStream) {
         let _ = from.shutdown(Shutdown::Both);
     });
 }
-
-/// Waits until `cond` holds (polling), or fails with `what`.
-pub fn eventually(secs: u64, what: &str, mut cond: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(secs);
-    while !cond() {
-        assert!(Instant::now() < deadline, "timed out: {what}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}

@@ -3,7 +3,7 @@
 //! retry timeout has passed and it answers again, shardis places keys over
 //! all three once more.
 
-use super::common::{free_port, Proc};
+use super::common::{free_port, redis_args, Proc};
 use super::site::{self, show, At, Client, Site};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -105,8 +105,7 @@ fn an_ejected_server_s_keys_go_where_nutcracker_sends_them_until_it_returns() {
     write_until_ejected(&At::Tcp(p[1]), &keys);
     redis[2] = Proc::spawn(
         Command::new("redis-server")
-            .args(["--port", &ports[2].to_string(), "--bind", "127.0.0.1"])
-            .args(["--save", "", "--appendonly", "no"])
+            .args(redis_args(ports[2]))
             .stdout(Stdio::null()),
         ports[2],
         "redis-server",

@@ -3,7 +3,7 @@
 //! client that speaks to a pool over TCP or its unix socket and returns
 //! reply bytes unchanged.
 
-use super::common::{free_port, have_tool, tempdir, Proc, BIN};
+use super::common::{free_port, have_tool, redis_args, tempdir, Proc, BIN};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::os::unix::net::UnixStream;
@@ -22,8 +22,7 @@ pub fn redis_servers(n: usize, extra: &[&str]) -> Vec<Proc> {
             let port = free_port();
             let p = Proc::spawn(
                 Command::new("redis-server")
-                    .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
-                    .args(["--save", "", "--appendonly", "no"])
+                    .args(redis_args(port))
                     .args(extra)
                     .stdout(Stdio::null()),
                 port,

@@ -82,8 +82,7 @@ pub(crate) fn config(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
             "HELP",
             "    Prints this help.",
         ];
-        encode::array_len(ctx.out, lines.len());
-        lines.iter().for_each(|l| encode::simple(ctx.out, l));
+        ctx.help(&lines);
     } else if eq_ignore_case(sub, b"rewrite") {
         return Err(CmdError::err("The server is running without a config file"));
     } else {

@@ -317,8 +317,7 @@ pub(crate) fn client(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
                 "UNBLOCK <clientid> [TIMEOUT|ERROR]",
                 "HELP",
             ];
-            encode::array_len(ctx.out, lines.len());
-            lines.iter().for_each(|l| encode::simple(ctx.out, l));
+            ctx.help(&lines);
         }
         _ => {
             return Err(CmdError::UnknownSubcommand(

@@ -164,13 +164,7 @@ pub(crate) fn geoadd(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
 
 /// GEOPOS key member [member ...]
 pub(crate) fn geopos(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
-    let found = ctx.read::<ZSet, _>(args[1], |z| {
-        args[2..]
-            .iter()
-            .map(|m| z.score(m).map(geohash::decode))
-            .collect::<Vec<_>>()
-    })?;
-    let found = found.unwrap_or_else(|| vec![None; args.len() - 2]);
+    let found = per_member(ctx, args, geohash::decode)?;
     encode::array_len(ctx.out, found.len());
     for p in found {
         match p {
@@ -187,18 +181,28 @@ pub(crate) fn geopos(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
 
 /// GEOHASH key member [member ...]
 pub(crate) fn geohash(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
-    let found = ctx.read::<ZSet, _>(args[1], |z| {
-        args[2..]
-            .iter()
-            .map(|m| z.score(m).map(geohash::hash_string))
-            .collect::<Vec<_>>()
-    })?;
-    let found = found.unwrap_or_else(|| vec![None; args.len() - 2]);
+    let found = per_member(ctx, args, geohash::hash_string)?;
     encode::array_len(ctx.out, found.len());
     for h in found {
         ctx.bulk_or_null(h.as_ref().map(|h| &h[..]));
     }
     Ok(())
+}
+
+/// `f` of each member's score in `args[2..]` (the members of the sorted
+/// set at `args[1]`), `None` for a missing member or key.
+fn per_member<T: Clone>(
+    ctx: &mut Ctx,
+    args: &[&[u8]],
+    f: impl Fn(f64) -> T,
+) -> Result<Vec<Option<T>>, CmdError> {
+    let found = ctx.read::<ZSet, _>(args[1], |z| {
+        args[2..]
+            .iter()
+            .map(|m| z.score(m).map(&f))
+            .collect::<Vec<_>>()
+    })?;
+    Ok(found.unwrap_or_else(|| vec![None; args.len() - 2]))
 }
 
 /// GEODIST key member1 member2 [M|KM|FT|MI]

@@ -295,10 +295,7 @@ pub(crate) fn randomkey(ctx: &mut Ctx, _args: &[&[u8]]) -> CmdResult {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn opts(s: &str) -> Vec<&[u8]> {
-        s.split_whitespace().map(|a| a.as_bytes()).collect()
-    }
+    use crate::test_util::words;
 
     #[test]
     fn expire_flags_parse_with_redis_errors() {
@@ -317,14 +314,16 @@ mod tests {
             ("FOO", Some("ERR Unsupported option FOO")),
         ];
         for &(line, want) in cases {
-            let got = parse_expire_flags(&opts(line)).err().map(|e| e.to_string());
+            let got = parse_expire_flags(&words(line))
+                .err()
+                .map(|e| e.to_string());
             assert_eq!(got.as_deref(), want, "{line}");
         }
     }
 
     #[test]
     fn expire_conditions_treat_no_ttl_as_infinite() {
-        let f = |s: &str| parse_expire_flags(&opts(s)).unwrap();
+        let f = |s: &str| parse_expire_flags(&words(s)).unwrap();
         let cases: &[(&str, u64, i64, bool)] = &[
             ("NX", 0, 5, true),
             ("NX", 10, 5, false),

@@ -165,6 +165,12 @@ impl Ctx<'_> {
     pub(crate) fn ok(&mut self) {
         self.out.extend_from_slice(b"+OK\r\n");
     }
+
+    /// A HELP reply: one status line each.
+    pub(crate) fn help(&mut self, lines: &[&str]) {
+        encode::array_len(self.out, lines.len());
+        lines.iter().for_each(|l| encode::simple(self.out, l));
+    }
 }
 
 /// A handler's result: `Ok` means it wrote its reply.

@@ -110,8 +110,7 @@ pub(crate) fn object(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
             "REFCOUNT <key>",
             "HELP",
         ];
-        encode::array_len(ctx.out, lines.len());
-        lines.iter().for_each(|l| encode::simple(ctx.out, l));
+        ctx.help(&lines);
         return Ok(());
     }
     let known = [&b"encoding"[..], b"idletime", b"freq", b"refcount"]

@@ -110,10 +110,7 @@ pub(crate) fn resolve_expire(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn args(s: &str) -> Vec<&[u8]> {
-        s.split_whitespace().map(|a| a.as_bytes()).collect()
-    }
+    use crate::test_util::words;
 
     #[test]
     fn set_options_parse_like_redis() {
@@ -156,20 +153,20 @@ mod tests {
             ("FOO", Err(CmdError::Syntax)),
         ];
         for (line, want) in cases {
-            assert_eq!(parse_options(&args(line), true), want, "SET k v {line}");
+            assert_eq!(parse_options(&words(line), true), want, "SET k v {line}");
         }
     }
 
     #[test]
     fn getex_options_parse_like_redis() {
-        assert!(parse_options(&args("PERSIST"), false).unwrap().persist);
+        assert!(parse_options(&words("PERSIST"), false).unwrap().persist);
         assert_eq!(
-            parse_options(&args("PERSIST EX 1"), false),
+            parse_options(&words("PERSIST EX 1"), false),
             Err(CmdError::Syntax)
         );
-        assert_eq!(parse_options(&args("NX"), false), Err(CmdError::Syntax));
+        assert_eq!(parse_options(&words("NX"), false), Err(CmdError::Syntax));
         assert_eq!(
-            parse_options(&args("KEEPTTL"), false),
+            parse_options(&words("KEEPTTL"), false),
             Err(CmdError::Syntax)
         );
     }

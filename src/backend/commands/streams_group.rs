@@ -38,12 +38,6 @@ pub(crate) fn sub_syntax(args: &[&[u8]], cmd: &str) -> CmdError {
     ))
 }
 
-/// Writes a help text as status lines.
-pub(crate) fn help(ctx: &mut Ctx, lines: &[&str]) {
-    encode::array_len(ctx.out, lines.len());
-    lines.iter().for_each(|l| encode::simple(ctx.out, l));
-}
-
 const XGROUP_HELP: &[&str] = &[
     "XGROUP <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
     "CREATE <key> <groupname> <id|$> [option]",
@@ -77,7 +71,7 @@ pub(crate) fn xgroup(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     };
     let sub = sub_arity(args, "xgroup", arity)?;
     if sub == "help" {
-        help(ctx, XGROUP_HELP);
+        ctx.help(XGROUP_HELP);
         return Ok(());
     }
     let (mut mkstream, mut entries_read) = (false, None::<u64>);

@@ -2,7 +2,7 @@
 //! HELP, with Redis 7.0's fields in its order (maps in RESP3).
 
 use super::streams::{bulk_id, write_entry};
-use super::streams_group::{help, sub_arity, sub_syntax};
+use super::streams_group::{sub_arity, sub_syntax};
 use super::{parse_i64, CmdResult, Ctx};
 use crate::backend::error::CmdError;
 use crate::backend::value::stream::{Group, Stream, StreamId};
@@ -50,7 +50,7 @@ pub(crate) fn xinfo(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     };
     let sub = sub_arity(args, "xinfo", arity)?;
     if sub == "help" {
-        help(ctx, XINFO_HELP);
+        ctx.help(XINFO_HELP);
         return Ok(());
     }
     let mut full = None;

@@ -295,12 +295,7 @@ fn serve_key(
     }
     let r = sh.write_coll::<Stream, _>(h, key, false, |s| {
         let Some((g, c, noack)) = &op.group else {
-            let top = if sync {
-                s.edge(true).map(|e| e.0)
-            } else {
-                Some(s.last_id)
-            };
-            if top.is_none_or(|t| t <= gt) {
+            if !has_after(s, sync, gt) {
                 return Ok(false);
             }
             key_header(out, key, proto);
@@ -318,12 +313,7 @@ fn serve_key(
             return Ok(true);
         }
         let last = grp.last_id;
-        let top = if sync {
-            s.edge(true).map(|e| e.0)
-        } else {
-            Some(s.last_id)
-        };
-        if top.is_none_or(|t| t <= last) {
+        if !has_after(s, sync, last) {
             return Ok(false);
         }
         key_header(out, key, proto);
@@ -331,6 +321,17 @@ fn serve_key(
         Ok(true)
     })?;
     r.unwrap_or(Ok(false))
+}
+
+/// Whether `s` holds an entry past `id`: judged by its newest entry when
+/// read synchronously, by its last generated ID for a woken client.
+fn has_after(s: &Stream, sync: bool, id: StreamId) -> bool {
+    let top = if sync {
+        s.edge(true).map(|e| e.0)
+    } else {
+        Some(s.last_id)
+    };
+    top.is_some_and(|t| t > id)
 }
 
 /// Serves a client blocked in XREAD / XREADGROUP on `key` (the wake-up

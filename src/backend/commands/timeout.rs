@@ -83,26 +83,11 @@ fn is_c_space(c: u8) -> bool {
 
 /// `digits[.digits][e[+-]digits]`, at least one mantissa digit, nothing after.
 fn parse_decimal(s: &[u8]) -> Option<f64> {
-    let (int, rest) = split_digits(s, |c| c.is_ascii_digit());
-    let (frac, rest) = match rest.first() {
-        Some(b'.') => split_digits(&rest[1..], |c| c.is_ascii_digit()),
-        _ => (&rest[..0], rest),
-    };
-    if int.is_empty() && frac.is_empty() {
-        return None;
-    }
-    let exp = parse_exponent(rest, b'e')?;
+    let (int, frac, exp) = split_number(s, |c| c.is_ascii_digit(), b'e')?;
     let text = std::str::from_utf8(s).ok()?;
     let v: f64 = text.parse().ok()?;
     // Where the first significant digit sits, as a power of ten.
-    let lead = match int.iter().position(|&c| c != b'0') {
-        Some(i) => Some((int.len() - i) as i64 - 1),
-        None => frac
-            .iter()
-            .position(|&c| c != b'0')
-            .map(|i| -(i as i64) - 1),
-    };
-    let Some(lead) = lead else {
+    let Some(lead) = leading_power(int, frac, 1) else {
         return Some(0.0);
     };
     in_long_double_range(v, lead.saturating_add(exp), LD_MAX_EXP10, LD_MIN_EXP10)
@@ -110,16 +95,9 @@ fn parse_decimal(s: &[u8]) -> Option<f64> {
 
 /// The part after `0x`: `hex[.hex][p[+-]digits]`.
 fn parse_hex(s: &[u8]) -> Option<f64> {
-    let (int, rest) = split_digits(s, |c| c.is_ascii_hexdigit());
-    let (frac, rest) = match rest.first() {
-        Some(b'.') => split_digits(&rest[1..], |c| c.is_ascii_hexdigit()),
-        _ => (&rest[..0], rest),
-    };
-    if int.is_empty() && frac.is_empty() {
-        // strtold reads the "0" and stops at the "x": trailing characters.
-        return None;
-    }
-    let exp = parse_exponent(rest, b'p')?;
+    // strtold reads the "0" and stops at the "x" when no hex digit follows:
+    // trailing characters.
+    let (int, frac, exp) = split_number(s, |c| c.is_ascii_hexdigit(), b'p')?;
     let digit = |c: u8| (c as char).to_digit(16).unwrap_or(0) as f64;
     let mut mantissa = 0.0f64;
     int.iter()
@@ -129,18 +107,42 @@ fn parse_hex(s: &[u8]) -> Option<f64> {
         scale /= 16.0;
         mantissa += digit(c) * scale;
     }
-    let lead = match int.iter().position(|&c| c != b'0') {
-        Some(i) => Some(4 * (int.len() - i) as i64 - 1),
-        None => frac
-            .iter()
-            .position(|&c| c != b'0')
-            .map(|i| -4 * (i as i64) - 1),
-    };
-    let Some(lead) = lead else {
+    let Some(lead) = leading_power(int, frac, 4) else {
         return Some(0.0);
     };
     let v = mantissa * 2f64.powi(exp.clamp(-2000, 2000) as i32);
     in_long_double_range(v, lead.saturating_add(exp), LD_MAX_EXP2, LD_MIN_EXP2)
+}
+
+/// `int[.frac][marker exponent]` with digits told by `is_digit`: the two
+/// digit runs and the exponent. `None` without a mantissa digit or with
+/// anything after the exponent.
+fn split_number(
+    s: &[u8],
+    is_digit: impl Fn(u8) -> bool + Copy,
+    marker: u8,
+) -> Option<(&[u8], &[u8], i64)> {
+    let (int, rest) = split_digits(s, is_digit);
+    let (frac, rest) = match rest.first() {
+        Some(b'.') => split_digits(&rest[1..], is_digit),
+        _ => (&rest[..0], rest),
+    };
+    if int.is_empty() && frac.is_empty() {
+        return None;
+    }
+    Some((int, frac, parse_exponent(rest, marker)?))
+}
+
+/// The power of the base (10, or 2 with `bits` 4 for hex digits) at which
+/// the first non-zero digit of `int.frac` sits; `None` when all are zero.
+fn leading_power(int: &[u8], frac: &[u8], bits: i64) -> Option<i64> {
+    match int.iter().position(|&c| c != b'0') {
+        Some(i) => Some(bits * (int.len() - i) as i64 - 1),
+        None => frac
+            .iter()
+            .position(|&c| c != b'0')
+            .map(|i| -bits * (i as i64) - 1),
+    }
 }
 
 /// A non-zero value whose exponent is `exp`: `None` outside a long

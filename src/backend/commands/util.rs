@@ -289,6 +289,17 @@ pub(crate) fn reply_pairs(ctx: &mut Ctx, items: &[(Elem, f64)], nested: bool) {
     }
 }
 
+/// Writes the members of (member, score) pairs, with their scores (as
+/// [`reply_pairs`] does) when `withscores`.
+pub(crate) fn reply_members(ctx: &mut Ctx, items: &[(Elem, f64)], withscores: bool) {
+    if withscores {
+        reply_pairs(ctx, items, true);
+    } else {
+        encode::array_len(ctx.out, items.len());
+        items.iter().for_each(|(m, _)| encode::bulk(ctx.out, m));
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -4,7 +4,7 @@
 //! them, as in Redis 7.0's `zrangeGenericCommand`, so options, conflicts
 //! and errors are checked in the same order.
 
-use super::util::{rank_range, reply_pairs};
+use super::util::{rank_range, reply_members};
 use super::{parse_f64, parse_i64, CmdResult, Ctx};
 use crate::backend::error::CmdError;
 use crate::backend::value::zset::{LexBound, ScoreBound, ZSet};
@@ -172,12 +172,7 @@ fn range_generic(
     let Some(dst) = dst else {
         let items = ctx.read::<ZSet, _>(key, |z| select(z, &range, rev, limit))?;
         let items = items.unwrap_or_default();
-        if withscores {
-            reply_pairs(ctx, &items, true);
-        } else {
-            encode::array_len(ctx.out, items.len());
-            items.iter().for_each(|(m, _)| encode::bulk(ctx.out, m));
-        }
+        reply_members(ctx, &items, withscores);
         return Ok(());
     };
     let t = ctx.node.thresholds();

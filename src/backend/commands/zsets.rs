@@ -4,7 +4,9 @@
 //! `zrange.rs`, the multi-key set algebra in `zstore.rs`. Scores are replied as Redis 7.0 does (`%.17g`).
 
 use super::hashes::{counted_picks, parse_random_args, random_picks};
-use super::util::{double, parse_mpop, parse_positive, parse_score, reply_pairs, MUST_BE_POSITIVE};
+use super::util::{
+    double, parse_mpop, parse_positive, parse_score, reply_members, reply_pairs, MUST_BE_POSITIVE,
+};
 use super::zrange::{parse_lex_range, parse_score_range};
 use super::{CmdResult, Ctx};
 use crate::backend::error::CmdError;
@@ -324,11 +326,6 @@ pub(crate) fn zrandmember(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     let Some(picked) = counted_picks(ctx, count, picked) else {
         return Ok(());
     };
-    if withscores {
-        reply_pairs(ctx, &picked, true);
-    } else {
-        encode::array_len(ctx.out, picked.len());
-        picked.iter().for_each(|(m, _)| encode::bulk(ctx.out, m));
-    }
+    reply_members(ctx, &picked, withscores);
     Ok(())
 }

@@ -4,7 +4,7 @@
 //! locked together, and inputs are looked up before options are parsed,
 //! as in Redis 7.0, so a WRONGTYPE wins over a syntax error.
 
-use super::util::{parse_positive, reply_pairs};
+use super::util::{parse_positive, reply_members};
 use super::{parse_f64, parse_i64, CmdResult, Ctx};
 use crate::backend::error::CmdError;
 use crate::backend::value::zset::ZSet;
@@ -231,12 +231,7 @@ fn algebra(
         return Ok(());
     }
     let items: Vec<(Elem, f64)> = z.iter().map(|(m, s)| (Elem::from(m), s)).collect();
-    if withscores {
-        reply_pairs(ctx, &items, true);
-    } else {
-        encode::array_len(ctx.out, items.len());
-        items.iter().for_each(|(m, _)| encode::bulk(ctx.out, m));
-    }
+    reply_members(ctx, &items, withscores);
     Ok(())
 }
 

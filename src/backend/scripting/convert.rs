@@ -18,17 +18,6 @@ const MAX_DEPTH: usize = 1000;
 /// The `err` text Redis keeps for an error reply line (without `-`): the
 /// code, a blank, the message, no line breaks at either end.
 pub(crate) fn error_text(line: &[u8]) -> Vec<u8> {
-    let trim = |m: &[u8]| -> Vec<u8> {
-        let s = m
-            .iter()
-            .position(|c| !b"\r\n".contains(c))
-            .unwrap_or(m.len());
-        let e = m
-            .iter()
-            .rposition(|c| !b"\r\n".contains(c))
-            .map_or(s, |e| e + 1);
-        m[s..e.max(s)].to_vec()
-    };
     let (code, msg): (&[u8], &[u8]) = match line.strip_prefix(b"-") {
         Some(rest) => match rest.iter().position(|&c| c == b' ') {
             Some(sp) => (&rest[..sp], &rest[sp + 1..]),
@@ -38,7 +27,7 @@ pub(crate) fn error_text(line: &[u8]) -> Vec<u8> {
     };
     let mut out = code.to_vec();
     out.push(b' ');
-    out.extend(trim(msg));
+    out.extend_from_slice(trim_line_breaks(msg));
     out
 }
 
@@ -139,17 +128,22 @@ fn one_line(s: &[u8]) -> Vec<u8> {
 
 /// Writes `-<text>` after trimming line breaks at both ends.
 pub(crate) fn write_error(out: &mut BytesMut, text: &[u8]) {
-    let s = text
+    out.extend_from_slice(b"-");
+    out.extend_from_slice(&one_line(trim_line_breaks(text)));
+    out.extend_from_slice(b"\r\n");
+}
+
+/// `m` without the `\r` and `\n` bytes at either end.
+fn trim_line_breaks(m: &[u8]) -> &[u8] {
+    let s = m
         .iter()
         .position(|c| !b"\r\n".contains(c))
-        .unwrap_or(text.len());
-    let e = text
+        .unwrap_or(m.len());
+    let e = m
         .iter()
         .rposition(|c| !b"\r\n".contains(c))
         .map_or(s, |e| e + 1);
-    out.extend_from_slice(b"-");
-    out.extend_from_slice(&one_line(&text[s..e.max(s)]));
-    out.extend_from_slice(b"\r\n");
+    &m[s..e.max(s)]
 }
 
 /// A string field of a table (no metamethods), if it is a string.

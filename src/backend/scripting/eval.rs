@@ -253,14 +253,6 @@ const SCRIPT_HELP: &[&str] = &[
     "    Prints this help.",
 ];
 
-/// Writes a HELP reply: one status line each.
-pub(crate) fn help(ctx: &mut Ctx, lines: &[&str]) {
-    encode::array_len(ctx.out, lines.len());
-    for l in lines {
-        encode::simple(ctx.out, l);
-    }
-}
-
 /// A subcommand's arity check: `wrong number of arguments for 'parent|sub'`.
 pub(crate) fn sub_arity(parent: &str, sub: &str, ok: bool) -> Result<(), CmdError> {
     if ok {
@@ -277,7 +269,7 @@ pub(crate) fn script(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     match sub.as_str() {
         "help" => {
             arity(args.len() == 2)?;
-            help(ctx, SCRIPT_HELP);
+            ctx.help(SCRIPT_HELP);
         }
         "load" => {
             arity(args.len() == 3)?;

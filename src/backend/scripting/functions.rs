@@ -1,7 +1,7 @@
 //! FUNCTION LOAD|LIST|DELETE|FLUSH|DUMP|RESTORE|STATS|KILL|HELP, FCALL and
 //! FCALL_RO, as Redis 7.0 answers them.
 
-use super::eval::{execute, help, sub_arity};
+use super::eval::{execute, sub_arity};
 use super::library::{name_of, undump, Libraries};
 use crate::backend::commands::{CmdResult, Ctx};
 use crate::backend::error::CmdError;
@@ -212,7 +212,7 @@ pub(crate) fn function(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     match sub.as_str() {
         "help" => {
             arity(args.len() == 2)?;
-            help(ctx, FUNCTION_HELP);
+            ctx.help(FUNCTION_HELP);
         }
         "load" => {
             arity(args.len() >= 3)?;

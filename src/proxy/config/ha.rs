@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 
 use serde::Deserialize;
 
+use super::choice::one_of;
 use crate::ring::NodeSpec;
 
 /// Between two probes of a member that is up.
@@ -132,44 +133,40 @@ impl Default for FailoverSection {
 impl HaConfig {
     /// Checks every field; the error names it (`failover.write_ack: …`).
     pub(super) fn validate(f: FailoverSection) -> Result<HaConfig, String> {
-        let mode = match f.mode.as_str() {
-            "proxy" => FailoverMode::Proxy,
-            "sentinel" => FailoverMode::Sentinel,
-            other => {
-                return Err(format!(
-                    "failover.mode: expected \"proxy\" or \"sentinel\", got {other:?}"
-                ))
-            }
-        };
-        let on_primary_down = match f.on_primary_down.as_str() {
-            "failover" => OnPrimaryDown::Failover,
-            "fail" => OnPrimaryDown::Fail,
-            "remap" => OnPrimaryDown::Remap,
-            other => {
-                return Err(format!(
-                    "failover.on_primary_down: expected \"failover\", \"fail\" or \"remap\", got {other:?}"
-                ))
-            }
-        };
-        let write_ack = match f.write_ack.as_str() {
-            "primary" => WriteAck::Primary,
-            "replica" => WriteAck::Replica,
-            other => {
-                return Err(format!(
-                    "failover.write_ack: expected \"primary\" or \"replica\", got {other:?}"
-                ))
-            }
-        };
-        let read_from = match f.read_from.as_str() {
-            "primary" => ReadFrom::Primary,
-            "prefer-replica" => ReadFrom::PreferReplica,
-            "replica" => ReadFrom::Replica,
-            other => {
-                return Err(format!(
-                    "failover.read_from: expected \"primary\", \"prefer-replica\" or \"replica\", got {other:?}"
-                ))
-            }
-        };
+        let mode = one_of(
+            "failover.mode",
+            &f.mode,
+            &[
+                ("proxy", FailoverMode::Proxy),
+                ("sentinel", FailoverMode::Sentinel),
+            ],
+        )?;
+        let on_primary_down = one_of(
+            "failover.on_primary_down",
+            &f.on_primary_down,
+            &[
+                ("failover", OnPrimaryDown::Failover),
+                ("fail", OnPrimaryDown::Fail),
+                ("remap", OnPrimaryDown::Remap),
+            ],
+        )?;
+        let write_ack = one_of(
+            "failover.write_ack",
+            &f.write_ack,
+            &[
+                ("primary", WriteAck::Primary),
+                ("replica", WriteAck::Replica),
+            ],
+        )?;
+        let read_from = one_of(
+            "failover.read_from",
+            &f.read_from,
+            &[
+                ("primary", ReadFrom::Primary),
+                ("prefer-replica", ReadFrom::PreferReplica),
+                ("replica", ReadFrom::Replica),
+            ],
+        )?;
         for (field, v) in [
             ("failover.probe_interval_ms", f.probe_interval_ms),
             ("failover.probe_timeout_ms", f.probe_timeout_ms),

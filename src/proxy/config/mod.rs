@@ -8,6 +8,7 @@ use std::path::Path;
 use std::time::Duration;
 
 mod backend;
+mod choice;
 mod file;
 pub mod ha;
 pub mod ops;

@@ -4,6 +4,7 @@
 //! (see `proxy::admin::etcd`). Validated here, read by `admin::store::open`.
 
 use super::check_host_port;
+use super::choice::one_of;
 use super::file::TopologySection;
 
 /// Where `store = "etcd"` connects unless told otherwise.
@@ -41,14 +42,13 @@ impl TopologyConfig {
         t: TopologySection,
         state_file: Option<&str>,
     ) -> Result<TopologyConfig, String> {
-        match t.store.as_str() {
-            "file" => return Ok(TopologyConfig::File),
-            "etcd" => {}
-            other => {
-                return Err(format!(
-                    "topology.store: expected \"file\" or \"etcd\", got {other:?}"
-                ))
-            }
+        let etcd = one_of(
+            "topology.store",
+            &t.store,
+            &[("file", false), ("etcd", true)],
+        )?;
+        if !etcd {
+            return Ok(TopologyConfig::File);
         }
         if state_file.is_some_and(|s| !s.is_empty()) {
             return Err("topology.store: \"etcd\" keeps the topology in etcd; remove proxy.state_file (it would not be read)".into());

@@ -246,10 +246,7 @@ pub(crate) fn reply(payload: &Option<Bytes>, proto: u8) -> Bytes {
 mod tests {
     use super::*;
     use crate::proxy::config::ops::DEFAULT_HOT_CACHE_MAX_BYTES as DEFAULT_MAX_BYTES;
-
-    fn key(s: &str) -> Bytes {
-        Bytes::copy_from_slice(s.as_bytes())
-    }
+    use crate::test_util::b as key;
 
     fn filled(c: &HotCache, k: &str, v: &str, now: Instant) {
         let Lookup::Miss(t) = c.lookup(&key(k), 1, now) else {

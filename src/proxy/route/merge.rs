@@ -141,10 +141,7 @@ pub(crate) fn bad_fragment(r: &Bytes) -> Bytes {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn b(s: &str) -> Bytes {
-        Bytes::copy_from_slice(s.as_bytes())
-    }
+    use crate::test_util::b;
 
     #[test]
     fn mget_fragments_merge_in_key_order() {

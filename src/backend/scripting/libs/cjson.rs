@@ -407,10 +407,7 @@ pub(super) fn library(lua: &Lua) -> mlua::Result<Table> {
     t.set(
         "decode",
         lua.create_function(|lua, s: Value| {
-            let text = match lua.coerce_string(s.clone())? {
-                Some(s) => s.as_bytes().to_vec(),
-                None => return Err(super::bad_argument("decode", 1, "string", &s)),
-            };
+            let text = super::string(lua, &s, "decode", 1)?;
             let mut r = Reader { s: &text, i: 0 };
             let v = r.value(lua, 0)?;
             r.ws();

@@ -288,30 +288,21 @@ pub(super) fn library(lua: &Lua) -> mlua::Result<Table> {
     t.set(
         "unpack",
         lua.create_function(|lua, s: Value| {
-            let data = match lua.coerce_string(s.clone())? {
-                Some(s) => s.as_bytes().to_vec(),
-                None => return Err(super::bad_argument("unpack", 1, "string", &s)),
-            };
+            let data = super::string(lua, &s, "unpack", 1)?;
             unpack_full(lua, &data, 0, 0)
         })?,
     )?;
     t.set(
         "unpack_one",
         lua.create_function(|lua, (s, offset): (Value, Option<i64>)| {
-            let data = match lua.coerce_string(s.clone())? {
-                Some(s) => s.as_bytes().to_vec(),
-                None => return Err(super::bad_argument("unpack_one", 1, "string", &s)),
-            };
+            let data = super::string(lua, &s, "unpack_one", 1)?;
             unpack_full(lua, &data, 1, offset.unwrap_or(0))
         })?,
     )?;
     t.set(
         "unpack_limit",
         lua.create_function(|lua, (s, limit, offset): (Value, i64, Option<i64>)| {
-            let data = match lua.coerce_string(s.clone())? {
-                Some(s) => s.as_bytes().to_vec(),
-                None => return Err(super::bad_argument("unpack_limit", 1, "string", &s)),
-            };
+            let data = super::string(lua, &s, "unpack_limit", 1)?;
             unpack_full(lua, &data, limit, offset.unwrap_or(0))
         })?,
     )?;

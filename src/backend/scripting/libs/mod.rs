@@ -32,6 +32,14 @@ pub(crate) fn number(lua: &Lua, v: &Value, fname: &str, pos: usize) -> mlua::Res
     }
 }
 
+/// A Lua string argument, as `luaL_checklstring` reads it (numbers too).
+pub(crate) fn string(lua: &Lua, v: &Value, fname: &str, pos: usize) -> mlua::Result<Vec<u8>> {
+    match lua.coerce_string(v.clone())? {
+        Some(s) => Ok(s.as_bytes().to_vec()),
+        None => Err(bad_argument(fname, pos, "string", v)),
+    }
+}
+
 /// Lua's `bad argument #n to 'f' (t expected, got u)`.
 pub(crate) fn bad_argument(fname: &str, pos: usize, want: &str, got: &Value) -> mlua::Error {
     let got = match got {

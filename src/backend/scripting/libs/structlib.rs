@@ -2,7 +2,7 @@
 //! bundles it (`struct.pack`, `struct.unpack`, `struct.size`), on a
 //! 64-bit little-endian machine.
 
-use super::{bad_argument, number};
+use super::{bad_argument, number, string};
 use mlua::{Lua, MultiValue, Table, Value};
 
 const MAXINTSIZE: usize = 32;
@@ -162,10 +162,7 @@ fn pack(lua: &Lua, args: MultiValue) -> mlua::Result<mlua::LuaString> {
             }
             b'c' | b's' => {
                 let v = next(&mut arg);
-                let s = match lua.coerce_string(v.clone())? {
-                    Some(s) => s.as_bytes().to_vec(),
-                    None => return Err(bad_argument("pack", arg, "string", &v)),
-                };
+                let s = string(lua, &v, "pack", arg)?;
                 if size == 0 {
                     size = s.len();
                 }
@@ -188,11 +185,7 @@ fn pack(lua: &Lua, args: MultiValue) -> mlua::Result<mlua::LuaString> {
 fn unpack(lua: &Lua, args: MultiValue) -> mlua::Result<MultiValue> {
     let args: Vec<Value> = args.into_iter().collect();
     let text = |k: usize, name: &str| -> mlua::Result<Vec<u8>> {
-        let v = args.get(k).cloned().unwrap_or(Value::Nil);
-        match lua.coerce_string(v.clone())? {
-            Some(s) => Ok(s.as_bytes().to_vec()),
-            None => Err(bad_argument(name, k + 1, "string", &v)),
-        }
+        string(lua, args.get(k).unwrap_or(&Value::Nil), name, k + 1)
     };
     let (fmt, data) = (text(0, "unpack")?, text(1, "unpack")?);
     let mut pos = match args.get(2) {

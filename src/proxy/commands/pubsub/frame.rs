@@ -116,10 +116,7 @@ pub(crate) fn unsubscribed_nothing(family: Family, channels: &[Bytes], proto: u8
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn b(s: &str) -> Bytes {
-        Bytes::copy_from_slice(s.as_bytes())
-    }
+    use crate::test_util::b;
 
     #[test]
     fn frames_are_told_apart_in_both_protocols() {

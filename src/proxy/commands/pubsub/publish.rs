@@ -179,10 +179,7 @@ fn unexpected(r: &[u8]) -> Bytes {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn b(s: &str) -> Bytes {
-        Bytes::copy_from_slice(s.as_bytes())
-    }
+    use crate::test_util::b;
 
     #[test]
     fn merges_give_one_redis_answers() {
