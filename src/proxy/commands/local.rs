@@ -399,6 +399,6 @@ async fn ping_running_script(
         n.clone()
     };
     Some(Pending::One(
-        node.upstream_for(s).send(req.raw.clone()).await,
+        s.upstream_to(&node).send(req.raw.clone()).await,
     ))
 }

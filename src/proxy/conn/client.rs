@@ -14,6 +14,8 @@ use crate::proxy::commands::pubsub::subscriber::Subscriber;
 use crate::proxy::commands::transaction::state::TxState;
 use crate::proxy::conn::budget::ReplyBudget;
 use crate::proxy::ops::metrics::ServedCell;
+use crate::proxy::upstream::topology::Node;
+use crate::proxy::upstream::Upstream;
 use crate::proxy::Proxy;
 
 /// What the handlers of one client's requests read and change: the
@@ -33,7 +35,7 @@ pub(crate) struct ClientState {
     /// Its subscriber connection and the messages it receives.
     pub(crate) pubsub: Subscriber,
     /// The node whose script lane its requests take, if any.
-    pub(crate) lane: crate::proxy::upstream::lane::Lane,
+    pub(crate) lane: crate::proxy::conn::lane::Lane,
     /// Blocking commands of this client waiting on a node right now.
     pub(crate) blocked: Arc<AtomicUsize>,
     /// Reply bytes held for this client; replies forwarded with it are
@@ -103,6 +105,16 @@ impl ClientState {
             authenticated: false,
         };
         (state, query)
+    }
+
+    /// The connection for a request of this client to `node`: its script
+    /// lane while it holds that node's (`conn/lane.rs`), else the node's
+    /// shared one.
+    pub(crate) fn upstream_to<'a>(&'a self, node: &'a Node) -> &'a Upstream {
+        match self.lane.to(node) {
+            Some(up) => up,
+            None => node.upstream(self.proto, self.id),
+        }
     }
 }
 

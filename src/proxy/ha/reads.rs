@@ -64,7 +64,7 @@ pub(crate) async fn send_acked(
     raw: Bytes,
 ) -> oneshot::Receiver<Bytes> {
     let ms = proxy.ha.config.wait_timeout_ms;
-    let up = node.upstream_for(client);
+    let up = client.upstream_to(node);
     let written = up.send(raw).await;
     let waited = up.send(wait_request(ms)).await;
     let (tx, rx) = oneshot::channel();

@@ -65,7 +65,7 @@ pub(crate) async fn keyed(
         if is_script(spec.id) {
             client.lane.claim(node, client.proto);
         }
-        let rx = node.upstream_for(client).send(req.raw).await;
+        let rx = client.upstream_to(node).send(req.raw).await;
         return Pending::One(rx);
     }
     let positions = match positions {

@@ -16,14 +16,14 @@
 //! other replies are owed goes on the shared connection, in order with
 //! them: a pipeline of short scripts costs nothing more than before.
 //!
-//! Used by `route::keyed` (scripts claim the lane) and by every send on a
-//! client's behalf (`Node::upstream_for`); the lane's in-flight count lets
-//! PING ask a node that runs a script (`commands::local`).
+//! The lanes a client holds are `conn::lane::Lane`: `route::keyed` claims
+//! one for a script, and every send on a client's behalf goes through
+//! `ClientState::upstream_to`; the lane's in-flight count lets PING ask a
+//! node that runs a script (`commands::local`).
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 
-use crate::proxy::upstream::topology::Node;
 use crate::proxy::upstream::{Health, Upstream, UpstreamOptions};
 
 /// Script connections per node and protocol.
@@ -77,40 +77,5 @@ impl ScriptLane {
             .iter()
             .chain(&self.resp3)
             .any(|s| s.in_flight.load(Ordering::Relaxed) > 0)
-    }
-}
-
-/// The script lanes a client holds, one per node (see the module docs).
-#[derive(Default)]
-pub(crate) struct Lane {
-    held: Vec<(Arc<Node>, Upstream)>,
-    /// Nothing was owed when the request being dispatched arrived.
-    idle: bool,
-}
-
-impl Lane {
-    /// Before each request: with nothing owed the client gives its lanes
-    /// back and may take one again.
-    pub(crate) fn next_request(&mut self, nothing_owed: bool) {
-        self.idle = nothing_owed;
-        if nothing_owed && !self.held.is_empty() {
-            self.held.clear();
-        }
-    }
-
-    /// A script (or a load) for `node`: takes one of its lanes when the
-    /// client may (nothing owed) and holds none of it yet.
-    pub(crate) fn claim(&mut self, node: &Arc<Node>, proto: u8) {
-        if self.idle && self.to(node).is_none() {
-            self.held.push((node.clone(), node.script_lane(proto)));
-        }
-    }
-
-    /// The lane the client's requests to `node` take, if it holds one.
-    pub(crate) fn to(&self, node: &Node) -> Option<&Upstream> {
-        self.held
-            .iter()
-            .find(|(n, _)| std::ptr::eq(Arc::as_ptr(n), node))
-            .map(|(_, up)| up)
     }
 }

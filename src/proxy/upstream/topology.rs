@@ -85,18 +85,6 @@ impl Node {
         &pool[(client as usize) % pool.len()]
     }
 
-    /// The connection for a request of `client`: its script lane while it
-    /// is on this node's (`lane.rs`), else its shared one.
-    pub(crate) fn upstream_for<'a>(
-        &'a self,
-        client: &'a crate::proxy::conn::client::ClientState,
-    ) -> &'a Upstream {
-        match client.lane.to(self) {
-            Some(up) => up,
-            None => self.upstream(client.proto, client.id),
-        }
-    }
-
     /// An idle script connection of this node (`lane.rs`).
     pub(crate) fn script_lane(&self, proto: u8) -> Upstream {
         self.scripts.pick(proto, &self.opts, &self.health)

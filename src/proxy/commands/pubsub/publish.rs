@@ -33,7 +33,7 @@ async fn broadcast(
     client.served.on_many(routing.shards.len());
     let mut waits = Vec::with_capacity(routing.shards.len());
     for n in routing.primaries() {
-        waits.push(n.upstream_for(client).send(raw.clone()).await);
+        waits.push(client.upstream_to(n).send(raw.clone()).await);
     }
     waits
 }
