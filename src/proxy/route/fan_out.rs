@@ -65,7 +65,8 @@ pub(crate) async fn fan_out(
         waits.push(if acked {
             crate::proxy::ha::reads::send_acked(proxy, client, n, req.raw.clone()).await
         } else {
-            client.upstream_to(n)
+            client
+                .upstream_to(n)
                 .send_for(req.raw.clone(), budget)
                 .await
         });

@@ -48,7 +48,8 @@ pub(crate) async fn send_tracked(
     let rx = if spec.is_write() && proxy.ha.config.write_ack == WriteAck::Replica {
         crate::proxy::ha::reads::send_acked(proxy, client, node, raw).await
     } else {
-        client.upstream_to(node)
+        client
+            .upstream_to(node)
             .send_for(raw, Some(client.budget.clone()))
             .await
     };
