@@ -21,6 +21,7 @@ pub mod policy;
 pub(crate) mod pool;
 pub mod route;
 pub(crate) mod session;
+mod slot;
 mod stats;
 pub mod twem;
 pub(crate) mod upstream;
@@ -44,34 +45,12 @@ pub use config::Config;
 pub use conn::tls::request_reload as reload_certificates;
 pub use pool::Pool;
 use session::ClientSession;
+pub(crate) use slot::ClientSlot;
 pub(crate) use stats::Stats;
 use upstream::shard::Shard;
 use upstream::topology::{new_node, Node, Routing};
 
 use crate::ring::{NodeSpec, Ring};
-
-/// One client's place under `max_clients`, given back when dropped — also
-/// when the session's task ends by a panic, so a failing client can never
-/// leak its slot and lock the others out.
-pub(crate) struct ClientSlot(Arc<Proxy>);
-
-impl ClientSlot {
-    /// Takes a slot, or `None` when `max_clients` are connected. Only the
-    /// accept loop calls this, so checking then adding cannot race.
-    pub(crate) fn take(proxy: &Arc<Proxy>) -> Option<ClientSlot> {
-        if proxy.stats.clients.load(Ordering::Relaxed) >= proxy.config().max_clients {
-            return None;
-        }
-        proxy.stats.clients.fetch_add(1, Ordering::Relaxed);
-        Some(ClientSlot(proxy.clone()))
-    }
-}
-
-impl Drop for ClientSlot {
-    fn drop(&mut self) {
-        self.0.stats.clients.fetch_sub(1, Ordering::Relaxed);
-    }
-}
 
 /// State shared by every session of one proxy.
 pub(crate) struct Proxy {
@@ -490,28 +469,5 @@ async fn drain(proxy: &Proxy) {
             timeout_ms = timeout.as_millis() as u64,
             "drain timed out; closing the remaining clients"
         ),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[tokio::test]
-    async fn a_client_slot_is_given_back_when_its_task_panics() {
-        let config =
-            Config::parse("[proxy]\nmax_clients = 1\n[[nodes]]\naddr = \"127.0.0.1:1\"\n").unwrap();
-        let proxy = Proxy::new(Pool::from_config(config), 0, None).unwrap();
-        let slot = ClientSlot::take(&proxy).expect("one slot free");
-        assert!(ClientSlot::take(&proxy).is_none(), "max_clients = 1");
-        // resume_unwind unwinds like a panic without running the panic hook.
-        let ended = tokio::spawn(async move {
-            let _slot = slot;
-            std::panic::resume_unwind(Box::new("session task failed"));
-        })
-        .await;
-        assert!(ended.unwrap_err().is_panic());
-        assert_eq!(proxy.stats.clients.load(Ordering::Relaxed), 0);
-        assert!(ClientSlot::take(&proxy).is_some(), "the slot came back");
     }
 }

@@ -24,7 +24,9 @@ pub(crate) mod dirty;
 mod health;
 pub(crate) mod lane;
 pub(crate) mod pinned;
+mod request;
 pub(crate) mod shard;
+mod timeouts;
 pub(crate) mod topology;
 
 use std::collections::VecDeque;
@@ -36,12 +38,14 @@ use std::time::Duration;
 use bytes::{Buf, Bytes, BytesMut};
 pub(crate) use connect::{answers, connect};
 pub(crate) use health::Health;
+pub(crate) use request::{UpRequest, Waiter};
+pub(crate) use timeouts::Timeouts;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 
 use crate::client::Stream;
-use crate::proxy::conn::budget::{Exceeded, ReplyBudget};
+use crate::proxy::conn::budget::ReplyBudget;
 use crate::resp::reply::{self, ReplyError, ReplyFramer};
 
 /// Requests queued for one upstream before senders wait.
@@ -54,74 +58,6 @@ const MAX_BATCH_BYTES: usize = 256 * 1024;
 const TICKS_PER_TIMEOUT: u32 = 4;
 const MIN_BACKOFF_MS: u64 = 50;
 const MAX_BACKOFF_MS: u64 = 2_000;
-
-/// One request for a node, and where its reply goes.
-pub(crate) struct UpRequest {
-    pub(crate) raw: Bytes,
-    pub(crate) reply: Waiter,
-}
-
-/// Where one reply goes, and the client budget it is charged to.
-pub(crate) struct Waiter {
-    tx: oneshot::Sender<Bytes>,
-    budget: Option<Arc<ReplyBudget>>,
-}
-
-impl Waiter {
-    /// Hands the reply over, charged to the client's budget (released again
-    /// if the client is gone). Never waits: a slow client cannot hold up the
-    /// connection its reply came on.
-    fn answer(self, reply: Bytes) {
-        let n = reply.len();
-        if let Some(b) = &self.budget {
-            // The proxy-wide reply total chose this client: it is closed
-            // without reading what it is owed, so nothing more is kept for
-            // it, even before its session has noticed.
-            if b.evicted() == Some(Exceeded::ReplyTotal) {
-                return;
-            }
-            b.charge(n);
-        }
-        if self.tx.send(reply).is_err() {
-            if let Some(b) = &self.budget {
-                b.release(n);
-            }
-        }
-    }
-}
-
-/// The proxy's upstream timeouts, shared by every node's connections and
-/// read where each use starts: a connect, a handshake, the watchdog's next
-/// tick. Atomics, because a reload sets them while connections run, and a
-/// connection must never wait on a lock to read its own timeout.
-#[derive(Debug)]
-pub(crate) struct Timeouts {
-    connect_ms: std::sync::atomic::AtomicU64,
-    request_ms: std::sync::atomic::AtomicU64,
-}
-
-impl Timeouts {
-    pub(crate) fn new(connect_ms: u64, request_ms: u64) -> Arc<Timeouts> {
-        Arc::new(Timeouts {
-            connect_ms: connect_ms.into(),
-            request_ms: request_ms.into(),
-        })
-    }
-
-    /// Both at once, from a reloaded config.
-    pub(crate) fn set(&self, connect_ms: u64, request_ms: u64) {
-        self.connect_ms.store(connect_ms, Ordering::Relaxed);
-        self.request_ms.store(request_ms, Ordering::Relaxed);
-    }
-
-    pub(crate) fn connect(&self) -> Duration {
-        Duration::from_millis(self.connect_ms.load(Ordering::Relaxed))
-    }
-
-    pub(crate) fn request(&self) -> Duration {
-        Duration::from_millis(self.request_ms.load(Ordering::Relaxed))
-    }
-}
 
 /// Settings of an upstream connection.
 #[derive(Clone, Debug)]
