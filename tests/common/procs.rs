@@ -227,10 +227,10 @@ pub fn start_node(port: u16) -> Proc {
 /// The arguments of a redis-server on loopback `port` with no persistence;
 /// callers add their own after them.
 pub fn redis_args(port: u16) -> Vec<String> {
-    let port = port.to_string();
+    let port_s = port.to_string();
     [
         "--port",
-        &port,
+        &port_s,
         "--bind",
         "127.0.0.1",
         "--save",
@@ -239,7 +239,25 @@ pub fn redis_args(port: u16) -> Vec<String> {
         "no",
     ]
     .map(String::from)
-    .to_vec()
+    .into_iter()
+    .chain(redis_scratch(port))
+    .collect()
+}
+
+/// Where a redis-server without persistence keeps what it still writes (a
+/// replica's full sync, a SAVE): a file of its own in the temp directory,
+/// removed first. A shared `dump.rdb` would be loaded by the next server
+/// started in that directory, which would then not start empty.
+pub fn redis_scratch(port: u16) -> Vec<String> {
+    let name = format!("shardis-test-{}-{port}.rdb", std::process::id());
+    let dir = std::env::temp_dir();
+    let _ = std::fs::remove_file(dir.join(&name));
+    vec![
+        "--dir".into(),
+        dir.to_string_lossy().into_owned(),
+        "--dbfilename".into(),
+        name,
+    ]
 }
 
 /// Starts a redis-server with no persistence.

@@ -68,10 +68,7 @@ pub fn redis_with(port: u16, dir: Option<&Path>, extra: &[&str]) -> Proc {
             ]
             .iter()
             .map(|s| s.to_string())
-            .chain([
-                "--dir".to_string(),
-                std::env::temp_dir().to_string_lossy().into_owned(),
-            ]),
+            .chain(redis_scratch(port)),
         ),
     }
     args.extend(extra.iter().map(|s| s.to_string()));
