@@ -178,7 +178,7 @@ fn up_restarts_a_killed_primary_as_a_replica_so_one_replica_keeps_acknowledging_
     }
     let v: Option<String> = redis::cmd("GET")
         .arg(&key)
-        .query(&mut direct(c.first))
+        .query(&mut c.direct(c.first))
         .unwrap();
     assert_eq!(
         v.as_deref(),
