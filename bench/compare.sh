@@ -29,6 +29,7 @@ KEEP=0
 ONLY=""
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 REPO="$(cd "$HERE/.." && pwd)"
+. "$HERE/lib.sh"
 SHARDIS=""
 LOAD=""
 
@@ -116,16 +117,6 @@ start() {
 
 is_port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 
-# wait_ready PORT PID : PING answered -> 0; process gone or timeout -> 1.
-wait_ready() {
-    local port="$1" pid="$2" i
-    for i in $(seq 1 "$READY_TIMEOUT_DS"); do
-        kill -0 "$pid" 2>/dev/null || return 1
-        [ "$(redis-cli -h 127.0.0.1 -p "$port" ping 2>/dev/null)" = PONG ] && return 0
-        sleep 0.1
-    done
-    return 1
-}
 
 # cpu_ticks PID : utime+stime of PID in clock ticks (fields 14 and 15 of /proc/PID/stat).
 cpu_ticks() { sed 's/^.*) //' "/proc/$1/stat" 2>/dev/null | awk '{print $12 + $13}'; }

@@ -14,6 +14,7 @@
 # Stops everything it started.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. bench/lib.sh
 
 REPS=3 DURATION=5 OUT="" BIN="" LOAD=""
 while (($#)); do
@@ -33,16 +34,6 @@ if [ -z "$BIN" ] || [ -z "$LOAD" ]; then
 fi
 BIN=$(realpath "$BIN") LOAD=$(realpath "$LOAD")
 
-free_block() { # a base port with $1 free consecutive ports above it, below the ephemeral range
-  for base in $(seq $((21000 + RANDOM % 500)) 500 32000); do
-    local ok=1
-    for p in $(seq "$base" $((base + $1))); do
-      if (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then ok=0; break; fi
-    done
-    ((ok)) && { echo "$base"; return; }
-  done
-  echo "no free ports" >&2; exit 1
-}
 WORK=$(mktemp -d)
 UP=""
 stop_up() { [ -n "$UP" ] && { kill -TERM "$UP" 2>/dev/null; wait "$UP" 2>/dev/null || true; }; UP=""; }

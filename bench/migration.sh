@@ -13,6 +13,7 @@
 # (`[migration] max_keys_per_sec`, 0 = unlimited). Stops everything it started.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. bench/lib.sh
 
 KEYS=1000000 SIZE=1024 NODES=10 OUT="" RATES="0,20000"
 while (($#)); do
@@ -30,19 +31,6 @@ cargo build --release --bins -q
 BIN=target/release/shardis
 LOAD=target/release/shardis-load
 
-free_block() { # a base port with $1 free consecutive ports above it
-  # Below the kernel's ephemeral range (32768-60999 here): a port in it may
-  # be the local end of some connection (the load generator's 50), which no
-  # listener can then bind however free a connect probe finds it.
-  for base in $(seq $((21000 + RANDOM % 500)) 500 32000); do
-    local ok=1
-    for p in $(seq "$base" $((base + $1))); do
-      if (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then ok=0; break; fi
-    done
-    ((ok)) && { echo "$base"; return; }
-  done
-  echo "no free ports" >&2; exit 1
-}
 LOG=$(mktemp) CONF=$(mktemp --suffix .toml)
 UP=""
 stop_up() { [ -n "$UP" ] && { kill -TERM "$UP" 2>/dev/null; wait "$UP" 2>/dev/null || true; }; UP=""; }

@@ -22,6 +22,7 @@ set -u -o pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 REPO="$(cd "$HERE/.." && pwd)"
+. "$HERE/lib.sh"
 REPS=3
 REQUESTS=100000
 OUT=""
@@ -77,15 +78,6 @@ for p in $REDIS_PORT $NODE_PORT; do
     fi
 done
 
-wait_ready() { # PORT PID
-    local i
-    for i in $(seq 1 "$READY_TIMEOUT_DS"); do
-        kill -0 "$2" 2>/dev/null || return 1
-        [ "$(redis-cli -h 127.0.0.1 -p "$1" ping 2>/dev/null)" = PONG ] && return 0
-        sleep 0.1
-    done
-    return 1
-}
 
 redis-server --port "$REDIS_PORT" --bind 127.0.0.1 --save '' --appendonly no \
     --protected-mode no --daemonize no --dir "$WORK" >"$WORK/redis.log" 2>&1 &

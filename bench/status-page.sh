@@ -11,6 +11,7 @@
 # listener's `/` at 1400x1000. Stops everything it started.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. bench/lib.sh
 
 OUT=bench/report/status-page.png KEYS=200000 PROFILE=release
 while (($#)); do
@@ -28,17 +29,6 @@ done
 if [ "$PROFILE" = release ]; then cargo build --release --bins -q; else cargo build --bins -q; fi
 BIN=target/$PROFILE/shardis
 
-free_block() { # a base port with $1 free consecutive ports above it
-  # Below the ephemeral range (32768+), where client sockets cannot hold them.
-  for base in $(seq $((21000 + RANDOM % 500)) 500 32000); do
-    local ok=1
-    for p in $(seq "$base" $((base + $1))); do
-      if (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then ok=0; break; fi
-    done
-    ((ok)) && { echo "$base"; return; }
-  done
-  echo "no free ports" >&2; exit 1
-}
 LOG=$(mktemp) CONF=$(mktemp --suffix .toml)
 PIDS=()
 cleanup() {

@@ -18,6 +18,7 @@ set -u -o pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 REPO="$(cd "$HERE/.." && pwd)"
+. "$HERE/lib.sh"
 N=1000000
 OUT=""
 SHARDIS=""
@@ -68,15 +69,6 @@ for p in $REDIS_PORT $NODE_PORT; do
     fi
 done
 
-wait_ready() { # PORT
-    local i
-    for i in $(seq 1 "$READY_TIMEOUT_DS"); do
-        kill -0 "$PID" 2>/dev/null || return 1
-        [ "$(redis-cli -h 127.0.0.1 -p "$1" ping 2>/dev/null)" = PONG ] && return 0
-        sleep 0.1
-    done
-    return 1
-}
 
 # The two write loads, RESP-encoded once and replayed on each server.
 awk -v n="$N" 'BEGIN {
@@ -109,7 +101,7 @@ sample() { # PORT -> "used rss"
 # measure NAME PORT: appends "name used0 rss0 used1 rss1 used2 rss2 len count" to $WORK/rows.
 measure() {
     local name="$1" port="$2" s0 s1 s2 len card
-    if ! wait_ready "$port"; then
+    if ! wait_ready "$port" "$PID"; then
         echo "type_memory.sh: $name did not answer PING on $port: $(tail -n 3 "$WORK/$name.log" | tr '\n' ' ')" >&2
         echo "$name failed" >>"$WORK/rows"
         stop
