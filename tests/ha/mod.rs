@@ -28,20 +28,10 @@ pub fn redis_at(port: u16, dir: Option<&Path>) -> Proc {
 
 /// [`redis_at`] with `extra` arguments (`--requirepass pw`).
 pub fn redis_with(port: u16, dir: Option<&Path>, extra: &[&str]) -> Proc {
-    let port_s = port.to_string();
-    let mut args: Vec<String> = [
-        "--port",
-        &port_s,
-        "--bind",
-        "127.0.0.1",
-        "--save",
-        "",
-        "--tcp-backlog",
-        "4096",
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
+    // redis-server takes the last of a repeated setting: what follows the
+    // common arguments overrides them.
+    let mut args = redis_args(port);
+    args.extend(["--tcp-backlog", "4096"].map(String::from));
     match dir {
         Some(d) => args.extend(
             [
@@ -52,23 +42,17 @@ pub fn redis_with(port: u16, dir: Option<&Path>, extra: &[&str]) -> Proc {
                 "--dir",
                 d.to_str().unwrap(),
             ]
-            .iter()
-            .map(|s| s.to_string()),
+            .map(String::from),
         ),
-        // A full sync writes an RDB file in the server's directory: not the
-        // repository's.
+        // A full sync streams its snapshot instead of writing a file.
         None => args.extend(
             [
-                "--appendonly",
-                "no",
                 "--repl-diskless-sync",
                 "yes",
                 "--repl-diskless-sync-delay",
                 "0",
             ]
-            .iter()
-            .map(|s| s.to_string())
-            .chain(redis_scratch(port)),
+            .map(String::from),
         ),
     }
     args.extend(extra.iter().map(|s| s.to_string()));
