@@ -273,7 +273,20 @@ pub async fn run(
     if proxy_addr.ip().is_unspecified() {
         proxy_addr.set_ip(std::net::Ipv4Addr::LOCALHOST.into());
     }
-    tokio::spawn(restart::watch(spawner.clone(), proxy_addr.to_string()));
+    // With users configured the watcher must log in to read CLUSTER RING:
+    // a view-only user whose secret never leaves this process.
+    let login = if config.auth.has_users() {
+        let secret = password::random_hex()?;
+        config.auth.add_viewer(restart::USER, &secret);
+        Some(secret)
+    } else {
+        None
+    };
+    tokio::spawn(restart::watch(
+        spawner.clone(),
+        proxy_addr.to_string(),
+        login,
+    ));
     let result = crate::fleet_up::serve(
         listener,
         config,

@@ -188,3 +188,46 @@ fn up_restarts_a_killed_primary_as_a_replica_so_one_replica_keeps_acknowledging_
     let restarted = child_with_port(c.up.pid(), c.first).expect("a node process again");
     assert_ne!(restarted, pid);
 }
+
+#[test]
+fn up_restarts_a_killed_primary_as_a_replica_when_the_proxy_requires_a_password() {
+    // up's watcher reads CLUSTER RING through the proxy's own port: with
+    // users configured it must log in, or it would wait out its deadline
+    // and bring the node back as an empty primary.
+    let extra = "[[users]]\nname = \"ops\"\npassword = \"s3cret-ops\"\ncommands = \"admin\"\n";
+    let c = up_with_replicas(1, extra);
+    let (old, replica) = (addr(c.first), addr(c.first + NODES));
+    let mut con = connect(c.up.port);
+    let _: () = redis::cmd("AUTH")
+        .arg("ops")
+        .arg("s3cret-ops")
+        .query(&mut con)
+        .unwrap();
+    wait_ring(&mut con, 15, "node1's replica follows it", |r| {
+        is_synced_replica(r, &replica)
+    });
+    let pid = child_with_port(c.up.pid(), c.first).expect("node1's process under up");
+    kill_9(pid);
+    let r = wait_ring(&mut con, 20, "the old primary is back as a replica", |r| {
+        r.contains(&format!("node1 {replica} ")) && is_synced_replica(r, &old)
+    });
+    assert!(r.contains(&format!("{old} {old} replica_of=node1")), "{r}");
+    // Started as a replica at once, not as an empty primary after the
+    // watcher's deadline (which the proxy would then demote).
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    let log = loop {
+        let log = c.up.stderr_tail(200);
+        if log.contains("node started again") || std::time::Instant::now() > deadline {
+            break log;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert!(!log.contains("refused CLUSTER RING"), "{log}");
+    assert!(
+        log.lines()
+            .any(|l| l.contains("node started again") && l.contains("replica_of=Some")),
+        "{log}"
+    );
+    let users: Vec<String> = redis::cmd("ACL").arg("USERS").query(&mut con).unwrap();
+    assert!(users.iter().any(|u| u == "shardis-up-watch"), "{users:?}");
+}

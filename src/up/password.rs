@@ -108,7 +108,7 @@ fn read_or_create(file: &Path) -> Result<String, String> {
 }
 
 /// 16 bytes from the kernel's random source, as 32 hex digits.
-fn random_hex() -> Result<String, String> {
+pub(super) fn random_hex() -> Result<String, String> {
     let mut bytes = [0u8; 16];
     std::fs::File::open("/dev/urandom")
         .and_then(|mut f| f.read_exact(&mut bytes))

@@ -9,12 +9,17 @@
 //! back as an empty primary, as a restarted cache node does. A node no
 //! longer in `CLUSTER RING` (removed) is not restarted.
 //!
-//! Started by `up::run` beside the proxy; asks the proxy over its own port.
+//! Started by `up::run` beside the proxy; asks the proxy over its own port,
+//! logged in as [`USER`] (a view-only user with an in-memory secret) when
+//! the proxy has users.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::NodeSpawner;
+
+/// The user the watcher logs in as when the proxy requires a password.
+pub(super) const USER: &str = "shardis-up-watch";
 
 /// Between two looks for exited node processes.
 const WATCH_MS: u64 = 200;
@@ -22,12 +27,13 @@ const WATCH_MS: u64 = 200;
 const RESTART_WAIT_MS: u64 = 10_000;
 
 /// Watches `spawner`'s children until it stops; `proxy` is the proxy's address.
-pub(super) async fn watch(spawner: Arc<NodeSpawner>, proxy: String) {
+/// `login` is [`USER`]'s secret when the proxy has users.
+pub(super) async fn watch(spawner: Arc<NodeSpawner>, proxy: String, login: Option<String>) {
     while !spawner.is_stopping() {
         tokio::time::sleep(Duration::from_millis(WATCH_MS)).await;
         for addr in spawner.take_exited() {
             tracing::warn!(node = %addr, "the node process exited; starting it again");
-            tokio::spawn(restart(spawner.clone(), proxy.clone(), addr));
+            tokio::spawn(restart(spawner.clone(), proxy.clone(), login.clone(), addr));
         }
     }
 }
@@ -69,7 +75,27 @@ fn seen(ring: &str, addr: &str) -> Seen {
         .map_or(Seen::Gone, Seen::ReplicaOf)
 }
 
-async fn restart(spawner: Arc<NodeSpawner>, proxy: String, addr: String) {
+/// `CLUSTER RING` from the proxy, after AUTH when `login` is set; empty on
+/// any failure, an error text when the proxy refuses.
+async fn ring(proxy: &str, login: Option<&str>) -> String {
+    let timeout = Duration::from_secs(2);
+    let call = async {
+        let mut conn = shardis::client::Conn::connect(proxy, timeout).await?;
+        if let Some(secret) = login {
+            let ok = conn.call_str(&["AUTH", USER, secret]).await?;
+            if ok.starts_with(b"-") {
+                return Ok(ok);
+            }
+        }
+        conn.call_str(&["CLUSTER", "RING"]).await
+    };
+    match tokio::time::timeout(timeout, call).await {
+        Ok(Ok(r)) => String::from_utf8_lossy(&r).into_owned(),
+        _ => String::new(),
+    }
+}
+
+async fn restart(spawner: Arc<NodeSpawner>, proxy: String, login: Option<String>, addr: String) {
     let Some(port) = addr
         .rsplit_once(':')
         .and_then(|(_, p)| p.parse::<u16>().ok())
@@ -77,14 +103,16 @@ async fn restart(spawner: Arc<NodeSpawner>, proxy: String, addr: String) {
         return;
     };
     let deadline = Instant::now() + Duration::from_millis(RESTART_WAIT_MS);
+    let mut refused = false;
     let replicaof = loop {
         if spawner.is_stopping() {
             return;
         }
-        let ring = shardis::client::probe(&proxy, &[b"CLUSTER", b"RING"], Duration::from_secs(2))
-            .await
-            .map(|r| String::from_utf8_lossy(&r).into_owned())
-            .unwrap_or_default();
+        let ring = ring(&proxy, login.as_deref()).await;
+        if ring.starts_with('-') && !refused {
+            refused = true;
+            tracing::warn!(node = %addr, reply = %ring.trim_end(), "the proxy refused CLUSTER RING");
+        }
         match seen(&ring, &addr) {
             Seen::ReplicaOf(primary) => break Some(primary),
             Seen::Gone if !ring.is_empty() && !ring.starts_with('-') => return,

@@ -155,6 +155,19 @@ impl AuthConfig {
         })
     }
 
+    /// Adds a user that may only read the proxy's views (`CLUSTER RING`,
+    /// `INFO`, …): no key, no channel, no change. `shardis up`'s node
+    /// watcher logs in as one, with a secret that lives only in memory.
+    pub fn add_viewer(&mut self, name: &str, password: &str) {
+        self.users.push(UserSpec {
+            name: name.to_string(),
+            sha256: sha256(password.as_bytes()),
+            perm: Perm::Read,
+            keys: Some(Vec::new()),
+            channels: Some(Vec::new()),
+        });
+    }
+
     /// Protected mode: without users, a listener on an address other than
     /// loopback is refused unless `protected_mode = false`.
     pub fn check_protected(&self, field: &str, listen: &str) -> Result<(), String> {
