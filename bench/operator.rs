@@ -46,7 +46,7 @@ fn parts(c: &mut Criterion) {
     g.bench_function("record_command", |b| {
         b.iter(|| {
             ns = (ns + 7_919) % 3_000_000;
-            m.record(black_box(idx), ns, false)
+            m.record(black_box(idx), ns, false, false)
         })
     });
     g.bench_function("record_engaged", |b| {
@@ -88,7 +88,7 @@ fn parts(c: &mut Criterion) {
             let sent = Instant::now();
             node.observe(Instant::now().duration_since(sent).as_nanos() as u64, false);
             let took = Instant::now().duration_since(arrived).as_nanos() as u64;
-            m.record(idx, took, false);
+            m.record(idx, took, false, false);
             m.engaged(get, 1);
             black_box(monitors.is_attached());
             black_box(slow.is_slow(took / 1000))
@@ -112,7 +112,7 @@ fn parts(c: &mut Criterion) {
             let done = Instant::now();
             for _ in 0..16 {
                 let took = done.duration_since(arrived).as_nanos() as u64;
-                m.record(idx, took, false);
+                m.record(idx, took, false, false);
                 m.engaged(get, 1);
                 black_box(monitors.is_attached());
                 black_box(slow.is_slow(took / 1000));

@@ -161,3 +161,65 @@ fn memory_usage_is_asked_of_the_keys_node_and_other_subcommands_answer() {
         assert!(e.contains(want), "{sub}: {e}");
     }
 }
+
+#[test]
+fn commandstats_and_errorstats_count_what_clients_were_answered_until_resetstat() {
+    let up = Up::start(3, &[]);
+    let port = up.port();
+    let mut c = Raw::connect(port);
+    c.check(&["CONFIG", "RESETSTAT"], "+OK\r\n");
+    c.check(&["SET", "k", "v"], "+OK\r\n");
+    // Refused by the proxy before any node saw it: rejected.
+    c.check(
+        &["SET", "k"],
+        "-ERR wrong number of arguments for 'set' command\r\n",
+    );
+    // Errors a node returned: failed, counted by their code.
+    c.check(
+        &[
+            "EVAL",
+            "return redis.error_reply('MY_ERR_CODE custom msg')",
+            "0",
+        ],
+        "-MY_ERR_CODE custom msg\r\n",
+    );
+    let nogroup = c.call(&["XREADGROUP", "GROUP", "g", "c", "STREAMS", "nosuch", ">"]);
+    assert!(nogroup.starts_with("-NOGROUP"), "{nogroup}");
+    let errors = info(port, &["errorstats"]);
+    for line in [
+        "errorstat_ERR:count=1\r\n",
+        "errorstat_MY_ERR_CODE:count=1\r\n",
+        "errorstat_NOGROUP:count=1\r\n",
+    ] {
+        assert!(errors.contains(line), "{line} in {errors}");
+    }
+    assert_eq!(field(&info(port, &["stats"]), "total_error_replies"), "3");
+    let commands = info(port, &["commandstats"]);
+    let set = field(&commands, "cmdstat_set");
+    assert!(set.starts_with("calls=1,usec="), "{set}");
+    assert!(set.ends_with(",rejected_calls=1,failed_calls=0"), "{set}");
+    let xrg = field(&commands, "cmdstat_xreadgroup");
+    assert!(xrg.ends_with(",rejected_calls=0,failed_calls=1"), "{xrg}");
+    // Not in a plain INFO, as in Redis; errorstats is.
+    let plain = info(port, &[]);
+    assert!(!plain.contains("cmdstat_"));
+    assert!(plain.contains("errorstat_NOGROUP"));
+    // A client inventing error codes cannot grow the table without bound.
+    for i in 0..300 {
+        let script = format!("return redis.error_reply('CODE{i} x')");
+        c.check(&["EVAL", &script, "0"], &format!("-CODE{i} x\r\n"));
+    }
+    let errors = info(port, &["errorstats"]);
+    assert_eq!(errors.matches("errorstat_").count(), 128, "{errors}");
+    assert_eq!(field(&info(port, &["stats"]), "total_error_replies"), "303");
+    // RESETSTAT starts them again.
+    c.check(&["CONFIG", "RESETSTAT"], "+OK\r\n");
+    assert!(!info(port, &["errorstats"]).contains("errorstat_"));
+    assert_eq!(field(&info(port, &["stats"]), "total_error_replies"), "0");
+    let commands = info(port, &["commandstats"]);
+    assert!(!commands.contains("cmdstat_set:"), "{commands}");
+    assert!(!commands.contains("cmdstat_eval:"), "{commands}");
+    assert!(commands.contains("cmdstat_config:calls=1,"), "{commands}");
+    let (_, stderr) = up.stop();
+    assert!(!stderr.contains("panicked at"), "{stderr}");
+}

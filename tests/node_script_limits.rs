@@ -157,3 +157,37 @@ fn a_script_returning_a_table_that_contains_itself_gets_a_nested_reply_and_the_e
     );
     c.check(&["PING"], "+PONG\r\n");
 }
+
+#[test]
+fn a_new_connection_logs_in_while_a_script_runs_and_kills_it() {
+    let port = common::free_port();
+    let mut node = common::Proc::spawn(
+        std::process::Command::new(common::BIN)
+            .args(["node", "--port", &port.to_string(), "--requirepass", "pw"])
+            .stdout(std::process::Stdio::null()),
+        port,
+        "node",
+    );
+    node.wait_ready();
+    let mut c = Raw::connect(port);
+    let mut spinning = Raw::connect(port);
+    c.check(&["AUTH", "pw"], "+OK\r\n");
+    c.check(&["CONFIG", "SET", "busy-reply-threshold", "50"], "+OK\r\n");
+    spinning.check(&["AUTH", "pw"], "+OK\r\n");
+    spinning.send(&[b"EVAL", SPIN.as_bytes(), b"0"]);
+    // Before the threshold, as a proxy's kill connection may.
+    std::thread::sleep(Duration::from_millis(10));
+    let mut early = Raw::connect(port);
+    early.check(&["AUTH", "pw"], "+OK\r\n");
+    until_busy(&mut c);
+    // And past it.
+    let mut fresh = Raw::connect(port);
+    fresh.check(&["AUTH", "pw"], "+OK\r\n");
+    let hello = fresh.call(&["HELLO", "2", "AUTH", "default", "pw"]);
+    assert!(hello.starts_with("*"), "{hello}");
+    fresh.check(&["SCRIPT", "KILL"], "+OK\r\n");
+    let reply = String::from_utf8_lossy(&spinning.reply()).into_owned();
+    assert!(reply.starts_with("-ERR Script killed by user"), "{reply}");
+    fresh.check(&["PING"], "+PONG\r\n");
+    node.assert_no_panic();
+}

@@ -153,7 +153,75 @@ fn command_getkeys_answers_as_redis_does(b: Backend) {
     c.proxy.assert_no_panic();
 }
 
+/// `return 1+1` and `return 'loaded'`, by SHA-1.
+const SHA_ADD: &str = "a27e7e8a43702b7046d4f6a7ccf5b60cef6b9bd9";
+const SHA_LOADED: &str = "b534286061d4b9e4026607613b95c06c06015ae8";
+
+fn scripts_are_on_every_node_and_a_node_that_joins_gets_them_and_the_libraries(b: Backend) {
+    if !b.is_available() {
+        return;
+    }
+    let c = b.cluster(3);
+    let port = c.proxy.port;
+    let mut conn = Raw::connect(port);
+    let mut admin = c.client();
+    // An EVAL'd body is cached on every node, as on one Redis: SCRIPT
+    // EXISTS (1 only where every node has it) and EVALSHA of a key on any
+    // node find it.
+    conn.check(&["EVAL", "return 1+1", "0"], ":2\r\n");
+    conn.check(
+        &["SCRIPT", "EXISTS", SHA_ADD, &SHA_LOADED[..39]],
+        "*2\r\n:1\r\n:0\r\n",
+    );
+    let mut nodes = std::collections::HashSet::new();
+    for i in 0..300 {
+        let key = format!("k{i}");
+        if nodes.insert(keynode(&mut admin, &key)) {
+            conn.check(&["EVALSHA", SHA_ADD, "1", &key], ":2\r\n");
+        }
+    }
+    assert_eq!(nodes.len(), 3);
+    // A body that does not compile is refused by every node and does not
+    // stop a node from joining later.
+    let broken = conn.call(&["EVAL", "return (", "0"]);
+    assert!(
+        broken.starts_with("-ERR Error compiling script"),
+        "{broken}"
+    );
+    conn.check(
+        &["SCRIPT", "LOAD", "return 'loaded'"],
+        &format!("$40\r\n{SHA_LOADED}\r\n"),
+    );
+    let lib =
+        "#!lua name=keys\nredis.register_function('first', function(keys) return keys[1] end)";
+    conn.check(&["FUNCTION", "LOAD", lib], "$4\r\nkeys\r\n");
+    // A node that joins has them before it serves a key.
+    let extra = b.start();
+    add_node(&mut admin, &extra.addr(), "n4");
+    wait_state_ok(&mut admin, 60);
+    let mut direct = Raw::connect(extra.port);
+    direct.check(
+        &["SCRIPT", "EXISTS", SHA_ADD, SHA_LOADED],
+        "*2\r\n:1\r\n:1\r\n",
+    );
+    let key = (0..2000)
+        .map(|i| format!("j{i}"))
+        .find(|k| keynode(&mut admin, k) == "n4")
+        .expect("a key on the new node");
+    conn.check(&["EVALSHA", SHA_LOADED, "1", &key], "$6\r\nloaded\r\n");
+    conn.check(
+        &["FCALL", "first", "1", &key],
+        &format!("${}\r\n{key}\r\n", key.len()),
+    );
+    // SCRIPT FLUSH empties every node.
+    conn.check(&["SCRIPT", "FLUSH"], "+OK\r\n");
+    conn.check(&["SCRIPT", "EXISTS", SHA_ADD], "*1\r\n:0\r\n");
+    direct.check(&["SCRIPT", "EXISTS", SHA_LOADED], "*1\r\n:0\r\n");
+    c.proxy.assert_no_panic();
+}
+
 crate::on_both_backends!(
+    scripts_are_on_every_node_and_a_node_that_joins_gets_them_and_the_libraries,
     a_busy_script_leaves_others_answered_busy_until_script_kill,
     function_stats_names_the_running_function_and_function_kill_stops_it,
     a_pipelined_load_and_the_call_that_uses_it_keep_their_order,

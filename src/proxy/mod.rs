@@ -105,6 +105,8 @@ pub(crate) struct Proxy {
     /// The channels and patterns the proxy's subscribers hold (PUBSUB
     /// NUMPAT, INFO).
     pub(crate) subscriptions: commands::pubsub::Held,
+    /// Script bodies loaded on every node (`route::scripts`).
+    pub(crate) scripts: route::scripts::ScriptCache,
     /// Replicas, member status, failover (see `ha`).
     pub(crate) ha: Arc<ha::Ha>,
     /// `Some`: every ring of this proxy places keys as this twemproxy pool
@@ -246,6 +248,7 @@ impl Proxy {
             store,
             auth,
             subscriptions: Default::default(),
+            scripts: Default::default(),
             ha,
             ejected: Default::default(),
             placement: pool.twemproxy,

@@ -80,6 +80,14 @@ impl Selection {
     }
 }
 
+/// The `commandstats` and `errorstats` lines (`field`, `value`) of one
+/// INFO reply.
+#[derive(Debug, Default)]
+pub(crate) struct CallLines {
+    pub(crate) commands: Vec<(String, String)>,
+    pub(crate) errors: Vec<(String, String)>,
+}
+
 /// Builds an INFO text section by section.
 #[derive(Debug, Default)]
 pub(crate) struct InfoText {
@@ -110,10 +118,11 @@ impl InfoText {
         }
     }
 
-    /// The CPU section from this process's `usage`, then the sections that
-    /// are always empty here (no modules; per-command, per-error and latency
-    /// statistics are not kept) — the same for the proxy and the node.
-    pub(crate) fn cpu_and_empty(&mut self, want: &Selection, usage: &Usage) {
+    /// The CPU section from this process's `usage`, then modules (none),
+    /// `commandstats` and `errorstats` from `calls` (`cmdstat_…` and
+    /// `errorstat_…` lines; empty where they are not kept) and latencystats
+    /// (not kept) — the same for the proxy and the node.
+    pub(crate) fn cpu_and_stats(&mut self, want: &Selection, usage: &Usage, calls: &CallLines) {
         if want.has("cpu") {
             self.section(
                 "cpu",
@@ -125,10 +134,23 @@ impl InfoText {
                 ],
             );
         }
-        for empty in ["modules", "commandstats", "errorstats", "latencystats"] {
-            if want.has(empty) {
-                self.section::<u8>(empty, &[]);
+        if want.has("modules") {
+            self.section::<u8>("modules", &[]);
+        }
+        for (name, lines) in [
+            ("commandstats", &calls.commands),
+            ("errorstats", &calls.errors),
+        ] {
+            if want.has(name) {
+                let fields: Vec<(&str, &str)> = lines
+                    .iter()
+                    .map(|(k, v)| (k.as_str(), v.as_str()))
+                    .collect();
+                self.section(name, &fields);
             }
+        }
+        if want.has("latencystats") {
+            self.section::<u8>("latencystats", &[]);
         }
     }
 

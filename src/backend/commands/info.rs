@@ -94,6 +94,10 @@ pub(crate) fn info_text(ctx: &Ctx, sections: &[&[u8]]) -> String {
                     format!("{:.2}", usage.rss_bytes as f64 / used.max(1) as f64),
                 ),
                 ("mem_allocator", "libc".into()),
+                (
+                    "number_of_cached_scripts",
+                    node.scripting.cached.load(Relaxed).to_string(),
+                ),
             ],
         );
     }
@@ -148,7 +152,7 @@ pub(crate) fn info_text(ctx: &Ctx, sections: &[&[u8]]) -> String {
         let fields: Vec<(&str, &String)> = fields.iter().map(|(k, v)| (k.as_str(), v)).collect();
         t.section("replication", &fields);
     }
-    t.cpu_and_empty(&want, &usage);
+    t.cpu_and_stats(&want, &usage, &Default::default());
     if want.has("cluster") {
         t.section("cluster", &[("cluster_enabled", 0)]);
     }

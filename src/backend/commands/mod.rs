@@ -84,6 +84,10 @@ pub(crate) struct Client {
     /// CLIENT_DENY_BLOCKING: a blocking command that finds nothing then
     /// answers as if its timeout passed, instead of blocking.
     pub(crate) never_block: bool,
+    /// The client a script's `redis.call` runs on (Redis's CLIENT_SCRIPT):
+    /// SORT then orders a set it would leave unsorted, so the script's
+    /// result is the same on every replica.
+    pub(crate) script: bool,
     /// Subscriptions and the mailbox of messages, from the first
     /// (P|S)SUBSCRIBE until RESET or disconnect; boxed, as most
     /// connections never subscribe.
@@ -117,6 +121,7 @@ impl Client {
             quit: false,
             last_cmd: "NULL",
             never_block: false,
+            script: false,
             pubsub: None,
             tx: multi::TxState::default(),
             is_master: false,
@@ -236,7 +241,10 @@ pub(crate) fn dispatch(
     }
     let busy = &node.scripting.busy;
     if busy.is_running() {
-        if is_kill(args) {
+        // Redis's `allow-busy` AUTH and HELLO: a connection may log in
+        // while a script runs (a proxy opening a connection to kill the
+        // script logs in first).
+        if is_kill(args) || matches!(cmd.name, "auth" | "hello") {
             return run(node, client, out, cmd, args, now);
         }
         // The primary's stream on a replica waits for the script however

@@ -128,8 +128,9 @@ fn sort_generic(ctx: &mut Ctx, args: &[&[u8]], readonly: bool) -> CmdResult {
             },
         }
     };
-    if o.dontsort && kind == Some(Kind::Set) && o.store.is_some() {
-        // Redis sorts a STOREd set so the result is reproducible.
+    if o.dontsort && kind == Some(Kind::Set) && (o.store.is_some() || ctx.client.script) {
+        // Redis sorts a STOREd set, or one sorted for a script, so the
+        // result is reproducible.
         (o.dontsort, o.alpha, o.by) = (false, true, None);
     }
     if o.dontsort && matches!(kind, Some(Kind::ZSet | Kind::List)) && o.desc {

@@ -80,6 +80,7 @@ impl<'a> Caller<'a> {
     pub(crate) fn new(node: &'a Node, now: u64, readonly: bool, state: &'a RunState) -> Self {
         let mut client = Client::new(0, String::new(), String::new(), now);
         client.never_block = true;
+        client.script = true;
         Caller {
             node,
             client,

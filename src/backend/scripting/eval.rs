@@ -11,6 +11,7 @@ use crate::backend::error::CmdError;
 use crate::resp::{encode, eq_ignore_case};
 use mlua::{Function, MultiValue, Value};
 use std::collections::HashMap;
+use std::sync::atomic::AtomicUsize;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 
@@ -38,7 +39,13 @@ impl Scripts {
 
     /// Compiles `body` into the cache (unless there already) and returns
     /// its SHA-1.
-    fn load(&mut self, body: &[u8]) -> Result<String, CmdError> {
+    fn load(&mut self, body: &[u8], cached: &AtomicUsize) -> Result<String, CmdError> {
+        let sha = self.compile(body)?;
+        cached.store(self.cache.len(), Relaxed);
+        Ok(sha)
+    }
+
+    fn compile(&mut self, body: &[u8]) -> Result<String, CmdError> {
         let sha = sha1::hex(body);
         if !self.cache.contains_key(&sha) {
             let (no_writes, skip) = shebang(body)?;
@@ -192,7 +199,7 @@ fn eval_generic(ctx: &mut Ctx, args: &[&[u8]], by_sha: bool, ro: bool) -> CmdRes
         }
         sha
     } else {
-        scripts.load(args[1])?
+        scripts.load(args[1], &ctx.node.scripting.cached)?
     };
     let script = &scripts.cache[&sha];
     let engine = &scripts.engine;
@@ -277,7 +284,10 @@ pub(crate) fn script(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
             if guard.is_none() {
                 *guard = Some(Scripts::new(&ctx.node.scripting.busy)?);
             }
-            let sha = guard.as_mut().expect("created above").load(args[2])?;
+            let sha = guard
+                .as_mut()
+                .expect("created above")
+                .load(args[2], &ctx.node.scripting.cached)?;
             encode::bulk(ctx.out, sha.as_bytes());
         }
         "exists" => {
@@ -296,6 +306,7 @@ pub(crate) fn script(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
                 return Err(CmdError::err("SCRIPT FLUSH only support SYNC|ASYNC option"));
             }
             *ctx.node.scripting.scripts() = None;
+            ctx.node.scripting.cached.store(0, Relaxed);
             ctx.ok();
         }
         "kill" => {

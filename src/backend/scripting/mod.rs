@@ -48,6 +48,9 @@ pub(crate) struct Scripting {
     /// started: FUNCTION STATS's counts while a function runs, since its
     /// FCALL holds the libraries.
     counts: AtomicU64,
+    /// Scripts in the EVAL cache, for INFO's `number_of_cached_scripts`
+    /// (read without the lock a running script holds).
+    pub(crate) cached: std::sync::atomic::AtomicUsize,
 }
 
 impl Scripting {

@@ -64,6 +64,8 @@ pub(crate) enum AdminError {
     Migration(MigrationError),
     /// The fleet's shared store or leader did not complete the request.
     FleetChange(String),
+    /// A joining node refused the ring's libraries or scripts.
+    ScriptsRefused { addr: String, why: String },
 }
 
 impl fmt::Display for AdminError {
@@ -132,6 +134,10 @@ impl fmt::Display for AdminError {
             AdminError::Ring(e) => write!(f, "{e}"),
             AdminError::Migration(e) => write!(f, "{e}"),
             AdminError::FleetChange(e) => f.write_str(e),
+            AdminError::ScriptsRefused { addr, why } => write!(
+                f,
+                "node {addr} refused the scripts every node has ({why}); the ring is unchanged"
+            ),
         }
     }
 }

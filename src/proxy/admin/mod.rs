@@ -19,6 +19,7 @@ pub(crate) mod fleet;
 pub(crate) mod migration;
 pub(crate) mod plan;
 pub(crate) mod reload;
+pub(crate) mod scripts;
 pub mod state;
 pub(crate) mod store;
 mod views;
@@ -247,6 +248,8 @@ async fn add_node(
             });
         }
     }
+    // The libraries and scripts every node has, before it serves a key.
+    scripts::carry(proxy, &routing, &addr, &name, login, timeout).await?;
     // The shard's replicas are known before its first snapshot is built.
     if !replicas.is_empty() {
         proxy.ha.set_replicas(&name, replicas);

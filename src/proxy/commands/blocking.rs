@@ -41,44 +41,87 @@ const MOVED_GRACE_MS: u64 = 200;
 /// (instead of answering what is owed) when its client leaves while any is.
 pub(crate) struct BlockedGuard {
     client: Arc<AtomicUsize>,
-    proxy: Arc<Proxy>,
-    /// Counted in `clients_in_timeout_table`: the command has a timeout.
-    timed: bool,
+    at_node: Arc<AtNode>,
 }
 
 impl BlockedGuard {
-    /// Counts the client as blocked (once, however many of its commands
-    /// block) for CLIENT LIST and for INFO's `blocked_clients`.
-    /// `timed`: the command has a timeout, so it also counts in INFO's
-    /// `clients_in_timeout_table`.
-    fn new(proxy: &Arc<Proxy>, count: &Arc<AtomicUsize>, timed: bool) -> BlockedGuard {
-        if count.fetch_add(1, Ordering::SeqCst) == 0 {
-            proxy.stats.blocked_clients.fetch_add(1, Ordering::SeqCst);
-        }
-        if timed {
-            proxy.stats.timeout_clients.fetch_add(1, Ordering::SeqCst);
-        }
+    /// Counts the command in its client's `count` at once; [`AtNode::arm`]
+    /// counts it for INFO once the node has it. `timed`: the command has a
+    /// timeout, so it also counts in INFO's `clients_in_timeout_table`.
+    fn new(proxy: &Arc<Proxy>, client: &ClientState, timed: bool) -> BlockedGuard {
+        client.blocked.fetch_add(1, Ordering::SeqCst);
         BlockedGuard {
-            client: count.clone(),
-            proxy: proxy.clone(),
-            timed,
+            client: client.blocked.clone(),
+            at_node: Arc::new(AtNode {
+                phase: std::sync::Mutex::new(Phase::Sent),
+                client: client.entry.blocked_at_node.clone(),
+                proxy: proxy.clone(),
+                timed,
+            }),
         }
     }
 }
 
 impl Drop for BlockedGuard {
     fn drop(&mut self) {
+        self.client.fetch_sub(1, Ordering::SeqCst);
+        self.at_node.end();
+    }
+}
+
+/// Where a blocked command is in INFO's count.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    /// Sent; the node may not have read it yet.
+    Sent,
+    /// The node has it: counted.
+    Counted,
+    /// Answered or dropped: never counted again.
+    Ended,
+}
+
+/// A blocked command's share of INFO's `blocked_clients` (each client once,
+/// however many of its commands block) and `clients_in_timeout_table`,
+/// counted from the moment the node has the command: a client that polls
+/// INFO until another one is blocked (Redis's own tests, queue dashboards)
+/// then knows that a write it sends next reaches the node after the
+/// blocked command.
+struct AtNode {
+    /// A std mutex: taken twice per blocked command, never across `.await`.
+    phase: std::sync::Mutex<Phase>,
+    client: Arc<AtomicUsize>,
+    proxy: Arc<Proxy>,
+    timed: bool,
+}
+
+impl AtNode {
+    fn arm(&self) {
+        let mut phase = lock(&self.phase);
+        if *phase != Phase::Sent {
+            return;
+        }
+        *phase = Phase::Counted;
+        let stats = &self.proxy.stats;
+        if self.client.fetch_add(1, Ordering::SeqCst) == 0 {
+            stats.blocked_clients.fetch_add(1, Ordering::SeqCst);
+        }
         if self.timed {
-            self.proxy
-                .stats
-                .timeout_clients
-                .fetch_sub(1, Ordering::SeqCst);
+            stats.timeout_clients.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    fn end(&self) {
+        let mut phase = lock(&self.phase);
+        let was = std::mem::replace(&mut *phase, Phase::Ended);
+        if was != Phase::Counted {
+            return;
+        }
+        let stats = &self.proxy.stats;
+        if self.timed {
+            stats.timeout_clients.fetch_sub(1, Ordering::SeqCst);
         }
         if self.client.fetch_sub(1, Ordering::SeqCst) == 1 {
-            self.proxy
-                .stats
-                .blocked_clients
-                .fetch_sub(1, Ordering::SeqCst);
+            stats.blocked_clients.fetch_sub(1, Ordering::SeqCst);
         }
     }
 }
@@ -154,6 +197,7 @@ pub(crate) async fn blocked(
     if keys.iter().any(|k| !Arc::ptr_eq(routing.owner(k), &node)) {
         return Pending::error(crate::proxy::conn::error::CROSSSLOT);
     }
+    client.served.on(routing.ring.locate(&keys[0]));
     let pin = match node.pin(client.proto) {
         Ok(p) => p,
         Err(e) => return Pending::error(&e.to_string()),
@@ -163,8 +207,8 @@ pub(crate) async fn blocked(
     let id_rx = pin.send(Bytes::from_static(CLIENT_ID)).await;
     let rx = pin.send_for(raw, &client.budget).await;
     drop(routing);
-    let guard = BlockedGuard::new(proxy, &client.blocked, timed);
-    let on = OnNode::register(&client.entry, &node, id_rx);
+    let guard = BlockedGuard::new(proxy, client, timed);
+    let on = OnNode::register(&client.entry, &node, id_rx, guard.at_node.clone());
     let proxy = proxy.clone();
     Pending::Later(Box::pin(async move {
         let _guard = guard;
@@ -192,15 +236,20 @@ struct OnNode {
 }
 
 impl OnNode {
+    /// `id_rx`: the node's answer to the `CLIENT ID` sent just before the
+    /// command on its connection, which also tells that the node has the
+    /// command (it reads them together) and so arms `at_node`.
     fn register(
         entry: &Arc<ClientEntry>,
         node: &Arc<Node>,
         id_rx: tokio::sync::oneshot::Receiver<Bytes>,
+        at_node: Arc<AtNode>,
     ) -> OnNode {
         let token = NEXT_TOKEN.fetch_add(1, Ordering::Relaxed);
         let (tx, node_id) = tokio::sync::watch::channel(None);
         tokio::spawn(async move {
             if let Ok(r) = id_rx.await {
+                at_node.arm();
                 let _ = tx.send(integer(&r).and_then(|n| u64::try_from(n).ok()));
             }
         });
@@ -292,8 +341,10 @@ async fn wait(proxy: &Arc<Proxy>, client: &mut ClientState, req: Request) -> Pen
     for p in &pins {
         waits.push(p.send(req.raw.clone()).await);
     }
+    client.served.on_many(pins.len());
     drop(routing);
-    let guard = BlockedGuard::new(proxy, &client.blocked, has_timeout(Id::Wait, &req.args));
+    let guard = BlockedGuard::new(proxy, client, has_timeout(Id::Wait, &req.args));
+    guard.at_node.arm();
     Pending::Later(Box::pin(async move {
         let _guard = guard;
         let _pins = pins;

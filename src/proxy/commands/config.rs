@@ -69,7 +69,7 @@ pub(crate) async fn config(proxy: &Arc<Proxy>, s: &ClientState, args: &[Bytes]) 
                 "ERR wrong number of arguments for 'config|{sub}' command"
             ))
         }
-        "resetstat" => encode::simple(&mut out, "OK"),
+        "resetstat" => return resetstat(proxy, s, args).await,
         "help" => help(&mut out, "CONFIG", CONFIG_HELP),
         "get" | "set" => {
             return Pending::error(&format!(
@@ -159,10 +159,18 @@ fn bulk_pairs(reply: &[u8]) -> Option<Vec<(Vec<u8>, Vec<u8>)>> {
     )
 }
 
+/// CONFIG RESETSTAT: the proxy's command and error counters, and every
+/// node's (the keyspace hits and misses INFO sums); `+OK` once all have.
+async fn resetstat(proxy: &Proxy, s: &ClientState, args: &[Bytes]) -> Pending {
+    proxy.ops.calls.reset(&proxy.ops.metrics);
+    config_set(proxy, s, args).await
+}
+
 async fn config_set(proxy: &Proxy, s: &ClientState, args: &[Bytes]) -> Pending {
     let routing = proxy.routing.load_full();
     let nodes = all_nodes(&routing);
     let raw = forwarded(args);
+    let sub = String::from_utf8_lossy(&args[1]).to_ascii_uppercase();
     let mut waits = Vec::with_capacity(nodes.len());
     for n in &nodes {
         let label = format!("{} ({})", n.spec.name, n.spec.addr);
@@ -187,7 +195,7 @@ async fn config_set(proxy: &Proxy, s: &ClientState, args: &[Bytes]) -> Pending {
             encode::simple(&mut out, "OK");
         } else {
             let line = format!(
-                "ERR CONFIG SET refused by {} of {total} nodes (the others applied it): {}",
+                "ERR CONFIG {sub} refused by {} of {total} nodes (the others applied it): {}",
                 refused.len(),
                 refused.join("; ")
             );

@@ -15,15 +15,14 @@ use std::sync::Arc;
 use bytes::{Bytes, BytesMut};
 use tokio::sync::oneshot;
 
-use crate::catalogue::{Command, Id, KeySpec, READONLY};
 use crate::proxy::commands::common::REDIS_COMPAT_VERSION;
 use crate::proxy::conn::client::ClientState;
 use crate::proxy::conn::pending::Pending;
 use crate::proxy::upstream::topology::all_nodes;
 use crate::proxy::Proxy;
+use crate::resp::encode;
 use crate::resp::info::{field, field_u64, human, keyspace, InfoText, Selection, Usage};
 use crate::resp::reply::is_error;
-use crate::resp::{encode, eq_ignore_case, Request};
 
 /// What the proxy needs from each node's INFO.
 const NODE_INFO: &[u8] =
@@ -31,29 +30,35 @@ const NODE_INFO: &[u8] =
 
 /// The nodes' figures, summed.
 #[derive(Debug, Default, PartialEq)]
-struct NodeSums {
-    answered: usize,
-    used: u64,
-    rss: u64,
-    peak: u64,
+pub(super) struct NodeSums {
+    pub(super) answered: usize,
+    pub(super) used: u64,
+    pub(super) rss: u64,
+    pub(super) peak: u64,
     /// 0 when any node is unlimited: the cluster as a whole is then unlimited.
-    maxmemory: u64,
-    any_unlimited: bool,
-    policy: Option<String>,
-    expired: u64,
-    evicted: u64,
-    hits: u64,
-    misses: u64,
-    keys: u64,
-    expires: u64,
+    pub(super) maxmemory: u64,
+    pub(super) any_unlimited: bool,
+    pub(super) policy: Option<String>,
+    pub(super) expired: u64,
+    pub(super) evicted: u64,
+    pub(super) hits: u64,
+    pub(super) misses: u64,
+    pub(super) keys: u64,
+    pub(super) expires: u64,
     /// Writes the nodes counted (`rdb_changes_since_last_save`).
-    dirty: u64,
+    pub(super) dirty: u64,
+    /// The most scripts one node has cached: as every script is loaded on
+    /// every node (`route::scripts`), the number a client loaded.
+    pub(super) scripts: u64,
 }
 
 impl NodeSums {
     fn add(&mut self, text: &str) {
         self.answered += 1;
         self.used += field_u64(text, "used_memory");
+        self.scripts = self
+            .scripts
+            .max(field_u64(text, "number_of_cached_scripts"));
         self.rss += field_u64(text, "used_memory_rss");
         self.peak += field_u64(text, "used_memory_peak");
         let max = field_u64(text, "maxmemory");
@@ -78,7 +83,7 @@ impl NodeSums {
 }
 
 /// Sends `NODE_INFO` to every node of the current ring.
-async fn ask_nodes(proxy: &Proxy, s: &ClientState) -> Vec<oneshot::Receiver<Bytes>> {
+pub(super) async fn ask_nodes(proxy: &Proxy, s: &ClientState) -> Vec<oneshot::Receiver<Bytes>> {
     let routing = proxy.routing.load_full();
     let nodes = all_nodes(&routing);
     let mut waits = Vec::with_capacity(nodes.len());
@@ -92,7 +97,7 @@ async fn ask_nodes(proxy: &Proxy, s: &ClientState) -> Vec<oneshot::Receiver<Byte
     waits
 }
 
-async fn collect(waits: Vec<oneshot::Receiver<Bytes>>) -> NodeSums {
+pub(super) async fn collect(waits: Vec<oneshot::Receiver<Bytes>>) -> NodeSums {
     let mut sums = NodeSums::default();
     for w in waits {
         match w.await {
@@ -194,6 +199,7 @@ fn info_text(p: &Proxy, want: Selection, n: &NodeSums) -> String {
                     "mem_fragmentation_ratio",
                     format!("{:.2}", n.rss as f64 / n.used.max(1) as f64),
                 ),
+                ("number_of_cached_scripts", n.scripts.to_string()),
                 ("shardis_nodes_reporting", n.answered.to_string()),
                 ("shardis_proxy_rss", usage.rss_bytes.to_string()),
             ],
@@ -248,6 +254,7 @@ fn info_text(p: &Proxy, want: Selection, n: &NodeSums) -> String {
                     "evicted_clients",
                     p.stats.reply_total_closes.load(Ordering::Relaxed),
                 ),
+                ("total_error_replies", p.ops.calls.errors.total()),
                 // Requests whose handling panicked, answered `-ERR internal error`.
                 (
                     "shardis_internal_errors",
@@ -270,7 +277,15 @@ fn info_text(p: &Proxy, want: Selection, n: &NodeSums) -> String {
             ],
         );
     }
-    t.cpu_and_empty(&want, &usage);
+    let calls = crate::resp::info::CallLines {
+        commands: if want.has("commandstats") {
+            p.ops.calls.command_lines(&p.ops.metrics)
+        } else {
+            Vec::new()
+        },
+        errors: p.ops.calls.errors.lines(),
+    };
+    t.cpu_and_stats(&want, &usage, &calls);
     if want.has("cluster") {
         let routing = p.routing.load_full();
         t.section(
@@ -294,129 +309,6 @@ fn info_text(p: &Proxy, want: Selection, n: &NodeSums) -> String {
         }
     }
     t.finish()
-}
-
-/// `MEMORY USAGE key [SAMPLES n]`, routed like any command keyed at position 2.
-/// Not a catalogue row: MEMORY as a whole is the proxy's, this form of it
-/// is forwarded.
-static MEMORY_USAGE: Command = Command {
-    id: Id::Memory,
-    name: "memory",
-    arity: -3,
-    keys: KeySpec::Range {
-        first: 2,
-        last: 2,
-        step: 1,
-    },
-    flags: READONLY,
-};
-
-const MEMORY_HELP: &[&str] = &[
-    "MEMORY <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
-    "DOCTOR",
-    "    Return memory problems reports (summed over the nodes behind the proxy).",
-    "STATS",
-    "    Return information about the memory usage of the nodes, summed.",
-    "USAGE <key> [SAMPLES <count>]",
-    "    Return memory in bytes used by <key> and its value, asked of the node that owns it.",
-    "HELP",
-    "    Print this help.",
-];
-
-/// MEMORY DOCTOR | STATS | USAGE key [SAMPLES n] | HELP
-pub(crate) async fn memory(proxy: &Arc<Proxy>, s: &mut ClientState, req: Request) -> Pending {
-    let sub = req.args[1].clone();
-    let argc = req.args.len();
-    if eq_ignore_case(&sub, b"usage") {
-        if argc == 3 || (argc == 5 && eq_ignore_case(&req.args[3], b"samples")) {
-            return crate::proxy::route::keyed::keyed(proxy, s, &MEMORY_USAGE, req).await;
-        }
-        let msg = if argc == 2 {
-            "ERR wrong number of arguments for 'memory|usage' command"
-        } else {
-            "ERR syntax error"
-        };
-        return Pending::error(msg);
-    }
-    if eq_ignore_case(&sub, b"help") && argc == 2 {
-        let mut out = BytesMut::new();
-        encode::array_len(&mut out, MEMORY_HELP.len());
-        MEMORY_HELP.iter().for_each(|l| encode::simple(&mut out, l));
-        return Pending::ready(out);
-    }
-    let (doctor, stats) = (
-        eq_ignore_case(&sub, b"doctor"),
-        eq_ignore_case(&sub, b"stats"),
-    );
-    if (doctor || stats) && argc == 2 {
-        let proto = s.proto;
-        let waits = ask_nodes(proxy, s).await;
-        let total = waits.len();
-        return Pending::Later(Box::pin(async move {
-            let n = collect(waits).await;
-            let mut out = BytesMut::new();
-            if doctor {
-                encode::verbatim(&mut out, doctor_text(&n, total).as_bytes(), proto);
-            } else {
-                memory_stats(&mut out, &n, total, proto);
-            }
-            out.freeze()
-        }));
-    }
-    let name = String::from_utf8_lossy(&sub).to_ascii_lowercase();
-    let msg = match name.as_str() {
-        "malloc-stats" | "purge" => format!(
-            "ERR MEMORY {} is per node: run it on a node directly (CLUSTER RING lists them)",
-            name.to_uppercase()
-        ),
-        "doctor" | "stats" | "help" => {
-            format!("ERR wrong number of arguments for 'memory|{name}' command")
-        }
-        _ => format!(
-            "ERR unknown subcommand '{}'. Try MEMORY HELP.",
-            String::from_utf8_lossy(&sub)
-        ),
-    };
-    Pending::error(&msg)
-}
-
-fn doctor_text(n: &NodeSums, total: usize) -> String {
-    let mut text = format!(
-        "shardis: {} of {total} nodes answered. Together they use {} (peak {}), resident {}, fragmentation ratio {:.2}, {} keys.",
-        n.answered,
-        human(n.used),
-        human(n.peak),
-        human(n.rss),
-        n.rss as f64 / n.used.max(1) as f64,
-        n.keys
-    );
-    if n.answered < total {
-        text.push_str(" Some nodes did not answer: CLUSTER RING shows which.");
-    }
-    if n.evicted > 0 {
-        text.push_str(&format!(
-            " {} keys were evicted under maxmemory: add a node (CLUSTER SPAWNNODE / ADDNODE) or raise maxmemory.",
-            n.evicted
-        ));
-    }
-    text.push_str(" For one node's own report, run MEMORY DOCTOR on that node.");
-    text
-}
-
-fn memory_stats(out: &mut BytesMut, n: &NodeSums, total: usize, proto: u8) {
-    let fields: [(&str, u64); 6] = [
-        ("peak.allocated", n.peak),
-        ("total.allocated", n.used),
-        ("keys.count", n.keys),
-        ("rss", n.rss),
-        ("shardis.nodes", total as u64),
-        ("shardis.nodes.reporting", n.answered as u64),
-    ];
-    encode::map_len(out, fields.len(), proto);
-    for (k, v) in fields {
-        encode::bulk(out, k.as_bytes());
-        encode::integer(out, v as i64);
-    }
 }
 
 /// The proxy's INFO for tests that do not run a session.

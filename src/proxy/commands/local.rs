@@ -28,7 +28,7 @@ pub(crate) async fn handle(
     req: Request,
 ) -> Pending {
     if spec.id == Id::Memory {
-        return crate::proxy::commands::info::memory(proxy, s, req).await;
+        return crate::proxy::commands::memory::memory(proxy, s, req).await;
     }
     if spec.id == Id::Ping && req.args.len() <= 2 {
         if let Some(p) = ping_running_script(proxy, s, &req).await {

@@ -9,6 +9,7 @@ pub(crate) mod common;
 pub(crate) mod config;
 pub(crate) mod info;
 pub(crate) mod local;
+pub(crate) mod memory;
 pub mod monitor;
 pub(crate) mod pubsub;
 pub(crate) mod transaction;

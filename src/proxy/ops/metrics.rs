@@ -146,6 +146,9 @@ impl HistSnapshot {
 pub struct CommandMetrics {
     pub calls: AtomicU64,
     pub errors: AtomicU64,
+    /// Errors the proxy answered before any node saw the request (arity,
+    /// NOAUTH, CROSSSLOT…): INFO's `rejected_calls`.
+    pub rejected: AtomicU64,
     /// End to end, nanoseconds: request decoded → reply ready for the client.
     pub latency: Histogram,
     /// Nodes a request touched: 1 for GET, N for an MGET split over N, all for a fan-out.
@@ -157,6 +160,7 @@ impl CommandMetrics {
         CommandMetrics {
             calls: AtomicU64::new(0),
             errors: AtomicU64::new(0),
+            rejected: AtomicU64::new(0),
             latency: Histogram::new(LATENCY_BOUNDS_NS),
             engaged: Histogram::new(ENGAGED_BOUNDS),
         }
@@ -241,15 +245,25 @@ impl Metrics {
         &self.commands[idx.min(TABLE.len())]
     }
 
-    /// One request of command `idx` was answered after `ns`.
+    /// One request of command `idx` was answered after `ns`; `rejected`:
+    /// with an error of the proxy's own, before any node saw it.
     #[inline]
-    pub fn record(&self, idx: usize, ns: u64, is_error: bool) {
+    pub fn record(&self, idx: usize, ns: u64, is_error: bool, rejected: bool) {
         let c = self.command_at(idx);
         c.calls.fetch_add(1, Ordering::Relaxed);
         if is_error {
             c.errors.fetch_add(1, Ordering::Relaxed);
+            if rejected {
+                c.rejected.fetch_add(1, Ordering::Relaxed);
+            }
         }
         c.latency.observe(ns);
+    }
+
+    /// `(name, series)` of every command in the table, in table order
+    /// (without the unknown commands' series).
+    pub fn table_commands(&self) -> impl Iterator<Item = (&'static str, &CommandMetrics)> {
+        TABLE.iter().map(|s| s.name).zip(self.commands.iter())
     }
 
     /// A request of `spec` was sent to `nodes` nodes.
@@ -415,8 +429,8 @@ mod tests {
             assert_eq!(command_index(spec), i, "{}", spec.name);
         }
         let m = Metrics::default();
-        m.record(command_index(lookup(b"GET").unwrap()), 1_000, false);
-        m.record(TABLE.len() + 7, 1_000, true);
+        m.record(command_index(lookup(b"GET").unwrap()), 1_000, false, false);
+        m.record(TABLE.len() + 7, 1_000, true, true);
         let used: Vec<&str> = m.used_commands().map(|(n, _)| n).collect();
         assert_eq!(used, vec!["get", UNKNOWN_COMMAND]);
     }

@@ -7,6 +7,7 @@
 //! [`crate::proxy::Proxy`] as `proxy.ops`, read by sessions, routing, the
 //! admin commands and `http/`.
 
+pub(crate) mod callstats;
 pub mod hotkeys;
 pub(crate) mod http;
 pub mod metrics;
@@ -70,6 +71,8 @@ const DEFAULT_HOTKEYS: usize = 10;
 /// What the operator plane keeps per proxy.
 pub(crate) struct Ops {
     pub(crate) metrics: Metrics,
+    /// INFO commandstats and errorstats since the last CONFIG RESETSTAT.
+    pub(crate) calls: callstats::CallStats,
     pub(crate) hot_keys: HotKeys,
     /// The local cache of hot GETs; `None` when `cache_ttl_ms` is 0, so the
     /// request path pays one branch for it.
@@ -84,6 +87,7 @@ impl Ops {
     pub(crate) fn new(c: &OpsConfig) -> Ops {
         Ops {
             metrics: Metrics::default(),
+            calls: callstats::CallStats::default(),
             hot_keys: HotKeys::new(c.hot_keys_capacity),
             hot_cache: (c.hot_cache_ttl_ms > 0).then(|| {
                 HotCache::new(
@@ -109,7 +113,16 @@ impl Ops {
     ) {
         let ns = now.duration_since(t.started).as_nanos() as u64;
         let m = &self.metrics;
-        m.record(t.served.command as usize, ns, is_error(reply));
+        let error = is_error(reply);
+        m.record(
+            t.served.command as usize,
+            ns,
+            error,
+            error && t.served.nodes == 0,
+        );
+        if error {
+            self.calls.errors.record(reply);
+        }
         if t.served.nodes > 0 {
             m.command_at(t.served.command as usize)
                 .engaged

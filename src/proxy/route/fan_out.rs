@@ -53,6 +53,12 @@ pub(crate) async fn fan_out(
     }
     let nodes = all_nodes(&routing);
     client.served.on_many(nodes.len());
+    let script = script_sub(&req);
+    if script == Some(ScriptSub::Flush) {
+        proxy.scripts.clear();
+    }
+    let loaded = (script == Some(ScriptSub::Load) && req.args.len() == 3)
+        .then(|| (proxy.clone(), req.args[2].clone()));
     if is_load(&req) {
         for n in &nodes {
             client.lane.claim(n, client.proto);
@@ -79,6 +85,14 @@ pub(crate) async fn fan_out(
         if stats {
             return function_stats(replies);
         }
+        if script == Some(ScriptSub::Exists) {
+            return crate::proxy::route::scripts::exists_on_all(&replies);
+        }
+        if let Some((proxy, body)) = loaded {
+            if replies.iter().all(|r| !is_error(r)) {
+                proxy.scripts.add(&body);
+            }
+        }
         if let (Some(routing), Aggregate::Concat) = (&filter, agg) {
             for (i, r) in replies.iter_mut().enumerate() {
                 *r = owned_only(r, routing, i);
@@ -86,6 +100,29 @@ pub(crate) async fn fan_out(
         }
         aggregate(agg, &replies)
     }))
+}
+
+/// The SCRIPT subcommands whose fan-out the proxy follows.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum ScriptSub {
+    Load,
+    Flush,
+    Exists,
+}
+
+fn script_sub(req: &Request) -> Option<ScriptSub> {
+    if !req.name().eq_ignore_ascii_case(b"script") {
+        return None;
+    }
+    let sub = req.args.get(1)?;
+    [
+        (&b"load"[..], ScriptSub::Load),
+        (b"flush", ScriptSub::Flush),
+        (b"exists", ScriptSub::Exists),
+    ]
+    .into_iter()
+    .find(|(n, _)| sub.eq_ignore_ascii_case(n))
+    .map(|(_, s)| s)
 }
 
 /// FLUSHALL, FLUSHDB: the fan-out writes of data a replica must have.

@@ -15,13 +15,14 @@ use crate::proxy::conn::client::ClientState;
 use crate::proxy::conn::error::lost;
 use crate::proxy::conn::pending::Pending;
 use crate::proxy::route::hot_cache::{self, Lookup};
+use crate::proxy::route::scripts;
 use crate::proxy::route::send::{invalidate_written, moving_writes, send_tracked};
 use crate::proxy::upstream::topology::{self};
 use crate::proxy::Proxy;
 use crate::resp::Request;
 
 /// Routes by the keys `spec` declares (all on one node); also used by
-/// `info::memory` for MEMORY USAGE.
+/// `memory::memory` for MEMORY USAGE.
 pub(crate) async fn keyed(
     proxy: &Arc<Proxy>,
     client: &mut ClientState,
@@ -64,6 +65,9 @@ pub(crate) async fn keyed(
         let node = routing.owner(by);
         if is_script(spec.id) {
             client.lane.claim(node, client.proto);
+            if is_eval(spec.id) && req.args.len() > 1 {
+                scripts::spread_eval(&proxy.scripts, client, &routing, &req.args[1], node).await;
+            }
         }
         let rx = client.upstream_to(node).send(req.raw).await;
         return Pending::One(rx);
@@ -84,6 +88,9 @@ pub(crate) async fn keyed(
     }
     if is_script(spec.id) {
         client.lane.claim(&node, client.proto);
+        if is_eval(spec.id) {
+            scripts::spread_eval(&proxy.scripts, client, &routing, &req.args[1], &node).await;
+        }
     }
     invalidate_written(proxy, spec, &req.args, &positions);
     let track = moving_writes(
@@ -190,6 +197,11 @@ fn on_reply(
         }
         reply
     }))
+}
+
+/// EVAL and EVAL_RO: their body is cached by the node that runs it.
+fn is_eval(id: Id) -> bool {
+    matches!(id, Id::Eval | Id::EvalRo)
 }
 
 /// EVAL, FCALL and their forms: a keyless one is routed by its script.

@@ -24,6 +24,11 @@ pub(crate) struct ClientEntry {
     pub(crate) budget: Arc<ReplyBudget>,
     /// Blocking commands waiting on a node (shared with the session's state).
     pub(crate) blocked: Arc<AtomicUsize>,
+    /// Of those, the ones the node has begun (it answered the `CLIENT ID`
+    /// sent just before each): CLIENT LIST's `b` flag and INFO's
+    /// `blocked_clients`, so a client that sees itself counted blocked knows
+    /// the node holds its command.
+    pub(crate) blocked_at_node: Arc<AtomicUsize>,
     pub(crate) connected: Instant,
     /// A std mutex: written on SETNAME / HELLO SETNAME / RESET only.
     pub(crate) name: Mutex<Option<Bytes>>,
@@ -71,6 +76,7 @@ impl ClientEntry {
             fd,
             budget,
             blocked: Default::default(),
+            blocked_at_node: Default::default(),
             connected: Instant::now(),
             name: Mutex::new(None),
             last_ms: AtomicU64::new(0),
@@ -136,7 +142,7 @@ impl ClientEntry {
         if multi >= 0 {
             flags.push('x');
         }
-        if self.blocked.load(Relaxed) > 0 {
+        if self.blocked_at_node.load(Relaxed) > 0 {
             flags.push('b');
         }
         if flags.is_empty() {

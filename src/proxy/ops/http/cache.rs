@@ -206,6 +206,7 @@ async fn call(p: &Arc<Proxy>, name: &str, args: &[&[u8]]) -> Bytes {
         crate::proxy::ops::metrics::command_index(spec),
         started.elapsed().as_nanos() as u64,
         is_error(&r),
+        false,
     );
     r
 }
