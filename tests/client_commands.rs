@@ -361,3 +361,53 @@ fn info_says_cluster_enabled_as_cluster_info_does() {
     );
     assert_eq!(r.info_field("cluster", "cluster_enabled"), 1);
 }
+
+#[test]
+fn client_reply_off_still_sends_resp3_pushes_as_redis_server_does() {
+    let proxy = Cluster::builtin(2);
+    let redis = have_tool("redis-server").then(|| start_redis(free_port()));
+    let mut ports = vec![proxy.proxy.port];
+    ports.extend(redis.as_ref().map(|r| r.port));
+    for port in ports {
+        let mut sub = Raw::connect(port);
+        let hello = sub.call_bytes(&[b"HELLO", b"3"]);
+        assert!(hello.starts_with(b"%"), "{}", text(&hello));
+        sub.send(&[b"CLIENT", b"REPLY", b"OFF"]);
+        sub.send(&[b"SUBSCRIBE", b"channel"]);
+        assert_eq!(
+            text(&sub.reply()),
+            ">3\r\n$9\r\nsubscribe\r\n$7\r\nchannel\r\n:1\r\n",
+            "port {port}"
+        );
+        sub.send(&[b"PSUBSCRIBE", b"ch*"]);
+        assert_eq!(
+            text(&sub.reply()),
+            ">3\r\n$10\r\npsubscribe\r\n$3\r\nch*\r\n:2\r\n"
+        );
+        let mut publisher = Raw::connect(port);
+        assert_eq!(publisher.int(&["PUBLISH", "channel", "hello"]), 2);
+        assert_eq!(
+            text(&sub.reply()),
+            ">3\r\n$7\r\nmessage\r\n$7\r\nchannel\r\n$5\r\nhello\r\n"
+        );
+        assert_eq!(
+            text(&sub.reply()),
+            ">4\r\n$8\r\npmessage\r\n$3\r\nch*\r\n$7\r\nchannel\r\n$5\r\nhello\r\n"
+        );
+        sub.send(&[b"UNSUBSCRIBE", b"channel"]);
+        assert_eq!(
+            text(&sub.reply()),
+            ">3\r\n$11\r\nunsubscribe\r\n$7\r\nchannel\r\n:1\r\n"
+        );
+        sub.send(&[b"PUNSUBSCRIBE", b"ch*"]);
+        assert_eq!(
+            text(&sub.reply()),
+            ">3\r\n$12\r\npunsubscribe\r\n$3\r\nch*\r\n:0\r\n"
+        );
+        // Other replies stay off until CLIENT REPLY ON.
+        sub.send(&[b"PING"]);
+        sub.send(&[b"CLIENT", b"REPLY", b"ON"]);
+        assert_eq!(text(&sub.reply()), "+OK\r\n");
+    }
+    proxy.proxy.assert_no_panic();
+}

@@ -51,28 +51,40 @@ pub(crate) fn after_request(
         }
     };
     if silent {
-        silence(p, &s.budget)
+        silence(p, &s.budget, s.proto == 3)
     } else {
         p
     }
 }
 
-/// The same request, its reply awaited and thrown away.
-fn silence(p: Pending, budget: &Arc<ReplyBudget>) -> Pending {
-    match p {
-        Pending::Ready(_) => Pending::Ready(Bytes::new()),
-        Pending::One(rx) => Pending::Later(Box::pin(async move {
-            let _ = rx.await;
+/// The same request, its reply awaited and thrown away; in RESP3 a push
+/// (a SUBSCRIBE's confirmations) is still sent, as Redis sends pushes
+/// whatever CLIENT REPLY says.
+fn silence(p: Pending, budget: &Arc<ReplyBudget>, pushes: bool) -> Pending {
+    let kept = move |b: Bytes| {
+        if pushes && b.first() == Some(&b'>') {
+            b
+        } else {
             Bytes::new()
-        })),
+        }
+    };
+    match p {
+        Pending::Ready(b) => Pending::Ready(kept(b)),
+        Pending::One(rx) => {
+            Pending::Later(Box::pin(
+                async move { rx.await.map(kept).unwrap_or_default() },
+            ))
+        }
         Pending::Charged(rx) => {
             let budget = budget.clone();
             Pending::Later(Box::pin(async move {
-                // Charged on arrival; never written, so given back here.
-                if let Ok(b) = rx.await {
-                    budget.release(b.len());
-                }
-                Bytes::new()
+                // Charged on arrival; the session charges what it writes
+                // again, so it is given back here either way.
+                let Ok(b) = rx.await else {
+                    return Bytes::new();
+                };
+                budget.release(b.len());
+                kept(b)
             }))
         }
         // Messages are charged on arrival (and never come from dispatch).
@@ -80,10 +92,7 @@ fn silence(p: Pending, budget: &Arc<ReplyBudget>) -> Pending {
             budget.release(b.len());
             Pending::Ready(Bytes::new())
         }
-        Pending::Later(f) => Pending::Later(Box::pin(async move {
-            let _ = f.await;
-            Bytes::new()
-        })),
+        Pending::Later(f) => Pending::Later(Box::pin(async move { kept(f.await) })),
         Pending::Close(_) => Pending::Close(Bytes::new()),
     }
 }
