@@ -26,6 +26,7 @@ pub(crate) mod lane;
 pub(crate) mod pinned;
 mod request;
 pub(crate) mod shard;
+pub(crate) mod spare;
 mod timeouts;
 pub(crate) mod topology;
 

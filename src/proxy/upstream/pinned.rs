@@ -105,8 +105,9 @@ pub(crate) struct Pinned {
 }
 
 impl Pinned {
-    /// Opens (lazily: on its first request) a dedicated connection to `node`
-    /// speaking `proto`, or says why not: the node has `max_pinned_per_node`
+    /// Takes the node's spare connection for `proto` (`spare.rs`) or opens
+    /// one (lazily: on its first request), a dedicated connection to `node`
+    /// speaking `proto`, and starts the next spare; or says why not: the node has `max_pinned_per_node`
     /// open already.
     pub(crate) fn open(
         node: &Arc<Node>,
@@ -119,8 +120,13 @@ impl Pinned {
             pinned: true,
             ..opts.clone()
         };
+        let up = node
+            .spares
+            .take(proto, &node.health)
+            .unwrap_or_else(|| Upstream::spawn(opts.clone(), node.health.clone()));
+        node.spares.refill(&opts, &node.health);
         Ok(Pinned {
-            up: Upstream::spawn(opts, node.health.clone()),
+            up,
             _slot: slot,
             node: node.clone(),
         })

@@ -25,6 +25,8 @@ pub(crate) struct Node {
     pub(crate) health: Arc<Health>,
     /// Dedicated connections clients hold to this node (see `pinned.rs`).
     pub(crate) pins: crate::proxy::upstream::pinned::PinCount,
+    /// A pinned connection opened ahead of the next pin (`spare.rs`).
+    pub(crate) spares: Arc<crate::proxy::upstream::spare::Spares>,
     resp2: Vec<Upstream>,
     resp3: OnceLock<Vec<Upstream>>,
     /// Its connections for scripts (see `lane.rs`).
@@ -58,6 +60,7 @@ impl Node {
             spec,
             health,
             pins: crate::proxy::upstream::pinned::PinCount::new(max_pinned),
+            spares: Default::default(),
             resp2,
             resp3: OnceLock::new(),
             scripts: Default::default(),
