@@ -191,3 +191,22 @@ fn a_new_connection_logs_in_while_a_script_runs_and_kills_it() {
     fresh.check(&["PING"], "+PONG\r\n");
     node.assert_no_panic();
 }
+
+#[test]
+fn a_script_that_may_write_is_refused_out_of_memory_before_it_runs() {
+    let port = common::free_port();
+    let node = common::start_node(port);
+    let mut c = Raw::connect(port);
+    const OOM: &str = "-OOM command not allowed when used memory > 'maxmemory'.\r\n";
+    c.check(&["CONFIG", "SET", "maxmemory", "1"], "+OK\r\n");
+    c.check(&["SET", "x", "y"], OOM);
+    for _ in 0..50 {
+        c.check(&["EVAL", "#!lua\nreturn 1", "0"], OOM);
+    }
+    // Declared read-only, or without flags (checked at its first write).
+    c.check(&["EVAL", "#!lua flags=no-writes\nreturn 1", "0"], ":1\r\n");
+    c.check(&["EVAL", "return 1", "0"], ":1\r\n");
+    c.check(&["CONFIG", "SET", "maxmemory", "0"], "+OK\r\n");
+    c.check(&["EVAL", "#!lua\nreturn 1", "0"], ":1\r\n");
+    node.assert_no_panic();
+}

@@ -215,6 +215,16 @@ fn eval_generic(ctx: &mut Ctx, args: &[&[u8]], by_sha: bool, ro: bool) -> CmdRes
             "Can not execute a script with write flag using *_ro command.",
         ));
     }
+    // A script that declares its flags (a shebang) and may write is refused
+    // before it runs when the node is out of memory, as Redis denies it
+    // (one without a shebang is checked at its first write).
+    if script.shebang
+        && !script.no_writes
+        && !ctx.client.is_master
+        && ctx.node.make_room(ctx.now).is_err()
+    {
+        return Err(CmdError::OutOfMemory);
+    }
     let f = script.f.clone();
     let readonly = ro || script.no_writes;
     execute(ctx, engine, &f, MultiValue::new(), &sha, readonly)
