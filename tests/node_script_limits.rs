@@ -210,3 +210,44 @@ fn a_script_that_may_write_is_refused_out_of_memory_before_it_runs() {
     c.check(&["EVAL", "#!lua\nreturn 1", "0"], ":1\r\n");
     node.assert_no_panic();
 }
+
+#[test]
+fn writes_and_scripts_that_may_write_are_refused_without_enough_good_replicas() {
+    let port = common::free_port();
+    let node = common::start_node(port);
+    let mut c = Raw::connect(port);
+    c.check(&["SET", "x", "some value"], "+OK\r\n");
+    c.check(&["CONFIG", "SET", "min-replicas-to-write", "1"], "+OK\r\n");
+    const NOREPLICAS: &str = "-NOREPLICAS Not enough good replicas to write.\r\n";
+    c.check(&["SET", "x", "1"], NOREPLICAS);
+    let value = "$10\r\nsome value\r\n";
+    let get = "return redis.call('get',KEYS[1])";
+    c.check(
+        &["EVAL", &format!("#!lua flags=no-writes\n{get}"), "1", "x"],
+        value,
+    );
+    c.check(&["EVAL", get, "1", "x"], value);
+    c.check(&["EVAL", &format!("#!lua\n{get}"), "1", "x"], NOREPLICAS);
+    let set = c.call(&["EVAL", "return redis.call('set',KEYS[1],1)", "1", "x"]);
+    assert!(set.starts_with("-NOREPLICAS"), "{set}");
+    // A replica that acknowledges is a good one.
+    let rport = common::free_port();
+    let replica = common::start_node(rport);
+    let mut r = Raw::connect(rport);
+    r.check(&["REPLICAOF", "127.0.0.1", &port.to_string()], "+OK\r\n");
+    let deadline = std::time::Instant::now() + Duration::from_secs(15);
+    while c.call(&["SET", "x", "2"]) != "+OK\r\n" {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the replica never counted"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    c.check(&["CONFIG", "SET", "min-replicas-to-write", "0"], "+OK\r\n");
+    // Out of memory, a script's first write is refused too.
+    c.check(&["CONFIG", "SET", "maxmemory", "1"], "+OK\r\n");
+    let oom = c.call(&["EVAL", "return redis.call('set',KEYS[1],'y')", "1", "x"]);
+    assert!(oom.starts_with("-OOM command not allowed"), "{oom}");
+    node.assert_no_panic();
+    replica.assert_no_panic();
+}

@@ -44,6 +44,8 @@ pub(crate) enum CmdError {
     BadPayload,
     /// `OOM command not allowed when used memory > 'maxmemory'.`
     OutOfMemory,
+    /// `NOREPLICAS Not enough good replicas to write.`
+    NoReplicas,
     /// A write on a read-only replica.
     ReadOnly,
     /// `ERR DB index is out of range`
@@ -85,6 +87,7 @@ impl fmt::Display for CmdError {
             BusyKey => f.write_str("BUSYKEY Target key name already exists."),
             BadPayload => f.write_str("ERR DUMP payload version or checksum are wrong"),
             OutOfMemory => f.write_str("OOM command not allowed when used memory > 'maxmemory'."),
+            NoReplicas => f.write_str("NOREPLICAS Not enough good replicas to write."),
             ReadOnly => f.write_str("READONLY You can't write against a read only replica."),
             DbIndexOutOfRange => f.write_str("ERR DB index is out of range"),
             Other(s) => f.write_str(s),

@@ -316,6 +316,15 @@ pub(crate) fn dispatch(
         CmdError::OutOfMemory.write(out);
         return Next::Done;
     }
+    // A script is checked as it runs (`scripting`), by its flags and writes.
+    if cmd.flags & WRITE != 0
+        && !matches!(cmd.run, Run::Script(_))
+        && !client.is_master
+        && replication::lacks_replicas(node)
+    {
+        CmdError::NoReplicas.write(out);
+        return Next::Done;
+    }
     if matches!(cmd.run, Run::Migrate) {
         return Next::Migrate;
     }

@@ -94,6 +94,18 @@ static PARAMS: &[Param] = &[
         Kind::OutputBufferLimit,
         limits::DEFAULT_TEXT,
     ),
+    pa(
+        "min-replicas-to-write",
+        "min-slaves-to-write",
+        Kind::Int(0, INT_MAX),
+        "0",
+    ),
+    pa(
+        "min-replicas-max-lag",
+        "min-slaves-max-lag",
+        Kind::Int(0, INT_MAX),
+        "10",
+    ),
     // Read where they act: how long a script runs before other clients
     // are answered -BUSY.
     pa(
@@ -189,6 +201,8 @@ const HLL_SPARSE: usize = 4;
 const LFU_LOG: usize = 5;
 const LFU_DECAY: usize = 6;
 const OUTPUT_BUFFER: usize = 7;
+const MIN_REPLICAS: usize = 8;
+const MIN_REPLICAS_LAG: usize = 9;
 
 /// The node's parameters.
 pub(crate) struct Settings {
@@ -208,6 +222,9 @@ pub(crate) struct Settings {
     /// The `pubsub` class of `client-output-buffer-limit`: hard bytes, soft
     /// bytes, soft seconds.
     pubsub_limits: [AtomicU64; 3],
+    /// `min-replicas-to-write` and `min-replicas-max-lag` (seconds): read
+    /// by every write, so kept out of the mutex.
+    pub(crate) min_replicas: [AtomicU64; 2],
     /// Every parameter's current text, indexed like `PARAMS`. A std mutex:
     /// held only to read or replace strings, never across an `.await`.
     values: Mutex<Vec<String>>,
@@ -242,6 +259,7 @@ impl Settings {
             lfu_log_factor: AtomicU64::new(10),
             lfu_decay_time: AtomicU64::new(1),
             pubsub_limits: Default::default(),
+            min_replicas: Default::default(),
             values: Mutex::new(Vec::new()),
         };
         for (i, v) in values.iter().enumerate() {
@@ -384,6 +402,8 @@ impl Settings {
             HLL_SPARSE => self.hll_sparse_max_bytes.store(n(), Relaxed),
             LFU_LOG => self.lfu_log_factor.store(n(), Relaxed),
             LFU_DECAY => self.lfu_decay_time.store(n(), Relaxed),
+            MIN_REPLICAS => self.min_replicas[0].store(n(), Relaxed),
+            MIN_REPLICAS_LAG => self.min_replicas[1].store(n(), Relaxed),
             OUTPUT_BUFFER => {
                 let l = limits::pubsub(v);
                 for (a, v) in self.pubsub_limits.iter().zip([l.hard, l.soft, l.soft_secs]) {

@@ -52,6 +52,26 @@ pub(crate) fn is_feeding(node: &Node) -> bool {
     node.store.hooks.feeding.load(Relaxed)
 }
 
+/// `-NOREPLICAS`: `min-replicas-to-write` is set and fewer replicas
+/// than that have acknowledged within `min-replicas-max-lag` seconds, so
+/// a write is refused (as Redis refuses it, a replica's own stream aside).
+pub(crate) fn lacks_replicas(node: &Node) -> bool {
+    let [want, lag] = &node.settings.min_replicas;
+    let want = want.load(Relaxed);
+    if want == 0 || node.repl.is_replica() {
+        return false;
+    }
+    let lag = std::time::Duration::from_secs(lag.load(Relaxed));
+    let good = node
+        .repl
+        .feed()
+        .readers
+        .iter()
+        .filter(|r| !r.kicked && r.state == "online" && r.last_ack.elapsed() <= lag)
+        .count();
+    (good as u64) < want
+}
+
 /// Puts `args` in the stream, after the removals the keyspace made on its
 /// own since the last append (so a DEL of an expired key precedes the
 /// command that found it gone).

@@ -151,11 +151,18 @@ impl<'a> Caller<'a> {
             if self.readonly {
                 return fail("-ERR Write commands are not allowed from read-only scripts.");
             }
-            self.wrote = true;
-            self.state.busy.wrote();
+            if !self.client.is_master && crate::backend::replication::lacks_replicas(self.node) {
+                return fail("-NOREPLICAS Not enough good replicas to write.");
+            }
         }
+        // Out of memory refuses a script's first write (once it wrote, it
+        // may go on, as Redis lets it: its writes stay whole).
         if cmd.flags & DENYOOM != 0 && !self.wrote && self.node.make_room(self.now).is_err() {
             return fail("-OOM command not allowed when used memory > 'maxmemory'.");
+        }
+        if cmd.flags & WRITE != 0 {
+            self.wrote = true;
+            self.state.busy.wrote();
         }
         self.client.proto = self.state.resp.load(Relaxed);
         self.node.stats.total_commands.fetch_add(1, Relaxed);

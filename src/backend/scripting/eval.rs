@@ -218,12 +218,14 @@ fn eval_generic(ctx: &mut Ctx, args: &[&[u8]], by_sha: bool, ro: bool) -> CmdRes
     // A script that declares its flags (a shebang) and may write is refused
     // before it runs when the node is out of memory, as Redis denies it
     // (one without a shebang is checked at its first write).
-    if script.shebang
-        && !script.no_writes
-        && !ctx.client.is_master
-        && ctx.node.make_room(ctx.now).is_err()
-    {
-        return Err(CmdError::OutOfMemory);
+    // So is one while too few replicas acknowledge (`min-replicas-to-write`).
+    if script.shebang && !script.no_writes && !ctx.client.is_master {
+        if ctx.node.make_room(ctx.now).is_err() {
+            return Err(CmdError::OutOfMemory);
+        }
+        if crate::backend::replication::lacks_replicas(ctx.node) {
+            return Err(CmdError::NoReplicas);
+        }
     }
     let f = script.f.clone();
     let readonly = ro || script.no_writes;
