@@ -59,7 +59,7 @@ struct Gathered<'a> {
 impl Gathered<'_> {
     /// Copies gathered keys in MIGRATEs of at most `batch` keys (a MIGRATE
     /// blocks its source while it runs, so batches stay small), pacing each
-    /// (`pacer.rs`); a group keeps fewer than `min` keys for later.
+    /// (`pacer/`); a group keeps fewer than `min` keys for later.
     async fn flush(&mut self, conns: &mut Conns, min: usize) -> Result<(), NodeError> {
         let batch = self.proxy.config().migration.batch.max(1);
         for i in 0..self.pending.len() {

@@ -3,8 +3,8 @@
 //! resurrecting a deleted key, whichever party dies or stops.
 //!
 //! The protocol (the README's "Migration" section gives the argument):
-//! 1. **Copy** (`copy.rs`, paced by `pacer.rs`). The current ring keeps routing every request, so
-//!    old owners stay authoritative. The proxy tracks every moving key a client
+//! 1. **Copy** (`copy.rs`, paced by `pacer/`). The current ring keeps
+//!    routing every request, so old owners stay authoritative. The proxy tracks every moving key a client
 //!    writes (the [`Dirty`] set, marked when the write's reply arrives). After
 //!    an epoch barrier (no request routed by the previous snapshot is still
 //!    unanswered), the mover walks every old owner that loses keys with SCAN

@@ -29,6 +29,8 @@ pub(crate) struct Tracker {
     /// The clients' latency over its baseline in the pacer's last window,
     /// × 1000 (0: not measured).
     pub(crate) copy_latency_ratio_milli: AtomicU64,
+    /// The same for the clients' throughput (answered per second).
+    pub(crate) copy_throughput_ratio_milli: AtomicU64,
     info: Mutex<TrackerText>,
     /// Nodes holding copies of keys they do not own whose deletion failed
     /// (they were unreachable); retried in the background. A std mutex: held
@@ -71,6 +73,7 @@ impl Tracker {
             &self.keys_swept,
             &self.copy_rate,
             &self.copy_latency_ratio_milli,
+            &self.copy_throughput_ratio_milli,
         ] {
             c.store(0, Ordering::Relaxed);
         }
@@ -86,7 +89,7 @@ impl Tracker {
 
     /// `CLUSTER RINGINFO`'s lines on the copy's pace: the mode, the rate
     /// allowed now (or last, once the copy ended) and the clients' latency
-    /// over the baseline the adaptive pace measured.
+    /// and throughput over the baseline the adaptive pace measured.
     pub(crate) fn pace_lines(&self, c: &crate::proxy::config::MigrationConfig) -> String {
         use crate::proxy::config::CopyRate;
         let mode = match (c.copy_rate, c.max_keys_per_sec) {
@@ -102,12 +105,14 @@ impl Tracker {
             0 => "-".to_string(),
             r => r.to_string(),
         };
-        let ratio = match self.copy_latency_ratio_milli.load(Ordering::Relaxed) {
+        let ratio = |a: &AtomicU64| match a.load(Ordering::Relaxed) {
             0 => "-".to_string(),
             r => format!("{:.2}", r as f64 / 1000.0),
         };
         format!(
-            "migration_copy_rate_mode:{mode}\r\nmigration_copy_rate_keys_per_sec:{rate}\r\nmigration_client_latency_ratio:{ratio}\r\n"
+            "migration_copy_rate_mode:{mode}\r\nmigration_copy_rate_keys_per_sec:{rate}\r\nmigration_client_latency_ratio:{}\r\nmigration_client_throughput_ratio:{}\r\n",
+            ratio(&self.copy_latency_ratio_milli),
+            ratio(&self.copy_throughput_ratio_milli),
         )
     }
 

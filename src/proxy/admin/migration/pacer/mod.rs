@@ -5,9 +5,9 @@
 //!
 //! `migration.copy_rate = "adaptive"` (the default) runs a [`Controller`]
 //! (`controller.rs`, the rule alone): before the copy this measures the
-//! clients' mean latency over keyed requests (the baseline); then, every
-//! `WINDOW_MS`, the controller compares the last window's mean with it and
-//! cuts, holds or grows the rate. The baseline is measured again with the
+//! clients' mean latency and throughput over keyed requests (the baseline);
+//! then, every `WINDOW_MS`, the controller compares the last window's with
+//! it and cuts, holds or grows the rate. The baseline is measured again with the
 //! copy paused for `PROBE_MS` every few seconds (every second while the rate
 //! sits at its floor): clients may slow down for reasons of their own (more
 //! of them, a busier machine), and a baseline from before would then hold
@@ -24,7 +24,7 @@ use std::time::{Duration, Instant};
 
 use crate::proxy::config::CopyRate;
 use crate::proxy::Proxy;
-use controller::{Controller, Window};
+use controller::{Clients, Controller, Window};
 
 /// How often the adaptive rate is reconsidered.
 const WINDOW_MS: u64 = 200;
@@ -52,10 +52,14 @@ fn client_totals(proxy: &Proxy) -> ((u64, u64), bool) {
     (proxy.ops.metrics.keyed_totals(), waiting)
 }
 
-/// The mean latency between two readings of [`client_totals`].
-fn mean_between(before: (u64, u64), after: (u64, u64)) -> Option<f64> {
+/// How the clients fared between two readings of [`client_totals`]
+/// `elapsed` apart; `None` with too few answers to tell.
+fn measure(before: (u64, u64), after: (u64, u64), elapsed: Duration) -> Option<Clients> {
     let n = after.0.saturating_sub(before.0);
-    (n >= MIN_SAMPLES).then(|| after.1.saturating_sub(before.1) as f64 / n as f64)
+    (n >= MIN_SAMPLES).then(|| Clients {
+        latency_ns: after.1.saturating_sub(before.1) as f64 / n as f64,
+        answered_per_sec: n as f64 / elapsed.as_secs_f64().max(1e-3),
+    })
 }
 
 /// The pace of one change's copy, shared by its walks.
@@ -99,7 +103,7 @@ impl<'a> Pacer<'a> {
                 let (before, _) = client_totals(proxy);
                 tokio::time::sleep(Duration::from_millis(BASELINE_MS)).await;
                 let (after, _) = client_totals(proxy);
-                let baseline = mean_between(before, after);
+                let baseline = measure(before, after, Duration::from_millis(BASELINE_MS));
                 Some(Controller::new(
                     FLOOR_KEYS_PER_SEC,
                     cap.unwrap_or(f64::INFINITY),
@@ -125,13 +129,17 @@ impl<'a> Pacer<'a> {
         pacer
     }
 
-    /// Shows the rate (and the latency ratio) in the migration status.
-    fn publish(&self, rate: Option<f64>, ratio: Option<f64>) {
+    /// Shows the rate (and the clients' latency and throughput over the
+    /// baseline's) in the migration status.
+    fn publish(&self, rate: Option<f64>, ratios: Option<(f64, f64)>) {
         let m = &self.proxy.migration;
+        let milli = |r: f64| (r * 1000.0).round().max(1.0) as u64;
         m.copy_rate
             .store(rate.map_or(0, |r| r.round() as u64), Ordering::Relaxed);
         m.copy_latency_ratio_milli
-            .store(ratio.map_or(0, |r| (r * 1000.0) as u64), Ordering::Relaxed);
+            .store(ratios.map_or(0, |r| milli(r.0)), Ordering::Relaxed);
+        m.copy_throughput_ratio_milli
+            .store(ratios.map_or(0, |r| milli(r.1)), Ordering::Relaxed);
     }
 
     /// Called after `keys` keys were copied: waits until the rate allows
@@ -157,15 +165,15 @@ impl<'a> Pacer<'a> {
         if elapsed >= Duration::from_millis(WINDOW_MS) {
             let (totals, waiting) = client_totals(self.proxy);
             let w = Window {
-                latency_ns: mean_between(s.window_totals, totals),
+                clients: measure(s.window_totals, totals, elapsed),
                 waiting,
                 achieved: s.window_keys as f64 / elapsed.as_secs_f64(),
             };
             if let Some(c) = s.controller.as_mut() {
                 let rate = c.observe(w);
-                let (ratio, probe) = (c.ratio(), c.is_probe_due());
+                let (ratios, probe) = (c.ratios(), c.is_probe_due());
                 s.rate = Some(rate);
-                self.publish(Some(rate), ratio);
+                self.publish(Some(rate), ratios);
                 if probe {
                     s.paused_until = Some(now + Duration::from_millis(PROBE_MS));
                     return Step::Probe;
@@ -191,11 +199,12 @@ impl<'a> Pacer<'a> {
     async fn probe(&self) {
         tokio::time::sleep(Duration::from_millis(PROBE_DRAIN_MS)).await;
         let (before, _) = client_totals(self.proxy);
-        tokio::time::sleep(Duration::from_millis(PROBE_MS - PROBE_DRAIN_MS)).await;
+        let measured = Duration::from_millis(PROBE_MS - PROBE_DRAIN_MS);
+        tokio::time::sleep(measured).await;
         let (after, _) = client_totals(self.proxy);
         let mut s = self.state.lock().expect("pace lock");
         if let Some(c) = s.controller.as_mut() {
-            c.probed(mean_between(before, after));
+            c.probed(measure(before, after, measured));
         }
         let now = Instant::now();
         s.paused_until = None;
@@ -211,8 +220,15 @@ mod tests {
     use super::*;
 
     #[test]
-    fn mean_needs_enough_answers() {
-        assert_eq!(mean_between((0, 0), (10, 10_000)), None);
-        assert_eq!(mean_between((10, 0), (110, 100_000)), Some(1_000.0));
+    fn a_measure_needs_enough_answers() {
+        let second = Duration::from_secs(1);
+        assert_eq!(measure((0, 0), (10, 10_000), second), None);
+        assert_eq!(
+            measure((10, 0), (110, 100_000), second / 2),
+            Some(Clients {
+                latency_ns: 1_000.0,
+                answered_per_sec: 200.0
+            })
+        );
     }
 }
