@@ -65,6 +65,8 @@ pub(crate) struct Controller {
     windows_since_probe: u32,
     /// Windows in a row with no request answered or waiting.
     idle_windows: u32,
+    /// Windows in a row whose throughput was over budget.
+    low_windows: u32,
 }
 
 impl Controller {
@@ -81,6 +83,7 @@ impl Controller {
             ratios: None,
             windows_since_probe: 0,
             idle_windows: 0,
+            low_windows: 0,
         }
     }
 
@@ -146,7 +149,21 @@ impl Controller {
                         c.answered_per_sec.max(b.answered_per_sec),
                     ),
                 });
-                let strain = latency.max(1.0 / throughput.max(1e-9));
+                // One window short of answers may be the clients' own
+                // pause (a window straddles it): it holds the rate, two
+                // in a row cut it.
+                let over = 1.0 / throughput.max(1e-9);
+                self.low_windows = if over > 1.0 + SLOWDOWN_TARGET {
+                    self.low_windows + 1
+                } else {
+                    0
+                };
+                let over = if self.low_windows == 1 {
+                    1.0 + SLOWDOWN_TARGET
+                } else {
+                    over
+                };
+                let strain = latency.max(over);
                 if strain > 1.0 + SLOWDOWN_TARGET {
                     self.rate * BACKOFF
                 } else if strain < 1.0 + SLOWDOWN_TARGET / 2.0 {
@@ -217,7 +234,7 @@ mod tests {
             ("far above: back off", 5e3, inf, seen(Some(1e3), 5e3), 3_500.0),
             ("falling, keeping up: grow", 5e3, inf, seen(Some(90.0), 4_500.0), 6_250.0),
             ("copy not using its rate: hold", 5e3, inf, seen(Some(90.0), 1e3), 5e3),
-            ("throughput down to 0.8: back off", 5e3, inf, served(Some(100.0), 8e3, 5e3), 3_500.0),
+            ("throughput down to 0.8 once: hold", 5e3, inf, served(Some(100.0), 8e3, 5e3), 5e3),
             ("throughput 0.9: hold", 5e3, inf, served(Some(100.0), 9e3, 5e3), 5e3),
             ("more throughput: grow", 5e3, inf, served(Some(100.0), 12e3, 5e3), 6_250.0),
             ("a lull: hold", 5e3, inf, seen(None, 5e3), 5e3),
@@ -233,6 +250,23 @@ mod tests {
             c.rate = before;
             assert_eq!(c.observe(w), want, "{what}");
         }
+    }
+
+    #[test]
+    fn throughput_short_twice_in_a_row_cuts_the_rate() {
+        let mut c = Controller::new(1e3, f64::INFINITY, Some(BASE));
+        assert_eq!(c.observe(served(Some(100.0), 8e3, 5e3)), 5e3);
+        assert_eq!(c.observe(served(Some(100.0), 8e3, 5e3)), 3_500.0);
+        assert_eq!(
+            c.observe(served(Some(100.0), 8e3, 3_500.0)),
+            3_500.0 * BACKOFF
+        );
+        // Back within budget: the count starts over.
+        assert_eq!(
+            c.observe(served(Some(100.0), 10e3, 2_450.0)),
+            2_450.0 * GROWTH
+        );
+        assert_eq!(c.observe(served(Some(100.0), 8e3, 3e3)), 2_450.0 * GROWTH);
     }
 
     #[test]
