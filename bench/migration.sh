@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Migration speed and the client-throughput dip during a topology change.
 #
-#   bench/migration.sh [--keys 1000000] [--value-size 1024] [--nodes 10] [--copy-rates 0,20000] [--out FILE.md]
+#   bench/migration.sh [--keys 1000000] [--value-size 1024] [--nodes 10] [--copy-rates 0,20000,adaptive] [--out FILE.md]
 #
 # Starts `shardis up` (release build) on free loopback ports, writes --keys keys
 # of --value-size bytes through the proxy, measures GET throughput (closed loop,
@@ -9,13 +9,16 @@
 # (CLUSTER SPAWNNODE) while the same load runs in 1-second slices, verifying
 # every GET value; then removes a node the same way. Prints keys copied, copy
 # rate (keys/s, MB/s), cutover pause, throughput before/during and the ratio,
-# and misses/verify failures (must be 0), once per copy rate limit
-# (`[migration] max_keys_per_sec`, 0 = unlimited). Stops everything it started.
+# and misses/verify failures (must be 0), once per copy rate: a number is a
+# fixed `[migration] max_keys_per_sec` (0 = unlimited, both with
+# `copy_rate = "unlimited"`), `adaptive` is `copy_rate = "adaptive"` with no
+# cap; each change's duration is also given against the unlimited run's.
+# Stops everything it started.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . bench/lib.sh
 
-KEYS=1000000 SIZE=1024 NODES=10 OUT="" RATES="0,20000"
+KEYS=1000000 SIZE=1024 NODES=10 OUT="" RATES="0,20000,adaptive"
 while (($#)); do
   case "$1" in
     --keys) KEYS=$2; shift 2 ;;
@@ -36,8 +39,12 @@ UP=""
 stop_up() { [ -n "$UP" ] && { kill -TERM "$UP" 2>/dev/null; wait "$UP" 2>/dev/null || true; }; UP=""; }
 trap 'stop_up; rm -f "$LOG" "$CONF"' EXIT
 
-start_up() { # $1 = copy rate limit
-  printf '[migration]\nmax_keys_per_sec = %s\n' "$1" >"$CONF"
+start_up() { # $1 = a fixed copy rate (0 = unlimited) or "adaptive"
+  if [ "$1" = adaptive ]; then
+    printf '[migration]\ncopy_rate = "adaptive"\n' >"$CONF"
+  else
+    printf '[migration]\ncopy_rate = "unlimited"\nmax_keys_per_sec = %s\n' "$1" >"$CONF"
+  fi
   # Fresh ports for every cluster: the previous one's may still be closing.
   BASE=$(free_block $((NODES + 4)))
   PORT=$BASE FIRST=$((BASE + 1))
@@ -56,8 +63,9 @@ field() { python3 -c "import json,sys; print(json.load(sys.stdin)['$1'])"; }
 
 load_slice() { "$LOAD" --addr "127.0.0.1:$PORT" --workload get --keys "$KEYS" -d "$SIZE" -c 50 --verify --duration "$1" --json 2>/dev/null || true; }
 
-change() { # $1 = label, rest = CLUSTER args
-  local label=$1; shift
+declare -A UNLIMITED_MS=()
+change() { # $1 = label, $2 = which change (add/remove), rest = CLUSTER args
+  local label=$1 kind=$2; shift 2
   redis-cli -p "$PORT" CLUSTER "$@" >/dev/null
   local slices=() misses=0 errors=0 bad=0
   for _ in $(seq 600); do
@@ -68,28 +76,35 @@ change() { # $1 = label, rest = CLUSTER args
     bad=$((bad + $(echo "$j" | field verify_failures)))
     [ "$(info state)" = ok ] && break
   done
-  local copied ms pause rebuild
+  local copied ms pause rebuild pace
   copied=$(info migration_keys_copied); ms=$(info migration_ms); pause=$(info migration_cutover_pause_ms); rebuild=$(info ring_rebuild_us)
+  pace="$(info migration_copy_rate_mode), last $(info migration_copy_rate_keys_per_sec)"
+  [ "$RATE" = 0 ] && UNLIMITED_MS[$kind]=$ms
   local during; during=$(printf '%s\n' "${slices[@]}" | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}')
-  python3 - "$label" "$copied" "$ms" "$pause" "$rebuild" "$during" "$RPS_BEFORE" "$SIZE" "$KEYS" "$misses" "$errors" "$bad" <<'PY'
+  python3 - "$label" "$copied" "$ms" "$pause" "$rebuild" "$during" "$RPS_BEFORE" "$SIZE" "$KEYS" "$misses" "$errors" "$bad" "$pace" "${UNLIMITED_MS[$kind]:-0}" <<'PY'
 import sys
-label, copied, ms, pause, rebuild, during, before, size, keys, misses, errors, bad = sys.argv[1:]
-copied, ms, during, before, size, keys = int(copied), max(int(ms), 1), float(during), float(before), int(size), int(keys)
-print(f"| {label} | {copied:,} ({copied / keys * 100:.2f}%) | {ms / 1000:.2f} s | {copied / ms * 1000:,.0f} | {copied * size / (ms / 1000) / 1e6:.1f} | {pause} ms | {rebuild} µs | {before:,.0f} | {during:,.0f} | {during / before:.2f} | {misses} / {errors} / {bad} |")
+label, copied, ms, pause, rebuild, during, before, size, keys, misses, errors, bad, pace, unl = sys.argv[1:]
+copied, ms, during, before, size, keys, unl = int(copied), max(int(ms), 1), float(during), float(before), int(size), int(keys), int(unl)
+vs = f"{ms / unl:.2f}×" if unl > 0 else "-"
+print(f"| {label} | {copied:,} ({copied / keys * 100:.2f}%) | {ms / 1000:.2f} s | {vs} | {copied / ms * 1000:,.0f} | {copied * size / (ms / 1000) / 1e6:.1f} | {pace} | {pause} ms | {rebuild} µs | {before:,.0f} | {during:,.0f} | {during / before:.2f} | {misses} / {errors} / {bad} |")
 PY
 }
 
 {
   echo "Migration with $NODES built-in nodes, $KEYS keys of $SIZE B; GET load during the change: 50 connections, closed loop, every value verified."
   echo
-  echo "| copy rate limit | change | keys copied | duration | keys/s | MB/s | cutover pause | ring rebuild | GET rps before | GET rps during (median of 1 s slices) | during/before | misses / errors / bad values |"
-  echo "|---|---|---|---|---|---|---|---|---|---|---|---|"
-  for rate in ${RATES//,/ }; do
-    start_up "$rate"
+  echo "| copy rate | change | keys copied | duration | duration vs unlimited | keys/s | MB/s | pace (mode, last keys/s) | cutover pause | ring rebuild | GET rps before | GET rps during (median of 1 s slices) | during/before | misses / errors / bad values |"
+  echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+  for RATE in ${RATES//,/ }; do
+    start_up "$RATE"
     RPS_BEFORE=$(load_slice 5s | field rps)
-    label=$([ "$rate" = 0 ] && echo unlimited || echo "$rate keys/s")
-    change "$label | add node $((NODES + 1))" SPAWNNODE
-    change "$label | remove node3" REMOVENODE node3
+    case "$RATE" in
+      0) label=unlimited ;;
+      adaptive) label=adaptive ;;
+      *) label="$RATE keys/s" ;;
+    esac
+    change "$label | add node $((NODES + 1))" add SPAWNNODE
+    change "$label | remove node3" remove REMOVENODE node3
     stop_up
   done
   echo

@@ -178,6 +178,17 @@ fn listen_addresses_are_checked() {
 }
 
 #[test]
+fn an_unknown_copy_rate_names_the_file_and_the_field() {
+    let dir = tempdir::Dir::new();
+    let cfg = write(&dir, "rate.toml", "[migration]\ncopy_rate = \"fast\"\n");
+    let err = fails(&["up", "--config", &cfg, "--check-config"]);
+    assert!(
+        err.contains("rate.toml: migration.copy_rate: expected \"adaptive\" or \"unlimited\""),
+        "{err}"
+    );
+}
+
+#[test]
 fn a_state_file_whose_directory_is_missing_fails_the_check() {
     let dir = tempdir::Dir::new();
     let cfg = write(

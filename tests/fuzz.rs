@@ -297,6 +297,7 @@ fn toml_ish() -> impl Strategy<Value = String> {
             "vnodes",
             "batch",
             "max_keys_per_sec",
+            "copy_rate",
             "timeout_ms",
             "nodes",
             "first_node_port",

@@ -198,7 +198,10 @@ fn plan(con: &mut redis::Connection, args: &[&str]) -> String {
 #[test]
 fn plan_predicts_what_addnode_copies_and_changes_nothing() {
     let nodes: Vec<Proc> = (0..3).map(|_| start_node(free_port())).collect();
-    let c = Cluster::over(nodes, "[migration]\nmax_keys_per_sec = 20000\n");
+    let c = Cluster::over(
+        nodes,
+        "[migration]\ncopy_rate = \"unlimited\"\nmax_keys_per_sec = 20000\n",
+    );
     let mut con = c.client();
     let n = 6_000;
     for chunk in (0..n).collect::<Vec<_>>().chunks(500) {

@@ -70,7 +70,7 @@ impl CheckCluster {
             (3000, 3000, 100)
         };
         let mut cfg = format!(
-            "[proxy]\nlisten = \"127.0.0.1:{}\"\nconnect_timeout_ms = 300\nrequest_timeout_ms = {request_ms}\nthreads = {}\nstate_file = \"{}\"\n\n[migration]\nbatch = {batch}\nmax_keys_per_sec = {}\ntimeout_ms = {migration_ms}\n\n",
+            "[proxy]\nlisten = \"127.0.0.1:{}\"\nconnect_timeout_ms = 300\nrequest_timeout_ms = {request_ms}\nthreads = {}\nstate_file = \"{}\"\n\n[migration]\nbatch = {batch}\ncopy_rate = \"unlimited\"\nmax_keys_per_sec = {}\ntimeout_ms = {migration_ms}\n\n",
             c.proxy_port,
             o.threads,
             c.state_path().display(),

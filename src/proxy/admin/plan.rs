@@ -8,13 +8,15 @@
 //! of up to [`SAMPLE_KEYS`] moving keys per node (STRLEN + key length where a
 //! backend lacks MEMORY), scaled by the node's moving-key count; the reply
 //! states the 95 % margin of that estimate. The duration is keys ÷ the copy
-//! rate: `migration.max_keys_per_sec` when set, else the rate the last change
-//! measured, else it is reported as unknown.
+//! rate: `migration.max_keys_per_sec` when it fixes the rate, else the rate
+//! the last change measured (under the cap), else the cap, else unknown.
 //!
 //! Called by `admin.rs`; never writes to a node, the ring or the state file.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
+
+use crate::proxy::config::CopyRate;
 
 use bytes::{Bytes, BytesMut};
 
@@ -217,8 +219,9 @@ pub(crate) async fn plan(proxy: &Arc<Proxy>, args: &[Bytes]) -> Result<String, A
 
 /// The copy rate an estimate uses, and where it came from.
 fn copy_rate(proxy: &Proxy) -> (Option<f64>, &'static str) {
-    let cap = proxy.config().migration.max_keys_per_sec;
-    if cap > 0 {
+    let c = proxy.config().migration;
+    let cap = c.max_keys_per_sec;
+    if cap > 0 && c.copy_rate == CopyRate::Unlimited {
         return (Some(cap as f64), "configured (migration.max_keys_per_sec)");
     }
     let t = proxy.migration.text();
@@ -226,13 +229,19 @@ fn copy_rate(proxy: &Proxy) -> (Option<f64>, &'static str) {
     if t.state == "ok" && copied > 0 && t.last_duration_ms > 0 {
         let r = copied as f64 * 1000.0 / t.last_duration_ms as f64;
         return (
-            Some(r),
-            "measured (the last change's copy rate; migration.max_keys_per_sec is unlimited)",
+            Some(if cap > 0 { r.min(cap as f64) } else { r }),
+            "measured (the last change's copy rate)",
+        );
+    }
+    if cap > 0 {
+        return (
+            Some(cap as f64),
+            "at most (migration.max_keys_per_sec caps the adaptive copy rate)",
         );
     }
     (
         None,
-        "unknown (migration.max_keys_per_sec is unlimited and no change has been measured yet)",
+        "unknown (the copy rate is not fixed and no change has been measured yet)",
     )
 }
 

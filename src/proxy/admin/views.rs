@@ -30,7 +30,8 @@ pub(super) fn cluster_info(proxy: &crate::proxy::Proxy) -> String {
         _ => t.last_duration_ms,
     };
     let next = routing.migration.as_ref().map(|m| m.next.clone());
-    let mut ops = fleet_lines(proxy);
+    let mut ops = m.pace_lines(&proxy.config().migration);
+    ops.push_str(&fleet_lines(proxy));
     ops.push_str(&proxy.ops.info_lines());
     let ha = crate::proxy::ha::views::ringinfo_lines(proxy);
     format!(

@@ -159,6 +159,8 @@ impl Default for RingSection {
 pub(super) struct MigrationSection {
     pub(super) batch: usize,
     pub(super) max_keys_per_sec: u64,
+    /// `"adaptive"` or `"unlimited"`.
+    pub(super) copy_rate: String,
     pub(super) timeout_ms: u64,
 }
 
@@ -167,6 +169,7 @@ impl Default for MigrationSection {
         MigrationSection {
             batch: DEFAULT_MIGRATION_BATCH,
             max_keys_per_sec: 0,
+            copy_rate: "unlimited".into(),
             timeout_ms: 5_000,
         }
     }

@@ -142,9 +142,21 @@ pub struct Config {
 #[derive(Clone, Copy, Debug)]
 pub struct MigrationConfig {
     pub batch: usize,
-    /// 0 = unlimited.
+    /// A hard cap on the copy's rate in either mode; 0 = none.
     pub max_keys_per_sec: u64,
+    /// How the copy paces itself under the cap.
+    pub copy_rate: CopyRate,
     pub timeout_ms: u64,
+}
+
+/// `migration.copy_rate`: how fast the copy phase moves keys.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CopyRate {
+    /// Backs off while clients' latency is above what it was before the
+    /// copy, speeds up while it is not (see `admin::migration::pacer`).
+    Adaptive,
+    /// As fast as the nodes copy (or at `max_keys_per_sec` when set).
+    Unlimited,
 }
 
 /// `shardis up` settings.
@@ -403,6 +415,14 @@ impl Config {
             migration: MigrationConfig {
                 batch: f.migration.batch,
                 max_keys_per_sec: f.migration.max_keys_per_sec,
+                copy_rate: choice::one_of(
+                    "migration.copy_rate",
+                    &f.migration.copy_rate,
+                    &[
+                        ("adaptive", CopyRate::Adaptive),
+                        ("unlimited", CopyRate::Unlimited),
+                    ],
+                )?,
                 timeout_ms: f.migration.timeout_ms,
             },
             up: UpConfig {

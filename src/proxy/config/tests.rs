@@ -7,6 +7,10 @@ fn empty_file_gives_defaults() {
     assert_eq!(c.ring.vnodes, 160);
     assert_eq!(c.up.nodes, 10);
     assert!(c.nodes.is_empty());
+    assert_eq!(c.migration.copy_rate, CopyRate::Adaptive);
+    assert_eq!(c.migration.max_keys_per_sec, 0);
+    let c = Config::parse("[migration]\ncopy_rate = \"unlimited\"\n").unwrap();
+    assert_eq!(c.migration.copy_rate, CopyRate::Unlimited);
 }
 
 #[test]
@@ -93,6 +97,11 @@ fn invalid_fields_are_named() {
     let cases = [
         ("[ring]\npoints = \"modulo\"\n", "ring.points"),
         ("[ring]\nvnodes = 0\n", "ring.vnodes"),
+        (
+            "[migration]\ncopy_rate = \"fast\"\n",
+            "migration.copy_rate: expected \"adaptive\" or \"unlimited\", got \"fast\"",
+        ),
+        ("[migration]\ncopy_rate = 5\n", "migration.copy_rate: invalid type"),
         ("[proxy]\npipeline_depth = 0\n", "proxy.pipeline_depth"),
         ("[proxy]\nlisten = \"nowhere\"\n", "proxy.listen"),
         ("[proxy]\nbogus = 1\n", "bogus"),

@@ -12,6 +12,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::proxy::policy::CommandSpec;
+use crate::proxy::policy::Kind;
 use crate::proxy::policy::TABLE;
 
 /// Latency bucket upper bounds in nanoseconds: 50 µs … 10 s, the usual
@@ -63,6 +64,12 @@ impl Histogram {
         let i = self.bounds.partition_point(|&b| b < v);
         self.counts[i].fetch_add(1, Ordering::Relaxed);
         self.sum.fetch_add(v, Ordering::Relaxed);
+    }
+
+    /// Observations so far and their sum, without copying the buckets.
+    pub fn totals(&self) -> (u64, u64) {
+        let n = self.counts.iter().map(|c| c.load(Ordering::Relaxed)).sum();
+        (n, self.sum.load(Ordering::Relaxed))
     }
 
     pub fn snapshot(&self) -> HistSnapshot {
@@ -281,6 +288,21 @@ impl Metrics {
             .zip(self.commands.iter())
             .filter(|(_, c)| {
                 c.calls.load(Ordering::Relaxed) > 0 || c.engaged.snapshot().count() > 0
+            })
+    }
+
+    /// Requests answered so far and their summed latency (ns), over the
+    /// commands routed by key (keyed and split), which the migration's
+    /// pacer watches: blocking, fan-out and local commands say little about
+    /// how busy the nodes are.
+    pub fn keyed_totals(&self) -> (u64, u64) {
+        TABLE
+            .iter()
+            .zip(self.commands.iter())
+            .filter(|(s, _)| matches!(s.kind, Kind::Keyed | Kind::Split(_)))
+            .fold((0, 0), |(n, sum), (_, c)| {
+                let (cn, cs) = c.latency.totals();
+                (n + cn, sum + cs)
             })
     }
 

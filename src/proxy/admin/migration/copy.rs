@@ -5,13 +5,13 @@
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 
 use crate::proxy::admin::migration::mover::{
     copy_keys, delete_keys, group_moves, scan_node, AsyncBatch, Conns, NodeError,
 };
+use crate::proxy::admin::migration::pacer::Pacer;
 use crate::proxy::upstream::topology::{MigrationRoute, Node, Routing};
 use crate::proxy::Proxy;
 use crate::resp::reply::integer;
@@ -51,7 +51,7 @@ struct Gathered<'a> {
     proxy: &'a Proxy,
     routing: &'a Routing,
     m: &'a MigrationRoute,
-    started: Instant,
+    pacer: &'a Pacer<'a>,
     /// By (old owner, new owner).
     pending: Vec<(Arc<Node>, Arc<Node>, Vec<Bytes>)>,
 }
@@ -59,7 +59,7 @@ struct Gathered<'a> {
 impl Gathered<'_> {
     /// Copies gathered keys in MIGRATEs of at most `batch` keys (a MIGRATE
     /// blocks its source while it runs, so batches stay small), pacing each
-    /// to the rate limit; a group keeps fewer than `min` keys for later.
+    /// (`pacer/`); a group keeps fewer than `min` keys for later.
     async fn flush(&mut self, conns: &mut Conns, min: usize) -> Result<(), NodeError> {
         let batch = self.proxy.config().migration.batch.max(1);
         for i in 0..self.pending.len() {
@@ -73,22 +73,10 @@ impl Gathered<'_> {
                         .keys_copied
                         .fetch_add(n as u64, Ordering::Relaxed);
                 }
-                self.pace().await;
+                self.pacer.after(n).await;
             }
         }
         Ok(())
-    }
-
-    /// Sleeps until the copy is back under `max_keys_per_sec`.
-    async fn pace(&self) {
-        let cap = self.proxy.config().migration.max_keys_per_sec;
-        if cap > 0 {
-            let copied = self.proxy.migration.keys_copied.load(Ordering::Relaxed);
-            let due = Duration::from_secs_f64(copied as f64 / cap as f64);
-            if let Some(wait) = due.checked_sub(self.started.elapsed()) {
-                tokio::time::sleep(wait).await;
-            }
-        }
     }
 }
 
@@ -130,7 +118,6 @@ pub(crate) async fn copy_walk(
     routing: &Routing,
     m: &MigrationRoute,
     conns: &mut Conns,
-    started: Instant,
 ) -> Result<(), NodeError> {
     let sources = sources(routing, m);
     for s in &sources {
@@ -145,12 +132,13 @@ pub(crate) async fn copy_walk(
     // copy is bound by round trips, not by any one node.
     let batch = proxy.config().migration.batch;
     let timeout = conns.timeout;
+    let pacer = &Pacer::start(proxy).await;
     let walks = sources.iter().map(|s| async move {
         let step = Gathered {
             proxy,
             routing,
             m,
-            started,
+            pacer,
             pending: Vec::new(),
         };
         scan_node(&mut Conns::new(proxy, timeout), &s.spec, batch, step).await

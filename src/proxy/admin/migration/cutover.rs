@@ -159,7 +159,7 @@ async fn fleet_pause(
     if !lost.is_empty() {
         tracing::warn!(proxies = %lost.join(","), "proxies lost their lease during the copy: every moving key is copied again before the cutover");
         copy::reconcile(proxy, routing, m, conns).await?;
-        copy::copy_walk(proxy, routing, m, conns, Instant::now()).await?;
+        copy::copy_walk(proxy, routing, m, conns).await?;
     }
     Ok(())
 }

@@ -3,8 +3,8 @@
 //! resurrecting a deleted key, whichever party dies or stops.
 //!
 //! The protocol (the README's "Migration" section gives the argument):
-//! 1. **Copy** (`copy.rs`). The current ring keeps routing every request, so
-//!    old owners stay authoritative. The proxy tracks every moving key a client
+//! 1. **Copy** (`copy.rs`, paced by `pacer/`). The current ring keeps
+//!    routing every request, so old owners stay authoritative. The proxy tracks every moving key a client
 //!    writes (the [`Dirty`] set, marked when the write's reply arrives). After
 //!    an epoch barrier (no request routed by the previous snapshot is still
 //!    unanswered), the mover walks every old owner that loses keys with SCAN
@@ -33,6 +33,7 @@ mod cutover;
 mod error;
 pub(crate) mod follow;
 mod mover;
+mod pacer;
 mod status;
 mod sweep;
 
@@ -320,7 +321,7 @@ async fn drive(proxy: Arc<Proxy>, restarted: bool) {
         if restarted {
             copy::reconcile(&proxy, &routing, &m, &mut conns).await?;
         }
-        copy::copy_walk(&proxy, &routing, &m, &mut conns, started).await?;
+        copy::copy_walk(&proxy, &routing, &m, &mut conns).await?;
         proxy.migration.state("catch-up");
         fault_phase_delay().await;
         for _ in 0..MAX_CATCH_UP_ROUNDS {

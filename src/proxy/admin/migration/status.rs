@@ -24,6 +24,13 @@ pub(crate) struct Tracker {
     pub(crate) last_pause_ms: AtomicU64,
     /// Time the last cutover spent writing the state file (inside the pause).
     pub(crate) last_persist_us: AtomicU64,
+    /// The copy's allowed rate now, keys per second (0: unlimited).
+    pub(crate) copy_rate: AtomicU64,
+    /// The clients' latency over its baseline in the pacer's last window,
+    /// × 1000 (0: not measured).
+    pub(crate) copy_latency_ratio_milli: AtomicU64,
+    /// The same for the clients' throughput (answered per second).
+    pub(crate) copy_throughput_ratio_milli: AtomicU64,
     info: Mutex<TrackerText>,
     /// Nodes holding copies of keys they do not own whose deletion failed
     /// (they were unreachable); retried in the background. A std mutex: held
@@ -64,6 +71,9 @@ impl Tracker {
             &self.keys_scanned,
             &self.keys_to_scan,
             &self.keys_swept,
+            &self.copy_rate,
+            &self.copy_latency_ratio_milli,
+            &self.copy_throughput_ratio_milli,
         ] {
             c.store(0, Ordering::Relaxed);
         }
@@ -75,6 +85,35 @@ impl Tracker {
         t.change = change;
         t.last_error.clear();
         t.started = Some(Instant::now());
+    }
+
+    /// `CLUSTER RINGINFO`'s lines on the copy's pace: the mode, the rate
+    /// allowed now (or last, once the copy ended) and the clients' latency
+    /// and throughput over the baseline the adaptive pace measured.
+    pub(crate) fn pace_lines(&self, c: &crate::proxy::config::MigrationConfig) -> String {
+        use crate::proxy::config::CopyRate;
+        let mode = match (c.copy_rate, c.max_keys_per_sec) {
+            (CopyRate::Adaptive, _) => "adaptive",
+            (CopyRate::Unlimited, 0) => "unlimited",
+            (CopyRate::Unlimited, _) => "fixed",
+        };
+        let rate = match self.copy_rate.load(Ordering::Relaxed) {
+            0 if c.copy_rate == CopyRate::Unlimited && c.max_keys_per_sec > 0 => {
+                c.max_keys_per_sec.to_string()
+            }
+            0 if c.copy_rate == CopyRate::Unlimited => "unlimited".to_string(),
+            0 => "-".to_string(),
+            r => r.to_string(),
+        };
+        let ratio = |a: &AtomicU64| match a.load(Ordering::Relaxed) {
+            0 => "-".to_string(),
+            r => format!("{:.2}", r as f64 / 1000.0),
+        };
+        format!(
+            "migration_copy_rate_mode:{mode}\r\nmigration_copy_rate_keys_per_sec:{rate}\r\nmigration_client_latency_ratio:{}\r\nmigration_client_throughput_ratio:{}\r\n",
+            ratio(&self.copy_latency_ratio_milli),
+            ratio(&self.copy_throughput_ratio_milli),
+        )
     }
 
     pub(super) fn set(&self, f: impl FnOnce(&mut TrackerText)) {
