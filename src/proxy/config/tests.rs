@@ -7,10 +7,10 @@ fn empty_file_gives_defaults() {
     assert_eq!(c.ring.vnodes, 160);
     assert_eq!(c.up.nodes, 10);
     assert!(c.nodes.is_empty());
-    assert_eq!(c.migration.copy_rate, CopyRate::Adaptive);
-    assert_eq!(c.migration.max_keys_per_sec, 0);
-    let c = Config::parse("[migration]\ncopy_rate = \"unlimited\"\n").unwrap();
     assert_eq!(c.migration.copy_rate, CopyRate::Unlimited);
+    assert_eq!(c.migration.max_keys_per_sec, 0);
+    let c = Config::parse("[migration]\ncopy_rate = \"adaptive\"\n").unwrap();
+    assert_eq!(c.migration.copy_rate, CopyRate::Adaptive);
 }
 
 #[test]
