@@ -88,23 +88,14 @@ pub(crate) async fn carry(
 async fn libraries(routing: &Routing) -> Option<bytes::Bytes> {
     let node = all_nodes(routing).into_iter().next()?;
     let up = node.upstream(2, 0);
-    let list = up
-        .send(bytes::Bytes::from_static(
-            b"*2\r\n$8\r\nFUNCTION\r\n$4\r\nLIST\r\n",
-        ))
-        .await
-        .await
-        .ok()?;
+    let ask = |raw: &'static [u8]| async move {
+        up.send(bytes::Bytes::from_static(raw)).await.await.ok()
+    };
+    let list = ask(b"*2\r\n$8\r\nFUNCTION\r\n$4\r\nLIST\r\n").await?;
     if &list[..] == NO_LIBRARIES || is_error(&list) {
         return None;
     }
-    let dump = up
-        .send(bytes::Bytes::from_static(
-            b"*2\r\n$8\r\nFUNCTION\r\n$4\r\nDUMP\r\n",
-        ))
-        .await
-        .await
-        .ok()?;
+    let dump = ask(b"*2\r\n$8\r\nFUNCTION\r\n$4\r\nDUMP\r\n").await?;
     bulk(&dump).map(bytes::Bytes::copy_from_slice)
 }
 

@@ -160,7 +160,7 @@ fn counts(metrics: &Metrics) -> Vec<Counts> {
                 calls: c.calls.load(Ordering::Relaxed),
                 rejected,
                 failed: errors.saturating_sub(rejected),
-                ns: c.latency.snapshot().sum,
+                ns: c.latency.totals().1,
             }
         })
         .collect()

@@ -14,7 +14,7 @@
 //! no place under `max_pinned_per_node` until it is taken, and no
 //! reference to its node, so it closes with the node.
 
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -34,6 +34,8 @@ const PING: &[u8] = b"*1\r\n$4\r\nPING\r\n";
 pub(crate) struct Spares {
     /// A std mutex: taken to take or put a spare, never across `.await`.
     by_proto: Mutex<[Option<Spare>; 2]>,
+    /// A spare is being opened: a burst of pins opens one, not one each.
+    filling: [AtomicBool; 2],
 }
 
 struct Spare {
@@ -57,7 +59,8 @@ impl Spares {
     /// Opens the next spare for `proto` unless one is there; it connects
     /// now (its `PING`).
     pub(crate) fn refill(self: &Arc<Self>, opts: &UpstreamOptions, health: &Arc<Health>) {
-        if lock(&self.by_proto)[slot(opts.proto)].is_some() {
+        let at = slot(opts.proto);
+        if lock(&self.by_proto)[at].is_some() || self.filling[at].swap(true, Ordering::AcqRel) {
             return;
         }
         let up = Upstream::spawn(opts.clone(), health.clone());
@@ -69,16 +72,17 @@ impl Spares {
             let Some(spares) = spares.upgrade() else {
                 return;
             };
+            let at = slot(proto);
             let mut by_proto = lock(&spares.by_proto);
-            let place = &mut by_proto[slot(proto)];
-            if place.is_none() {
-                *place = Some(Spare {
+            if by_proto[at].is_none() {
+                by_proto[at] = Some(Spare {
                     up,
                     ready,
                     born: Instant::now(),
                     failures,
                 });
             }
+            spares.filling[at].store(false, Ordering::Release);
         });
     }
 }
