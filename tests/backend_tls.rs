@@ -8,7 +8,9 @@
 //! * a node whose certificate another CA signed is refused with a clear
 //!   error on its keys only, the other node's keys are served;
 //! * a node with `tls-auth-clients yes` takes the proxy only with its
-//!   client certificate (mutual TLS).
+//!   client certificate (mutual TLS);
+//! * SIGHUP re-reads the CA and the client certificate towards the nodes
+//!   (a rotation), and a broken file keeps the previous ones.
 
 mod common;
 
@@ -240,5 +242,106 @@ fn a_node_that_asks_for_client_certificates_takes_the_proxy_with_its_own() {
     c.check(&["SET", "k", "v"], "+OK\r\n");
     c.check(&["GET", "k"], "$1\r\nv\r\n");
     assert_eq!(tls_dbsize(&node, &ca, Some((&cert, &key))), 1);
+    proxy.assert_no_panic();
+}
+
+/// `SET k v` through `c` until it answers `+OK` (within 10 s); the last
+/// reply otherwise.
+fn set_until_ok(c: &mut Raw) -> Result<(), String> {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let r = c.call(&["SET", "k", "v"]);
+        if r == "+OK\r\n" {
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            return Err(r);
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+fn hangup(proxy: &Proc) {
+    assert_eq!(unsafe { libc::kill(proxy.pid() as i32, libc::SIGHUP) }, 0);
+}
+
+#[test]
+fn sighup_rereads_the_ca_and_the_client_certificate_towards_the_nodes() {
+    if !have_tls_redis() {
+        return;
+    }
+    let dir = tempdir::Dir::new();
+    let (ca, other) = (
+        Ca::new(dir.path(), "node-ca"),
+        Ca::new(dir.path(), "old-ca"),
+    );
+    // The node asks for a client certificate its CA signed.
+    let node = tls_redis(dir.path(), &ca, "node", true);
+    let (good_cert, good_key) = ca.issue(dir.path(), "proxy-new", "shardis-proxy", false);
+    let (old_cert, old_key) = other.issue(dir.path(), "proxy-old", "shardis-proxy", false);
+    // The files the proxy reads: first the old CA's, as before a rotation.
+    let (ca_file, cert_file, key_file) = (
+        dir.path().join("trust.pem"),
+        dir.path().join("client.pem"),
+        dir.path().join("client.key"),
+    );
+    std::fs::copy(&other.pem, &ca_file).unwrap();
+    std::fs::copy(&old_cert, &cert_file).unwrap();
+    std::fs::copy(&old_key, &key_file).unwrap();
+    let extra = format!(
+        "[backend_tls]\nca = \"{}\"\ncert = \"{}\"\nkey = \"{}\"\nserver_name = \"localhost\"\n",
+        ca_file.display(),
+        cert_file.display(),
+        key_file.display()
+    );
+    let log = dir.path().join("proxy.log");
+    let (path, port) = write_proxy_config(&dir, &[node.addr()], &extra);
+    let proxy = start_proxy_env(&path, port, &[], Some(std::fs::File::create(&log).unwrap()));
+    let mut c = Raw::connect(proxy.port);
+    let r = c.call(&["SET", "k", "v"]);
+    assert!(
+        r.contains("UnknownIssuer"),
+        "the old CA does not sign the node: {r}"
+    );
+
+    // The CA file replaced in place: the node's certificate is trusted, but
+    // the node still refuses the old client certificate.
+    std::fs::copy(&ca.pem, &ca_file).unwrap();
+    hangup(&proxy);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let r = c.call(&["SET", "k", "v"]);
+        assert!(r.starts_with("-ERR node node1 ("), "{r}");
+        if !r.contains("UnknownIssuer") {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the CA was not re-read: {r}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+
+    // The client certificate and key replaced: served.
+    std::fs::copy(&good_cert, &cert_file).unwrap();
+    std::fs::copy(&good_key, &key_file).unwrap();
+    hangup(&proxy);
+    set_until_ok(&mut c).unwrap_or_else(|r| panic!("the client certificate was not re-read: {r}"));
+    assert_eq!(tls_dbsize(&node, &ca, Some((&good_cert, &good_key))), 1);
+
+    // A broken CA file: the previous config stays, and the log says so.
+    std::fs::write(&ca_file, "not a certificate").unwrap();
+    hangup(&proxy);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !std::fs::read_to_string(&log)
+        .unwrap_or_default()
+        .contains("the previous ones stay")
+    {
+        assert!(Instant::now() < deadline, "no log line for the broken file");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // New connections (a client of its own pins one) still get in.
+    let mut fresh = Raw::connect(proxy.port);
+    fresh.check(&["MULTI"], "+OK\r\n");
+    fresh.check(&["SET", "k2", "v"], "+QUEUED\r\n");
+    assert!(fresh.call(&["EXEC"]).starts_with("*1\r\n+OK"));
+    c.check(&["GET", "k"], "$1\r\nv\r\n");
     proxy.assert_no_panic();
 }

@@ -122,5 +122,5 @@ fn load(field: &str, p: &Picked) -> Result<Arc<TlsTo>, String> {
         cert_key,
         server_name: p.server_name.clone(),
     };
-    TlsTo::from_files(&files).map(Arc::new)
+    TlsTo::shared_from_files(&files)
 }

@@ -101,9 +101,17 @@ impl ServerTls {
 /// while none waits is not kept, and none is needed then).
 static RELOAD: tokio::sync::Notify = tokio::sync::Notify::const_new();
 
-/// Re-read every TLS certificate and key now (`SIGHUP`).
+/// Re-read every TLS certificate and key now (`SIGHUP`): the listeners'
+/// (on their own tasks) and those towards the nodes (here).
 pub fn request_reload() {
     RELOAD.notify_waiters();
+    let (done, errors) = crate::client::tls::reload_all();
+    if done > 0 {
+        tracing::info!(settings = done, "TLS files towards the nodes re-read");
+    }
+    for e in errors {
+        tracing::warn!("TLS files towards a node not re-read, the previous ones stay: {e}");
+    }
 }
 
 /// The TLS accept loop: each connection takes a client slot, then does
