@@ -66,7 +66,7 @@ pub(crate) async fn send_acked(
     let ms = proxy.ha.config.wait_timeout_ms;
     let up = client.upstream_to(node);
     let written = up.send(raw).await;
-    let waited = up.send(wait_request(ms)).await;
+    let waited = up.send_wait(wait_request(ms)).await;
     let (tx, rx) = oneshot::channel();
     let budget = client.budget.clone();
     let shard = node.spec.name.clone();

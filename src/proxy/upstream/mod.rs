@@ -21,6 +21,7 @@
 mod connect;
 pub(crate) mod credentials;
 pub(crate) mod dirty;
+mod error;
 mod health;
 pub(crate) mod lane;
 pub(crate) mod pinned;
@@ -31,13 +32,13 @@ mod timeouts;
 pub(crate) mod topology;
 
 use std::collections::VecDeque;
-use std::fmt;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::{Buf, Bytes, BytesMut};
 pub(crate) use connect::{answers, connect};
+pub(crate) use error::{error_reply, UpstreamError};
 pub(crate) use health::Health;
 pub(crate) use request::{UpRequest, Waiter};
 pub(crate) use timeouts::Timeouts;
@@ -47,7 +48,7 @@ use tokio::time::Instant;
 
 use crate::client::Stream;
 use crate::proxy::conn::budget::ReplyBudget;
-use crate::resp::reply::{self, ReplyError, ReplyFramer};
+use crate::resp::reply::{self, ReplyFramer};
 
 /// Requests queued for one upstream before senders wait.
 const QUEUE_DEPTH: usize = 4_096;
@@ -119,11 +120,35 @@ impl Upstream {
         raw: Bytes,
         budget: Option<Arc<ReplyBudget>>,
     ) -> oneshot::Receiver<Bytes> {
+        self.enqueue(raw, budget, false).await
+    }
+
+    /// The proxy's own `WAIT` after a write: the connection may send one for
+    /// a run of them ([`request::PendingWait`]).
+    pub(crate) async fn send_wait(&self, raw: Bytes) -> oneshot::Receiver<Bytes> {
+        self.enqueue(raw, None, true).await
+    }
+
+    async fn enqueue(
+        &self,
+        raw: Bytes,
+        budget: Option<Arc<ReplyBudget>>,
+        merge_wait: bool,
+    ) -> oneshot::Receiver<Bytes> {
         let (tx, rx) = oneshot::channel();
-        let reply = Waiter { tx, budget };
+        let reply = Waiter {
+            tx,
+            budget,
+            also: Vec::new(),
+        };
+        let req = UpRequest {
+            raw,
+            reply,
+            merge_wait,
+        };
         // try_send first: when the queue has room (nearly always) it skips the
         // semaphore future of an awaited send.
-        let req = match self.tx.try_send(UpRequest { raw, reply }) {
+        let req = match self.tx.try_send(req) {
             Ok(()) => return rx,
             Err(mpsc::error::TrySendError::Full(req)) => req,
             Err(mpsc::error::TrySendError::Closed(req)) => {
@@ -145,57 +170,6 @@ impl Upstream {
         rx.await
             .unwrap_or_else(|_| error_reply(&self.label, &UpstreamError::RequestDropped))
     }
-}
-
-/// Why a node could not answer a request.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) enum UpstreamError {
-    Connect(String),
-    ConnectTimeout(Duration),
-    HelloRefused(String),
-    HelloTimeout,
-    /// The node refused `SELECT`.
-    SetupRefused(String),
-    /// The socket failed while reading or writing.
-    Io(String),
-    ClosedByNode,
-    /// A reply arrived with no request waiting for it.
-    StrayReply,
-    /// The node's bytes are not RESP, or a bulk is over `proto-max-bulk-len`.
-    InvalidReply(ReplyError),
-    NoReply(Duration),
-    ShuttingDown,
-    RequestDropped,
-    /// The proxy closed the connection (its handle was dropped).
-    Closed,
-}
-
-impl fmt::Display for UpstreamError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        use UpstreamError::*;
-        match self {
-            Connect(e) | Io(e) => write!(f, "{e}"),
-            ConnectTimeout(t) => write!(f, "connect timed out after {} ms", t.as_millis()),
-            HelloRefused(r) => write!(f, "handshake refused: {r}"),
-            HelloTimeout => write!(f, "handshake timed out"),
-            SetupRefused(r) => write!(f, "connection setup refused: {r}"),
-            ClosedByNode => write!(f, "connection closed by node"),
-            StrayReply => write!(f, "stray reply from node"),
-            InvalidReply(e) => write!(f, "{e}"),
-            NoReply(t) => write!(f, "no reply within {} ms", t.as_millis()),
-            ShuttingDown => write!(f, "proxy is shutting down"),
-            RequestDropped => write!(f, "request dropped"),
-            Closed => write!(f, "connection closed"),
-        }
-    }
-}
-
-/// The `-ERR` a client gets when its node failed: the one place that
-/// renders an [`UpstreamError`].
-pub(crate) fn error_reply(label: &str, why: &UpstreamError) -> Bytes {
-    let mut out = BytesMut::new();
-    crate::resp::encode::error(&mut out, &format!("ERR node {label} is unavailable: {why}"));
-    out.freeze()
 }
 
 async fn run(opts: UpstreamOptions, mut rx: mpsc::Receiver<UpRequest>, health: Arc<Health>) {
@@ -333,9 +307,12 @@ async fn serve(
     let mut answered: u32 = 0;
     let mut handle_dropped = false;
     let mut unflushed = false;
-    out.extend_from_slice(&first.raw);
-    wire.sent(1, first.raw.len() as u64);
-    inflight.push_back((first.reply, now, std::time::Instant::now()));
+    let mut waits = request::PendingWait::default();
+    if let Some(first) = waits.take(first) {
+        out.extend_from_slice(&first.raw);
+        wire.sent(1, first.raw.len() as u64);
+        inflight.push_back((first.reply, now, std::time::Instant::now()));
+    }
 
     let why = loop {
         // Gather what is already queued into one write. A slot goes into the
@@ -347,6 +324,7 @@ async fn serve(
         while !handle_dropped && out.len() < MAX_BATCH_BYTES && inflight.len() < MAX_IN_FLIGHT {
             match rx.try_recv() {
                 Ok(req) => {
+                    let Some(req) = waits.take(req) else { continue };
                     out.extend_from_slice(&req.raw);
                     let at = *stamp.get_or_insert_with(std::time::Instant::now);
                     inflight.push_back((req.reply, now, at));
@@ -354,6 +332,13 @@ async fn serve(
                 Err(mpsc::error::TryRecvError::Empty) => break,
                 Err(mpsc::error::TryRecvError::Disconnected) => handle_dropped = true,
             }
+        }
+        // The WAITs taken meanwhile go out once, after every write taken
+        // with them.
+        if let Some((raw, waiter)) = waits.drain() {
+            out.extend_from_slice(&raw);
+            let at = *stamp.get_or_insert_with(std::time::Instant::now);
+            inflight.push_back((waiter, now, at));
         }
         wire.sent(
             (inflight.len() - taken) as u64,
@@ -440,9 +425,11 @@ async fn serve(
             Event::Flushed(Ok(())) => unflushed = false,
             Event::Flushed(Err(e)) => break Some(UpstreamError::Io(e.to_string())),
             Event::Request(Some(req)) => {
-                out.extend_from_slice(&req.raw);
-                wire.sent(1, req.raw.len() as u64);
-                inflight.push_back((req.reply, now, std::time::Instant::now()));
+                if let Some(req) = waits.take(req) {
+                    out.extend_from_slice(&req.raw);
+                    wire.sent(1, req.raw.len() as u64);
+                    inflight.push_back((req.reply, now, std::time::Instant::now()));
+                }
             }
             Event::Request(None) => handle_dropped = true,
             Event::Tick if opts.pinned || opts.script_lane.is_some() => {}
