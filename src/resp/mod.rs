@@ -12,6 +12,7 @@ pub(crate) mod info;
 mod inline;
 mod parsed;
 pub mod reply;
+pub(crate) mod timeout;
 pub(crate) mod request;
 
 pub use reply::reply_len;
