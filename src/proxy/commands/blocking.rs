@@ -12,6 +12,9 @@
 //! for a reply already on its way), since pushes now go to the new owner.
 //! `CLIENT ID` goes just before the command on its connection, so CLIENT
 //! UNBLOCK through the proxy can name that connection to the node.
+//! A pop whose keys live on several nodes is waited for by the proxy
+//! itself (`blocking_multi`); BLMOVE and BRPOPLPUSH between two nodes, and
+//! XREAD over streams on several, are refused with -CROSSSLOT.
 //! Called by `dispatch` (and for XREAD/XREADGROUP with BLOCK).
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -41,14 +44,14 @@ const MOVED_GRACE_MS: u64 = 200;
 /// (instead of answering what is owed) when its client leaves while any is.
 pub(crate) struct BlockedGuard {
     client: Arc<AtomicUsize>,
-    at_node: Arc<AtNode>,
+    pub(super) at_node: Arc<AtNode>,
 }
 
 impl BlockedGuard {
     /// Counts the command in its client's `count` at once; [`AtNode::arm`]
     /// counts it for INFO once the node has it. `timed`: the command has a
     /// timeout, so it also counts in INFO's `clients_in_timeout_table`.
-    fn new(proxy: &Arc<Proxy>, client: &ClientState, timed: bool) -> BlockedGuard {
+    pub(super) fn new(proxy: &Arc<Proxy>, client: &ClientState, timed: bool) -> BlockedGuard {
         client.blocked.fetch_add(1, Ordering::SeqCst);
         BlockedGuard {
             client: client.blocked.clone(),
@@ -86,7 +89,7 @@ enum Phase {
 /// INFO until another one is blocked (Redis's own tests, queue dashboards)
 /// then knows that a write it sends next reaches the node after the
 /// blocked command.
-struct AtNode {
+pub(super) struct AtNode {
     /// A std mutex: taken twice per blocked command, never across `.await`.
     phase: std::sync::Mutex<Phase>,
     client: Arc<AtomicUsize>,
@@ -95,7 +98,7 @@ struct AtNode {
 }
 
 impl AtNode {
-    fn arm(&self) {
+    pub(super) fn arm(&self) {
         let mut phase = lock(&self.phase);
         if *phase != Phase::Sent {
             return;
@@ -150,6 +153,12 @@ pub(crate) async fn handle(
             return refused(proxy, client, req).await;
         }
         return Pending::error(&crate::catalogue::arity_error(spec));
+    }
+    if crate::proxy::commands::blocking_multi::is_pop(spec.id)
+        && crate::proxy::commands::blocking_multi::is_cross(proxy, &keys)
+    {
+        return crate::proxy::commands::blocking_multi::handle(proxy, client, spec.id, req, keys)
+            .await;
     }
     let timed = has_timeout(spec.id, &req.args);
     blocked(proxy, client, keys, req.raw, spec.is_write(), timed).await
@@ -308,7 +317,7 @@ async fn wait_reply(
 /// A pop or move on keys being migrated changed them at their old owner:
 /// mark them for the migration's re-sync, as `route` does for writes.
 /// Forgets cached GETs of the keys a blocking write changes.
-fn invalidate(proxy: &Proxy, keys: &[Bytes], write: bool) {
+pub(super) fn invalidate(proxy: &Proxy, keys: &[Bytes], write: bool) {
     if let (Some(cache), true) = (&proxy.ops.hot_cache, write) {
         for k in keys {
             cache.invalidate(k);

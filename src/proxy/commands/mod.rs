@@ -3,6 +3,7 @@
 //! Cluster views, transactions, blocking commands, pub/sub and MONITOR.
 
 pub(crate) mod blocking;
+pub(crate) mod blocking_multi;
 pub(crate) mod clients;
 pub(crate) mod cluster;
 pub(crate) mod common;
