@@ -364,3 +364,36 @@ fn exactly_once(backend: Backend) {
     assert_eq!(popped.len(), distinct.len(), "an element was popped twice");
     assert_eq!(popped.len(), ELEMENTS, "elements were lost or left");
 }
+
+#[test]
+fn a_node_joining_while_a_pop_waits_does_not_break_it() {
+    for backend in backends() {
+        let mut c = backend.cluster(3);
+        let port = c.proxy.port;
+        // Many keys, so that the join moves some of them.
+        let keys: Vec<String> = (0..40).map(|i| format!("j{i}")).collect();
+        let mut waiter = conn(port);
+        let mut req: Vec<&[u8]> = vec![b"BLPOP"];
+        req.extend(keys.iter().map(|k| k.as_bytes()));
+        req.push(b"0");
+        waiter.send(&req).unwrap();
+        wait_blocked(port, 1);
+        let joined = backend.start();
+        let mut admin = c.client();
+        add_node(&mut admin, &joined.addr(), "node4");
+        wait_state_ok(&mut admin, 30);
+        c.nodes.push(joined);
+        // A key the new node owns now, pushed through the proxy.
+        let mut raw = Raw::connect(port);
+        let moved = keys
+            .iter()
+            .find(|k| raw.call(&["CLUSTER", "KEYNODE", k]).contains("node4"))
+            .expect("the new node owns one of 40 keys");
+        raw.check(&["RPUSH", moved, "after-join"], ":1\r\n");
+        assert_eq!(
+            text(&waiter.read_reply().unwrap()),
+            format!("*2\r\n${}\r\n{moved}\r\n$10\r\nafter-join\r\n", moved.len())
+        );
+        raw.check(&["LLEN", moved], ":0\r\n");
+    }
+}
