@@ -126,7 +126,13 @@ fn a_push_from_another_client_wakes_the_waiter_at_once() {
         for round in 0..5 {
             let mut waiter = conn(port);
             waiter
-                .send(&[b"BLPOP", k[0].as_bytes(), k[1].as_bytes(), k[2].as_bytes(), b"0"])
+                .send(&[
+                    b"BLPOP",
+                    k[0].as_bytes(),
+                    k[1].as_bytes(),
+                    k[2].as_bytes(),
+                    b"0",
+                ])
                 .unwrap();
             wait_blocked(port, 1);
             let target = &k[round % 3];
@@ -151,7 +157,8 @@ fn a_push_straight_to_a_node_is_found_by_the_poll() {
         let c = backend.cluster(3);
         let port = c.proxy.port;
         let k = spread(port, "n", 2);
-        let owner = text(&Raw::connect(port).call_bytes(&[b"CLUSTER", b"KEYNODE", k[1].as_bytes()]));
+        let owner =
+            text(&Raw::connect(port).call_bytes(&[b"CLUSTER", b"KEYNODE", k[1].as_bytes()]));
         // Nodes are named node1, node2, … in order.
         let node = (0..c.nodes.len())
             .find(|i| owner.contains(&format!("node{}\r\n", i + 1)))
@@ -167,7 +174,11 @@ fn a_push_straight_to_a_node_is_found_by_the_poll() {
         let r = waiter.read_reply().unwrap();
         assert_eq!(
             text(&r),
-            format!("*3\r\n${}\r\n{}\r\n$1\r\nm\r\n$1\r\n7\r\n", k[1].len(), k[1])
+            format!(
+                "*3\r\n${}\r\n{}\r\n$1\r\nm\r\n$1\r\n7\r\n",
+                k[1].len(),
+                k[1]
+            )
         );
         assert!(sent.elapsed() < Duration::from_secs(2));
     }
@@ -206,13 +217,23 @@ fn a_waiter_counts_as_blocked_and_client_unblock_ends_it() {
         for (reason, want) in [
             (None, "*-1\r\n"),
             (Some("TIMEOUT"), "*-1\r\n"),
-            (Some("ERROR"), "-UNBLOCKED client unblocked via CLIENT UNBLOCK\r\n"),
+            (
+                Some("ERROR"),
+                "-UNBLOCKED client unblocked via CLIENT UNBLOCK\r\n",
+            ),
         ] {
             let mut w = conn(port);
             let id = text(&w.cmd(&["CLIENT", "ID"]));
             let id = id.trim().trim_start_matches(':').to_string();
-            w.send(&[b"BLMPOP", b"30", b"2", k[0].as_bytes(), k[1].as_bytes(), b"LEFT"])
-                .unwrap();
+            w.send(&[
+                b"BLMPOP",
+                b"30",
+                b"2",
+                k[0].as_bytes(),
+                k[1].as_bytes(),
+                b"LEFT",
+            ])
+            .unwrap();
             wait_blocked(port, 1);
             assert_eq!(admin.info_field("clients", "clients_in_timeout_table"), 1);
             let list = admin.call(&["CLIENT", "LIST", "ID", &id]);
@@ -239,8 +260,14 @@ fn a_client_that_leaves_while_blocked_pops_nothing() {
         let mut leavers = Vec::new();
         for _ in 0..3 {
             let mut l = conn(port);
-            l.send(&[b"BLPOP", k[0].as_bytes(), k[1].as_bytes(), k[2].as_bytes(), b"0"])
-                .unwrap();
+            l.send(&[
+                b"BLPOP",
+                k[0].as_bytes(),
+                k[1].as_bytes(),
+                k[2].as_bytes(),
+                b"0",
+            ])
+            .unwrap();
             leavers.push(l);
         }
         wait_blocked(port, 3);

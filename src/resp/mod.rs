@@ -12,8 +12,8 @@ pub(crate) mod info;
 mod inline;
 mod parsed;
 pub mod reply;
-pub(crate) mod timeout;
 pub(crate) mod request;
+pub(crate) mod timeout;
 
 pub use reply::reply_len;
 pub(crate) use request::ProtocolError;

@@ -52,7 +52,8 @@ pub(crate) async fn split(
             spec,
             positions.iter().map(|&p| req.args[p].clone()),
         );
-        let mut rx = send_tracked(proxy, spec, client, &routing, &groups[0].0, req.raw, track).await;
+        let mut rx =
+            send_tracked(proxy, spec, client, &routing, &groups[0].0, req.raw, track).await;
         if spec.is_write() {
             rx = proxy
                 .wake

@@ -121,8 +121,9 @@ mod tests {
         let (tx, rx) = oneshot::channel();
         let other = [Bytes::from_static(b"c")];
         let (tx2, rx2) = oneshot::channel::<Bytes>();
-        let _ = wake.after_write(other.iter(), rx2);
+        let unwatched = wake.after_write(other.iter(), rx2);
         drop(tx2);
+        assert!(unwatched.await.is_err());
         let out = wake.after_write(keys[1..].iter(), rx);
         tx.send(Bytes::from_static(b":1\r\n")).unwrap();
         assert_eq!(out.await.unwrap(), Bytes::from_static(b":1\r\n"));

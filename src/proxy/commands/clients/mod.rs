@@ -228,7 +228,11 @@ pub(crate) fn unblock(proxy: &Proxy, args: &[Bytes]) -> Pending {
         .get(&(id as u64))
         .cloned();
     if let Some(e) = &entry {
-        let waiting = e.waiting_here.lock().unwrap_or_else(|e| e.into_inner()).take();
+        let waiting = e
+            .waiting_here
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
         if let Some((_, tx)) = waiting {
             let why = if reason == b"ERROR" {
                 Unblock::Error
