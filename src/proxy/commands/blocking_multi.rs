@@ -29,7 +29,7 @@ use tokio::sync::oneshot;
 use tokio::time::Instant;
 
 use crate::catalogue::Id;
-use crate::proxy::commands::blocking::{invalidate, BlockedGuard};
+use crate::proxy::commands::blocked::BlockedGuard;
 use crate::proxy::commands::clients::entry::{ClientEntry, Unblock};
 use crate::proxy::conn::client::ClientState;
 use crate::proxy::conn::pending::{sleep_until_some, Pending};
@@ -232,7 +232,7 @@ async fn attempt(
             .take_while(|k| Arc::ptr_eq(routing.owner(k), &node))
             .count();
         let run_keys = &rest[..run];
-        invalidate(proxy, run_keys, true);
+        invalidate(proxy, run_keys);
         let mut rx = node
             .upstream(proto, client_id)
             .send(form.request(run_keys))
@@ -253,12 +253,21 @@ async fn attempt(
             .unwrap_or_else(|_| crate::proxy::conn::error::lost());
         if !is_nil(&r) {
             // A pop may reach the node after a cached GET was refilled.
-            invalidate(proxy, run_keys, true);
+            invalidate(proxy, run_keys);
             return Some(form.reply(r));
         }
         i += run;
     }
     None
+}
+
+/// Forgets cached GETs of keys a pop may change.
+fn invalidate(proxy: &Proxy, keys: &[Bytes]) {
+    if let Some(cache) = &proxy.ops.hot_cache {
+        for k in keys {
+            cache.invalidate(k);
+        }
+    }
 }
 
 /// Tells apart a client's successive waits.

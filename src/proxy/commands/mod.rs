@@ -2,6 +2,7 @@
 //! connection and introspection commands, INFO, CONFIG, CLIENT, the Redis
 //! Cluster views, transactions, blocking commands, pub/sub and MONITOR.
 
+pub(crate) mod blocked;
 pub(crate) mod blocking;
 pub(crate) mod blocking_multi;
 pub(crate) mod clients;
