@@ -140,8 +140,10 @@ fn answers_like_one_redis_server(backend: Backend, redis: &Proc) {
     }
 }
 
+/// Pops over keys on several nodes are served (`tests/blocking_cross.rs`);
+/// a move between two nodes is not.
 #[test]
-fn keys_on_two_nodes_are_crossslot() {
+fn a_move_between_two_nodes_is_crossslot() {
     for backend in backends() {
         crossslot(backend);
     }
@@ -153,7 +155,7 @@ fn crossslot(backend: Backend) {
     let mut found = None;
     for i in 0..100 {
         let k = format!("b{i}");
-        let r = s.cmd(&["BLPOP", "b0", &k, "0.01"]);
+        let r = s.cmd(&["BLMOVE", "b0", &k, "LEFT", "LEFT", "0.01"]);
         if text(&r).starts_with("-CROSSSLOT") {
             found = Some(text(&r));
             break;

@@ -107,6 +107,8 @@ pub(crate) struct Proxy {
     pub(crate) subscriptions: commands::pubsub::Held,
     /// Script bodies loaded on every node (`route::scripts`).
     pub(crate) scripts: route::scripts::ScriptCache,
+    /// Blocking pops over several nodes, woken by the writes routed here.
+    pub(crate) wake: Arc<route::wake::Wake>,
     /// Replicas, member status, failover (see `ha`).
     pub(crate) ha: Arc<ha::Ha>,
     /// `Some`: every ring of this proxy places keys as this twemproxy pool
@@ -249,6 +251,7 @@ impl Proxy {
             auth,
             subscriptions: Default::default(),
             scripts: Default::default(),
+            wake: Default::default(),
             ha,
             ejected: Default::default(),
             placement: pool.twemproxy,

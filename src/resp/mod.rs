@@ -13,6 +13,7 @@ mod inline;
 mod parsed;
 pub mod reply;
 pub(crate) mod request;
+pub(crate) mod timeout;
 
 pub use reply::reply_len;
 pub(crate) use request::ProtocolError;

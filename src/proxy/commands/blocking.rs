@@ -12,15 +12,19 @@
 //! for a reply already on its way), since pushes now go to the new owner.
 //! `CLIENT ID` goes just before the command on its connection, so CLIENT
 //! UNBLOCK through the proxy can name that connection to the node.
+//! A pop whose keys live on several nodes is waited for by the proxy
+//! itself (`blocking_multi`); BLMOVE and BRPOPLPUSH between two nodes, and
+//! XREAD over streams on several, are refused with -CROSSSLOT.
 //! Called by `dispatch` (and for XREAD/XREADGROUP with BLOCK).
 
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
 
 use crate::catalogue::Id;
+use crate::proxy::commands::blocked::{AtNode, BlockedGuard};
 use crate::proxy::commands::clients::entry::{BlockedOn, ClientEntry};
 use crate::proxy::conn::client::ClientState;
 use crate::proxy::conn::pending::Pending;
@@ -36,95 +40,6 @@ const OWNER_CHECK_MS: u64 = 100;
 /// After the keys moved: how long a reply already sent by the old owner may
 /// take to arrive before the command is aborted.
 const MOVED_GRACE_MS: u64 = 200;
-
-/// Counts a client's commands blocked right now; the session ends at once
-/// (instead of answering what is owed) when its client leaves while any is.
-pub(crate) struct BlockedGuard {
-    client: Arc<AtomicUsize>,
-    at_node: Arc<AtNode>,
-}
-
-impl BlockedGuard {
-    /// Counts the command in its client's `count` at once; [`AtNode::arm`]
-    /// counts it for INFO once the node has it. `timed`: the command has a
-    /// timeout, so it also counts in INFO's `clients_in_timeout_table`.
-    fn new(proxy: &Arc<Proxy>, client: &ClientState, timed: bool) -> BlockedGuard {
-        client.blocked.fetch_add(1, Ordering::SeqCst);
-        BlockedGuard {
-            client: client.blocked.clone(),
-            at_node: Arc::new(AtNode {
-                phase: std::sync::Mutex::new(Phase::Sent),
-                client: client.entry.blocked_at_node.clone(),
-                proxy: proxy.clone(),
-                timed,
-            }),
-        }
-    }
-}
-
-impl Drop for BlockedGuard {
-    fn drop(&mut self) {
-        self.client.fetch_sub(1, Ordering::SeqCst);
-        self.at_node.end();
-    }
-}
-
-/// Where a blocked command is in INFO's count.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Phase {
-    /// Sent; the node may not have read it yet.
-    Sent,
-    /// The node has it: counted.
-    Counted,
-    /// Answered or dropped: never counted again.
-    Ended,
-}
-
-/// A blocked command's share of INFO's `blocked_clients` (each client once,
-/// however many of its commands block) and `clients_in_timeout_table`,
-/// counted from the moment the node has the command: a client that polls
-/// INFO until another one is blocked (Redis's own tests, queue dashboards)
-/// then knows that a write it sends next reaches the node after the
-/// blocked command.
-struct AtNode {
-    /// A std mutex: taken twice per blocked command, never across `.await`.
-    phase: std::sync::Mutex<Phase>,
-    client: Arc<AtomicUsize>,
-    proxy: Arc<Proxy>,
-    timed: bool,
-}
-
-impl AtNode {
-    fn arm(&self) {
-        let mut phase = lock(&self.phase);
-        if *phase != Phase::Sent {
-            return;
-        }
-        *phase = Phase::Counted;
-        let stats = &self.proxy.stats;
-        if self.client.fetch_add(1, Ordering::SeqCst) == 0 {
-            stats.blocked_clients.fetch_add(1, Ordering::SeqCst);
-        }
-        if self.timed {
-            stats.timeout_clients.fetch_add(1, Ordering::SeqCst);
-        }
-    }
-
-    fn end(&self) {
-        let mut phase = lock(&self.phase);
-        let was = std::mem::replace(&mut *phase, Phase::Ended);
-        if was != Phase::Counted {
-            return;
-        }
-        let stats = &self.proxy.stats;
-        if self.timed {
-            stats.timeout_clients.fetch_sub(1, Ordering::SeqCst);
-        }
-        if self.client.fetch_sub(1, Ordering::SeqCst) == 1 {
-            stats.blocked_clients.fetch_sub(1, Ordering::SeqCst);
-        }
-    }
-}
 
 /// Routes a blocking command to a pinned connection of its keys' node.
 pub(crate) async fn handle(
@@ -150,6 +65,12 @@ pub(crate) async fn handle(
             return refused(proxy, client, req).await;
         }
         return Pending::error(&crate::catalogue::arity_error(spec));
+    }
+    if crate::proxy::commands::blocking_multi::is_pop(spec.id)
+        && crate::proxy::commands::blocking_multi::is_cross(proxy, &keys)
+    {
+        return crate::proxy::commands::blocking_multi::handle(proxy, client, spec.id, req, keys)
+            .await;
     }
     let timed = has_timeout(spec.id, &req.args);
     blocked(proxy, client, keys, req.raw, spec.is_write(), timed).await

@@ -2,7 +2,9 @@
 //! connection and introspection commands, INFO, CONFIG, CLIENT, the Redis
 //! Cluster views, transactions, blocking commands, pub/sub and MONITOR.
 
+pub(crate) mod blocked;
 pub(crate) mod blocking;
+pub(crate) mod blocking_multi;
 pub(crate) mod clients;
 pub(crate) mod cluster;
 pub(crate) mod common;

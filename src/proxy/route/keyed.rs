@@ -98,7 +98,12 @@ pub(crate) async fn keyed(
         spec,
         positions.iter().map(|&p| req.args[p].clone()),
     );
-    let rx = send_tracked(proxy, spec, client, &routing, &node, req.raw, track).await;
+    let mut rx = send_tracked(proxy, spec, client, &routing, &node, req.raw, track).await;
+    if spec.is_write() {
+        rx = proxy
+            .wake
+            .after_write(positions.iter().map(|&p| &req.args[p]), rx);
+    }
     Pending::Charged(rx)
 }
 
@@ -138,7 +143,10 @@ async fn single_key(
     }
     client.served.on(idx);
     let track = moving_writes(&routing, spec, std::iter::once(key.clone()));
-    let rx = send_tracked(proxy, spec, client, &routing, node, raw, track).await;
+    let mut rx = send_tracked(proxy, spec, client, &routing, node, raw, track).await;
+    if spec.is_write() {
+        rx = proxy.wake.after_write(std::iter::once(key), rx);
+    }
     match fill {
         Some((token, epoch)) => fill_on_reply(proxy, client, key.clone(), token, epoch, rx),
         None if spec.is_write() && proxy.ops.hot_cache.is_some() => {

@@ -17,3 +17,4 @@ pub(crate) mod scan;
 pub(crate) mod scripts;
 pub(crate) mod send;
 pub(crate) mod split;
+pub(crate) mod wake;

@@ -52,7 +52,13 @@ pub(crate) async fn split(
             spec,
             positions.iter().map(|&p| req.args[p].clone()),
         );
-        let rx = send_tracked(proxy, spec, client, &routing, &groups[0].0, req.raw, track).await;
+        let mut rx =
+            send_tracked(proxy, spec, client, &routing, &groups[0].0, req.raw, track).await;
+        if spec.is_write() {
+            rx = proxy
+                .wake
+                .after_write(positions.iter().map(|&p| &req.args[p]), rx);
+        }
         return Pending::Charged(rx);
     }
     // One fragment per node: the command name, then that node's keys (and values).
@@ -70,7 +76,11 @@ pub(crate) async fn split(
         let mut raw = BytesMut::new();
         encode::command(&mut raw, &parts);
         let track = moving_writes(&routing, spec, ps.iter().map(|&p| req.args[p].clone()));
-        waits.push(send_tracked(proxy, spec, client, &routing, node, raw.freeze(), track).await);
+        let mut rx = send_tracked(proxy, spec, client, &routing, node, raw.freeze(), track).await;
+        if spec.is_write() {
+            rx = proxy.wake.after_write(ps.iter().map(|&p| &req.args[p]), rx);
+        }
+        waits.push(rx);
     }
     let order: Vec<Vec<usize>> = groups.into_iter().map(|(_, ps)| ps).collect();
     let total = positions.len();

@@ -49,6 +49,16 @@ pub(crate) struct ClientEntry {
     /// Where its latest blocking command waits, for CLIENT UNBLOCK (set
     /// and cleared by `blocking.rs`).
     pub(crate) blocked_on: Mutex<Option<BlockedOn>>,
+    /// Its blocking pop the proxy itself waits for (keys on several nodes,
+    /// `blocking_multi.rs`): a token and where CLIENT UNBLOCK sends why.
+    pub(crate) waiting_here: Mutex<Option<(u64, tokio::sync::oneshot::Sender<Unblock>)>>,
+}
+
+/// How CLIENT UNBLOCK ends a wait: as its timeout would, or with an error.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Unblock {
+    Timeout,
+    Error,
 }
 
 /// A blocking command waiting on a node: the node, and the id the node
@@ -88,6 +98,7 @@ impl ClientEntry {
             killed: AtomicBool::new(false),
             subscriptions: Default::default(),
             blocked_on: Mutex::new(None),
+            waiting_here: Mutex::new(None),
         }
     }
 

@@ -14,7 +14,7 @@
 
 pub(crate) mod entry;
 
-pub(crate) use entry::{ClientEntry, ReplyMode};
+pub(crate) use entry::{ClientEntry, ReplyMode, Unblock};
 
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
@@ -209,7 +209,8 @@ pub(crate) fn kill(proxy: &Proxy, s: &ClientState, args: &[Bytes]) -> Pending {
 /// CLIENT UNBLOCK id [TIMEOUT|ERROR]: asks the node where client `id`'s
 /// blocking command waits to end it (the node's reply to the command, a
 /// timeout's or `-UNBLOCKED`, reaches the client as any reply does);
-/// `:0` when that client is not blocked.
+/// a pop the proxy waits for itself (keys on several nodes) is told
+/// directly; `:0` when that client is not blocked.
 pub(crate) fn unblock(proxy: &Proxy, args: &[Bytes]) -> Pending {
     let Some(id) = parse_i64(&args[2]) else {
         return Pending::error("ERR value is not an integer or out of range");
@@ -226,6 +227,26 @@ pub(crate) fn unblock(proxy: &Proxy, args: &[Bytes]) -> Pending {
         .unwrap_or_else(|e| e.into_inner())
         .get(&(id as u64))
         .cloned();
+    if let Some(e) = &entry {
+        let waiting = e
+            .waiting_here
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+        if let Some((_, tx)) = waiting {
+            let why = if reason == b"ERROR" {
+                Unblock::Error
+            } else {
+                Unblock::Timeout
+            };
+            let answered = tx.send(why).is_ok();
+            return Pending::Ready(Bytes::from_static(if answered {
+                b":1\r\n"
+            } else {
+                b":0\r\n"
+            }));
+        }
+    }
     let target = entry.and_then(|e| {
         let b = e.blocked_on.lock().unwrap_or_else(|e| e.into_inner());
         b.as_ref().map(|b| (b.node.clone(), b.node_id.clone()))
