@@ -10,6 +10,7 @@
 pub(crate) mod callstats;
 pub mod hotkeys;
 pub(crate) mod http;
+pub(crate) mod scriptstats;
 pub mod metrics;
 pub mod slowlog;
 
