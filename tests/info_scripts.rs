@@ -137,24 +137,45 @@ fn script_calls_count_in_info_as_on_one_redis_server() {
     let s = &ours[0];
     assert!(has(s, "errorstat_OOM:count=1"), "{s:?}");
     assert!(has(s, "total_error_replies:1"), "{s:?}");
-    assert!(has(s, "set: calls=0,rejected_calls=1,failed_calls=0"), "{s:?}");
-    assert!(has(s, "eval: calls=1,rejected_calls=0,failed_calls=1"), "{s:?}");
+    assert!(
+        has(s, "set: calls=0,rejected_calls=1,failed_calls=0"),
+        "{s:?}"
+    );
+    assert!(
+        has(s, "eval: calls=1,rejected_calls=0,failed_calls=1"),
+        "{s:?}"
+    );
     let s = &ours[1];
     assert!(!s.iter().any(|l| l.starts_with("errorstat_ERR")), "{s:?}");
     assert!(has(s, "errorstat_OOM:count=1"), "{s:?}");
-    assert!(has(s, "eval: calls=1,rejected_calls=0,failed_calls=0"), "{s:?}");
+    assert!(
+        has(s, "eval: calls=1,rejected_calls=0,failed_calls=0"),
+        "{s:?}"
+    );
     let s = &ours[2];
     assert!(has(s, "total_error_replies:1"), "{s:?}");
-    assert!(has(s, "eval: calls=1,rejected_calls=0,failed_calls=1"), "{s:?}");
+    assert!(
+        has(s, "eval: calls=1,rejected_calls=0,failed_calls=1"),
+        "{s:?}"
+    );
     let s = &ours[3];
     assert!(has(s, "errorstat_ERR:count=1"), "{s:?}");
-    assert!(has(s, "select: calls=1,rejected_calls=0,failed_calls=1"), "{s:?}");
+    assert!(
+        has(s, "select: calls=1,rejected_calls=0,failed_calls=1"),
+        "{s:?}"
+    );
     let s = &ours[5];
     assert!(has(s, "errorstat_ERR:count=1"), "{s:?}");
-    assert!(has(s, "eval_ro: calls=1,rejected_calls=0,failed_calls=1"), "{s:?}");
+    assert!(
+        has(s, "eval_ro: calls=1,rejected_calls=0,failed_calls=1"),
+        "{s:?}"
+    );
     let s = &ours[7];
     assert!(has(s, "errorstat_WRONGTYPE:count=1"), "{s:?}");
-    assert!(has(s, "geoadd: calls=1,rejected_calls=0,failed_calls=1"), "{s:?}");
+    assert!(
+        has(s, "geoadd: calls=1,rejected_calls=0,failed_calls=1"),
+        "{s:?}"
+    );
     let (status, err) = up.stop();
     assert!(status.success(), "{err}");
     if !Backend::Redis.is_available() {

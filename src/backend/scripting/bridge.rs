@@ -140,7 +140,10 @@ impl<'a> Caller<'a> {
         };
         let name = Some(cmd.name);
         if !arity_ok(cmd.arity, argv.len()) {
-            return refuse(name, "Wrong number of args calling Redis command from script");
+            return refuse(
+                name,
+                "Wrong number of args calling Redis command from script",
+            );
         }
         if NOSCRIPT.contains(&cmd.name) {
             return refuse(name, "This Redis command is not allowed from script");
@@ -159,10 +162,16 @@ impl<'a> Caller<'a> {
                 && !self.client.is_master
                 && self.node.settings.flag("replica-read-only")
             {
-                return refuse(name, "-READONLY You can't write against a read only replica.");
+                return refuse(
+                    name,
+                    "-READONLY You can't write against a read only replica.",
+                );
             }
             if self.readonly {
-                return refuse(name, "-ERR Write commands are not allowed from read-only scripts.");
+                return refuse(
+                    name,
+                    "-ERR Write commands are not allowed from read-only scripts.",
+                );
             }
             if !self.client.is_master && crate::backend::replication::lacks_replicas(self.node) {
                 return refuse(name, "-NOREPLICAS Not enough good replicas to write.");
@@ -171,7 +180,10 @@ impl<'a> Caller<'a> {
         // Out of memory refuses a script's first write (once it wrote, it
         // may go on, as Redis lets it: its writes stay whole).
         if cmd.flags & DENYOOM != 0 && !self.wrote && self.node.make_room(self.now).is_err() {
-            return refuse(name, "-OOM command not allowed when used memory > 'maxmemory'.");
+            return refuse(
+                name,
+                "-OOM command not allowed when used memory > 'maxmemory'.",
+            );
         }
         if cmd.flags & WRITE != 0 {
             self.wrote = true;

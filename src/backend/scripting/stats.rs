@@ -189,12 +189,7 @@ mod tests {
         s.ran("get", 1, None);
         s.reraised(b"-OOM command not allowed\r\n");
         let lines = s.lines();
-        let get = |k: &str| {
-            lines
-                .iter()
-                .find(|(n, _)| n == k)
-                .map(|(_, v)| v.as_str())
-        };
+        let get = |k: &str| lines.iter().find(|(n, _)| n == k).map(|(_, v)| v.as_str());
         assert_eq!(
             get("script_cmdstat_set"),
             Some("calls=0,usec=0,usec_per_call=0.00,rejected_calls=1,failed_calls=0")

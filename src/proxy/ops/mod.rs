@@ -10,8 +10,8 @@
 pub(crate) mod callstats;
 pub mod hotkeys;
 pub(crate) mod http;
-pub(crate) mod scriptstats;
 pub mod metrics;
+pub(crate) mod scriptstats;
 pub mod slowlog;
 
 use std::sync::{Arc, OnceLock};

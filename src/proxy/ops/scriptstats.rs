@@ -116,14 +116,16 @@ impl ScriptSums {
         let mut rest = self.commands.clone();
         let mut out: Vec<(String, String)> = proxy
             .into_iter()
-            .map(|(k, v)| match k.strip_prefix("cmdstat_").and_then(|n| rest.remove(n)) {
-                Some(s) => {
-                    let mut c = Counts::parse(&v);
-                    c.add(s);
-                    (k, c.line())
-                }
-                None => (k, v),
-            })
+            .map(
+                |(k, v)| match k.strip_prefix("cmdstat_").and_then(|n| rest.remove(n)) {
+                    Some(s) => {
+                        let mut c = Counts::parse(&v);
+                        c.add(s);
+                        (k, c.line())
+                    }
+                    None => (k, v),
+                },
+            )
             .collect();
         out.extend(
             rest.into_iter()
@@ -194,8 +196,7 @@ mod tests {
                 ),
                 (
                     "cmdstat_set".to_string(),
-                    "calls=0,usec=0,usec_per_call=0.00,rejected_calls=1,failed_calls=0"
-                        .to_string()
+                    "calls=0,usec=0,usec_per_call=0.00,rejected_calls=1,failed_calls=0".to_string()
                 ),
             ]
         );
