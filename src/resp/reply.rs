@@ -196,6 +196,24 @@ pub(crate) fn is_error(reply: &[u8]) -> bool {
     matches!(reply.first(), Some(b'-' | b'!'))
 }
 
+/// The error code of an error reply: its first word, or `ERR` when it has
+/// none within its first 32 bytes (as Redis's `afterErrorReply`).
+pub(crate) fn error_code(reply: &[u8]) -> &[u8] {
+    let text = match reply.first() {
+        // !<len>\r\n<text>\r\n
+        Some(b'!') => reply
+            .iter()
+            .position(|&c| c == b'\n')
+            .map_or(&reply[..0], |i| &reply[i + 1..]),
+        _ => reply.get(1..).unwrap_or_default(),
+    };
+    let head = &text[..text.len().min(32)];
+    match head.iter().position(|&c| c == b' ') {
+        Some(0) | None => b"ERR",
+        Some(i) => &head[..i],
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -63,6 +63,7 @@ pub(crate) fn config(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
         ] {
             a.store(0, Relaxed);
         }
+        ctx.node.scripting.stats.reset();
         ctx.ok();
     } else if eq_ignore_case(sub, b"help") {
         if args.len() != 2 {

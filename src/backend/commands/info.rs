@@ -170,7 +170,19 @@ pub(crate) fn info_text(ctx: &Ctx, sections: &[&[u8]]) -> String {
 
 /// INFO [section ...]
 pub(crate) fn info(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
-    let text = info_text(ctx, &args[1..]);
+    let mut text = info_text(ctx, &args[1..]);
+    // The counts of the commands scripts ran, which the proxy adds to its
+    // commandstats and errorstats; asked by name only.
+    let section = crate::backend::scripting::stats::SECTION;
+    if args[1..]
+        .iter()
+        .any(|a| a.eq_ignore_ascii_case(section.as_bytes()))
+    {
+        if !text.is_empty() {
+            text.push_str("\r\n");
+        }
+        text.push_str(&ctx.node.scripting.stats.section_text());
+    }
     verbatim(ctx, &text);
     Ok(())
 }

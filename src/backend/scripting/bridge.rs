@@ -14,6 +14,7 @@ use crate::backend::node::Node;
 use bytes::BytesMut;
 use mlua::{Lua, MultiValue, Value};
 use std::sync::atomic::Ordering::Relaxed;
+use std::time::Instant;
 
 /// Commands a script may not call (Redis's `noscript` flag).
 const NOSCRIPT: &[&str] = &[
@@ -117,48 +118,72 @@ impl<'a> Caller<'a> {
             }
         }
         let argv: Vec<&[u8]> = owned.iter().map(|a| a.as_slice()).collect();
+        let node = self.node;
+        // Refused before it ran: counted as Redis's `scriptCall` counts it
+        // (the error, and the command's `rejected_calls`), and marked so
+        // the script's reply does not count it again (`stats.rs`).
+        let refuse = |name: Option<&'static str>, msg: &str| {
+            node.scripting.stats.rejected(name, msg.as_bytes());
+            Ok((false, counted(error_table(lua, msg.as_bytes())?)?))
+        };
         let Some(cmd) = lookup(argv[0]) else {
             if let Some(name) = commands::not_served(argv[0]) {
-                return fail(&format!(
+                return refuse(None, &format!(
                     "'{name}' is not served by the built-in nodes; use redis-server nodes (config/redis-servers.toml)"
                 ));
             }
             // Redis Cluster's commands, which a script may not call.
             if crate::resp::eq_ignore_case(argv[0], b"cluster") {
-                return fail("This Redis command is not allowed from script");
+                return refuse(None, "This Redis command is not allowed from script");
             }
-            return fail("Unknown Redis command called from script");
+            return refuse(None, "Unknown Redis command called from script");
         };
+        let name = Some(cmd.name);
         if !arity_ok(cmd.arity, argv.len()) {
-            return fail("Wrong number of args calling Redis command from script");
+            return refuse(
+                name,
+                "Wrong number of args calling Redis command from script",
+            );
         }
         if NOSCRIPT.contains(&cmd.name) {
-            return fail("This Redis command is not allowed from script");
+            return refuse(name, "This Redis command is not allowed from script");
         }
         if matches!(cmd.name, "xread" | "xreadgroup") && is_blocking_read(&argv) {
-            return fail(&format!(
-                "{} command is not allowed with BLOCK option from scripts",
-                cmd.name
-            ));
+            return refuse(
+                name,
+                &format!(
+                    "{} command is not allowed with BLOCK option from scripts",
+                    cmd.name
+                ),
+            );
         }
         if cmd.flags & WRITE != 0 {
             if self.node.repl.is_replica()
                 && !self.client.is_master
                 && self.node.settings.flag("replica-read-only")
             {
-                return fail("-READONLY You can't write against a read only replica.");
+                return refuse(
+                    name,
+                    "-READONLY You can't write against a read only replica.",
+                );
             }
             if self.readonly {
-                return fail("-ERR Write commands are not allowed from read-only scripts.");
+                return refuse(
+                    name,
+                    "-ERR Write commands are not allowed from read-only scripts.",
+                );
             }
             if !self.client.is_master && crate::backend::replication::lacks_replicas(self.node) {
-                return fail("-NOREPLICAS Not enough good replicas to write.");
+                return refuse(name, "-NOREPLICAS Not enough good replicas to write.");
             }
         }
         // Out of memory refuses a script's first write (once it wrote, it
         // may go on, as Redis lets it: its writes stay whole).
         if cmd.flags & DENYOOM != 0 && !self.wrote && self.node.make_room(self.now).is_err() {
-            return fail("-OOM command not allowed when used memory > 'maxmemory'.");
+            return refuse(
+                name,
+                "-OOM command not allowed when used memory > 'maxmemory'.",
+            );
         }
         if cmd.flags & WRITE != 0 {
             self.wrote = true;
@@ -167,13 +192,34 @@ impl<'a> Caller<'a> {
         self.client.proto = self.state.resp.load(Relaxed);
         self.node.stats.total_commands.fetch_add(1, Relaxed);
         let mut out = BytesMut::new();
+        let started = Instant::now();
         let _ = commands::run(self.node, &mut self.client, &mut out, cmd, &argv, self.now);
+        let usec = started.elapsed().as_micros() as u64;
+        let is_err = out.first() == Some(&b'-');
+        node.scripting
+            .stats
+            .ran(cmd.name, usec, is_err.then_some(&out[..]));
         let mut pos = 0;
         let v = reply_to_lua(lua, &out, &mut pos)?;
-        let is_err = out.first() == Some(&b'-');
-        Ok((!is_err, v))
+        if is_err {
+            return Ok((false, counted(v)?));
+        }
+        Ok((true, v))
     }
 }
+
+/// Marks an error table as counted already (Redis's
+/// `ignore_error_stats_update` field): a script reply of it is not
+/// counted again.
+fn counted(v: Value) -> mlua::Result<Value> {
+    if let Value::Table(t) = &v {
+        t.raw_set(IGNORE_STATS, true)?;
+    }
+    Ok(v)
+}
+
+/// The field Redis sets in the error tables of calls it counted.
+pub(crate) const IGNORE_STATS: &str = "ignore_error_stats_update";
 
 /// XREAD / XREADGROUP with BLOCK among its options.
 fn is_blocking_read(argv: &[&[u8]]) -> bool {

@@ -1,7 +1,7 @@
 //! EVAL, EVALSHA, EVAL_RO, EVALSHA_RO and SCRIPT, as Redis 7.0 answers
 //! them, over the node's script cache.
 
-use super::bridge::Caller;
+use super::bridge::{Caller, IGNORE_STATS};
 use super::busy::Busy;
 use super::convert::{lua_to_reply, write_error};
 use super::engine::{Engine, Outcome};
@@ -140,6 +140,15 @@ pub(crate) fn execute(
     let limit = (!ctx.node.scripting.busy.is_running()).then(|| ctx.node.busy_threshold_ms());
     let outcome = engine.run(f, fargs, limit, |lua, args| caller.call(lua, args));
     let resp = engine.state.resp.load(Relaxed);
+    let start = ctx.out.len();
+    // An error a call counted already, raised by `redis.call` or returned
+    // from `redis.pcall`: Redis replies it without counting it again.
+    let reraised = match &outcome {
+        Ok(Outcome::Value(Value::Table(t)) | Outcome::Error(Value::Table(t))) => {
+            matches!(t.raw_get::<Value>(IGNORE_STATS), Ok(Value::Boolean(true)))
+        }
+        _ => false,
+    };
     match outcome {
         Ok(Outcome::Value(v)) => lua_to_reply(ctx.out, &v, ctx.client.proto, resp, 0),
         Ok(Outcome::Error(Value::Table(t))) => {
@@ -173,6 +182,9 @@ pub(crate) fn execute(
             ctx.out,
             format!("ERR Error running script {name}: {e}").as_bytes(),
         ),
+    }
+    if reraised && ctx.out.get(start) == Some(&b'-') {
+        ctx.node.scripting.stats.reraised(&ctx.out[start..]);
     }
     Ok(())
 }

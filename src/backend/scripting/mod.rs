@@ -28,6 +28,7 @@ mod library;
 mod libs;
 mod raising;
 pub(crate) mod sha1;
+pub(crate) mod stats;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, TryLockError};
@@ -51,6 +52,9 @@ pub(crate) struct Scripting {
     /// Scripts in the EVAL cache, for INFO's `number_of_cached_scripts`
     /// (read without the lock a running script holds).
     pub(crate) cached: std::sync::atomic::AtomicUsize,
+    /// What the commands scripts and functions run counted (INFO
+    /// `shardis_scriptstats`).
+    pub(crate) stats: stats::ScriptStats,
 }
 
 impl Scripting {

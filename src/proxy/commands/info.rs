@@ -18,6 +18,7 @@ use tokio::sync::oneshot;
 use crate::proxy::commands::common::REDIS_COMPAT_VERSION;
 use crate::proxy::conn::client::ClientState;
 use crate::proxy::conn::pending::Pending;
+use crate::proxy::ops::scriptstats::ScriptSums;
 use crate::proxy::upstream::topology::all_nodes;
 use crate::proxy::Proxy;
 use crate::resp::encode;
@@ -25,8 +26,9 @@ use crate::resp::info::{field, field_u64, human, keyspace, InfoText, Selection, 
 use crate::resp::reply::is_error;
 
 /// What the proxy needs from each node's INFO.
-const NODE_INFO: &[u8] =
-    b"*5\r\n$4\r\nINFO\r\n$6\r\nmemory\r\n$11\r\npersistence\r\n$5\r\nstats\r\n$8\r\nkeyspace\r\n";
+/// `shardis_scriptstats`: the built-in node's counts of the commands its
+/// scripts ran (`ops::scriptstats`); redis-server has no such section.
+const NODE_INFO: &[u8] = b"*6\r\n$4\r\nINFO\r\n$6\r\nmemory\r\n$11\r\npersistence\r\n$5\r\nstats\r\n$8\r\nkeyspace\r\n$19\r\nshardis_scriptstats\r\n";
 
 /// The nodes' figures, summed.
 #[derive(Debug, Default, PartialEq)]
@@ -50,6 +52,8 @@ pub(super) struct NodeSums {
     /// The most scripts one node has cached: as every script is loaded on
     /// every node (`route::scripts`), the number a client loaded.
     pub(super) scripts: u64,
+    /// What the commands the nodes' scripts ran counted.
+    pub(super) script_calls: ScriptSums,
 }
 
 impl NodeSums {
@@ -79,6 +83,7 @@ impl NodeSums {
         let (k, e) = keyspace(text);
         self.keys += k;
         self.expires += e;
+        self.script_calls.add(text);
     }
 }
 
@@ -113,7 +118,14 @@ pub(crate) async fn info(proxy: &Arc<Proxy>, s: &ClientState, args: &[Bytes]) ->
     let want = Selection::parse(&args[1..]);
     let proto = s.proto;
     let proxy = proxy.clone();
-    let waits = if want.has_any(&["memory", "persistence", "stats", "keyspace"]) {
+    let waits = if want.has_any(&[
+        "memory",
+        "persistence",
+        "stats",
+        "keyspace",
+        "commandstats",
+        "errorstats",
+    ]) {
         ask_nodes(&proxy, s).await
     } else {
         Vec::new()
@@ -254,7 +266,10 @@ fn info_text(p: &Proxy, want: Selection, n: &NodeSums) -> String {
                     "evicted_clients",
                     p.stats.reply_total_closes.load(Ordering::Relaxed),
                 ),
-                ("total_error_replies", p.ops.calls.errors.total()),
+                (
+                    "total_error_replies",
+                    n.script_calls.total_errors(p.ops.calls.errors.total()),
+                ),
                 // Requests whose handling panicked, answered `-ERR internal error`.
                 (
                     "shardis_internal_errors",
@@ -279,11 +294,12 @@ fn info_text(p: &Proxy, want: Selection, n: &NodeSums) -> String {
     }
     let calls = crate::resp::info::CallLines {
         commands: if want.has("commandstats") {
-            p.ops.calls.command_lines(&p.ops.metrics)
+            n.script_calls
+                .command_lines(p.ops.calls.command_lines(&p.ops.metrics))
         } else {
             Vec::new()
         },
-        errors: p.ops.calls.errors.lines(),
+        errors: n.script_calls.error_lines(p.ops.calls.errors.lines()),
     };
     t.cpu_and_stats(&want, &usage, &calls);
     if want.has("cluster") {

@@ -18,6 +18,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
 use crate::proxy::ops::metrics::Metrics;
+pub(crate) use crate::resp::reply::error_code;
 
 /// Distinct error codes kept, as Redis's `ERROR_STATS_NUMBER`: a client
 /// cannot grow the table without bound by inventing codes (a script's
@@ -68,24 +69,6 @@ impl ErrorStats {
     fn reset(&self) {
         lock(&self.codes).clear();
         self.total.store(0, Ordering::Relaxed);
-    }
-}
-
-/// The error code of an error reply: its first word, or `ERR` when it has
-/// none within its first 32 bytes (as Redis's `afterErrorReply`).
-pub(crate) fn error_code(reply: &[u8]) -> &[u8] {
-    let text = match reply.first() {
-        // !<len>\r\n<text>\r\n
-        Some(b'!') => reply
-            .iter()
-            .position(|&c| c == b'\n')
-            .map_or(&reply[..0], |i| &reply[i + 1..]),
-        _ => reply.get(1..).unwrap_or_default(),
-    };
-    let head = &text[..text.len().min(32)];
-    match head.iter().position(|&c| c == b' ') {
-        Some(0) | None => b"ERR",
-        Some(i) => &head[..i],
     }
 }
 

@@ -11,6 +11,7 @@ pub(crate) mod callstats;
 pub mod hotkeys;
 pub(crate) mod http;
 pub mod metrics;
+pub(crate) mod scriptstats;
 pub mod slowlog;
 
 use std::sync::{Arc, OnceLock};
