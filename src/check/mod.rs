@@ -22,6 +22,7 @@ mod cluster;
 mod coll_model;
 mod collections;
 mod faults;
+mod fleet;
 mod ha;
 mod report;
 mod txn;
@@ -100,6 +101,19 @@ pub struct CheckArgs {
     /// Under `--ha`: runs of each kill scenario (`--short`: at most 2).
     #[arg(long, default_value_t = 5)]
     pub runs: usize,
+    /// Run the fleet scenarios instead, over this many proxies (2 to 5)
+    /// sharing their topology in a local etcd (the `etcd` binary, Debian
+    /// package etcd-server): ADDNODE and REMOVENODE on one proxy, kill -9
+    /// of the leader mid-copy, SIGSTOP of a non-leader across a change,
+    /// etcd restarted mid-change, a CONFIG RELOAD that adds a node; the
+    /// workers spread over the proxies, verified through every proxy and
+    /// on the nodes.
+    #[arg(long, default_value_t = 0)]
+    pub fleet: usize,
+    /// Under `--fleet`: which scenarios run, comma-separated (addnode,
+    /// removenode, kill-leader, stop-follower, etcd-restart, reload-add), or all.
+    #[arg(long, default_value = "all")]
+    pub scenarios: String,
 }
 
 /// Runs the checker; `Ok(true)` when no violation was found.
@@ -110,6 +124,14 @@ pub fn run(args: &CheckArgs) -> Result<bool, String> {
         args.copy_rate = args.copy_rate.min(20_000);
         args.settle_secs = args.settle_secs.min(1.0);
         args.nodes = args.nodes.min(6);
+    }
+    if args.fleet > 0 {
+        // Slow enough copies that the leader's kill and etcd's restart
+        // land mid-copy.
+        args.copy_rate = args.copy_rate.min(if args.short { 1_500 } else { 5_000 });
+        if args.short {
+            args.preload = args.preload.min(8_000);
+        }
     }
     if args.faults && args.short {
         // Small preload, slow copy: every phase long enough to hit, each
@@ -151,6 +173,13 @@ pub fn run(args: &CheckArgs) -> Result<bool, String> {
         .max(1);
         return rt.block_on(async move {
             tokio::time::timeout_at(deadline.into(), ha::run(backend, runs))
+                .await
+                .map_err(|_| "the check exceeded --max-secs".to_string())?
+        });
+    }
+    if args.fleet > 0 {
+        return rt.block_on(async move {
+            tokio::time::timeout_at(deadline.into(), fleet::run(args, backend, mix))
                 .await
                 .map_err(|_| "the check exceeded --max-secs".to_string())?
         });
@@ -363,7 +392,7 @@ pub(crate) async fn wait_state(
 }
 
 /// Waits until a copy is under way and has copied something.
-async fn wait_copying(proxy: &str) -> Result<(), String> {
+pub(crate) async fn wait_copying(proxy: &str) -> Result<(), String> {
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         let info = cluster_info(proxy).await?;
@@ -387,7 +416,7 @@ fn preload_value(i: usize, size: usize) -> Vec<u8> {
     v
 }
 
-async fn preload(proxy: &str, n: usize, size: usize) -> Result<(), String> {
+pub(crate) async fn preload(proxy: &str, n: usize, size: usize) -> Result<(), String> {
     let mut c = Client::new(proxy, Duration::from_secs(10));
     for chunk in (0..n).collect::<Vec<_>>().chunks(200) {
         let keys: Vec<(Vec<u8>, Vec<u8>)> = chunk
@@ -409,7 +438,7 @@ async fn preload(proxy: &str, n: usize, size: usize) -> Result<(), String> {
 
 /// Counts preloaded keys that are missing or changed (a key lost with a
 /// killed node may be missing, never changed).
-async fn verify_preload(
+pub(crate) async fn verify_preload(
     proxy: &str,
     n: usize,
     size: usize,
@@ -437,7 +466,7 @@ async fn verify_preload(
     Ok(bad)
 }
 
-async fn report_every_second(
+pub(crate) async fn report_every_second(
     proxy: String,
     shared: Arc<Shared>,
     stop: Arc<AtomicBool>,
