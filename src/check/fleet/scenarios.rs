@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use super::cluster::{FleetCluster, LEASE_TTL_S};
 use crate::check::client::{Client, Reply};
 use crate::check::cluster::rings;
-use crate::check::{cluster_info, field, wait_copying};
+use crate::check::{cluster_info, field};
 
 /// Keys the stop scenario writes before and after the change.
 const STOP_KEYS: usize = 500;
@@ -64,6 +64,26 @@ pub(crate) async fn wait_settled(proxies: &[String], epoch: u64, max_secs: u64) 
         }
     }
     Ok(())
+}
+
+/// Waits until `proxy` copies keys for the change to `epoch` (the change
+/// may not have started yet when this is called).
+async fn wait_copying(proxy: &str, epoch: u64) -> Result<(), String> {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let info = cluster_info(proxy).await.unwrap_or_default();
+        let copied: u64 = field(&info, "migration_keys_copied").parse().unwrap_or(0);
+        if field(&info, "state") == "copying" && copied > 0 {
+            return Ok(());
+        }
+        if field(&info, "epoch").parse::<u64>().unwrap_or(0) >= epoch {
+            return Err("the copy ended before it could be interrupted; lower --copy-rate or raise --preload".into());
+        }
+        if Instant::now() > deadline {
+            return Err(format!("no copy progress on {proxy} within 60 s"));
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 }
 
 /// The index of the fleet's leader, asked of proxy `ask`.
@@ -125,7 +145,7 @@ pub(crate) async fn kill_leader(fleet: &mut FleetCluster) -> Result<Outcome, Str
     let (name, addr) = fleet.start_node()?;
     let args = vec!["CLUSTER".into(), "ADDNODE".into(), addr, "NAME".into(), name];
     let asked = spawn_admin(fleet.addr(li), args);
-    wait_copying(&fleet.addr(li)).await?;
+    wait_copying(&fleet.addr(li), epoch).await?;
     fleet.kill_proxy(li);
     let t0 = Instant::now();
     let _ = asked.await;
@@ -220,7 +240,7 @@ pub(crate) async fn restart_etcd(fleet: &mut FleetCluster) -> Result<Outcome, St
     let (name, addr) = fleet.start_node()?;
     let args = vec!["CLUSTER".into(), "ADDNODE".into(), addr, "NAME".into(), name];
     let asked = spawn_admin(fleet.addr(li), args);
-    wait_copying(&fleet.addr(li)).await?;
+    wait_copying(&fleet.addr(li), epoch).await?;
     tokio::task::block_in_place(|| fleet.etcd.stop());
     tokio::time::sleep(Duration::from_secs(1)).await;
     tokio::task::block_in_place(|| fleet.etcd.restart())?;
