@@ -62,7 +62,7 @@ for i in 0 1 2; do
   "$BIN" node --port $((NODE0 + i)) >"$WORK/node$i.log" 2>&1 &
   PIDS+=($!)
   wait_ready $((NODE0 + i)) "$!" || { echo "node $i did not start" >&2; exit 1; }
-  NODES+=$(printf '[[nodes]]\naddr = "127.0.0.1:%s"\nname = "node%s"\n\n' $((NODE0 + i)) $((i + 1)))
+  printf -v NODES '%s[[nodes]]\naddr = "127.0.0.1:%s"\nname = "node%s"\n\n' "$NODES" $((NODE0 + i)) $((i + 1))
 done
 PROXY_PIDS=()
 for i in 0 1 2; do

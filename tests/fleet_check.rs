@@ -62,7 +62,10 @@ fn every_fleet_scenario_passes_with_writes_through_three_proxies() {
         return;
     }
     let (ok, report) = run_fleet_check(&[]);
-    assert!(ok && report.contains("verdict: PASS (0 violations)"), "{report}");
+    assert!(
+        ok && report.contains("verdict: PASS (0 violations)"),
+        "{report}"
+    );
     for name in SCENARIOS {
         let line = scenario_line(&report, name);
         assert_eq!(value(line, "violations"), 0, "{line}");
@@ -88,11 +91,8 @@ fn the_fleet_check_reports_lost_writes_when_no_proxy_resyncs_dirty_keys() {
     if !have_tool("etcd") {
         return;
     }
-    let (ok, report) = run_fleet_check(&[
-        "--inject-skip-resync",
-        "--scenarios",
-        "addnode,removenode",
-    ]);
+    let (ok, report) =
+        run_fleet_check(&["--inject-skip-resync", "--scenarios", "addnode,removenode"]);
     assert!(!ok && report.contains("verdict: FAIL"), "{report}");
     let count = |label: &str| -> u64 {
         report

@@ -197,7 +197,10 @@ impl CheckCluster {
 
 /// Keys held by one of `nodes` (name, addr) that does not own them under
 /// the proxy's final ring.
-pub(crate) async fn count_orphans_on(nodes: &[(String, String)], proxy: &str) -> Result<u64, String> {
+pub(crate) async fn count_orphans_on(
+    nodes: &[(String, String)],
+    proxy: &str,
+) -> Result<u64, String> {
     let (ring, _) = rings(proxy).await?;
     let mut orphans = 0;
     for (name, addr) in nodes {

@@ -15,6 +15,11 @@
 //! of a primary and of a replica, a planned failover, an old primary's
 //! return, Sentinel mode, each under load, with the failover window.
 //!
+//! With `--fleet P`, the topology-change scenarios over P proxies sharing
+//! their topology in etcd instead (`fleet/`): changes issued on one proxy,
+//! the leader killed mid-copy, a follower stopped across a change, etcd
+//! restarted mid-change, a reload that adds a node; clients on every proxy.
+//!
 //! Everything it starts is killed on drop; every loop is bounded in time.
 
 mod client;

@@ -344,7 +344,12 @@ impl Worker {
 }
 
 /// Checks a read of `s` key `i` against what the worker knows; returns a violation kind.
-pub(in crate::check) fn check_s(st: &mut WorkerState, i: usize, r: &Reply, shared: &Shared) -> Option<&'static str> {
+pub(in crate::check) fn check_s(
+    st: &mut WorkerState,
+    i: usize,
+    r: &Reply,
+    shared: &Shared,
+) -> Option<&'static str> {
     let got = match r {
         Reply::Bulk(None) => None,
         Reply::Bulk(Some(b)) => std::str::from_utf8(b)

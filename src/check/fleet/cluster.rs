@@ -58,7 +58,10 @@ impl FleetCluster {
             etcd.endpoint()
         );
         let env = vec![
-            ("SHARDIS_FAULT_SKIP_RESYNC", (o.skip_resync as u8).to_string()),
+            (
+                "SHARDIS_FAULT_SKIP_RESYNC",
+                (o.skip_resync as u8).to_string(),
+            ),
             ("SHARDIS_FAULT_PHASE_DELAY_MS", o.phase_delay_ms.to_string()),
         ];
         let mut c = FleetCluster {

@@ -46,7 +46,10 @@ pub(crate) async fn verify_on_nodes(
             check_s(&mut st, i, &r, &shared);
         }
         for j in 0..C_KEYS {
-            let v = get(&key(w, "c", j as u64), b"GET").await?.as_int().unwrap_or(0);
+            let v = get(&key(w, "c", j as u64), b"GET")
+                .await?
+                .as_int()
+                .unwrap_or(0);
             if v < st.incr_acked[j] || v > st.incr_acked[j] + st.incr_unknown[j] {
                 report.wrong_counters += 1;
             }

@@ -53,7 +53,11 @@ fn snapshot(s: &Shared) -> Snapshot {
     Snapshot {
         ops: v(&s.ops),
         errors: v(&s.errors),
-        violations: v(&s.lost) + v(&s.stale) + v(&s.resurrected) + v(&s.wrong_counters) + v(&s.tx_sum),
+        violations: v(&s.lost)
+            + v(&s.stale)
+            + v(&s.resurrected)
+            + v(&s.wrong_counters)
+            + v(&s.tx_sum),
     }
 }
 
@@ -64,10 +68,16 @@ pub(crate) async fn run(args: CheckArgs, backend: NodeKind, mix: Mix) -> Result<
         list => list.split(',').map(str::trim).collect(),
     };
     if let Some(bad) = chosen.iter().find(|s| !SCENARIOS.contains(s)) {
-        return Err(format!("--scenarios: unknown {bad:?}; expected all or some of {}", SCENARIOS.join(",")));
+        return Err(format!(
+            "--scenarios: unknown {bad:?}; expected all or some of {}",
+            SCENARIOS.join(",")
+        ));
     }
     if !(2..=5).contains(&args.fleet) {
-        return Err(format!("--fleet: expected 2 to 5 proxies, got {}", args.fleet));
+        return Err(format!(
+            "--fleet: expected 2 to 5 proxies, got {}",
+            args.fleet
+        ));
     }
     let t0 = Instant::now();
     let opts = FleetOptions {
@@ -99,7 +109,12 @@ pub(crate) async fn run(args: CheckArgs, backend: NodeKind, mix: Mix) -> Result<
         let worker = Worker::new(w, proxy, shared.clone(), stop.clone(), Duration::ZERO, mix);
         handles.push(tokio::spawn(worker.run()));
     }
-    let reporter = tokio::spawn(super::report_every_second(addrs[0].clone(), shared.clone(), stop.clone(), t0));
+    let reporter = tokio::spawn(super::report_every_second(
+        addrs[0].clone(),
+        shared.clone(),
+        stop.clone(),
+        t0,
+    ));
     let settle = Duration::from_secs_f64(args.settle_secs);
     let mut lines = Vec::new();
     let mut scenario_violations = 0;
@@ -115,7 +130,14 @@ pub(crate) async fn run(args: CheckArgs, backend: NodeKind, mix: Mix) -> Result<
         let live = after.violations - before.violations;
         let violations = live + out.violations;
         scenario_violations += violations;
-        lines.push(scenario_line(name, &out, started.elapsed(), before, after, violations));
+        lines.push(scenario_line(
+            name,
+            &out,
+            started.elapsed(),
+            before,
+            after,
+            violations,
+        ));
     }
 
     shared.set_phase("verify");
@@ -135,7 +157,8 @@ pub(crate) async fn run(args: CheckArgs, backend: NodeKind, mix: Mix) -> Result<
         report.tx_cas_committed = r.tx_cas_committed;
         report.tx_cas_aborted = r.tx_cas_aborted;
         let amnesties = shared.amnesties();
-        report.lost_untouched += super::verify_preload(p, args.preload, args.value_size, &amnesties).await?;
+        report.lost_untouched +=
+            super::verify_preload(p, args.preload, args.value_size, &amnesties).await?;
     }
     let nodes = fleet.node_list();
     let on_nodes = direct::verify_on_nodes(&addrs[0], &nodes, &workers, &shared).await?;
@@ -154,7 +177,11 @@ pub(crate) async fn run(args: CheckArgs, backend: NodeKind, mix: Mix) -> Result<
     report.scenarios = lines;
     report.scenario_violations = scenario_violations;
     let ok = report.violations() == 0;
-    let label = format!("{} (fleet of {} proxies on etcd)", backend.label(), addrs.len());
+    let label = format!(
+        "{} (fleet of {} proxies on etcd)",
+        backend.label(),
+        addrs.len()
+    );
     let mut out = std::io::stdout().lock();
     if args.json {
         let _ = writeln!(out, "{}", report.json(&label));

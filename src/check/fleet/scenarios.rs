@@ -45,7 +45,11 @@ async fn epoch_of(proxy: &str) -> u64 {
 }
 
 /// Waits until every one of `proxies` routes by `epoch` with no change running.
-pub(crate) async fn wait_settled(proxies: &[String], epoch: u64, max_secs: u64) -> Result<(), String> {
+pub(crate) async fn wait_settled(
+    proxies: &[String],
+    epoch: u64,
+    max_secs: u64,
+) -> Result<(), String> {
     let deadline = Instant::now() + Duration::from_secs(max_secs);
     for p in proxies {
         loop {
@@ -102,9 +106,7 @@ async fn leader(fleet: &FleetCluster, ask: usize) -> Result<usize, String> {
     }
 }
 
-async fn finish(
-    admin: tokio::task::JoinHandle<Result<(), String>>,
-) -> Result<(), String> {
+async fn finish(admin: tokio::task::JoinHandle<Result<(), String>>) -> Result<(), String> {
     admin.await.map_err(|e| e.to_string())?
 }
 
@@ -117,24 +119,48 @@ pub(crate) async fn add_node(fleet: &mut FleetCluster, on: usize) -> Result<Outc
     let epoch = epoch_of(&fleet.addr(on)).await + 1;
     let (name, addr) = fleet.start_node()?;
     let t0 = Instant::now();
-    let args = vec!["CLUSTER".into(), "ADDNODE".into(), addr, "NAME".into(), name.clone()];
+    let args = vec![
+        "CLUSTER".into(),
+        "ADDNODE".into(),
+        addr,
+        "NAME".into(),
+        name.clone(),
+    ];
     let asked = spawn_admin(fleet.addr(on), args);
     wait_settled(&fleet.addrs(), epoch, CHANGE_MAX_SECS).await?;
     finish(asked).await?;
-    let note = format!("{name} added through proxy {on}, every proxy at the epoch after {}", secs(t0.elapsed()));
-    Ok(Outcome { violations: 0, epoch, note })
+    let note = format!(
+        "{name} added through proxy {on}, every proxy at the epoch after {}",
+        secs(t0.elapsed())
+    );
+    Ok(Outcome {
+        violations: 0,
+        epoch,
+        note,
+    })
 }
 
 /// REMOVENODE of `victim` issued on proxy `on`.
-pub(crate) async fn remove_node(fleet: &FleetCluster, on: usize, victim: &str) -> Result<Outcome, String> {
+pub(crate) async fn remove_node(
+    fleet: &FleetCluster,
+    on: usize,
+    victim: &str,
+) -> Result<Outcome, String> {
     let epoch = epoch_of(&fleet.addr(on)).await + 1;
     let t0 = Instant::now();
     let args = vec!["CLUSTER".into(), "REMOVENODE".into(), victim.to_string()];
     let asked = spawn_admin(fleet.addr(on), args);
     wait_settled(&fleet.addrs(), epoch, CHANGE_MAX_SECS).await?;
     finish(asked).await?;
-    let note = format!("{victim} removed through proxy {on}, every proxy at the epoch after {}", secs(t0.elapsed()));
-    Ok(Outcome { violations: 0, epoch, note })
+    let note = format!(
+        "{victim} removed through proxy {on}, every proxy at the epoch after {}",
+        secs(t0.elapsed())
+    );
+    Ok(Outcome {
+        violations: 0,
+        epoch,
+        note,
+    })
 }
 
 /// kill -9 of the leader once its copy has copied something; another
@@ -143,13 +169,22 @@ pub(crate) async fn kill_leader(fleet: &mut FleetCluster) -> Result<Outcome, Str
     let li = leader(fleet, 0).await?;
     let epoch = epoch_of(&fleet.addr(li)).await + 1;
     let (name, addr) = fleet.start_node()?;
-    let args = vec!["CLUSTER".into(), "ADDNODE".into(), addr, "NAME".into(), name];
+    let args = vec![
+        "CLUSTER".into(),
+        "ADDNODE".into(),
+        addr,
+        "NAME".into(),
+        name,
+    ];
     let asked = spawn_admin(fleet.addr(li), args);
     wait_copying(&fleet.addr(li), epoch).await?;
     fleet.kill_proxy(li);
     let t0 = Instant::now();
     let _ = asked.await;
-    let survivors: Vec<String> = (0..fleet.members.len()).filter(|&i| i != li).map(|i| fleet.addr(i)).collect();
+    let survivors: Vec<String> = (0..fleet.members.len())
+        .filter(|&i| i != li)
+        .map(|i| fleet.addr(i))
+        .collect();
     wait_settled(&survivors, epoch, CHANGE_MAX_SECS).await?;
     let took = t0.elapsed();
     let ask = (li + 1) % fleet.members.len();
@@ -160,7 +195,11 @@ pub(crate) async fn kill_leader(fleet: &mut FleetCluster) -> Result<Outcome, Str
         "leader proxy {li} killed mid-copy; proxy {new_leader} finished the change {} after the kill; proxy {li} restarted and rejoined",
         secs(took)
     );
-    Ok(Outcome { violations: 0, epoch, note })
+    Ok(Outcome {
+        violations: 0,
+        epoch,
+        note,
+    })
 }
 
 /// SIGSTOP of a non-leader across a whole ADDNODE, then SIGCONT: the
@@ -175,9 +214,18 @@ pub(crate) async fn stop_follower(fleet: &mut FleetCluster) -> Result<Outcome, S
     let (name, addr) = fleet.start_node()?;
     fleet.signal_proxy(vi, "-STOP")?;
     let t0 = Instant::now();
-    let args = vec!["CLUSTER".into(), "ADDNODE".into(), addr, "NAME".into(), name];
+    let args = vec![
+        "CLUSTER".into(),
+        "ADDNODE".into(),
+        addr,
+        "NAME".into(),
+        name,
+    ];
     let asked = spawn_admin(leader_addr.clone(), args);
-    let running: Vec<String> = (0..fleet.members.len()).filter(|&i| i != vi).map(|i| fleet.addr(i)).collect();
+    let running: Vec<String> = (0..fleet.members.len())
+        .filter(|&i| i != vi)
+        .map(|i| fleet.addr(i))
+        .collect();
     let settled = wait_settled(&running, epoch, CHANGE_MAX_SECS).await;
     let took = t0.elapsed();
     let written = match settled {
@@ -191,20 +239,27 @@ pub(crate) async fn stop_follower(fleet: &mut FleetCluster) -> Result<Outcome, S
     let (mut right, mut stale, mut refused) = (0, 0, 0);
     let mut c = Client::new(&victim_addr, Duration::from_secs(3));
     for i in 0..STOP_KEYS {
-        match c.call(&[b"GET", format!("fleet:stop:{i}").as_bytes()]).await {
+        match c
+            .call(&[b"GET", format!("fleet:stop:{i}").as_bytes()])
+            .await
+        {
             Ok(Reply::Bulk(Some(v))) if v == format!("new{i}").as_bytes() => right += 1,
             Ok(Reply::Error(_)) | Err(_) => refused += 1,
             Ok(_) => stale += 1,
         }
     }
-    wait_settled(&[victim_addr.clone()], epoch, CHANGE_MAX_SECS).await?;
+    wait_settled(std::slice::from_ref(&victim_addr), epoch, CHANGE_MAX_SECS).await?;
     let after = read_new(&victim_addr).await?;
     let note = format!(
         "proxy {vi} stopped; the change completed {} after the stop (lease {LEASE_TTL_S} s); after SIGCONT {right} right, {refused} refused, {stale} stale of {STOP_KEYS}; once caught up {after} of {STOP_KEYS} right",
         secs(took)
     );
     let violations = stale + (STOP_KEYS - after) as u64;
-    Ok(Outcome { violations, epoch, note })
+    Ok(Outcome {
+        violations,
+        epoch,
+        note,
+    })
 }
 
 async fn write_keys(proxy: &str, value: &str) -> Result<(), String> {
@@ -224,7 +279,9 @@ async fn read_new(proxy: &str) -> Result<usize, String> {
     let mut c = Client::new(proxy, Duration::from_secs(10));
     let mut right = 0;
     for i in 0..STOP_KEYS {
-        let r = c.call(&[b"GET", format!("fleet:stop:{i}").as_bytes()]).await?;
+        let r = c
+            .call(&[b"GET", format!("fleet:stop:{i}").as_bytes()])
+            .await?;
         if r == Reply::Bulk(Some(format!("new{i}").into_bytes())) {
             right += 1;
         }
@@ -238,7 +295,13 @@ pub(crate) async fn restart_etcd(fleet: &mut FleetCluster) -> Result<Outcome, St
     let li = leader(fleet, 0).await?;
     let epoch = epoch_of(&fleet.addr(li)).await + 1;
     let (name, addr) = fleet.start_node()?;
-    let args = vec!["CLUSTER".into(), "ADDNODE".into(), addr, "NAME".into(), name];
+    let args = vec![
+        "CLUSTER".into(),
+        "ADDNODE".into(),
+        addr,
+        "NAME".into(),
+        name,
+    ];
     let asked = spawn_admin(fleet.addr(li), args);
     wait_copying(&fleet.addr(li), epoch).await?;
     tokio::task::block_in_place(|| fleet.etcd.stop());
@@ -254,15 +317,27 @@ pub(crate) async fn restart_etcd(fleet: &mut FleetCluster) -> Result<Outcome, St
         "etcd killed mid-copy, restarted 1 s later; every proxy at the epoch {} after the restart; the ADDNODE answered: {reply}",
         secs(t0.elapsed())
     );
-    Ok(Outcome { violations: 0, epoch, note })
+    Ok(Outcome {
+        violations: 0,
+        epoch,
+        note,
+    })
 }
 
 /// CONFIG RELOAD on proxy `on` of a config listing the ring and one more node.
-pub(crate) async fn reload_add(fleet: &mut FleetCluster, on: usize, threads: usize) -> Result<Outcome, String> {
+pub(crate) async fn reload_add(
+    fleet: &mut FleetCluster,
+    on: usize,
+    threads: usize,
+) -> Result<Outcome, String> {
     let proxy = fleet.addr(on);
     let epoch = epoch_of(&proxy).await + 1;
     let (now, _) = rings(&proxy).await?;
-    let mut listed: Vec<(String, String)> = now.nodes().iter().map(|n| (n.name.clone(), n.addr.clone())).collect();
+    let mut listed: Vec<(String, String)> = now
+        .nodes()
+        .iter()
+        .map(|n| (n.name.clone(), n.addr.clone()))
+        .collect();
     let (name, addr) = fleet.start_node()?;
     listed.push((name.clone(), addr));
     fleet.write_config(on, &listed, threads)?;
@@ -271,5 +346,9 @@ pub(crate) async fn reload_add(fleet: &mut FleetCluster, on: usize, threads: usi
     wait_settled(&fleet.addrs(), epoch, CHANGE_MAX_SECS).await?;
     finish(asked).await?;
     let note = format!("CONFIG RELOAD on proxy {on} of a file listing {name} too; every proxy at the epoch after {}", secs(t0.elapsed()));
-    Ok(Outcome { violations: 0, epoch, note })
+    Ok(Outcome {
+        violations: 0,
+        epoch,
+        note,
+    })
 }
