@@ -130,14 +130,6 @@ pub fn run(args: &CheckArgs) -> Result<bool, String> {
         args.settle_secs = args.settle_secs.min(1.0);
         args.nodes = args.nodes.min(6);
     }
-    if args.fleet > 0 {
-        // Slow enough copies that the leader's kill and etcd's restart
-        // land mid-copy.
-        args.copy_rate = args.copy_rate.min(if args.short { 1_500 } else { 5_000 });
-        if args.short {
-            args.preload = args.preload.min(8_000);
-        }
-    }
     if args.faults && args.short {
         // Small preload, slow copy: every phase long enough to hit, each
         // scenario a few seconds.

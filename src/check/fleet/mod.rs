@@ -62,7 +62,13 @@ fn snapshot(s: &Shared) -> Snapshot {
 }
 
 /// Runs the fleet check; `Ok(true)` when no violation was found.
-pub(crate) async fn run(args: CheckArgs, backend: NodeKind, mix: Mix) -> Result<bool, String> {
+pub(crate) async fn run(mut args: CheckArgs, backend: NodeKind, mix: Mix) -> Result<bool, String> {
+    // Slow enough copies that the leader's kill and etcd's restart land
+    // mid-copy.
+    args.copy_rate = args.copy_rate.min(if args.short { 1_500 } else { 5_000 });
+    if args.short {
+        args.preload = args.preload.min(8_000);
+    }
     let chosen: Vec<&str> = match args.scenarios.as_str() {
         "all" => SCENARIOS.to_vec(),
         list => list.split(',').map(str::trim).collect(),
