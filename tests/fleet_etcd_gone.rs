@@ -143,6 +143,9 @@ fn etcd_gone_in_a_cutover_leaves_no_request_hanging() {
     let took = killed.elapsed();
     eprintln!("etcd gone in the cutover: ADDNODE answered {took:?} after the kill: {r:?}");
     assert!(took < Duration::from_secs(40), "ADDNODE took {took:?}");
+    // Paused, not ended: it resumes once etcd is back.
+    let answer = format!("{r:?}");
+    assert!(!answer.contains("ended without its new epoch"), "{answer}");
     etcd.restart();
     for m in &fleet.members {
         eventually(60, "a settled ring", || {

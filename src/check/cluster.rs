@@ -183,36 +183,51 @@ impl CheckCluster {
     /// Keys held by a node that does not own them under the proxy's final ring
     /// (every key on a removed node counts).
     pub(crate) async fn count_orphans(&self, proxy: &str) -> Result<u64, String> {
-        let (ring, _) = rings(proxy).await?;
-        let mut orphans = 0;
         // Every node still running counts, members or not: an aborted add
         // must leave nothing on its joining node either.
-        for node in self.nodes.iter().filter(|n| n.proc.is_some()) {
-            let mut nc = Client::new(&node.addr, Duration::from_secs(10));
-            let mut cursor = b"0".to_vec();
-            loop {
-                let r = nc.call(&[b"SCAN", &cursor, b"COUNT", b"1000"]).await?;
-                let Reply::Array(parts) = r else {
-                    return Err(format!("SCAN on {}: {}", node.name, r.text()));
-                };
-                let [Reply::Bulk(Some(next)), Reply::Array(keys)] = &parts[..] else {
-                    return Err(format!("SCAN on {}: unexpected reply", node.name));
-                };
-                for k in keys {
-                    if let Reply::Bulk(Some(k)) = k {
-                        if ring.node(ring.locate(k)).name != node.name {
-                            orphans += 1;
-                        }
+        let running: Vec<(String, String)> = self
+            .nodes
+            .iter()
+            .filter(|n| n.proc.is_some())
+            .map(|n| (n.name.clone(), n.addr.clone()))
+            .collect();
+        count_orphans_on(&running, proxy).await
+    }
+}
+
+/// Keys held by one of `nodes` (name, addr) that does not own them under
+/// the proxy's final ring.
+pub(crate) async fn count_orphans_on(
+    nodes: &[(String, String)],
+    proxy: &str,
+) -> Result<u64, String> {
+    let (ring, _) = rings(proxy).await?;
+    let mut orphans = 0;
+    for (name, addr) in nodes {
+        let mut nc = Client::new(addr, Duration::from_secs(10));
+        let mut cursor = b"0".to_vec();
+        loop {
+            let r = nc.call(&[b"SCAN", &cursor, b"COUNT", b"1000"]).await?;
+            let Reply::Array(parts) = r else {
+                return Err(format!("SCAN on {name}: {}", r.text()));
+            };
+            let [Reply::Bulk(Some(next)), Reply::Array(keys)] = &parts[..] else {
+                return Err(format!("SCAN on {name}: unexpected reply"));
+            };
+            for k in keys {
+                if let Reply::Bulk(Some(k)) = k {
+                    if &ring.node(ring.locate(k)).name != name {
+                        orphans += 1;
                     }
                 }
-                if next == b"0" {
-                    break;
-                }
-                cursor = next.clone();
             }
+            if next == b"0" {
+                break;
+            }
+            cursor = next.clone();
         }
-        Ok(orphans)
     }
+    Ok(orphans)
 }
 
 /// The proxy's rings from CLUSTER RING: the current one, and during a

@@ -15,6 +15,11 @@
 //! of a primary and of a replica, a planned failover, an old primary's
 //! return, Sentinel mode, each under load, with the failover window.
 //!
+//! With `--fleet P`, the topology-change scenarios over P proxies sharing
+//! their topology in etcd instead (`fleet/`): changes issued on one proxy,
+//! the leader killed mid-copy, a follower stopped across a change, etcd
+//! restarted mid-change, a reload that adds a node; clients on every proxy.
+//!
 //! Everything it starts is killed on drop; every loop is bounded in time.
 
 mod client;
@@ -22,6 +27,7 @@ mod cluster;
 mod coll_model;
 mod collections;
 mod faults;
+mod fleet;
 mod ha;
 mod report;
 mod txn;
@@ -100,6 +106,19 @@ pub struct CheckArgs {
     /// Under `--ha`: runs of each kill scenario (`--short`: at most 2).
     #[arg(long, default_value_t = 5)]
     pub runs: usize,
+    /// Run the fleet scenarios instead, over this many proxies (2 to 5)
+    /// sharing their topology in a local etcd (the `etcd` binary, Debian
+    /// package etcd-server): ADDNODE and REMOVENODE on one proxy, kill -9
+    /// of the leader mid-copy, SIGSTOP of a non-leader across a change,
+    /// etcd restarted mid-change, a CONFIG RELOAD that adds a node; the
+    /// workers spread over the proxies, verified through every proxy and
+    /// on the nodes.
+    #[arg(long, default_value_t = 0)]
+    pub fleet: usize,
+    /// Under `--fleet`: which scenarios run, comma-separated (addnode,
+    /// removenode, kill-leader, stop-follower, etcd-restart, reload-add), or all.
+    #[arg(long, default_value = "all")]
+    pub scenarios: String,
 }
 
 /// Runs the checker; `Ok(true)` when no violation was found.
@@ -151,6 +170,13 @@ pub fn run(args: &CheckArgs) -> Result<bool, String> {
         .max(1);
         return rt.block_on(async move {
             tokio::time::timeout_at(deadline.into(), ha::run(backend, runs))
+                .await
+                .map_err(|_| "the check exceeded --max-secs".to_string())?
+        });
+    }
+    if args.fleet > 0 {
+        return rt.block_on(async move {
+            tokio::time::timeout_at(deadline.into(), fleet::run(args, backend, mix))
                 .await
                 .map_err(|_| "the check exceeded --max-secs".to_string())?
         });
@@ -363,7 +389,7 @@ pub(crate) async fn wait_state(
 }
 
 /// Waits until a copy is under way and has copied something.
-async fn wait_copying(proxy: &str) -> Result<(), String> {
+pub(crate) async fn wait_copying(proxy: &str) -> Result<(), String> {
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         let info = cluster_info(proxy).await?;
@@ -387,7 +413,7 @@ fn preload_value(i: usize, size: usize) -> Vec<u8> {
     v
 }
 
-async fn preload(proxy: &str, n: usize, size: usize) -> Result<(), String> {
+pub(crate) async fn preload(proxy: &str, n: usize, size: usize) -> Result<(), String> {
     let mut c = Client::new(proxy, Duration::from_secs(10));
     for chunk in (0..n).collect::<Vec<_>>().chunks(200) {
         let keys: Vec<(Vec<u8>, Vec<u8>)> = chunk
@@ -409,7 +435,7 @@ async fn preload(proxy: &str, n: usize, size: usize) -> Result<(), String> {
 
 /// Counts preloaded keys that are missing or changed (a key lost with a
 /// killed node may be missing, never changed).
-async fn verify_preload(
+pub(crate) async fn verify_preload(
     proxy: &str,
     n: usize,
     size: usize,
@@ -437,7 +463,7 @@ async fn verify_preload(
     Ok(bad)
 }
 
-async fn report_every_second(
+pub(crate) async fn report_every_second(
     proxy: String,
     shared: Arc<Shared>,
     stop: Arc<AtomicBool>,

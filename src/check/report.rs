@@ -34,6 +34,10 @@ pub struct Report {
     pub faults: Vec<String>,
     /// Fault scenarios whose phase passed before the fault could be injected.
     pub faults_missed: u64,
+    /// Under `--fleet`: one line per scenario, and the violations seen
+    /// while they ran (by the clients and the scenarios' own reads).
+    pub scenarios: Vec<String>,
+    pub scenario_violations: u64,
 }
 
 impl Report {
@@ -48,6 +52,22 @@ impl Report {
             + self.tx_sum
             + self.tx_cas
             + self.faults_missed
+            + self.scenario_violations
+    }
+
+    /// Adds the violation counts of another verification (through another
+    /// proxy, or on the nodes).
+    pub fn add_violations(&mut self, o: &Report) {
+        self.lost += o.lost;
+        self.stale += o.stale;
+        self.resurrected += o.resurrected;
+        self.wrong_counters += o.wrong_counters;
+        self.lost_ttls += o.lost_ttls;
+        self.tx_sum += o.tx_sum;
+        self.tx_cas += o.tx_cas;
+        for (t, n) in o.by_type.iter().enumerate() {
+            self.by_type[t] += n;
+        }
     }
 
     fn phase_line(&self, name: &str, info: &[(String, String)]) -> String {
@@ -76,9 +96,17 @@ impl Report {
             "consistency check over {backend} nodes: {:.1} s, {} operations, {} errors\n",
             self.seconds, self.ops, self.errors
         );
-        s.push_str("phases:\n");
+        if !self.phases.is_empty() {
+            s.push_str("phases:\n");
+        }
         for (name, info) in &self.phases {
             s.push_str(&self.phase_line(name, info));
+        }
+        if !self.scenarios.is_empty() {
+            s.push_str("scenarios (acked: operations answered during the scenario; violations: seen by the clients and the scenario's own reads while it ran):\n");
+        }
+        for l in &self.scenarios {
+            s.push_str(&format!("  {l}\n"));
         }
         if !self.faults.is_empty() {
             s.push_str("faults (party fault phase -> outcome, longest request from the fault until 300 ms after the party is back, longest request since, error window):\n");

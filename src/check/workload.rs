@@ -45,9 +45,9 @@ impl Amnesty {
     }
 }
 
-const S_KEYS: usize = 64;
-const C_KEYS: usize = 4;
-const TTL_MS: i64 = 3_600_000;
+pub(in crate::check) const S_KEYS: usize = 64;
+pub(in crate::check) const C_KEYS: usize = 4;
+pub(in crate::check) const TTL_MS: i64 = 3_600_000;
 /// TTL'd keys per worker, reused round-robin, so the data set (and with it
 /// every copy) stays small however long the run.
 const T_KEYS: u64 = 256;
@@ -106,13 +106,13 @@ impl Shared {
 #[derive(Clone)]
 pub(crate) struct WorkerState {
     pub(super) id: usize,
-    acked: Vec<u64>,
+    pub(in crate::check) acked: Vec<u64>,
     /// Values written by requests that failed ambiguously since the last ack.
-    pending: Vec<Vec<u64>>,
-    incr_acked: Vec<i64>,
-    incr_unknown: Vec<i64>,
-    deleted: Vec<u64>,
-    ttl_keys: Vec<u64>,
+    pub(in crate::check) pending: Vec<Vec<u64>>,
+    pub(in crate::check) incr_acked: Vec<i64>,
+    pub(in crate::check) incr_unknown: Vec<i64>,
+    pub(in crate::check) deleted: Vec<u64>,
+    pub(in crate::check) ttl_keys: Vec<u64>,
     /// Amnesties already applied.
     excused: usize,
     pub(super) coll: Coll,
@@ -170,7 +170,7 @@ pub(crate) struct Worker {
     mix: Mix,
 }
 
-pub(super) fn key(w: usize, kind: &str, i: u64) -> Vec<u8> {
+pub(in crate::check) fn key(w: usize, kind: &str, i: u64) -> Vec<u8> {
     format!("chk:{w}:{kind}:{i}").into_bytes()
 }
 
@@ -344,7 +344,12 @@ impl Worker {
 }
 
 /// Checks a read of `s` key `i` against what the worker knows; returns a violation kind.
-fn check_s(st: &mut WorkerState, i: usize, r: &Reply, shared: &Shared) -> Option<&'static str> {
+pub(in crate::check) fn check_s(
+    st: &mut WorkerState,
+    i: usize,
+    r: &Reply,
+    shared: &Shared,
+) -> Option<&'static str> {
     let got = match r {
         Reply::Bulk(None) => None,
         Reply::Bulk(Some(b)) => std::str::from_utf8(b)

@@ -159,17 +159,24 @@ pub(crate) async fn await_change(proxy: &Proxy, next: u64) -> Result<(), AdminEr
     let deadline = tokio::time::Instant::now() + Duration::from_millis(CHANGE_WAIT_MS);
     // Since when etcd has been out of reach (the change cannot finish then).
     let mut cut_off: Option<tokio::time::Instant> = None;
+    // When etcd was last seen out of reach: a follower cut off from etcd
+    // may drop the change locally while it is only paused in etcd, so its
+    // end is believed only once etcd has answered for a whole lease since.
+    let mut last_cut: Option<tokio::time::Instant> = None;
     loop {
         let routing = proxy.routing.load();
         if routing.ring.epoch() >= next {
             return Ok(());
         }
         // Two leases: an etcd restart (a second or two) is waited out.
-        let ttl = fleet(proxy).map_or(0, |f| 2 * f.lease_ttl_s);
+        let lease = fleet(proxy).map_or(0, |f| f.lease_ttl_s);
+        let ttl = 2 * lease;
         match fleet(proxy).is_some_and(|f| f.is_connected()) {
             true => cut_off = None,
             false => {
-                let since = *cut_off.get_or_insert_with(tokio::time::Instant::now);
+                let now = tokio::time::Instant::now();
+                last_cut = Some(now);
+                let since = *cut_off.get_or_insert(now);
                 if since.elapsed() > Duration::from_secs(ttl) {
                     return Err(AdminError::FleetChange(format!(
                         "etcd has been unreachable for {ttl} s (two leases): the change cannot finish without it and resumes from its stored phase once etcd is back; see CLUSTER RINGINFO"
@@ -177,7 +184,8 @@ pub(crate) async fn await_change(proxy: &Proxy, next: u64) -> Result<(), AdminEr
                 }
             }
         }
-        if routing.migration.is_none() && !proxy.migration.is_changing() {
+        let is_paused = last_cut.is_some_and(|t| t.elapsed() < Duration::from_secs(lease.max(1)));
+        if routing.migration.is_none() && !proxy.migration.is_changing() && !is_paused {
             return Err(AdminError::FleetChange(
                 "the change ended without its new epoch (aborted by the fleet's leader; see its CLUSTER RINGINFO last_error)".into(),
             ));
