@@ -7,16 +7,10 @@ use proptest::prelude::*;
 
 /// The stream DUMPed from Redis 5 in Redis's own test suite
 /// (`unit/type/stream-cgroups`, "Loading from legacy ... persistence").
-const LEGACY_STREAM: &str = concat!(
-    "0f011000000000000000010000000000000000c3404a4057165700000023000201040101018464617461050001030100",
-    "20010381610204200a0001400a0062600a0002400a0063600a4022018164200a4039200a0065600a0005400a0066200a",
-    "00ff02060002026731050004000000000000000100000000000000003ef783437a010000010000000000000002000000",
-    "00000000003ef783437a01000001000000000000000400000000000000003ef783437a01000001000000000000000500",
-    "000000000000003ef783437a0100000101036331313ef783437a01000004000000000000000100000000000000000000",
-    "000000000002000000000000000000000000000000040000000000000000000000000000000500000000000000000267",
-    "320000000009003d52ef6867521dfa",);
+const LEGACY_STREAM: &str = include_str!("legacy_stream.hex");
 
 fn unhex(s: &str) -> Vec<u8> {
+    let s = s.trim();
     (0..s.len())
         .step_by(2)
         .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
@@ -77,10 +71,10 @@ fn compact_encodings_are_read() {
     let mut b = b"\x0b\x0c\x02\x00\x00\x00\x02\x00\x00\x00\x01\x00\x2c\x01".to_vec();
     let Coll::Set(s) = coll(&wrap(&b, 9)) else { panic!() };
     assert_eq!(s.len(), 2);
-    b[12] = 0; // 1, 0: not ascending
+    (b[12], b[13]) = (1, 0); // 1, 1: not ascending
     assert!(decode(&wrap(&b, 9), &Thresholds::default()).is_err());
-    // Listpack hash {f: 7, g: -1}: 13 entries bytes, 4 entries.
-    let lp = b"\x10\x00\x00\x00\x04\x00\x81f\x02\x07\x01\x81g\x02\xdf\xff\x02\xff";
+    // Listpack hash {f: 7, g: -1}: 18 bytes, 4 entries.
+    let lp = b"\x12\x00\x00\x00\x04\x00\x81f\x02\x07\x01\x81g\x02\xdf\xff\x02\xff";
     let mut body = vec![16, lp.len() as u8];
     body.extend_from_slice(lp);
     let Coll::Hash(h) = coll(&wrap(&body, 10)) else { panic!() };
@@ -97,7 +91,7 @@ fn compact_encodings_are_read() {
 
 #[test]
 fn the_redis_5_stream_loads_as_redis_loads_it() {
-    let p = unhex(&LEGACY_STREAM.concat());
+    let p = unhex(LEGACY_STREAM);
     let Coll::Stream(s) = coll(&p) else { panic!() };
     assert_eq!(s.len(), 2);
     assert_eq!((s.first_id, s.last_id), (StreamId::new(5, 0), StreamId::new(6, 0)));
@@ -111,7 +105,7 @@ fn the_redis_5_stream_loads_as_redis_loads_it() {
 /// body parser sees them: an answer each, never a panic.
 #[test]
 fn flips_and_cuts_of_the_stream_never_panic() {
-    let p = unhex(&LEGACY_STREAM.concat());
+    let p = unhex(LEGACY_STREAM);
     let body = &p[..p.len() - 10];
     let t = Thresholds::default();
     for i in 0..body.len() {
