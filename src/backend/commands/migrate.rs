@@ -16,6 +16,8 @@ use super::{parse_i64, CmdResult, Ctx};
 use crate::backend::error::CmdError;
 use crate::backend::keyspace::clock::now_ms;
 use crate::backend::keyspace::dump::{self, Value};
+use crate::backend::keyspace::rdb::{self, RdbError};
+use crate::backend::value::Thresholds;
 use crate::backend::node::Node;
 use crate::client::{ClientError, Conn};
 use crate::resp::{encode, eq_ignore_case};
@@ -80,7 +82,7 @@ pub(crate) fn restore(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     if ttl < 0 {
         return Err(CmdError::err("Invalid TTL value, must be >= 0"));
     }
-    let value = dump::decode(args[3], &ctx.node.thresholds()).ok_or(CmdError::BadPayload)?;
+    let value = decode(args[3], &ctx.node.thresholds())?;
     let expire_at = match (ttl, absttl) {
         (0, _) => 0,
         (t, true) => t as u64,
@@ -91,12 +93,23 @@ pub(crate) fn restore(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
         s.remove(h, key);
     } else {
         match value {
-            Value::Str(v) => s.put(h, key, v, expire_at),
+            Value::Str(v) => s.put(h, key, &v, expire_at),
             Value::Coll(c) => s.put_coll(h, key, c, expire_at),
         }
     }
     ctx.ok();
     Ok(())
+}
+
+/// A RESTORE payload: the node's own (`SHD` magic) or Redis's.
+fn decode<'a>(p: &'a [u8], t: &Thresholds) -> Result<Value<'a>, CmdError> {
+    if p.starts_with(b"SHD") {
+        return dump::decode(p, t).ok_or(CmdError::BadPayload);
+    }
+    rdb::decode(p, t).map_err(|e| match e {
+        RdbError::Checksum => CmdError::BadPayload,
+        RdbError::Format => CmdError::err("Bad data format"),
+    })
 }
 
 /// A parsed MIGRATE request.

@@ -17,6 +17,7 @@
 //! previous release can migrate strings to this one.
 
 use super::entry::Entry;
+use std::borrow::Cow;
 use crate::backend::value::reader::Reader;
 use crate::backend::value::zset::ZSet;
 use crate::backend::value::{Coll, Hash, List, Set, Thresholds};
@@ -53,8 +54,8 @@ pub(crate) fn crc64(data: &[u8]) -> u64 {
 /// A decoded payload.
 #[derive(Debug)]
 pub(crate) enum Value<'a> {
-    /// A string, borrowed from the payload.
-    Str(&'a [u8]),
+    /// A string, borrowed from the payload where it can be.
+    Str(Cow<'a, [u8]>),
     /// Any other type.
     Coll(Coll),
 }
@@ -128,14 +129,14 @@ pub(crate) fn decode<'a>(p: &'a [u8], t: &Thresholds) -> Option<Value<'a>> {
     }
     let (magic, body) = body.split_at(4);
     if magic == MAGIC_V1 {
-        return Some(Value::Str(body));
+        return Some(Value::Str(Cow::Borrowed(body)));
     }
     if magic != MAGIC_V2 {
         return None;
     }
     let (&ty, body) = body.split_first()?;
     if ty == 0 {
-        return Some(Value::Str(body));
+        return Some(Value::Str(Cow::Borrowed(body)));
     }
     if ty == 5 {
         let s = crate::backend::value::stream::Stream::decode(body)?;
@@ -226,7 +227,7 @@ mod tests {
         for e in entries() {
             let p = encode(&e);
             let back = match decode(&p, &t).expect("decodes") {
-                Value::Str(v) => Entry::new(b"k", v, 0, 0),
+                Value::Str(v) => Entry::new(b"k", &v, 0, 0),
                 Value::Coll(c) => Entry::with_coll(b"k", c, 0, 0),
             };
             assert_eq!(encode(&back), p);
@@ -244,7 +245,7 @@ mod tests {
         let p = encode_v1(b"old");
         assert!(matches!(
             decode(&p, &Thresholds::default()),
-            Some(Value::Str(b"old"))
+            Some(Value::Str(Cow::Borrowed(b"old")))
         ));
     }
 

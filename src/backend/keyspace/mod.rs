@@ -12,6 +12,7 @@ pub(crate) mod entry;
 pub(crate) mod evict;
 pub(crate) mod lfu;
 pub(crate) mod policy;
+pub(crate) mod rdb;
 pub(crate) mod ready;
 pub(crate) mod replicated;
 pub(crate) mod scan;
