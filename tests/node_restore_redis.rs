@@ -11,7 +11,10 @@ use redis::Value;
 
 fn servers() -> Option<(Proc, Proc)> {
     if !have_tool("redis-server") {
-        skip("redis-server is not installed", "apt-get install redis-server");
+        skip(
+            "redis-server is not installed",
+            "apt-get install redis-server",
+        );
         return None;
     }
     let port = free_port();
@@ -19,7 +22,13 @@ fn servers() -> Option<(Proc, Proc)> {
     // Small nodes and compression, so large lists are quicklists of many
     // LZF-compressed nodes.
     args.extend(
-        ["--list-max-listpack-size", "16", "--list-compress-depth", "1"].map(String::from),
+        [
+            "--list-max-listpack-size",
+            "16",
+            "--list-compress-depth",
+            "1",
+        ]
+        .map(String::from),
     );
     let redis = spawn_redis(port, &args);
     Some((redis, start_node(free_port())))
@@ -45,15 +54,26 @@ fn q(c: &mut redis::Connection, args: &[&str]) -> Value {
 fn fill(c: &mut redis::Connection) -> Vec<(&'static str, &'static str)> {
     let big: String = "abcdefgh".repeat(40);
     let mut p = redis::pipe();
-    p.set("s:raw", "hello").set("s:int8", "-5").set("s:int16", "3000");
-    p.set("s:int32", "-2000000000").set("s:lzf", &big).set("s:bin", b"\x00\xff\r\n".as_slice());
+    p.set("s:raw", "hello")
+        .set("s:int8", "-5")
+        .set("s:int16", "3000");
+    p.set("s:int32", "-2000000000")
+        .set("s:lzf", &big)
+        .set("s:bin", b"\x00\xff\r\n".as_slice());
     for i in 0..5 {
         p.rpush("l:small", format!("v{i}")).sadd("st:int", i * 7);
-        p.sadd("st:str", format!("m{i}")).zadd("z:small", format!("m{i}"), i as f64 / 3.0);
+        p.sadd("st:str", format!("m{i}"))
+            .zadd("z:small", format!("m{i}"), i as f64 / 3.0);
         p.hset("h:small", format!("f{i}"), i * 1000);
     }
     for i in 0..1000 {
-        p.rpush("l:big", format!("item-{i}-{big}", big = if i % 10 == 0 { &big[..] } else { "" }));
+        p.rpush(
+            "l:big",
+            format!(
+                "item-{i}-{big}",
+                big = if i % 10 == 0 { &big[..] } else { "" }
+            ),
+        );
         p.sadd("st:bigint", i * 13);
     }
     for i in 0..300 {
@@ -65,7 +85,18 @@ fn fill(c: &mut redis::Connection) -> Vec<(&'static str, &'static str)> {
     p.query::<()>(c).unwrap();
     for i in 1..=250 {
         let f = if i % 3 == 0 { "other" } else { "f" };
-        q(c, &["XADD", "x:big", &format!("{i}-1"), f, &i.to_string(), "g", "v"]);
+        q(
+            c,
+            &[
+                "XADD",
+                "x:big",
+                &format!("{i}-1"),
+                f,
+                &i.to_string(),
+                "g",
+                "v",
+            ],
+        );
     }
     for i in 1..=3 {
         q(c, &["XADD", "x:small", &format!("{i}-0"), "a", "1"]);
@@ -73,16 +104,55 @@ fn fill(c: &mut redis::Connection) -> Vec<(&'static str, &'static str)> {
     q(c, &["XDEL", "x:big", "5-1", "6-1", "200-1"]);
     q(c, &["XGROUP", "CREATE", "x:big", "g1", "0"]);
     q(c, &["XGROUP", "CREATE", "x:big", "g2", "$"]);
-    q(c, &["XREADGROUP", "GROUP", "g1", "alice", "COUNT", "10", "STREAMS", "x:big", ">"]);
-    q(c, &["XREADGROUP", "GROUP", "g1", "bob", "COUNT", "3", "STREAMS", "x:big", ">"]);
+    q(
+        c,
+        &[
+            "XREADGROUP",
+            "GROUP",
+            "g1",
+            "alice",
+            "COUNT",
+            "10",
+            "STREAMS",
+            "x:big",
+            ">",
+        ],
+    );
+    q(
+        c,
+        &[
+            "XREADGROUP",
+            "GROUP",
+            "g1",
+            "bob",
+            "COUNT",
+            "3",
+            "STREAMS",
+            "x:big",
+            ">",
+        ],
+    );
     q(c, &["XACK", "x:big", "g1", "2-1"]);
     q(c, &["XGROUP", "CREATECONSUMER", "x:big", "g2", "idle"]);
     vec![
-        ("s:raw", "string"), ("s:int8", "string"), ("s:int16", "string"),
-        ("s:int32", "string"), ("s:lzf", "string"), ("s:bin", "string"),
-        ("l:small", "list"), ("l:big", "list"), ("st:int", "set"), ("st:str", "set"),
-        ("st:bigint", "set"), ("st:bigstr", "set"), ("z:small", "zset"), ("z:big", "zset"),
-        ("h:small", "hash"), ("h:big", "hash"), ("x:small", "stream"), ("x:big", "stream"),
+        ("s:raw", "string"),
+        ("s:int8", "string"),
+        ("s:int16", "string"),
+        ("s:int32", "string"),
+        ("s:lzf", "string"),
+        ("s:bin", "string"),
+        ("l:small", "list"),
+        ("l:big", "list"),
+        ("st:int", "set"),
+        ("st:str", "set"),
+        ("st:bigint", "set"),
+        ("st:bigstr", "set"),
+        ("z:small", "zset"),
+        ("z:big", "zset"),
+        ("h:small", "hash"),
+        ("h:big", "hash"),
+        ("x:small", "stream"),
+        ("x:big", "stream"),
     ]
 }
 
@@ -101,7 +171,9 @@ fn read(c: &mut redis::Connection, key: &str, ty: &str) -> Vec<Value> {
         "hash" => vec![sorted(q(c, &["HGETALL", key]))],
         _ => {
             let info = q(c, &["XINFO", "STREAM", key]);
-            let Value::Array(info) = info else { panic!("{info:?}") };
+            let Value::Array(info) = info else {
+                panic!("{info:?}")
+            };
             // The radix tree's shape is the node's own.
             let info: Vec<Value> = info
                 .chunks(2)
@@ -113,7 +185,9 @@ fn read(c: &mut redis::Connection, key: &str, ty: &str) -> Vec<Value> {
             if key == "x:big" {
                 out.push(q(c, &["XPENDING", key, "g1"]));
                 for g in ["g1", "g2"] {
-                    let Value::Array(cs) = q(c, &["XINFO", "CONSUMERS", key, g]) else { panic!() };
+                    let Value::Array(cs) = q(c, &["XINFO", "CONSUMERS", key, g]) else {
+                        panic!()
+                    };
                     // name and pending of each consumer; times differ.
                     for cv in cs {
                         let Value::Array(kv) = cv else { panic!() };
@@ -132,63 +206,115 @@ fn dump(c: &mut redis::Connection, key: &str) -> Vec<u8> {
 
 #[test]
 fn every_type_dumped_by_redis_restores_with_the_same_contents_and_ttl() {
-    let Some((redis_p, node_p)) = servers() else { return };
+    let Some((redis_p, node_p)) = servers() else {
+        return;
+    };
     let (mut r, mut n) = (con(&redis_p), con(&node_p));
     let keys = fill(&mut r);
     for (key, ty) in &keys {
         let payload = dump(&mut r, key);
         let enc = q(&mut r, &["OBJECT", "ENCODING", key]);
-        let got: redis::RedisResult<()> = redis::cmd("RESTORE").arg(*key).arg(0).arg(&payload).query(&mut n);
+        let got: redis::RedisResult<()> = redis::cmd("RESTORE")
+            .arg(*key)
+            .arg(0)
+            .arg(&payload)
+            .query(&mut n);
         got.unwrap_or_else(|e| panic!("{key} ({enc:?}): {e}"));
-        assert_eq!(read(&mut r, key, ty), read(&mut n, key, ty), "{key} ({enc:?})");
-        assert_eq!(q(&mut n, &["TYPE", key]), Value::SimpleString(ty.to_string()));
+        assert_eq!(
+            read(&mut r, key, ty),
+            read(&mut n, key, ty),
+            "{key} ({enc:?})"
+        );
+        assert_eq!(
+            q(&mut n, &["TYPE", key]),
+            Value::SimpleString(ty.to_string())
+        );
         // The same payload with a relative and an absolute TTL on both.
-        let abs = (std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis()
+        let abs = (std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_millis()
             + 60_000)
             .to_string();
         for (ttl, extra) in [("30000", None), (abs.as_str(), Some("ABSTTL"))] {
             let mut pttls = Vec::new();
             for c in [&mut r, &mut n] {
                 let mut cmd = redis::cmd("RESTORE");
-                cmd.arg(format!("{key}:ttl")).arg(ttl).arg(&payload).arg("REPLACE");
+                cmd.arg(format!("{key}:ttl"))
+                    .arg(ttl)
+                    .arg(&payload)
+                    .arg("REPLACE");
                 if let Some(x) = extra {
                     cmd.arg(x);
                 }
                 cmd.query::<()>(c).unwrap();
-                let pttl: i64 = redis::cmd("PTTL").arg(format!("{key}:ttl")).query(c).unwrap();
+                let pttl: i64 = redis::cmd("PTTL")
+                    .arg(format!("{key}:ttl"))
+                    .query(c)
+                    .unwrap();
                 pttls.push(pttl);
             }
-            assert!((pttls[0] - pttls[1]).abs() < 2000 && pttls[1] > 25_000, "{key} {pttls:?}");
+            assert!(
+                (pttls[0] - pttls[1]).abs() < 2000 && pttls[1] > 25_000,
+                "{key} {pttls:?}"
+            );
         }
     }
 }
 
 #[test]
 fn the_redis_5_stream_of_redis_s_own_suite_loads_with_its_counters() {
-    let Some((_redis_p, node_p)) = servers() else { return };
+    let Some((_redis_p, node_p)) = servers() else {
+        return;
+    };
     let hex = include_str!("../src/backend/keyspace/rdb/legacy_stream.hex").trim();
-    let payload: Vec<u8> =
-        (0..hex.len()).step_by(2).map(|i| u8::from_str_radix(&hex[i..i + 2], 16).unwrap()).collect();
+    let payload: Vec<u8> = (0..hex.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).unwrap())
+        .collect();
     let mut n = con(&node_p);
-    redis::cmd("RESTORE").arg("x").arg(0).arg(&payload).query::<()>(&mut n).unwrap();
-    let full: Vec<Value> = redis::cmd("XINFO").arg("STREAM").arg("x").arg("FULL").query(&mut n).unwrap();
+    redis::cmd("RESTORE")
+        .arg("x")
+        .arg(0)
+        .arg(&payload)
+        .query::<()>(&mut n)
+        .unwrap();
+    let full: Vec<Value> = redis::cmd("XINFO")
+        .arg("STREAM")
+        .arg("x")
+        .arg("FULL")
+        .query(&mut n)
+        .unwrap();
     let field = |v: &[Value], name: &str| -> Value {
-        let at = v.chunks(2).position(|kv| kv[0] == Value::BulkString(name.into())).unwrap();
+        let at = v
+            .chunks(2)
+            .position(|kv| kv[0] == Value::BulkString(name.into()))
+            .unwrap();
         v[2 * at + 1].clone()
     };
-    assert_eq!(field(&full, "max-deleted-entry-id"), Value::BulkString(b"0-0".to_vec()));
+    assert_eq!(
+        field(&full, "max-deleted-entry-id"),
+        Value::BulkString(b"0-0".to_vec())
+    );
     assert_eq!(field(&full, "entries-added"), Value::Int(2));
-    let Value::Array(groups) = field(&full, "groups") else { panic!() };
+    let Value::Array(groups) = field(&full, "groups") else {
+        panic!()
+    };
     let want = [(1, 1), (0, 2)];
     for (g, (read, lag)) in groups.iter().zip(want) {
         let Value::Array(g) = g else { panic!() };
-        assert_eq!((field(g, "entries-read"), field(g, "lag")), (Value::Int(read), Value::Int(lag)));
+        assert_eq!(
+            (field(g, "entries-read"), field(g, "lag")),
+            (Value::Int(read), Value::Int(lag))
+        );
     }
 }
 
 #[test]
 fn migrate_from_redis_server_to_a_built_in_node() {
-    let Some((redis_p, node_p)) = servers() else { return };
+    let Some((redis_p, node_p)) = servers() else {
+        return;
+    };
     let (mut r, mut n) = (con(&redis_p), con(&node_p));
     let keys = fill(&mut r);
     let before: Vec<_> = keys.iter().map(|(k, t)| read(&mut r, k, t)).collect();
@@ -208,25 +334,34 @@ fn crc64(data: &[u8]) -> u64 {
     for &b in data {
         crc ^= b as u64;
         for _ in 0..8 {
-            crc = if crc & 1 == 1 { (crc >> 1) ^ 0x95ac_9329_ac4b_c9b5 } else { crc >> 1 };
+            crc = if crc & 1 == 1 {
+                (crc >> 1) ^ 0x95ac_9329_ac4b_c9b5
+            } else {
+                crc >> 1
+            };
         }
     }
     crc
 }
 
 fn restore_reply(raw: &mut Raw, p: &[u8]) -> String {
-    String::from_utf8_lossy(&raw.call_bytes(&[b"RESTORE", b"bad", b"0", p, b"REPLACE"])).into_owned()
+    String::from_utf8_lossy(&raw.call_bytes(&[b"RESTORE", b"bad", b"0", p, b"REPLACE"]))
+        .into_owned()
 }
 
 #[test]
 fn corrupted_payloads_get_an_error_and_never_a_panic() {
-    let Some((redis_p, mut node_p)) = servers() else { return };
+    let Some((redis_p, node_p)) = servers() else {
+        return;
+    };
     let mut r = con(&redis_p);
     fill(&mut r);
     let mut raw = Raw::connect(port(&node_p));
     const CHECKSUM: &str = "-ERR DUMP payload version or checksum are wrong\r\n";
     const FORMAT: &str = "-ERR Bad data format\r\n";
-    for key in ["s:lzf", "l:small", "st:int", "z:small", "h:small", "x:small", "z:big"] {
+    for key in [
+        "s:lzf", "l:small", "st:int", "z:small", "h:small", "x:small", "z:big",
+    ] {
         let p = dump(&mut r, key);
         for i in 0..p.len() {
             let mut bad = p.clone();
@@ -257,7 +392,9 @@ fn corrupted_payloads_get_an_error_and_never_a_panic() {
 
 #[test]
 fn restored_values_honour_maxmemory() {
-    let Some((redis_p, node_p)) = servers() else { return };
+    let Some((redis_p, node_p)) = servers() else {
+        return;
+    };
     let mut r = con(&redis_p);
     fill(&mut r);
     let p = dump(&mut r, "h:big");

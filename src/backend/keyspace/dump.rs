@@ -17,10 +17,10 @@
 //! previous release can migrate strings to this one.
 
 use super::entry::Entry;
-use std::borrow::Cow;
 use crate::backend::value::reader::Reader;
 use crate::backend::value::zset::ZSet;
 use crate::backend::value::{Coll, Hash, List, Set, Thresholds};
+use std::borrow::Cow;
 
 const MAGIC_V1: &[u8; 4] = b"SHD1";
 const MAGIC_V2: &[u8; 4] = b"SHD2";

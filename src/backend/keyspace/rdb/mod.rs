@@ -66,7 +66,12 @@ fn object<'a>(body: &'a [u8], t: &Thresholds) -> Option<Value<'a>> {
         }
         11 => {
             let ints = packed::intset(&r.string()?)?;
-            set(ints.iter().map(|i| Cow::Owned(i.to_string().into_bytes())).collect(), t)?
+            set(
+                ints.iter()
+                    .map(|i| Cow::Owned(i.to_string().into_bytes()))
+                    .collect(),
+                t,
+            )?
         }
         20 => set(items(packed::listpack(&r.string()?)?), t)?,
         3 | 5 => {
@@ -74,14 +79,22 @@ fn object<'a>(body: &'a [u8], t: &Thresholds) -> Option<Value<'a>> {
             let mut pairs = Vec::with_capacity(n);
             for _ in 0..n {
                 let m = r.string()?;
-                let s = if ty == 3 { r.text_double()? } else { r.binary_double()? };
+                let s = if ty == 3 {
+                    r.text_double()?
+                } else {
+                    r.binary_double()?
+                };
                 pairs.push((m, s));
             }
             zset(pairs, t)?
         }
         12 | 17 => {
             let blob = r.string()?;
-            let v = if ty == 12 { packed::ziplist(&blob)? } else { packed::listpack(&blob)? };
+            let v = if ty == 12 {
+                packed::ziplist(&blob)?
+            } else {
+                packed::listpack(&blob)?
+            };
             if v.len() % 2 == 1 {
                 return None;
             }
@@ -99,15 +112,28 @@ fn object<'a>(body: &'a [u8], t: &Thresholds) -> Option<Value<'a>> {
         9 => {
             let blob = r.string()?;
             let pairs = packed::zipmap(&blob)?;
-            hash(pairs.into_iter().map(|(f, v)| (Cow::Borrowed(f), Cow::Borrowed(v))).collect(), t)?
+            hash(
+                pairs
+                    .into_iter()
+                    .map(|(f, v)| (Cow::Borrowed(f), Cow::Borrowed(v)))
+                    .collect(),
+                t,
+            )?
         }
         13 | 16 => {
             let blob = r.string()?;
-            let v = if ty == 13 { packed::ziplist(&blob)? } else { packed::listpack(&blob)? };
+            let v = if ty == 13 {
+                packed::ziplist(&blob)?
+            } else {
+                packed::listpack(&blob)?
+            };
             if v.len() % 2 == 1 {
                 return None;
             }
-            hash(v.chunks(2).map(|p| (p[0].bytes(), p[1].bytes())).collect(), t)?
+            hash(
+                v.chunks(2).map(|p| (p[0].bytes(), p[1].bytes())).collect(),
+                t,
+            )?
         }
         15 | 19 | 21 => Coll::Stream(Box::new(stream::load(&mut r, ty, t)?)),
         _ => return None,
@@ -129,7 +155,11 @@ fn quicklist(r: &mut Rdb, v2: bool, t: &Thresholds) -> Option<Coll> {
         match container {
             1 => l.push(&blob, false),
             2 => {
-                let v = if v2 { packed::listpack(&blob)? } else { packed::ziplist(&blob)? };
+                let v = if v2 {
+                    packed::listpack(&blob)?
+                } else {
+                    packed::ziplist(&blob)?
+                };
                 // Redis skips an empty node (and refuses an empty list).
                 v.into_iter().for_each(|i| l.push(&i.bytes(), false));
             }
@@ -167,7 +197,10 @@ fn zset(v: Vec<(Cow<'_, [u8]>, f64)>, t: &Thresholds) -> Option<Coll> {
     Some(Coll::ZSet(z))
 }
 
-fn hash(v: Vec<(Cow<'_, [u8]>, Cow<'_, [u8]>)>, t: &Thresholds) -> Option<Coll> {
+/// A hash's fields and values as read, borrowed from the payload where they can be.
+type Pairs<'a> = Vec<(Cow<'a, [u8]>, Cow<'a, [u8]>)>;
+
+fn hash(v: Pairs<'_>, t: &Thresholds) -> Option<Coll> {
     let mut h = Hash::default();
     for (f, x) in &v {
         if !h.insert(f, x, t) {

@@ -97,7 +97,9 @@ pub(super) fn listpack(b: &[u8]) -> Option<Vec<Item<'_>>> {
         };
         let stored = get(b, at + size, back)?;
         // The back length is 7 bits a byte, most significant byte first.
-        let len = stored.iter().fold(0u64, |a, &x| (a << 7) | (x & 0x7f) as u64);
+        let len = stored
+            .iter()
+            .fold(0u64, |a, &x| (a << 7) | (x & 0x7f) as u64);
         if len != size as u64 {
             return None;
         }

@@ -32,7 +32,10 @@ impl<'a> Rdb<'a> {
             0 => ((b & 0x3f) as u64, false),
             1 => ((((b & 0x3f) as u64) << 8) | self.byte()? as u64, false),
             2 => match b {
-                0x80 => (u32::from_be_bytes(self.take(4)?.try_into().ok()?) as u64, false),
+                0x80 => (
+                    u32::from_be_bytes(self.take(4)?.try_into().ok()?) as u64,
+                    false,
+                ),
                 0x81 => (self.be64()?, false),
                 _ => return None,
             },
@@ -82,7 +85,10 @@ impl<'a> Rdb<'a> {
             253 => Some(f64::NAN),
             254 => Some(f64::INFINITY),
             255 => Some(f64::NEG_INFINITY),
-            n => std::str::from_utf8(self.take(n as usize)?).ok()?.parse().ok(),
+            n => std::str::from_utf8(self.take(n as usize)?)
+                .ok()?
+                .parse()
+                .ok(),
         }
     }
 
@@ -145,7 +151,9 @@ mod tests {
 
     #[test]
     fn lengths_strings_and_lzf_are_read() {
-        let mut r = Rdb(&[0x05, 0x41, 0x02, 0x80, 0, 0, 1, 0, 0xc0, 0xfe, 0xc1, 0x39, 0x30]);
+        let mut r = Rdb(&[
+            0x05, 0x41, 0x02, 0x80, 0, 0, 1, 0, 0xc0, 0xfe, 0xc1, 0x39, 0x30,
+        ]);
         assert_eq!(r.len(), Some(5));
         assert_eq!(r.len(), Some(0x102));
         assert_eq!(r.len(), Some(0x100));
@@ -153,7 +161,10 @@ mod tests {
         assert_eq!(r.string().unwrap().as_ref(), b"12345");
         assert!(r.0.is_empty());
         // "aaaaaaaaaa": literal "a", then a back reference of length 9.
-        assert_eq!(lzf(&[0, b'a', 0xe0, 0, 0], 10).as_deref(), Some(&b"aaaaaaaaaa"[..]));
+        assert_eq!(
+            lzf(&[0, b'a', 0xe0, 0, 0], 10).as_deref(),
+            Some(&b"aaaaaaaaaa"[..])
+        );
         assert_eq!(lzf(&[0, b'a', 0xe0, 0, 1], 10), None);
         assert_eq!(lzf(&[1, b'a'], 1), None);
     }

@@ -60,7 +60,13 @@ fn version_checksum_and_format_errors() {
     let mut bad_crc = ok.clone();
     *bad_crc.last_mut().unwrap() ^= 1;
     assert_eq!(decode(&bad_crc, &t).unwrap_err(), RdbError::Checksum);
-    for body in [&b"\x00\x02x"[..], b"\x00\x01xy", b"\x02\x00", b"\x07\x00", b"\x0b\x00"] {
+    for body in [
+        &b"\x00\x02x"[..],
+        b"\x00\x01xy",
+        b"\x02\x00",
+        b"\x07\x00",
+        b"\x0b\x00",
+    ] {
         assert_eq!(decode(&wrap(body, 10), &t).unwrap_err(), RdbError::Format);
     }
 }
@@ -69,7 +75,9 @@ fn version_checksum_and_format_errors() {
 fn compact_encodings_are_read() {
     // Intset of 16-bit members 1, 300.
     let mut b = b"\x0b\x0c\x02\x00\x00\x00\x02\x00\x00\x00\x01\x00\x2c\x01".to_vec();
-    let Coll::Set(s) = coll(&wrap(&b, 9)) else { panic!() };
+    let Coll::Set(s) = coll(&wrap(&b, 9)) else {
+        panic!()
+    };
     assert_eq!(s.len(), 2);
     (b[12], b[13]) = (1, 0); // 1, 1: not ascending
     assert!(decode(&wrap(&b, 9), &Thresholds::default()).is_err());
@@ -77,16 +85,29 @@ fn compact_encodings_are_read() {
     let lp = b"\x12\x00\x00\x00\x04\x00\x81f\x02\x07\x01\x81g\x02\xdf\xff\x02\xff";
     let mut body = vec![16, lp.len() as u8];
     body.extend_from_slice(lp);
-    let Coll::Hash(h) = coll(&wrap(&body, 10)) else { panic!() };
+    let Coll::Hash(h) = coll(&wrap(&body, 10)) else {
+        panic!()
+    };
     let mut pairs: Vec<_> = h.iter().map(|(f, v)| (f.to_vec(), v.to_vec())).collect();
     pairs.sort();
-    assert_eq!(pairs, [(b"f".to_vec(), b"7".to_vec()), (b"g".to_vec(), b"-1".to_vec())]);
+    assert_eq!(
+        pairs,
+        [
+            (b"f".to_vec(), b"7".to_vec()),
+            (b"g".to_vec(), b"-1".to_vec())
+        ]
+    );
     // Ziplist list ["ab", 5]: header 10, entries 4 + 2, end 1.
     let zl = b"\x11\x00\x00\x00\x0e\x00\x00\x00\x02\x00\x00\x02ab\x04\xf6\xff";
     let mut body = vec![10, zl.len() as u8];
     body.extend_from_slice(zl);
-    let Coll::List(l) = coll(&wrap(&body, 9)) else { panic!() };
-    assert_eq!(l.items.iter().map(|i| i.to_vec()).collect::<Vec<_>>(), [b"ab".to_vec(), b"5".to_vec()]);
+    let Coll::List(l) = coll(&wrap(&body, 9)) else {
+        panic!()
+    };
+    assert_eq!(
+        l.items.iter().map(|i| i.to_vec()).collect::<Vec<_>>(),
+        [b"ab".to_vec(), b"5".to_vec()]
+    );
 }
 
 #[test]
@@ -94,7 +115,10 @@ fn the_redis_5_stream_loads_as_redis_loads_it() {
     let p = unhex(LEGACY_STREAM);
     let Coll::Stream(s) = coll(&p) else { panic!() };
     assert_eq!(s.len(), 2);
-    assert_eq!((s.first_id, s.last_id), (StreamId::new(5, 0), StreamId::new(6, 0)));
+    assert_eq!(
+        (s.first_id, s.last_id),
+        (StreamId::new(5, 0), StreamId::new(6, 0))
+    );
     assert_eq!((s.entries_added, s.max_deleted), (2, StreamId::MIN));
     let g1 = &s.groups[&b"g1"[..]];
     assert_eq!((g1.entries_read, g1.pel.len()), (Some(1), 4));
