@@ -23,12 +23,15 @@
 #                                                 runs), writes lost, planned failover, Sentinel
 #      bench/ha.sh                                the cost of replication: SET P1/P16 with no
 #                                                 replica, write_ack primary and replica
+#  12. shardis check --fleet 3                    three proxies on etcd through join, leave,
+#                                                 leader kill, SIGSTOP, etcd restart, reload
+#      bench/fleet.sh                             throughput and CPU per request, 1-3 proxies
 # Every figure in the report comes from a command this run executed; a step
 # that is missing or fails is reported as such, with the tail of its output.
 #
 # Usage: bench/report.sh [--quick] [--skip-compare] [--skip-memory] [--skip-check]
 #                        [--skip-type-memory] [--skip-node-vs-redis] [--skip-tls] [--skip-ha]
-#                        [--out FILE]
+#                        [--skip-fleet] [--out FILE]
 set -u -o pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -41,6 +44,7 @@ SKIP_TYPE_MEMORY=0
 SKIP_NODE_VS_REDIS=0
 SKIP_TLS=0
 SKIP_HA=0
+SKIP_FLEET=0
 OUT="$REPO/test_report.md"
 ARGS="$*"
 
@@ -56,6 +60,7 @@ while [ $# -gt 0 ]; do
         --skip-node-vs-redis) SKIP_NODE_VS_REDIS=1; shift ;;
         --skip-tls) SKIP_TLS=1; shift ;;
         --skip-ha) SKIP_HA=1; shift ;;
+        --skip-fleet) SKIP_FLEET=1; shift ;;
         --out) OUT="$2"; shift 2 ;;
         -h|--help) usage; exit 0 ;;
         *) echo "report.sh: unknown argument '$1'" >&2; usage >&2; exit 2 ;;
@@ -169,6 +174,11 @@ if [ "$SKIP_HA" = 0 ]; then
     run ha_cost 1800 "$REPO/bench/ha.sh" "${QUICK_FLAGS[@]}" --out "$WORK/ha_cost.md" \
         --shardis "$SHARDIS" --load "$LOAD"
 fi
+if [ "$SKIP_FLEET" = 0 ] && command -v etcd >/dev/null; then
+    run fleet_check 1800 "$SHARDIS" check --fleet 3 "${CHECK_FLAGS[@]}"
+    run fleet_bench 900 "$REPO/bench/fleet.sh" "${QUICK_FLAGS[@]}" --out "$WORK/fleet.md" \
+        --shardis "$SHARDIS" --load "$LOAD"
+fi
 TOTAL_MIN=$(( ($(date +%s) - START + 59) / 60 ))
 
 # --- report ------------------------------------------------------------------
@@ -247,8 +257,11 @@ glance() {
         [ -f "$WORK/ha_$b.rc" ] || continue
         local w
         w="$(grep -m1 '^| kill -9 primary, 2 replicas' "$WORK/ha_$b.out" | awk -F'|' '{gsub(/ /, "", $4); gsub(/ /, "", $5); print "p50 " $4 " ms, max " $5 " ms"}')"
-        echo "| failover window, $b, kill -9 of a primary | ${w:-see section 10}; $(grep -m1 '^verdict' "$WORK/ha_$b.out" || echo "exit $(rc ha_$b)") | check --ha |"
+        echo "| failover window, $b, kill -9 of a primary | ${w:-see section 11}; $(grep -m1 '^verdict' "$WORK/ha_$b.out" || echo "exit $(rc ha_$b)") | check --ha |"
     done
+    if [ -f "$WORK/fleet_check.rc" ]; then
+        echo "| fleet of 3 proxies on etcd, six scenarios | $(grep -m1 'verdict' "$WORK/fleet_check.out" | sed 's/.*verdict/verdict/' || echo "exit $(rc fleet_check)") | check --fleet |"
+    fi
     if [ -f "$WORK/memory.json" ]; then
         jq -r '.backends[] | "| memory per key, \(.backend) | \(.rss_bytes_per_key | round) B RSS, \(.used_bytes_per_key | round) B used_memory (value \(.value_size) B); 10^9 keys → \(.nodes_needed) nodes of 100 GB | memory |"' "$WORK/memory.json"
     fi
@@ -429,6 +442,32 @@ glance() {
         echo
         [ "$(rc ha_cost)" = 0 ] && [ -s "$WORK/ha_cost.md" ] && cat "$WORK/ha_cost.md"
         failure_tail ha_cost
+    fi
+    echo
+    echo "## 12. A fleet of proxies on etcd: \`shardis check --fleet 3\` and \`bench/fleet.sh\`"
+    echo
+    if [ "$SKIP_FLEET" = 1 ]; then
+        echo "**Not run** (--skip-fleet)."
+    elif [ ! -f "$WORK/fleet_check.rc" ]; then
+        echo "**Not run**: etcd is not installed (Debian package etcd-server)."
+    else
+        echo "### Consistency with clients on three proxies"
+        echo
+        step_status fleet_check
+        echo
+        if [ -s "$WORK/fleet_check.out" ]; then
+            echo '```'
+            cat "$WORK/fleet_check.out"
+            echo '```'
+        fi
+        failure_tail fleet_check
+        echo
+        echo "### Throughput with 1, 2 and 3 proxies"
+        echo
+        step_status fleet_bench
+        echo
+        [ "$(rc fleet_bench)" = 0 ] && [ -s "$WORK/fleet.md" ] && cat "$WORK/fleet.md"
+        failure_tail fleet_bench
     fi
 } >"$OUT"
 
