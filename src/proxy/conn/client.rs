@@ -107,6 +107,29 @@ impl ClientState {
         (state, query)
     }
 
+    /// Whether the client has closed its connection (or it was reset) with
+    /// no request left unread: a look at the socket that consumes nothing.
+    pub(crate) fn hung_up(&self) -> bool {
+        let mut byte = 0u8;
+        // SAFETY: the fd is the session's socket, open for as long as the
+        // session (which owns this state) runs; MSG_PEEK reads nothing out
+        // and MSG_DONTWAIT never blocks.
+        let n = unsafe {
+            libc::recv(
+                self.entry.fd as libc::c_int,
+                (&mut byte as *mut u8).cast(),
+                1,
+                libc::MSG_PEEK | libc::MSG_DONTWAIT,
+            )
+        };
+        n == 0
+            || (n < 0
+                && matches!(
+                    std::io::Error::last_os_error().raw_os_error(),
+                    Some(libc::ECONNRESET) | Some(libc::ENOTCONN) | Some(libc::EPIPE)
+                ))
+    }
+
     /// The connection for a request of this client to `node`: its script
     /// lane while it holds that node's (`conn/lane.rs`), else the node's
     /// shared one.

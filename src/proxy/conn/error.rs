@@ -14,6 +14,11 @@ use crate::resp::{encode, ProtocolError};
 /// Keys of one request on two nodes: Redis Cluster's text, outside MULTI as inside.
 pub(crate) const CROSSSLOT: &str = "CROSSSLOT Keys in request don't hash to the same slot";
 
+/// A request that waited out a cutover for a client that hung up meanwhile:
+/// not sent (the client reads no reply; the text is for logs and counts).
+pub(crate) const HUNG_UP_IN_CUTOVER: &str =
+    "ERR the client closed its connection while this request waited out a topology change's cutover: not sent";
+
 /// A proxy of a fleet without a live lease, or not caught up since it got
 /// one, may route by a ring the fleet has left: it serves no data.
 pub(crate) const NOT_SERVING: &str = "TRYAGAIN this proxy's etcd lease lapsed, or it is catching up with the fleet's topology: it serves no keys until it routes by the fleet's current ring; retry, or use another proxy";

@@ -76,7 +76,15 @@ pub(crate) async fn keyed(
         Ok(p) => p,
         Err(e) => return Pending::error(&e),
     };
-    let routing = topology::enter(&proxy.routing, || positions.iter().map(|&p| &req.args[p])).await;
+    let Some(routing) = topology::enter_for(
+        &proxy.routing,
+        || positions.iter().map(|&p| &req.args[p]),
+        || client.hung_up(),
+    )
+    .await
+    else {
+        return Pending::error(crate::proxy::conn::error::HUNG_UP_IN_CUTOVER);
+    };
     let first = routing.ring.locate(&req.args[positions[0]]);
     let node = routing.node(first).clone();
     client.served.on(first);
@@ -116,7 +124,11 @@ async fn single_key(
 ) -> Pending {
     let Request { raw, args } = req;
     let key = &args[1];
-    let routing = topology::enter(&proxy.routing, || std::iter::once(key)).await;
+    let Some(routing) =
+        topology::enter_for(&proxy.routing, || std::iter::once(key), || client.hung_up()).await
+    else {
+        return Pending::error(crate::proxy::conn::error::HUNG_UP_IN_CUTOVER);
+    };
     proxy.ops.hot_keys.sample(key);
     // One branch when the cache is off.
     let mut fill = None;

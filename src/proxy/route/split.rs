@@ -30,7 +30,15 @@ pub(crate) async fn split(
     if merge == Merge::AllOk && req.args.len().is_multiple_of(2) {
         return Pending::error(&arity_error(spec));
     }
-    let routing = topology::enter(&proxy.routing, || positions.iter().map(|&p| &req.args[p])).await;
+    let Some(routing) = topology::enter_for(
+        &proxy.routing,
+        || positions.iter().map(|&p| &req.args[p]),
+        || client.hung_up(),
+    )
+    .await
+    else {
+        return Pending::error(crate::proxy::conn::error::HUNG_UP_IN_CUTOVER);
+    };
     invalidate_written(proxy, spec, &req.args, &positions);
     // Group keys by owner node (not by ring point), keeping each key's position.
     let mut groups: Vec<(Arc<Node>, Vec<usize>)> = Vec::new();

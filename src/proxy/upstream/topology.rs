@@ -280,13 +280,37 @@ pub(crate) async fn enter<'k, I>(current: &ArcSwap<Routing>, keys: impl Fn() -> 
 where
     I: Iterator<Item = &'k Bytes>,
 {
+    match enter_for(current, keys, || false).await {
+        Some(gate) => gate,
+        None => unreachable!("a client that never hangs up is always admitted"),
+    }
+}
+
+/// [`enter`] for a client's request: `None` when the request had to wait
+/// out a cutover and `hung_up` says its client closed the connection
+/// meanwhile. Such a request is never sent: a pause can outlast a client's
+/// timeout (a leader lost in its cutover holds moving keys until its
+/// successor finishes), and a write the client gave up on, sent seconds
+/// later, could land after the writes the client made since on a new
+/// connection (Redis, too, drops what a closed client had not yet run).
+pub(crate) async fn enter_for<'k, I>(
+    current: &ArcSwap<Routing>,
+    keys: impl Fn() -> I,
+    hung_up: impl Fn() -> bool,
+) -> Option<Gate>
+where
+    I: Iterator<Item = &'k Bytes>,
+{
     loop {
         let routing = current.load_full();
         if wait_cutover(&routing, keys()).await {
+            if hung_up() {
+                return None;
+            }
             continue;
         }
         if let Some(gate) = admit(current, routing) {
-            return gate;
+            return Some(gate);
         }
     }
 }

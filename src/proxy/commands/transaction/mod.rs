@@ -244,7 +244,11 @@ async fn exec(proxy: &Arc<Proxy>, client: &mut ClientState) -> Pending {
         return Pending::error(EXECABORT);
     }
     let keys = multi.keys;
-    let routing = topology::enter(&proxy.routing, || keys.iter()).await;
+    let Some(routing) =
+        topology::enter_for(&proxy.routing, || keys.iter(), || client.hung_up()).await
+    else {
+        return Pending::error(crate::proxy::conn::error::HUNG_UP_IN_CUTOVER);
+    };
     let mut target: Option<Arc<Node>> = None;
     for k in &keys {
         let owner = routing.owner(k);
