@@ -44,7 +44,6 @@ fn deliver(
     let entries: Vec<(StreamId, Vec<Elem>)> = s
         .range(start, StreamId::MAX, false)
         .take(n)
-        .map(|(id, f)| (id, f.to_vec()))
         .collect();
     encode::array_len(out, entries.len());
     for (id, f) in &entries {
@@ -107,7 +106,7 @@ fn history(
     for id in ids {
         match s.get(id) {
             Some(f) => {
-                write_entry(out, id, f);
+                write_entry(out, id, &f);
                 found.push(id);
             }
             None => {
