@@ -41,10 +41,8 @@ fn deliver(
         return;
     };
     let n = if count == 0 { usize::MAX } else { count };
-    let entries: Vec<(StreamId, Vec<Elem>)> = s
-        .range(start, StreamId::MAX, false)
-        .take(n)
-        .collect();
+    let entries: Vec<(StreamId, Vec<Elem>)> =
+        s.range(start, StreamId::MAX, false).take(n).collect();
     encode::array_len(out, entries.len());
     for (id, f) in &entries {
         write_entry(out, *id, f);

@@ -126,7 +126,11 @@ impl Node {
             },
         );
         if same {
-            fields.iter().skip(1).step_by(2).for_each(|v| put_value(b, v));
+            fields
+                .iter()
+                .skip(1)
+                .step_by(2)
+                .for_each(|v| put_value(b, v));
         } else {
             put_varint(b, (fields.len() / 2) as u64);
             fields.iter().for_each(|v| put_value(b, v));

@@ -31,10 +31,7 @@ impl<'a> Range<'a> {
     ) -> Range<'a> {
         // The node holding `start` is the last one whose master ID is not
         // after it.
-        let from = nodes
-            .range(..=start)
-            .next_back()
-            .map_or(start, |(k, _)| *k);
+        let from = nodes.range(..=start).next_back().map_or(start, |(k, _)| *k);
         Range {
             nodes: nodes.range(from..=end.max(from)),
             start,
