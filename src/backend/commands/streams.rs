@@ -113,10 +113,7 @@ pub(crate) fn collect(
     count: usize,
 ) -> Vec<(StreamId, Vec<Elem>)> {
     let n = if count == 0 { usize::MAX } else { count };
-    s.range(start, end, rev)
-        .take(n)
-        .map(|(id, f)| (id, f.to_vec()))
-        .collect()
+    s.range(start, end, rev).take(n).collect()
 }
 
 /// XADD's and XTRIM's options (`streamParseAddOrTrimArgsOrReply`).

@@ -73,7 +73,7 @@ pub(crate) fn xclaim(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
     let mut sh = store.lock(h, now as u64);
     let done = sh.write_coll::<Stream, _>(h, key, false, |s| {
         let mut claimed = Vec::new();
-        let exists: Vec<bool> = ids.iter().map(|id| s.get(*id).is_some()).collect();
+        let exists: Vec<bool> = ids.iter().map(|id| s.contains(*id)).collect();
         // Looked up again: the group may have gone since the check.
         let Some(g) = s.groups.get_mut(gname) else {
             return Err(nogroup(key, gname));
@@ -118,7 +118,7 @@ pub(crate) fn xclaim(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
                 bulk_id(out, id);
             } else {
                 match s.get(id) {
-                    Some(f) => write_entry(out, id, f),
+                    Some(f) => write_entry(out, id, &f),
                     None => encode::null(out, proto),
                 }
             }
@@ -182,7 +182,7 @@ pub(crate) fn xautoclaim(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
             return Err(nogroup(key, gname));
         };
         let pel: Vec<StreamId> = g.pel.range(start..).map(|(id, _)| *id).collect();
-        let exists: Vec<bool> = pel.iter().map(|id| s.get(*id).is_some()).collect();
+        let exists: Vec<bool> = pel.iter().map(|id| s.contains(*id)).collect();
         let Some(g) = s.groups.get_mut(gname) else {
             return Err(nogroup(key, gname));
         };
@@ -221,7 +221,7 @@ pub(crate) fn xautoclaim(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
             if justid {
                 bulk_id(out, id);
             } else if let Some(f) = s.get(id) {
-                write_entry(out, id, f);
+                write_entry(out, id, &f);
             }
         }
         encode::array_len(out, deleted.len());

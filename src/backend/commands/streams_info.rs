@@ -135,7 +135,7 @@ fn stream(out: &mut BytesMut, s: &Stream, full: Option<usize>, proto: u8) {
         for (field, last) in [("first-entry", false), ("last-entry", true)] {
             name(out, field);
             match s.edge(last) {
-                Some((id, f)) => write_entry(out, id, f),
+                Some((id, f)) => write_entry(out, id, &f),
                 None => encode::null(out, proto),
             }
         }
@@ -149,7 +149,7 @@ fn stream(out: &mut BytesMut, s: &Stream, full: Option<usize>, proto: u8) {
     encode::array_len(out, entries.len());
     entries
         .into_iter()
-        .for_each(|(id, f)| write_entry(out, id, f));
+        .for_each(|(id, f)| write_entry(out, id, &f));
     name(out, "groups");
     encode::array_len(out, s.groups.len());
     for (gname, g) in &s.groups {

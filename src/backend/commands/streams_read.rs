@@ -41,11 +41,8 @@ fn deliver(
         return;
     };
     let n = if count == 0 { usize::MAX } else { count };
-    let entries: Vec<(StreamId, Vec<Elem>)> = s
-        .range(start, StreamId::MAX, false)
-        .take(n)
-        .map(|(id, f)| (id, f.to_vec()))
-        .collect();
+    let entries: Vec<(StreamId, Vec<Elem>)> =
+        s.range(start, StreamId::MAX, false).take(n).collect();
     encode::array_len(out, entries.len());
     for (id, f) in &entries {
         write_entry(out, *id, f);
@@ -107,7 +104,7 @@ fn history(
     for id in ids {
         match s.get(id) {
             Some(f) => {
-                write_entry(out, id, f);
+                write_entry(out, id, &f);
                 found.push(id);
             }
             None => {

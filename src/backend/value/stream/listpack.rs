@@ -2,7 +2,6 @@
 //! fills up at the same entry as in Redis (`stream-node-max-bytes`).
 
 use super::StreamId;
-use crate::backend::value::Elem;
 
 /// Bytes of a listpack element whose encoding and data take `n` bytes:
 /// those plus the back-length.
@@ -43,17 +42,18 @@ fn str_size(s: &[u8]) -> usize {
 }
 
 /// A new node's bytes without its two counters: header, end byte, the
-/// master field count, the master fields and the terminating 0.
-pub(super) fn master_bytes(fields: &[Elem]) -> usize {
-    7 + int_size(fields.len() as i64)
-        + fields.iter().map(|f| str_size(f)).sum::<usize>()
+/// master field count, the master fields (the names of the flattened
+/// pairs `fv`) and the terminating 0.
+pub(super) fn master_bytes(fv: &[&[u8]]) -> usize {
+    7 + int_size((fv.len() / 2) as i64)
+        + fv.iter().step_by(2).map(|f| str_size(f)).sum::<usize>()
         + int_size(0)
 }
 
-/// The bytes one entry adds to a node.
-pub(super) fn entry_bytes(master: StreamId, mfields: &[Elem], id: StreamId, fv: &[Elem]) -> usize {
+/// The bytes one entry adds to a node; `same` when its field names are
+/// the master's.
+pub(super) fn entry_bytes(master: StreamId, same: bool, id: StreamId, fv: &[&[u8]]) -> usize {
     let n = fv.len() / 2;
-    let same = n == mfields.len() && fv.iter().step_by(2).zip(mfields).all(|(a, b)| a == b);
     let ms = id.ms.wrapping_sub(master.ms) as i64;
     let seq = id.seq.wrapping_sub(master.seq) as i64;
     // flags (1 byte and its back-length), then the ID deltas.

@@ -3,20 +3,27 @@
 //! (`MAXLEN ~`), which only drops whole nodes, keeps exactly what Redis
 //! keeps; plus the stream's counters and its consumer groups (`group.rs`).
 //!
-//! A deleted entry stays in its node as a tombstone until the node holds
-//! no live entry, as in Redis; an empty stream is still a key. Never sees
-//! a key or a lock; the commands are in `commands/streams*.rs`.
+//! Each node is one byte buffer (`node.rs`): the field names once, then
+//! per entry a flag byte, the ID as deltas and the values, decoded when
+//! read (`range.rs`). A deleted entry stays in its node as a tombstone
+//! until the node holds no live entry, as in Redis; an empty stream is
+//! still a key. Never sees a key or a lock; the commands are in
+//! `commands/streams*.rs`.
 
 mod codec;
 mod group;
 mod listpack;
+mod node;
+mod range;
 mod rax;
 mod wait;
 
 pub(crate) use group::{Group, Pending};
+pub(crate) use range::Range;
 pub(crate) use wait::XReadOp;
 
-use super::{Elem, Thresholds, ELEM_OVERHEAD};
+use super::{Elem, Thresholds};
+use node::Node;
 use std::collections::BTreeMap;
 use std::fmt;
 
@@ -77,37 +84,6 @@ impl fmt::Display for StreamId {
     }
 }
 
-/// One entry: its ID, field-value pairs flattened, and its tombstone.
-#[derive(Debug, Clone)]
-struct Item {
-    id: StreamId,
-    fields: Box<[Elem]>,
-    deleted: bool,
-}
-
-/// One node (a listpack in Redis): the first entry's fields, its entries
-/// in ID order, and the listpack's size in bytes without its two counters.
-#[derive(Debug, Clone)]
-struct Node {
-    master: StreamId,
-    master_fields: Box<[Elem]>,
-    items: Vec<Item>,
-    live: usize,
-    deleted: usize,
-    bytes: usize,
-}
-
-impl Node {
-    /// The size Redis compares with `stream-node-max-bytes`.
-    fn lp_bytes(&self) -> usize {
-        self.bytes + listpack::int_size(self.live as i64) + listpack::int_size(self.deleted as i64)
-    }
-}
-
-fn pair(i: &Item) -> (StreamId, &[Elem]) {
-    (i.id, &i.fields)
-}
-
 /// How XADD and XTRIM trim.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Trim {
@@ -119,10 +95,11 @@ pub(crate) enum Trim {
     MinId(StreamId),
 }
 
-/// Bytes counted per entry besides its fields.
-const ITEM_OVERHEAD: usize = 48;
-/// Bytes counted per node.
-const NODE_OVERHEAD: usize = 96;
+/// Bytes counted per node besides its buffer's capacity: the node's slot
+/// in the map (ID and [`Node`], 80 bytes, in B-tree leaves of 11 that
+/// appending leaves a little over half full) and the buffer's malloc
+/// header.
+const NODE_OVERHEAD: usize = 160;
 /// The largest listpack Redis makes (`STREAM_LISTPACK_MAX_SIZE`).
 const LISTPACK_MAX: usize = 1 << 30;
 
@@ -165,7 +142,8 @@ impl Stream {
         "stream"
     }
 
-    /// Estimated bytes: entries, nodes and consumer groups.
+    /// Counted bytes: the nodes' buffers (their capacity) and slots, and
+    /// the consumer groups.
     pub(crate) fn mem(&self) -> usize {
         self.mem
             + self
@@ -184,34 +162,26 @@ impl Stream {
             b => b.min(LISTPACK_MAX),
         };
         let max_entries = t.stream_node_entries;
-        let fields: Box<[Elem]> = fields.iter().map(|f| Elem::from(*f)).collect();
         let data: usize = fields.iter().map(|f| f.len()).sum();
-        self.mem += ITEM_OVERHEAD + data + fields.len() * ELEM_OVERHEAD;
-        let full = self.nodes.values().next_back().is_none_or(|n| {
+        let tail = self.nodes.values_mut().next_back();
+        let full = tail.as_ref().is_none_or(|n| {
             n.lp_bytes() + data >= max_bytes
-                || (max_entries != 0 && n.live + n.deleted >= max_entries)
+                || (max_entries != 0 && (n.live + n.deleted) as usize >= max_entries)
         });
         if full {
-            let master_fields: Box<[Elem]> = fields.iter().step_by(2).cloned().collect();
-            self.mem += NODE_OVERHEAD;
-            let node = Node {
-                master: id,
-                bytes: listpack::master_bytes(&master_fields),
-                master_fields,
-                items: Vec::new(),
-                live: 0,
-                deleted: 0,
-            };
+            if let Some(n) = tail {
+                let before = n.heap();
+                n.seal();
+                self.mem = self.mem + n.heap() - before;
+            }
+            let node = Node::new(id, fields);
+            self.mem += NODE_OVERHEAD + node.heap();
             self.nodes.insert(id, node);
         }
-        let node = self.nodes.values_mut().next_back().expect("a node");
-        node.bytes += listpack::entry_bytes(node.master, &node.master_fields, id, &fields);
-        node.items.push(Item {
-            id,
-            fields,
-            deleted: false,
-        });
-        node.live += 1;
+        let (&key, node) = self.nodes.iter_mut().next_back().expect("a node");
+        let before = node.heap();
+        node.push(key, id, fields);
+        self.mem = self.mem + node.heap() - before;
         self.len += 1;
         self.entries_added += 1;
         self.last_id = id;
@@ -220,65 +190,49 @@ impl Stream {
         }
     }
 
-    /// The entries from `start` to `end` inclusive, forwards or backwards.
-    pub(crate) fn range(
-        &self,
-        start: StreamId,
-        end: StreamId,
-        rev: bool,
-    ) -> Box<dyn Iterator<Item = (StreamId, &[Elem])> + '_> {
-        if start > end {
-            return Box::new(std::iter::empty());
-        }
-        let from = self
-            .nodes
-            .range(..=start)
-            .next_back()
-            .map_or(start, |(k, _)| *k);
-        let nodes = self.nodes.range(from..=end).map(|(_, n)| n);
-        let keep = move |i: &&Item| !i.deleted && i.id >= start && i.id <= end;
-        if rev {
-            Box::new(
-                nodes
-                    .rev()
-                    .flat_map(|n| n.items.iter().rev())
-                    .filter(keep)
-                    .map(pair),
-            )
-        } else {
-            Box::new(nodes.flat_map(|n| n.items.iter()).filter(keep).map(pair))
-        }
+    /// The live entries from `start` to `end` inclusive, forwards or
+    /// backwards, each decoded as it is reached.
+    pub(crate) fn range(&self, start: StreamId, end: StreamId, rev: bool) -> Range<'_> {
+        Range::new(&self.nodes, start, end, rev)
     }
 
     /// The fields of the live entry `id`.
-    pub(crate) fn get(&self, id: StreamId) -> Option<&[Elem]> {
+    pub(crate) fn get(&self, id: StreamId) -> Option<Vec<Elem>> {
         self.range(id, id, false).next().map(|(_, f)| f)
     }
 
+    /// Whether the live entry `id` exists (nothing is decoded).
+    pub(crate) fn contains(&self, id: StreamId) -> bool {
+        self.find(id).is_some_and(|(_, raw)| !raw.deleted)
+    }
+
+    /// The node key and position of entry `id`, live or a tombstone.
+    fn find(&self, id: StreamId) -> Option<(StreamId, node::Raw)> {
+        let (&key, node) = self.nodes.range(..=id).next_back()?;
+        if node.last < id {
+            return None;
+        }
+        let raw = node.cursor(key).find(|r| r.id >= id)?;
+        (raw.id == id).then_some((key, raw))
+    }
+
     /// The first (or last) live entry.
-    pub(crate) fn edge(&self, last: bool) -> Option<(StreamId, &[Elem])> {
+    pub(crate) fn edge(&self, last: bool) -> Option<(StreamId, Vec<Elem>)> {
         self.range(StreamId::MIN, StreamId::MAX, last).next()
     }
 
     /// Deletes the live entry `id` (XDEL's part; the caller updates
     /// `max_deleted` and `first_id`).
     pub(crate) fn delete(&mut self, id: StreamId) -> bool {
-        let Some((&key, node)) = self.nodes.range_mut(..=id).next_back() else {
+        let Some((key, raw)) = self.find(id).filter(|(_, r)| !r.deleted) else {
             return false;
         };
-        let Ok(at) = node.items.binary_search_by(|i| i.id.cmp(&id)) else {
-            return false;
-        };
-        if node.items[at].deleted {
-            return false;
-        }
         self.len -= 1;
+        let node = self.nodes.get_mut(&key).expect("found");
         if node.live == 1 {
             self.drop_node(key);
         } else {
-            node.items[at].deleted = true;
-            node.live -= 1;
-            node.deleted += 1;
+            node.kill(&raw);
         }
         true
     }
@@ -287,17 +241,8 @@ impl Stream {
         let Some(node) = self.nodes.remove(&key) else {
             return 0;
         };
-        let bytes: usize = node
-            .items
-            .iter()
-            .map(|i| {
-                ITEM_OVERHEAD
-                    + i.fields.iter().map(|f| f.len()).sum::<usize>()
-                    + i.fields.len() * ELEM_OVERHEAD
-            })
-            .sum();
-        self.mem -= bytes + NODE_OVERHEAD;
-        node.live
+        self.mem -= node.heap() + NODE_OVERHEAD;
+        node.live as usize
     }
 
     /// Recomputes `first_id` after entries were removed.
@@ -317,14 +262,14 @@ impl Stream {
                     break;
                 }
             }
-            let entries = node.live as u64;
+            let entries = u64::from(node.live);
             if limit != 0 && removed + entries > limit {
                 break;
             }
             let whole = match how {
                 Trim::None => return 0,
                 Trim::MaxLen(max) => self.len as u64 - entries >= max,
-                Trim::MinId(min) => node.items.last().is_some_and(|i| i.id < min),
+                Trim::MinId(min) => node.last < min,
             };
             if whole {
                 self.drop_node(key);
@@ -335,25 +280,22 @@ impl Stream {
             if approx {
                 break;
             }
-            let mut from_node = 0;
-            for item in node.items.iter_mut() {
+            let raws: Vec<node::Raw> = node.cursor(key).collect();
+            for raw in raws {
                 let stop = match how {
                     Trim::MaxLen(max) => self.len as u64 <= max,
-                    Trim::MinId(min) => item.id >= min,
+                    Trim::MinId(min) => raw.id >= min,
                     Trim::None => true,
                 };
                 if stop {
                     break;
                 }
-                if !item.deleted {
-                    item.deleted = true;
-                    from_node += 1;
+                if !raw.deleted {
+                    node.kill(&raw);
                     self.len -= 1;
+                    removed += 1;
                 }
             }
-            node.live -= from_node;
-            node.deleted += from_node;
-            removed += from_node as u64;
             break;
         }
         if removed > 0 {
