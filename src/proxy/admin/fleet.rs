@@ -217,7 +217,13 @@ pub(crate) async fn proxies(proxy: Arc<Proxy>, proto: u8) -> Bytes {
             vec![this_proxy(&proxy, addr.clone(), addr)]
         }
     };
-    let leader = me.map(|m| m.1).unwrap_or_default();
+    let leader = me.as_ref().map(|m| m.1.clone()).unwrap_or_default();
+    // This proxy's own line is its live state; the others' are their last
+    // registration, rewritten every second.
+    let lines = lines.into_iter().map(|p| match &me {
+        Some((id, _)) if &p.id == id => this_proxy(&proxy, p.id, p.addr),
+        _ => p,
+    });
     let mut text = String::new();
     for p in lines {
         text.push_str(&format!(
