@@ -105,6 +105,8 @@ pub(crate) struct Proxy {
     /// The channels and patterns the proxy's subscribers hold (PUBSUB
     /// NUMPAT, INFO).
     pub(crate) subscriptions: commands::pubsub::Held,
+    /// Keyspace notifications of every node for the subscribers of each.
+    pub(crate) keyfeed: commands::pubsub::KeyFeed,
     /// Script bodies loaded on every node (`route::scripts`).
     pub(crate) scripts: route::scripts::ScriptCache,
     /// Blocking pops over several nodes, woken by the writes routed here.
@@ -250,6 +252,7 @@ impl Proxy {
             store,
             auth,
             subscriptions: Default::default(),
+            keyfeed: Default::default(),
             scripts: Default::default(),
             wake: Default::default(),
             ha,

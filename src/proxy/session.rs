@@ -37,7 +37,9 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::time::Instant;
 
+use crate::proxy::commands::clients::ReplyMode;
 use crate::proxy::commands::monitor::serve as serve_monitor;
+use crate::proxy::commands::pubsub::is_subscribe;
 use crate::proxy::conn::after::after_request;
 use crate::proxy::conn::budget::{Exceeded, ReplyBudget, SoftClock};
 use crate::proxy::conn::client::{ClientState, QueryCharge};
@@ -289,6 +291,8 @@ impl ClientSession {
                     self.proxy.stats.commands.fetch_add(1, Ordering::Relaxed);
                     let started = *arrived.get_or_insert_with(std::time::Instant::now);
                     let raw = req.raw.clone();
+                    // Confirmations are sent whatever CLIENT REPLY says.
+                    let confirms = self.state.reply != ReplyMode::On && is_subscribe(&req);
                     self.state.lane.next_request(self.owed.is_empty());
                     let p = match self.proxy.auth.admit(&mut self.state, &req) {
                         Ok(()) => dispatch(&self.proxy, &mut self.state, req).await,
@@ -296,7 +300,14 @@ impl ClientSession {
                     };
                     self.auth_changed(decoder);
                     let served = self.state.served.get();
-                    let p = after_request(&self.proxy, &mut self.state, p, &raw, served, started);
+                    let p = after_request(
+                        &self.proxy,
+                        &mut self.state,
+                        p,
+                        (&raw, confirms),
+                        served,
+                        started,
+                    );
                     self.push(p);
                     self.timings.push_back(Some(Timing {
                         started,

@@ -19,13 +19,14 @@ use crate::proxy::Proxy;
 /// CLIENT LIST shows, feeds the monitors, and drops the reply when CLIENT
 /// REPLY says so (the request still runs; its reply is read and discarded,
 /// in order, so nothing behind it waits and no pinned connection is left
-/// mid-reply).
+/// mid-reply). A subscribe family's confirmations (`confirms`) are sent
+/// whatever CLIENT REPLY says, as Redis sends them.
 #[inline]
 pub(crate) fn after_request(
     proxy: &Arc<Proxy>,
     s: &mut ClientState,
     p: Pending,
-    raw: &Bytes,
+    (raw, confirms): (&Bytes, bool),
     served: Served,
     at: Instant,
 ) -> Pending {
@@ -50,7 +51,7 @@ pub(crate) fn after_request(
             true
         }
     };
-    if silent {
+    if silent && !confirms {
         silence(p, &s.budget, s.proto == 3)
     } else {
         p

@@ -32,6 +32,7 @@ use tokio::sync::{mpsc, oneshot, Notify};
 
 use crate::proxy::commands::clients::entry::ClientEntry;
 use crate::proxy::commands::pubsub::frame::{classify, Family, FrameKind};
+use crate::proxy::commands::pubsub::keyfeed::{self, may_carry, Listener};
 use crate::proxy::commands::pubsub::link::{
     is_alive, is_staying, read_some, resubscribe, take_slot, write_some, Link,
 };
@@ -117,6 +118,9 @@ pub(super) struct Actor {
     client: u64,
     /// The client's CLIENT LIST line: its sub/psub/ssub counts.
     entry: Arc<ClientEntry>,
+    /// Its place in the keyspace feed, while it holds a channel or pattern
+    /// that can carry key events.
+    keys: Option<Arc<Listener>>,
 }
 
 enum Wake {
@@ -154,6 +158,7 @@ impl Actor {
             subs: Default::default(),
             client,
             entry: entry.clone(),
+            keys: None,
         }
     }
 
@@ -331,6 +336,7 @@ impl Actor {
             Expect::All(f) => self.subs[f.index()].len().max(1),
             Expect::One => 1,
         });
+        let mut key_event = None;
         if let FrameKind::Confirm(family, on, Some(channel)) = kind {
             let held = match family {
                 Family::Channel => Some(&self.proxy.subscriptions.channels),
@@ -338,6 +344,9 @@ impl Actor {
                 Family::Shard => None,
             };
             let set = &mut self.subs[family.index()];
+            if may_carry(family, &channel) {
+                key_event = Some((family, channel.clone(), on));
+            }
             if on {
                 if let (Some(h), false) = (held, set.contains(&channel)) {
                     h.add(&channel);
@@ -346,17 +355,31 @@ impl Actor {
             } else if let (true, Some(h)) = (set.remove(&channel), held) {
                 h.remove(&channel);
             }
+
             self.entry.subscriptions[family.index()].store(set.len(), Ordering::Relaxed);
         }
         front.got.extend_from_slice(&frame);
         *left -= 1;
-        if *left == 0 || is_error(&frame) {
+        let answered = *left == 0 || is_error(&frame);
+        // In the feed before the client hears of it.
+        if let Some((family, name, on)) = key_event {
+            self.key_events(family, &name, on);
+        }
+        if answered {
             if let Some(done) = self.inflight.pop_front() {
                 let _ = done.reply.send(done.got.freeze());
             }
             self.shared.lock().in_flight -= 1;
         }
         true
+    }
+
+    /// Keeps the client's place in the keyspace feed in step.
+    fn key_events(&mut self, family: Family, name: &Bytes, on: bool) {
+        let (p, c) = (&self.proxy, self.client);
+        let make = || Listener::new(c, self.proto, self.push.clone(), self.budget.clone());
+        let at = self.link.as_ref().map(|l| l.node.spec.addr.as_str());
+        keyfeed::follow_subscription(&p.keyfeed, &mut self.keys, make, at, (family, name, on));
     }
 
     /// The new node confirmed every subscription: the old connection goes
@@ -433,6 +456,7 @@ impl Actor {
                 Ok(mut l) => {
                     tracing::info!(client = self.client, node = %l.label, subscriptions = n, "subscriptions moved");
                     l.writer.out = resub;
+                    self.keys.iter().for_each(|k| k.place(&l.node.spec.addr));
                     self.old = self.link.take();
                     self.link = Some(l);
                     self.swallow = n;
@@ -462,6 +486,7 @@ impl Drop for Actor {
         for n in &self.entry.subscriptions {
             n.store(0, Ordering::Relaxed);
         }
+        self.proxy.keyfeed.remove(self.client);
         let held = &self.proxy.subscriptions;
         for c in &self.subs[Family::Channel.index()] {
             held.channels.remove(c);

@@ -82,7 +82,7 @@ pub(crate) fn classify(frame: &Bytes) -> FrameKind {
 }
 
 /// The text of a bulk or simple string element; `None` for nil or anything else.
-fn text(el: &[u8]) -> Option<&[u8]> {
+pub(super) fn text(el: &[u8]) -> Option<&[u8]> {
     let nl = memchr::memchr(b'\n', el)?;
     match el.first()? {
         b'$' if el.get(1) != Some(&b'-') => el.get(nl + 1..el.len().checked_sub(2)?),

@@ -20,6 +20,7 @@
 mod conn;
 mod frame;
 mod handle;
+mod keyfeed;
 mod link;
 mod message;
 mod publish;
@@ -33,6 +34,7 @@ use tokio::sync::oneshot;
 
 use frame::Family;
 use handle::SubConn;
+pub(crate) use keyfeed::KeyFeed;
 pub(crate) use message::Push;
 use message::{Expect, SubRequest};
 pub(crate) use subscriber::Held;
@@ -56,11 +58,11 @@ pub(crate) async fn handle(
     match kind {
         PubSub::Publish => publish::publish(proxy, client, req).await,
         PubSub::Introspect => publish::pubsub(proxy, client, req).await,
-        PubSub::Subscribe => subscribe(proxy, client, spec, req),
+        PubSub::Subscribe => subscribe(proxy, client, spec, req).await,
     }
 }
 
-fn subscribe(
+async fn subscribe(
     proxy: &Arc<Proxy>,
     client: &mut ClientState,
     spec: &'static CommandSpec,
@@ -80,11 +82,32 @@ fn subscribe(
         let reply = frame::unsubscribed_nothing(family, &req.args[1..], client.proto);
         return Pending::Ready(reply);
     }
+    if on && req.args[1..].iter().any(|a| keyfeed::may_carry(family, a)) {
+        // Its first event must not be missed: the feed listens first.
+        let within = Duration::from_millis(proxy.config().request_timeout_ms);
+        KeyFeed::ensure(proxy, within).await;
+    }
     let expect = match (on, n) {
         (false, 0) => Expect::All(family),
         _ => Expect::Args(n),
     };
     send(proxy, client, req.raw, expect)
+}
+
+/// Whether `req` is of the subscribe family (whose confirmations CLIENT
+/// REPLY does not silence).
+pub(crate) fn is_subscribe(req: &Request) -> bool {
+    const NAMES: [&[u8]; 6] = [
+        b"subscribe",
+        b"psubscribe",
+        b"ssubscribe",
+        b"unsubscribe",
+        b"punsubscribe",
+        b"sunsubscribe",
+    ];
+    req.args
+        .first()
+        .is_some_and(|a| NAMES.iter().any(|n| crate::resp::eq_ignore_case(a, n)))
 }
 
 /// Sends a request on the client's subscriber connection, opening one if
