@@ -48,7 +48,7 @@ const FOLLOW_MS: u64 = 100;
 const RETRY_MS: u64 = 200;
 /// How long the links stay after `ensure` without a listener (the
 /// subscription it prepared is about to be confirmed).
-const GRACE_MS: u64 = 10_000;
+const GRACE_MS: u64 = 3_000;
 /// The two namespaces.
 const SPACES: [&[u8]; 2] = [b"__keyspace@", b"__keyevent@"];
 /// What a link subscribes to.
