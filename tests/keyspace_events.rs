@@ -233,7 +233,38 @@ fn confirmations_are_sent_whatever_client_reply_says(b: Backend) {
     }
 }
 
+fn a_publish_to_a_keyspace_channel_reaches_each_subscriber_once(b: Backend) {
+    if !b.is_available() {
+        return;
+    }
+    let c = b.cluster(3);
+    let port = c.proxy.port;
+    for channel in ["__keyspace@0__:x", "__keyspace@junk"] {
+        let mut subs = spread(
+            &c,
+            || {
+                let mut s = conn(port);
+                call(&mut s, &["PSUBSCRIBE", "__keyspace@*"], 1);
+                s
+            },
+            6,
+        );
+        let mut p = conn(port);
+        assert_eq!(
+            call(&mut p, &["PUBLISH", channel, "hello"], 1),
+            ":6\r\n",
+            "{channel}"
+        );
+        for s in &mut subs {
+            let got = messages(s, 1, 2);
+            assert_eq!(got[0].2, channel);
+            assert_eq!(got[0].3, "hello");
+        }
+    }
+}
+
 on_both_backends!(
+    a_publish_to_a_keyspace_channel_reaches_each_subscriber_once,
     every_subscriber_hears_every_key_event_once,
     a_node_added_at_run_time_is_heard,
     the_feed_leaves_the_nodes_with_its_last_subscriber,

@@ -74,6 +74,12 @@ pub(crate) fn may_carry(family: Family, name: &[u8]) -> bool {
     }
 }
 
+/// Whether the feed hears what is published to `channel` (its patterns
+/// match it).
+pub(crate) fn is_fed(channel: &[u8]) -> bool {
+    PATTERNS.iter().any(|p| crate::glob::matches(p, channel))
+}
+
 /// One subscriber's side of the feed: where it listens and what it holds
 /// that can match.
 pub(crate) struct Listener {
@@ -160,6 +166,20 @@ impl Listener {
             }
         }
         (!out.is_empty()).then(|| out.freeze())
+    }
+
+    /// How many receivers `channel`'s message from `from` counts here (a
+    /// channel and each matching pattern, as Redis counts them).
+    fn receivers(&self, from: &str, channel: &[u8]) -> usize {
+        let h = self.held();
+        if h.placed == from {
+            return 0;
+        }
+        let patterns = h
+            .patterns
+            .iter()
+            .filter(|p| crate::glob::matches(p, channel));
+        usize::from(h.channels.contains(channel)) + patterns.count()
     }
 
     /// Hands frames to the session, charged to the budget, as the
@@ -264,6 +284,16 @@ impl KeyFeed {
         if tokio::time::timeout(within, all).await.is_err() {
             tracing::warn!("keyspace notifications: a node's feed is not subscribed yet; its events reach other nodes' subscribers once it is");
         }
+    }
+
+    /// For a PUBLISH to `channel` on node `at`: whether the feed's own
+    /// subscription there counted as a receiver (0 or 1), and how many
+    /// receivers the feed hands the message to on the other nodes.
+    pub(crate) fn receivers(&self, at: &str, channel: &[u8]) -> (usize, usize) {
+        let ours = self.links().get(at).is_some_and(|l| *l.ready.borrow());
+        let ls: Vec<Arc<Listener>> = self.listeners().values().cloned().collect();
+        let others = ls.iter().map(|l| l.receivers(at, channel)).sum();
+        (usize::from(ours), others)
     }
 
     /// Hands one event of node `from` to every listener it is owed to.

@@ -15,6 +15,7 @@ use std::sync::Arc;
 use bytes::{Bytes, BytesMut};
 use tokio::sync::oneshot;
 
+use crate::proxy::commands::pubsub::keyfeed::is_fed;
 use crate::proxy::conn::client::ClientState;
 use crate::proxy::conn::error::lost;
 use crate::proxy::conn::pending::Pending;
@@ -60,13 +61,41 @@ async fn gather(waits: Vec<oneshot::Receiver<Bytes>>) -> Result<Vec<Bytes>, Byte
 }
 
 /// PUBLISH / SPUBLISH: the sum of the counts of the nodes that answered.
+/// A PUBLISH to a keyspace notification channel goes to one node: the
+/// keyspace feed hands it to the subscribers placed elsewhere, as it hands
+/// them the node's own events (broadcast, each would hear it once per node).
 pub(super) async fn publish(proxy: &Arc<Proxy>, client: &ClientState, req: Request) -> Pending {
+    let named = req.args.len() == 3 && eq_ignore_case(&req.args[0], b"publish");
+    if named && is_fed(&req.args[1]) {
+        return publish_key_event(proxy, client, req).await;
+    }
     let waits = broadcast(proxy, client, req.raw).await;
     Pending::Later(Box::pin(async move {
         match gather(waits).await {
             Ok(replies) => sum(&replies),
             Err(e) => e,
         }
+    }))
+}
+
+/// A PUBLISH to a keyspace channel, on the first primary only; its count
+/// is that node's, less the feed's own subscription there, plus the
+/// subscribers the feed hands it to.
+async fn publish_key_event(proxy: &Arc<Proxy>, client: &ClientState, req: Request) -> Pending {
+    let routing = topology::enter(&proxy.routing, std::iter::empty).await;
+    let Some(node) = routing.primaries().next().cloned() else {
+        return Pending::error("ERR no node to publish to");
+    };
+    client.served.on_many(1);
+    let wait = client.upstream_to(&node).send(req.raw).await;
+    let proxy = proxy.clone();
+    Pending::Later(Box::pin(async move {
+        let r = wait.await.unwrap_or_else(|_| lost());
+        let Some(n) = integer(&r) else { return r };
+        let elsewhere = proxy.keyfeed.receivers(&node.spec.addr, &req.args[1]);
+        let mut out = BytesMut::new();
+        encode::integer(&mut out, n - elsewhere.0 as i64 + elsewhere.1 as i64);
+        out.freeze()
     }))
 }
 
