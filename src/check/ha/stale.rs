@@ -30,12 +30,14 @@ pub(super) const KEYS: usize = 4;
 pub(super) const READERS: usize = 4;
 /// `max_lag_bytes` of the steady run, and of the paused one.
 const SMALL_LAG: u64 = 4_096;
-const PAUSE_LAG: u64 = 65_536;
+const PAUSE_LAG: u64 = 16_384;
 /// Load of the steady run; before the pause, the pause, after it.
 const STEADY: Duration = Duration::from_millis(2_000);
 const BEFORE: Duration = Duration::from_millis(700);
 const PAUSE: Duration = Duration::from_millis(1_000);
 const AFTER: Duration = Duration::from_millis(1_000);
+/// While the replica is stopped, a read on a fresh connection this often.
+const SAMPLE_EVERY: Duration = Duration::from_millis(10);
 /// The probes' interval (the default, which the runs keep).
 pub(super) const POLL: Duration = Duration::from_millis(DEFAULT_PROBE_INTERVAL_MS);
 
@@ -44,9 +46,10 @@ pub(crate) struct StaleOut {
     pub name: &'static str,
     pub max_lag_bytes: u64,
     pub figures: Figures,
-    /// Paused run: reads sent to the stopped replica more than [`POLL`]
-    /// after `CLUSTER RING` showed its lag above `max_lag_bytes`.
-    pub after_bound: Option<u64>,
+    /// Paused run: of the reads started more than [`POLL`] after `CLUSTER
+    /// RING` showed the stopped replica's lag above `max_lag_bytes` (and
+    /// before it was continued), those sent to it, and all.
+    pub after_bound: Option<(u64, u64)>,
     /// Other broken promises (the lag never showed above the bound).
     pub broken: u64,
     pub extra: String,
@@ -55,7 +58,8 @@ pub(crate) struct StaleOut {
 impl StaleOut {
     pub(crate) fn violations(&self) -> u64 {
         let f = &self.figures;
-        f.never_written + f.backwards + self.after_bound.unwrap_or(0) + self.broken
+        let after = self.after_bound.map_or(0, |(sent, _)| sent);
+        f.never_written + f.backwards + after + self.broken
     }
 
     pub(crate) const HEADER: &'static str = "| scenario | max_lag_bytes | reads | refused | failed | stale | stale % | max behind, versions | max behind, ms | max behind, bytes (est.) | never written | backwards | paused replica read after the bound | promise | notes |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|";
@@ -63,8 +67,8 @@ impl StaleOut {
     pub(crate) fn line(&self) -> String {
         let f = &self.figures;
         let (after, promise) = match self.after_bound {
-            Some(n) => (
-                n.to_string(),
+            Some((sent, all)) => (
+                format!("{sent} of {all}"),
                 "0 never written, 0 backwards, 0 after the bound",
             ),
             None => ("-".to_string(), "0 never written, 0 backwards"),
@@ -102,7 +106,10 @@ fn config(max_lag: u64, probe_timeout_ms: Option<u64>) -> String {
 }
 
 /// A cluster of one replica a shard, in sync, and the load on node1's keys.
-async fn loaded(kind: NodeKind, extra: &str) -> Result<(HaCluster, Versions), String> {
+async fn loaded(
+    kind: NodeKind,
+    extra: &str,
+) -> Result<(HaCluster, Versions, Vec<String>), String> {
     let shape = Shape {
         shards: SHARDS,
         replicas: 1,
@@ -113,8 +120,9 @@ async fn loaded(kind: NodeKind, extra: &str) -> Result<(HaCluster, Versions), St
     let c = HaCluster::start(kind, &shape)?;
     c.wait_synced(SHARDS, 1).await?;
     let tag = c.tag_on("node1", 0).await?;
-    let load = Versions::start(&c.proxy_addr, &versions::keys(&tag, KEYS), READERS).await?;
-    Ok((c, load))
+    let keys = versions::keys(&tag, KEYS);
+    let load = Versions::start(&c.proxy_addr, &keys, READERS).await?;
+    Ok((c, load, keys))
 }
 
 /// The writes' totals: acknowledged, and per second over `secs`.
@@ -129,7 +137,7 @@ fn writes_note(writes: &[versions::WriterLog], secs: f64, set_bytes: u64) -> Str
 /// The replica in sync, read from for [`STEADY`] under a small
 /// `max_lag_bytes`.
 pub(super) async fn steady(kind: NodeKind) -> Result<StaleOut, String> {
-    let (c, load) = loaded(kind, &config(SMALL_LAG, None)).await?;
+    let (c, load, _) = loaded(kind, &config(SMALL_LAG, None)).await?;
     tokio::time::sleep(STEADY).await;
     let secs = load.now().as_secs_f64();
     let set_bytes = load.set_bytes;
@@ -167,12 +175,19 @@ fn lag_in(ring: &str, addr: &str) -> Option<u64> {
 pub(super) async fn paused(kind: NodeKind) -> Result<StaleOut, String> {
     // The probe outwaits the pause: the detector never calls it suspect.
     let probe_timeout = PAUSE.as_millis() as u64 * 3;
-    let (c, load) = loaded(kind, &config(PAUSE_LAG, Some(probe_timeout))).await?;
+    let (c, load, keys) = loaded(kind, &config(PAUSE_LAG, Some(probe_timeout))).await?;
     tokio::time::sleep(BEFORE).await;
     let replica = c.replicas_of(0, 1)[0].clone();
     let stopped_at = load.now();
     c.signal(&replica, "-STOP")?;
     let guard = Continue(&c, &replica);
+    let samples = tokio::spawn(versions::sample(
+        c.proxy_addr.clone(),
+        keys[0].clone(),
+        SAMPLE_EVERY,
+        stopped_at + PAUSE,
+        load.t0,
+    ));
     let (mut shown, mut peak) = (None, 0);
     while load.now() < stopped_at + PAUSE {
         let lag = lag_in(&c.ring().await?, &replica).unwrap_or(0);
@@ -187,12 +202,16 @@ pub(super) async fn paused(kind: NodeKind) -> Result<StaleOut, String> {
     tokio::time::sleep(AFTER).await;
     let secs = load.now().as_secs_f64();
     let set_bytes = load.set_bytes;
-    let (writes, reads) = load.stop().await?;
+    let (writes, mut reads) = load.stop().await?;
+    let samples = samples.await.map_err(|e| e.to_string())?;
+    let sampled = samples.len();
+    reads.extend(samples);
     drop(c);
     let ms = |d: Duration| format!("{:.0} ms", d.as_secs_f64() * 1000.0);
     let mut extra = format!(
-        "SIGSTOP for {}, probe_timeout_ms = {probe_timeout}: ",
-        ms(PAUSE)
+        "SIGSTOP for {}, probe_timeout_ms = {probe_timeout}, {sampled} more reads on fresh connections (one every {}): ",
+        ms(PAUSE),
+        ms(SAMPLE_EVERY)
     );
     let mut out = StaleOut {
         name: "replica paused (SIGSTOP), lag bound only",
@@ -209,7 +228,7 @@ pub(super) async fn paused(kind: NodeKind) -> Result<StaleOut, String> {
                 at + POLL,
                 continued_at,
             ));
-            let sent = versions::not_refused_between(&reads, stopped_at, at + POLL);
+            let (sent, _) = versions::not_refused_between(&reads, stopped_at, at + POLL);
             extra.push_str(&format!(
                 "lag shown above the bound {} after the stop (peak shown {peak} B); {sent} reads sent to it before the bound",
                 ms(at - stopped_at)

@@ -181,15 +181,7 @@ async fn reader(
     let mut key = first % keys.len();
     while !stop.load(Ordering::Relaxed) {
         let start = t0.elapsed();
-        let outcome = match c.call(&[b"GET", keys[key].as_bytes()]).await {
-            Ok(Reply::Bulk(Some(b))) => std::str::from_utf8(&b)
-                .ok()
-                .and_then(|s| s.parse().ok())
-                .map_or(Outcome::Alien, Outcome::Version),
-            Ok(Reply::Bulk(None)) => Outcome::Nil,
-            Ok(Reply::Error(e)) if e.contains("is in sync") => Outcome::Refused,
-            _ => Outcome::Failed,
-        };
+        let outcome = outcome(c.call(&[b"GET", keys[key].as_bytes()]).await);
         let end = t0.elapsed();
         if outcome == Outcome::Refused {
             // Refused at once: do not spin while no replica is in sync.
@@ -204,6 +196,55 @@ async fn reader(
         key = (key + 1) % keys.len();
     }
     reads
+}
+
+/// Reads of `key` through `proxy`, one started every `every` until
+/// `until` (since `t0`), each on a connection of its own and waited for as
+/// long as it takes (at most 5 s): which reads the proxy refused is then
+/// known at every moment, whatever a stopped member holds up. One list a
+/// read: no two are one client's.
+pub(crate) async fn sample(
+    proxy: String,
+    key: String,
+    every: Duration,
+    until: Duration,
+    t0: Instant,
+) -> Vec<Vec<Read>> {
+    let mut handles = Vec::new();
+    while t0.elapsed() < until {
+        let (proxy, key) = (proxy.clone(), key.clone());
+        handles.push(tokio::spawn(async move {
+            let mut c = Client::new(&proxy, Duration::from_secs(5));
+            let start = t0.elapsed();
+            let outcome = outcome(c.call(&[b"GET", key.as_bytes()]).await);
+            Read {
+                key: 0,
+                start,
+                end: t0.elapsed(),
+                outcome,
+            }
+        }));
+        tokio::time::sleep(every).await;
+    }
+    let mut out = Vec::new();
+    for h in handles {
+        if let Ok(r) = h.await {
+            out.push(vec![r]);
+        }
+    }
+    out
+}
+
+fn outcome(reply: Result<Reply, String>) -> Outcome {
+    match reply {
+        Ok(Reply::Bulk(Some(b))) => std::str::from_utf8(&b)
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .map_or(Outcome::Alien, Outcome::Version),
+        Ok(Reply::Bulk(None)) => Outcome::Nil,
+        Ok(Reply::Error(e)) if e.contains("is in sync") => Outcome::Refused,
+        _ => Outcome::Failed,
+    }
 }
 
 /// What the reads came to.
@@ -303,14 +344,23 @@ pub(crate) fn judge(writes: &[WriterLog], reads: &[Vec<Read>], set_bytes: u64) -
     f
 }
 
-/// Reads that started in `[from, to)` and were not refused: under
-/// `read_from = "replica"`, reads sent to the replica.
-pub(crate) fn not_refused_between(reads: &[Vec<Read>], from: Duration, to: Duration) -> u64 {
-    reads
+/// Of the reads that started in `[from, to)`: those not refused (under
+/// `read_from = "replica"`, sent to the replica), and all.
+pub(crate) fn not_refused_between(
+    reads: &[Vec<Read>],
+    from: Duration,
+    to: Duration,
+) -> (u64, u64) {
+    let within: Vec<&Read> = reads
         .iter()
         .flatten()
-        .filter(|r| r.start >= from && r.start < to && r.outcome != Outcome::Refused)
-        .count() as u64
+        .filter(|r| r.start >= from && r.start < to)
+        .collect();
+    let sent = within
+        .iter()
+        .filter(|r| r.outcome != Outcome::Refused)
+        .count();
+    (sent as u64, within.len() as u64)
 }
 
 /// The first read in `[from, ∞)` that was refused: when.
@@ -412,7 +462,7 @@ mod tests {
         ]];
         let f = judge(&writes(), &reads, 50);
         assert_eq!((f.reads, f.refused, f.failed, f.answered()), (3, 1, 1, 1));
-        assert_eq!(not_refused_between(&reads, ms(12), ms(14)), 1);
+        assert_eq!(not_refused_between(&reads, ms(12), ms(14)), (1, 2));
         assert_eq!(first_refused(&reads, ms(0)), Some(ms(12)));
     }
 
