@@ -16,7 +16,14 @@ use ha::*;
 
 fn check_stale(backend: &str) -> String {
     let out = Command::new(BIN)
-        .args(["check", "--ha", "--scenarios", "stale", "--backend", backend])
+        .args([
+            "check",
+            "--ha",
+            "--scenarios",
+            "stale",
+            "--backend",
+            backend,
+        ])
         .args(["--max-secs", "50"])
         .output_dying()
         .unwrap();

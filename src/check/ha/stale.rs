@@ -21,8 +21,8 @@ use std::time::Duration;
 
 use super::cluster::{HaCluster, Shape};
 use super::versions::{self, Figures, Outcome, Read, Versions};
-use crate::proxy::config::ha::DEFAULT_PROBE_INTERVAL_MS;
 use crate::procs::NodeKind;
+use crate::proxy::config::ha::DEFAULT_PROBE_INTERVAL_MS;
 
 const SHARDS: usize = 3;
 /// Keys overwritten (one writer each) and readers.
@@ -106,10 +106,7 @@ fn config(max_lag: u64, probe_timeout_ms: Option<u64>) -> String {
 }
 
 /// A cluster of one replica a shard, in sync, and the load on node1's keys.
-async fn loaded(
-    kind: NodeKind,
-    extra: &str,
-) -> Result<(HaCluster, Versions, Vec<String>), String> {
+async fn loaded(kind: NodeKind, extra: &str) -> Result<(HaCluster, Versions, Vec<String>), String> {
     let shape = Shape {
         shards: SHARDS,
         replicas: 1,
@@ -242,7 +239,10 @@ pub(super) async fn paused(kind: NodeKind) -> Result<StaleOut, String> {
         }
     }
     if let Some(r) = versions::first_refused(&reads, stopped_at) {
-        extra.push_str(&format!("; first refusal {} after the stop", ms(r - stopped_at)));
+        extra.push_str(&format!(
+            "; first refusal {} after the stop",
+            ms(r - stopped_at)
+        ));
     }
     if let Some(back) = first_answered(&reads, continued_at) {
         extra.push_str(&format!(

@@ -346,11 +346,7 @@ pub(crate) fn judge(writes: &[WriterLog], reads: &[Vec<Read>], set_bytes: u64) -
 
 /// Of the reads that started in `[from, to)`: those not refused (under
 /// `read_from = "replica"`, sent to the replica), and all.
-pub(crate) fn not_refused_between(
-    reads: &[Vec<Read>],
-    from: Duration,
-    to: Duration,
-) -> (u64, u64) {
+pub(crate) fn not_refused_between(reads: &[Vec<Read>], from: Duration, to: Duration) -> (u64, u64) {
     let within: Vec<&Read> = reads
         .iter()
         .flatten()
