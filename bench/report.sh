@@ -20,7 +20,8 @@
 #  10. bench/tls.sh                               SET/GET at P1 and P16: shardis plaintext,
 #                                                 shardis TLS, redis-server's own TLS port
 #  11. shardis check --ha --backend builtin | redis   failover windows (p50, max of 5
-#                                                 runs), writes lost, planned failover, Sentinel
+#                                                 runs), writes lost, planned failover, Sentinel;
+#                                                 stale reads under read_from = "replica"
 #      bench/ha.sh                                the cost of replication: SET P1/P16 with no
 #                                                 replica, write_ack primary and replica
 #  12. shardis check --fleet 3                    three proxies on etcd through join, leave,
@@ -258,6 +259,10 @@ glance() {
         local w
         w="$(grep -m1 '^| kill -9 primary, 2 replicas' "$WORK/ha_$b.out" | awk -F'|' '{gsub(/ /, "", $4); gsub(/ /, "", $5); print "p50 " $4 " ms, max " $5 " ms"}')"
         echo "| failover window, $b, kill -9 of a primary | ${w:-see section 11}; $(grep -m1 '^verdict' "$WORK/ha_$b.out" || echo "exit $(rc ha_$b)") | check --ha |"
+        local s p
+        s="$(grep -m1 '^| small max_lag_bytes' "$WORK/ha_$b.out" | awk -F'|' '{for (i = 2; i <= 14; i++) gsub(/^ +| +$/, "", $i); print "in sync, max_lag_bytes " $3 ": " $7 " stale of " $4 " reads (" $8 " %), at most " $9 " versions, " $10 " ms, " $11 " B (est.) behind"}')"
+        p="$(grep -m1 '^| replica paused' "$WORK/ha_$b.out" | awk -F'|' '{for (i = 2; i <= 14; i++) gsub(/^ +| +$/, "", $i); print "replica paused 1 s, max_lag_bytes " $3 ": " $7 " stale, at most " $9 " versions, " $10 " ms, " $11 " B (est.) behind; read after the bound: " $14}')"
+        echo "| stale reads, $b, read_from = replica | ${s:-see section 11}${p:+; $p} | check --ha |"
     done
     if [ -f "$WORK/fleet_check.rc" ]; then
         echo "| fleet of 3 proxies on etcd, six scenarios | $(grep -m1 'verdict' "$WORK/fleet_check.out" | sed 's/.*verdict/verdict/' || echo "exit $(rc fleet_check)") | check --fleet |"
@@ -423,11 +428,13 @@ glance() {
         echo "**Not run** (--skip-ha)."
     else
         echo "Each scenario on a fresh cluster; the window runs from the first failed request to the"
-        echo "end of the first successful write that started after it."
+        echo "end of the first successful write that started after it. The second table of each"
+        echo "backend: stale reads under \`read_from = \"replica\"\`, with the replica in sync and with"
+        echo "it paused (SIGSTOP) past \`max_lag_bytes\`; bytes behind are an estimate (SETs × their size)."
         echo
         for b in builtin redis; do
             [ -f "$WORK/ha_$b.rc" ] || continue
-            echo "### Failover, $b nodes"
+            echo "### Failover and stale reads, $b nodes"
             echo
             step_status "ha_$b"
             echo

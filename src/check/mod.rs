@@ -117,6 +117,8 @@ pub struct CheckArgs {
     pub fleet: usize,
     /// Under `--fleet`: which scenarios run, comma-separated (addnode,
     /// removenode, kill-leader, stop-follower, etcd-restart, reload-add), or all.
+    /// Under `--ha`: `failover` (the kill and failover scenarios), `stale`
+    /// (stale reads under `read_from = "replica"`), or all.
     #[arg(long, default_value = "all")]
     pub scenarios: String,
 }
@@ -169,7 +171,7 @@ pub fn run(args: &CheckArgs) -> Result<bool, String> {
         }
         .max(1);
         return rt.block_on(async move {
-            tokio::time::timeout_at(deadline.into(), ha::run(backend, runs))
+            tokio::time::timeout_at(deadline.into(), ha::run(backend, runs, &args.scenarios))
                 .await
                 .map_err(|_| "the check exceeded --max-secs".to_string())?
         });

@@ -3,7 +3,8 @@
 //! loopback port), a proxy over them with `[failover]` settings, and the
 //! waits on what its `CLUSTER RING` says. A member can be killed (SIGKILL)
 //! and started again at its address; with `aof`, a redis-server member
-//! keeps an append-only file, so it comes back with its old data.
+//! keeps an append-only file, so it comes back with its old data. A member
+//! can also be stopped (SIGSTOP) and continued.
 //! Everything is killed on drop (see [`crate::procs`]).
 
 use std::time::{Duration, Instant};
@@ -172,6 +173,24 @@ impl HaCluster {
         if let Some(m) = self.members.iter_mut().find(|m| m.addr == addr) {
             m.proc = None;
         }
+    }
+
+    /// Sends `sig` (`-STOP`, `-CONT`) to the member at `addr` with kill(1).
+    pub(crate) fn signal(&self, addr: &str, sig: &str) -> Result<(), String> {
+        let pid = self
+            .members
+            .iter()
+            .find(|m| m.addr == addr)
+            .and_then(|m| m.proc.as_ref())
+            .map(Proc::pid)
+            .ok_or_else(|| format!("no running member {addr}"))?;
+        let ok = std::process::Command::new("kill")
+            .args([sig, &pid.to_string()])
+            .status()
+            .map_err(|e| format!("kill {sig}: {e}"))?
+            .success();
+        ok.then_some(())
+            .ok_or_else(|| format!("kill {sig} {pid} failed"))
     }
 
     /// Starts the killed member at `addr` again, at the same address (with

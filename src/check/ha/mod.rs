@@ -11,16 +11,20 @@
 //! | `CLUSTER FAILOVER` (planned) | no client error, nothing lost; the pause is reported |
 //! | the old primary restarted after a failover | it rejoins as a replica; nothing lost, no delete undone |
 //! | Sentinel mode (redis-server and `redis-sentinel` only) | reported with the Sentinel settings; nothing lost under `write_ack = "replica"` |
+//! | stale reads under `read_from = "replica"`, steady and with a replica paused (`stale.rs`) | reported: stale reads and how far behind; no value never written, no versions backwards, the paused replica not read once its lag shows above `max_lag_bytes` |
 //!
 //! The failover window is the time from the first failed request to the end
 //! of the first successful write that started after it; the kill scenarios
 //! run `--runs` times and report its median and maximum. Prints one
-//! Markdown table; fails (non-zero exit) on any broken promise.
+//! Markdown table (and one for the stale reads); fails (non-zero exit) on
+//! any broken promise. `--scenarios failover` or `stale` runs one group.
 
 mod cluster;
 mod load;
 mod scenarios;
 mod sentinel;
+mod stale;
+mod versions;
 
 use std::time::Duration;
 
@@ -143,9 +147,67 @@ impl Row {
     }
 }
 
-/// Runs every scenario on `kind` nodes, the kill scenarios `runs` times;
-/// `Ok(true)` when every promise held.
-pub(crate) async fn run(kind: NodeKind, runs: usize) -> Result<bool, String> {
+/// The groups of scenarios `--scenarios` picks from.
+const GROUPS: [&str; 2] = ["failover", "stale"];
+
+/// Runs the chosen groups (`all`, or some of [`GROUPS`], comma-separated)
+/// on `kind` nodes, the kill scenarios `runs` times; `Ok(true)` when every
+/// promise held.
+pub(crate) async fn run(kind: NodeKind, runs: usize, groups: &str) -> Result<bool, String> {
+    let chosen: Vec<&str> = match groups {
+        "all" => GROUPS.to_vec(),
+        list => list.split(',').map(str::trim).collect(),
+    };
+    if let Some(bad) = chosen.iter().find(|g| !GROUPS.contains(g)) {
+        return Err(format!(
+            "--scenarios: unknown {bad:?} under --ha; expected all or some of {}",
+            GROUPS.join(",")
+        ));
+    }
+    let mut violations = 0;
+    if chosen.contains(&"failover") {
+        violations += failover(kind, runs).await?;
+    }
+    if chosen.contains(&"stale") {
+        violations += stale_reads(kind).await?;
+    }
+    println!(
+        "verdict: {}",
+        if violations == 0 {
+            "PASS (every promise held)".to_string()
+        } else {
+            format!("FAIL ({violations} broken)")
+        }
+    );
+    Ok(violations == 0)
+}
+
+/// The stale-read runs and their table; the promises broken.
+async fn stale_reads(kind: NodeKind) -> Result<u64, String> {
+    eprintln!("check --ha: stale reads, small max_lag_bytes");
+    let steady = stale::steady(kind).await?;
+    eprintln!("check --ha: stale reads, replica paused");
+    let paused = stale::paused(kind).await?;
+    let rows = [steady, paused];
+    println!(
+        "Stale reads under `read_from = \"replica\"` on {} nodes: three shards of a primary and one replica behind one proxy; {} writers overwrite {} keys of one shard with increasing versions, {} readers GET them, one request at a time. A read is stale when it returns a version older than the newest acknowledged before it started; how far behind: in versions, in ms since the first version it missed was acknowledged, and in bytes of replication stream — an estimate: the SETs to the shard acknowledged meanwhile times one SET's RESP size. The proxy polls offsets every `probe_interval_ms` = {} ms; a paused replica read more than one poll interval after `CLUSTER RING` shows its lag above `max_lag_bytes` breaks the bound.",
+        kind.label(),
+        stale::KEYS,
+        stale::KEYS,
+        stale::READERS,
+        stale::POLL.as_millis(),
+    );
+    println!();
+    println!("{}", stale::StaleOut::HEADER);
+    for r in &rows {
+        println!("{}", r.line());
+    }
+    println!();
+    Ok(rows.iter().map(stale::StaleOut::violations).sum())
+}
+
+/// The failover scenarios and their table; the promises broken.
+async fn failover(kind: NodeKind, runs: usize) -> Result<u64, String> {
     let mut rows: Vec<Row> = Vec::new();
     let mut row = |name: &str, promise: Promise| {
         eprintln!("check --ha: {name}");
@@ -218,13 +280,5 @@ pub(crate) async fn run(kind: NodeKind, runs: usize) -> Result<bool, String> {
             println!("{}: last error: {e}", row.name);
         }
     }
-    println!(
-        "verdict: {}",
-        if violations == 0 {
-            "PASS (every promise held)".to_string()
-        } else {
-            format!("FAIL ({violations} broken)")
-        }
-    );
-    Ok(violations == 0)
+    Ok(violations)
 }
