@@ -79,11 +79,13 @@ pub(crate) fn serve(
             let served = super::streams_read::serve_blocked(x, node, key, proto, now, out)?;
             if served {
                 crate::backend::replication::effects::served(node, op, key, now);
+                crate::backend::notify::after_served(node, op, key, now);
             }
             return Ok(served);
         }
     }
     crate::backend::replication::effects::served(node, op, key, now);
+    crate::backend::notify::after_served(node, op, key, now);
     Ok(true)
 }
 
