@@ -55,10 +55,10 @@ use crate::catalogue::Id;
 use crate::resp::{encode, eq_ignore_case};
 use bytes::{Bytes, BytesMut};
 use std::sync::atomic::Ordering::Relaxed;
-pub(crate) use touch::touch_written;
 pub(crate) use table::{
     lookup, not_served, Command, Run, BLOCKING, COMMANDS, DENYOOM, FAST, READONLY, WRITE,
 };
+pub(crate) use touch::touch_written;
 
 /// Per-connection state.
 #[derive(Debug)]
@@ -403,7 +403,10 @@ pub(crate) fn run(
     now: u64,
 ) -> Next {
     client.last_cmd = cmd.name;
-    let (pre, start) = (crate::backend::notify::before(node, cmd, args, now), out.len());
+    let (pre, start) = (
+        crate::backend::notify::before(node, cmd, args, now),
+        out.len(),
+    );
     let mut ctx = Ctx {
         node,
         client,

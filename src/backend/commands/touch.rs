@@ -42,4 +42,3 @@ pub(crate) fn touch_written(store: &Store, cmd: &Command, args: &[&[u8]], now: u
         i += step;
     }
 }
-

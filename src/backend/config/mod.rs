@@ -388,8 +388,12 @@ impl Settings {
             normalised.push(v);
         }
         let mut values = self.lock();
-        for (i, v) in found.into_iter().zip(normalised) {
+        for ((i, v), (_, raw)) in found.into_iter().zip(normalised).zip(pairs) {
             self.apply(i, &v);
+            if i == NOTIFY {
+                // CONFIG GET hides `n` behind `A`: the flags come from the value set.
+                self.apply(i, &String::from_utf8_lossy(raw));
+            }
             values[i] = v;
         }
         Ok(())

@@ -64,8 +64,7 @@ impl Hooks {
     /// A key removed because its TTL passed: logged, and `expired` raised.
     pub(crate) fn expired(&self, key: &[u8]) {
         self.removed(key);
-        self.notices
-            .raise(super::notices::EXPIRED, "expired", key);
+        self.notices.raise(super::notices::EXPIRED, "expired", key);
     }
 
     /// Takes the removals logged so far, oldest first.

@@ -13,7 +13,7 @@ use super::reply::Reply;
 use super::{ev, Notice};
 use crate::backend::blocking::Op;
 use crate::backend::commands::Command;
-use crate::backend::keyspace::notices::{GENERIC, HASH, LIST, SET, STREAM, STRING, ZSET};
+use crate::backend::keyspace::notices::{GENERIC, HASH, LIST, NEW, SET, STREAM, STRING, ZSET};
 use crate::backend::node::Node;
 use crate::catalogue::Id::*;
 use crate::resp::eq_ignore_case;
@@ -75,7 +75,10 @@ pub(crate) fn derive(
         Incrbyfloat => out.push(ev(STRING, "incrbyfloat", key)),
         Getdel if r.is_some() => out.push(ev(GENERIC, "del", key)),
         Getex if r.is_some() => {
-            if ["ex", "px", "exat", "pxat"].iter().any(|o| has(o.as_bytes())) {
+            if ["ex", "px", "exat", "pxat"]
+                .iter()
+                .any(|o| has(o.as_bytes()))
+            {
                 match exists(node, key, now) {
                     true => out.push(ev(GENERIC, "expire", key)),
                     false => out.push(ev(GENERIC, "del", key)),
@@ -84,7 +87,15 @@ pub(crate) fn derive(
                 out.push(ev(GENERIC, "persist", key));
             }
         }
-        Setbit => out.push(ev(STRING, "setbit", key)),
+        // Only when the key was created or grown, or the bit changed.
+        Setbit => {
+            let grown =
+                crate::resp::parse_i64(args[2]).map_or(true, |o| (o as usize / 8) >= pre.len);
+            let on = args[3] == b"1";
+            if pre.exists.first() != Some(&true) || grown || (n == 1) != on {
+                out.push(ev(STRING, "setbit", key));
+            }
+        }
         Bitfield if bitfield_changed(args, &r) => out.push(ev(STRING, "setbit", key)),
         Bitop => store(&mut out, STRING, "set", args[2], n > 0, pre),
         Pfadd if n == 1 => out.push(ev(STRING, "pfadd", key)),
@@ -105,11 +116,19 @@ pub(crate) fn derive(
         },
         Persist if n == 1 => out.push(ev(GENERIC, "persist", key)),
         Rename | Renamenx if args[1] != args[2] && (n == 1 || r.is_some() && cmd.id == Rename) => {
+            // `dbAdd` of the destination, even over a key it deleted.
+            out.push(ev(NEW, "new", args[2]));
             out.push(ev(GENERIC, "rename_from", key));
             out.push(ev(GENERIC, "rename_to", args[2]));
         }
-        Copy if n == 1 => out.push(ev(GENERIC, "copy_to", args[2])),
-        Restore => out.push(ev(GENERIC, "restore", key)),
+        Copy if n == 1 => {
+            out.push(ev(NEW, "new", args[2]));
+            out.push(ev(GENERIC, "copy_to", args[2]));
+        }
+        Restore => {
+            out.push(ev(NEW, "new", key));
+            out.push(ev(GENERIC, "restore", key));
+        }
         Sort => {
             if let Some(d) = store_dest(args, 2) {
                 store(&mut out, LIST, "sortstore", d, n > 0, pre);
@@ -155,7 +174,15 @@ pub(crate) fn derive(
         Rpoplpush if r.is_some() => moved(node, &mut out, key, args[2], false, true, now),
         Lmove if r.is_some() => {
             let left = |a: &[u8]| eq_ignore_case(a, b"left");
-            moved(node, &mut out, key, args[2], left(args[3]), left(args[4]), now);
+            moved(
+                node,
+                &mut out,
+                key,
+                args[2],
+                left(args[3]),
+                left(args[4]),
+                now,
+            );
         }
         Lmpop | Zmpop if r.is_some() => {
             let items = r.items();
@@ -218,7 +245,11 @@ pub(crate) fn derive(
             gone(&mut out, key);
         }
         Zpopmin | Zpopmax if r.is_some() => {
-            let name = if cmd.id == Zpopmin { "zpopmin" } else { "zpopmax" };
+            let name = if cmd.id == Zpopmin {
+                "zpopmin"
+            } else {
+                "zpopmax"
+            };
             out.push(ev(ZSET, name, key));
             gone(&mut out, key);
         }
@@ -244,6 +275,15 @@ pub(crate) fn derive(
         Xtrim if n > 0 => out.push(ev(STREAM, "xtrim", key)),
         Xdel if n > 0 => out.push(ev(STREAM, "xdel", key)),
         Xsetid => out.push(ev(STREAM, "xsetid", key)),
+        Xreadgroup | Xclaim | Xautoclaim => {
+            // XREADGROUP GROUP g c …, XCLAIM key g c …: the same places.
+            let (g, c) = (args[2], args[3]);
+            for k in &pre.no_consumer {
+                if super::pre::has_consumer(node, k, g, c, now) == Some(true) {
+                    out.push(ev(STREAM, "xgroup-createconsumer", k));
+                }
+            }
+        }
         Xgroup if args.len() > 2 => {
             let sub = args[1];
             let key = args[2];
@@ -252,7 +292,7 @@ pub(crate) fn derive(
                 ("setid", "xgroup-setid", true),
                 ("destroy", "xgroup-destroy", n == 1),
                 ("createconsumer", "xgroup-createconsumer", n == 1),
-                ("delconsumer", "xgroup-delconsumer", true),
+                ("delconsumer", "xgroup-delconsumer", pre.member),
             ]
             .into_iter()
             .find(|(s, _, _)| eq_ignore_case(sub, s.as_bytes()));
@@ -267,7 +307,14 @@ pub(crate) fn derive(
 
 /// A STORE variant: its event when it stored something, else `del` when
 /// it deleted the destination that existed.
-fn store(out: &mut Vec<Notice>, class: u32, name: &'static str, dest: &[u8], stored: bool, pre: &Pre) {
+fn store(
+    out: &mut Vec<Notice>,
+    class: u32,
+    name: &'static str,
+    dest: &[u8],
+    stored: bool,
+    pre: &Pre,
+) {
     if stored {
         out.push(ev(class, name, dest));
     } else if pre.exists.first() == Some(&true) {
@@ -277,7 +324,15 @@ fn store(out: &mut Vec<Notice>, class: u32, name: &'static str, dest: &[u8], sto
 
 /// LMOVE and its kin: the push on `dst`, then the pop on `src` (and its
 /// `del` when emptied), as `lmoveGenericCommand` raises them.
-fn moved(node: &Node, out: &mut Vec<Notice>, src: &[u8], dst: &[u8], from_head: bool, to_head: bool, now: u64) {
+fn moved(
+    node: &Node,
+    out: &mut Vec<Notice>,
+    src: &[u8],
+    dst: &[u8],
+    from_head: bool,
+    to_head: bool,
+    now: u64,
+) {
     out.push(ev(LIST, if to_head { "lpush" } else { "rpush" }, dst));
     out.push(ev(LIST, if from_head { "lpop" } else { "rpop" }, src));
     if !exists(node, src, now) {

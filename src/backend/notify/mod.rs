@@ -130,6 +130,11 @@ fn merge(raised: Vec<Notice>, own: Vec<Notice>) -> Vec<Notice> {
     let mut out = Vec::with_capacity(raised.len() + own.len());
     let mut held = Vec::new();
     for n in raised {
+        let own_new = |o: &Notice| o.class == notices::NEW && o.key == n.key;
+        if n.class == notices::NEW && own.iter().any(own_new) {
+            // The command raises `new` itself (RENAME, COPY, RESTORE).
+            continue;
+        }
         if n.class == notices::NEW && own.iter().any(|o| o.key == n.key) {
             held.push(n);
         } else {

@@ -21,10 +21,41 @@ pub(crate) struct Pre {
     pub(crate) ttl: bool,
     /// ZADD / GEOADD: each member's score before.
     pub(crate) scores: Vec<Option<f64>>,
-    /// SMOVE: whether the destination held the member.
+    /// SMOVE: whether the destination held the member; XGROUP
+    /// DELCONSUMER: whether the consumer existed.
     pub(crate) member: bool,
-    /// XADD: the stream's length.
+    /// XADD: the stream's length; SETBIT: the string's.
     pub(crate) len: usize,
+    /// XREADGROUP, XCLAIM, XAUTOCLAIM: each stream whose group lacked the
+    /// consumer (it may be created implicitly).
+    pub(crate) no_consumer: Vec<Vec<u8>>,
+}
+
+/// Whether `group` of the stream at `key` has `consumer`; `None` when
+/// there is no such stream or group.
+pub(crate) fn has_consumer(
+    node: &Node,
+    key: &[u8],
+    group: &[u8],
+    consumer: &[u8],
+    now: u64,
+) -> Option<bool> {
+    peek(node, key, now, |e| match e.coll() {
+        Some(Coll::Stream(s)) => s
+            .groups
+            .get(group)
+            .map(|g| g.consumers.contains_key(consumer)),
+        _ => None,
+    })
+    .flatten()
+}
+
+/// XREADGROUP's group, consumer and stream keys.
+pub(crate) fn readgroup_keys<'a>(args: &[&'a [u8]]) -> Option<(&'a [u8], &'a [u8], Vec<&'a [u8]>)> {
+    let at = args.iter().position(|a| eq_ignore_case(a, b"streams"))?;
+    let rest = &args[at + 1..];
+    let keys = rest[..rest.len() / 2].to_vec();
+    Some((args.get(2)?, args.get(3)?, keys))
 }
 
 /// Reads `key`'s live entry with `f`.
@@ -99,12 +130,17 @@ pub(crate) fn capture(node: &Node, cmd: &Command, args: &[&[u8]], now: u64) -> P
                 pre.exists.push(exists(node, k, now));
             }
         }
-        Ltrim | Sinterstore | Sunionstore | Sdiffstore | Zunionstore | Zinterstore
-        | Zdiffstore | Zrangestore | Geosearchstore => dest(Some(key)),
+        Ltrim | Sinterstore | Sunionstore | Sdiffstore | Zunionstore | Zinterstore | Zdiffstore
+        | Zrangestore | Geosearchstore => dest(Some(key)),
         Bitop => dest(args.get(2).copied()),
         Sort => dest(store_dest(args, 2)),
         Georadius => dest(store_dest(args, 6)),
         Georadiusbymember => dest(store_dest(args, 5)),
+        Setbit => {
+            let len = peek(node, key, now, |e| e.is_string().then(|| e.value().len()));
+            pre.exists.push(len.is_some());
+            pre.len = len.flatten().unwrap_or(0);
+        }
         Getex => pre.ttl = peek(node, key, now, |e| e.expire_at != 0).unwrap_or(false),
         Zadd => pre.scores = scores(node, key, &members(args, false), now),
         Geoadd => pre.scores = scores(node, key, &members(args, true), now),
@@ -114,6 +150,23 @@ pub(crate) fn capture(node: &Node, cmd: &Command, args: &[&[u8]], now: u64) -> P
                 _ => false,
             })
             .unwrap_or(false)
+        }
+        Xreadgroup => {
+            if let Some((g, c, keys)) = readgroup_keys(args) {
+                for k in keys {
+                    if has_consumer(node, k, g, c, now) == Some(false) {
+                        pre.no_consumer.push(k.to_vec());
+                    }
+                }
+            }
+        }
+        Xclaim | Xautoclaim if args.len() > 3 => {
+            if has_consumer(node, key, args[2], args[3], now) == Some(false) {
+                pre.no_consumer.push(key.to_vec());
+            }
+        }
+        Xgroup if args.len() > 4 && eq_ignore_case(args[1], b"delconsumer") => {
+            pre.member = has_consumer(node, args[2], args[3], args[4], now) == Some(true);
         }
         Xadd => {
             pre.len = peek(node, key, now, |e| match e.coll() {
