@@ -22,6 +22,7 @@ use crate::backend::blocking::Op;
 use crate::backend::commands::Command;
 use crate::backend::keyspace::notices::{self, Notice};
 use crate::backend::node::Node;
+use crate::backend::value::stream::XReadOp;
 pub(crate) use pre::Pre;
 
 /// The flag characters in the order Redis shows them (after `A`).
@@ -121,6 +122,29 @@ pub(crate) fn after_served(node: &Node, op: &Op, key: &[u8], now: u64) {
     let raised = node.store.hooks.notices.take();
     let own = events::served_op(node, op, key, now);
     publish_all(node, merge(raised, own), now);
+}
+
+/// Whether a blocked XREADGROUP served from `key` is about to create its
+/// consumer (false while notifications are off).
+pub(crate) fn lacks_consumer(node: &Node, x: &XReadOp, key: &[u8], now: u64) -> bool {
+    if node.store.hooks.notices.flags() == 0 {
+        return false;
+    }
+    x.group
+        .as_ref()
+        .is_some_and(|(g, c, _)| pre::has_consumer(node, key, g, c, now) == Some(false))
+}
+
+/// Raises `xgroup-createconsumer` when serving created the consumer
+/// [`lacks_consumer`] found missing.
+pub(crate) fn consumer_created(node: &Node, fresh: bool, x: &XReadOp, key: &[u8], now: u64) {
+    let Some((g, c, _)) = x.group.as_ref().filter(|_| fresh) else {
+        return;
+    };
+    if pre::has_consumer(node, key, g, c, now) == Some(true) {
+        let n = &node.store.hooks.notices;
+        n.raise(notices::STREAM, "xgroup-createconsumer", key);
+    }
 }
 
 /// Redis raises `new` inside the command, just before the command's own
