@@ -46,7 +46,7 @@ pub(crate) fn derive(
         Set => {
             let (nx, xx) = (has(b"nx"), has(b"xx"));
             let set = if has(b"get") {
-                !(nx && r.is_some()) && !(xx && !r.is_some())
+                !(nx && r.is_some() || xx && !r.is_some())
             } else {
                 matches!(r, Reply::Status(_))
             };
@@ -89,8 +89,7 @@ pub(crate) fn derive(
         }
         // Only when the key was created or grown, or the bit changed.
         Setbit => {
-            let grown =
-                crate::resp::parse_i64(args[2]).map_or(true, |o| (o as usize / 8) >= pre.len);
+            let grown = crate::resp::parse_i64(args[2]).is_none_or(|o| (o as usize / 8) >= pre.len);
             let on = args[3] == b"1";
             if pre.exists.first() != Some(&true) || grown || (n == 1) != on {
                 out.push(ev(STRING, "setbit", key));
@@ -143,16 +142,17 @@ pub(crate) fn derive(
         }
         Hincrby => out.push(ev(HASH, "hincrby", key)),
         Hincrbyfloat => out.push(ev(HASH, "hincrbyfloat", key)),
-        Hexpire | Hpexpire | Hexpireat | Hpexpireat | Hpersist => {
-            if r.items().iter().any(|i| matches!(i, Reply::Int(1 | 2))) {
-                let name = if cmd.id == Hpersist {
-                    "hpersist"
-                } else {
-                    "hexpire"
-                };
-                out.push(ev(HASH, name, key));
-                gone(&mut out, key);
-            }
+        // Redis 7.4's field TTLs, with its names.
+        Hexpire | Hpexpire | Hexpireat | Hpexpireat | Hpersist
+            if r.items().iter().any(|i| matches!(i, Reply::Int(1 | 2))) =>
+        {
+            let name = if cmd.id == Hpersist {
+                "hpersist"
+            } else {
+                "hexpire"
+            };
+            out.push(ev(HASH, name, key));
+            gone(&mut out, key);
         }
         // Lists.
         Lpush | Lpushx if n > 0 => out.push(ev(LIST, "lpush", key)),

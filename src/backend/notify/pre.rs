@@ -50,8 +50,11 @@ pub(crate) fn has_consumer(
     .flatten()
 }
 
+/// A group, a consumer and stream keys.
+type GroupKeys<'a> = (&'a [u8], &'a [u8], Vec<&'a [u8]>);
+
 /// XREADGROUP's group, consumer and stream keys.
-pub(crate) fn readgroup_keys<'a>(args: &[&'a [u8]]) -> Option<(&'a [u8], &'a [u8], Vec<&'a [u8]>)> {
+pub(crate) fn readgroup_keys<'a>(args: &[&'a [u8]]) -> Option<GroupKeys<'a>> {
     let at = args.iter().position(|a| eq_ignore_case(a, b"streams"))?;
     let rest = &args[at + 1..];
     let keys = rest[..rest.len() / 2].to_vec();
@@ -160,10 +163,10 @@ pub(crate) fn capture(node: &Node, cmd: &Command, args: &[&[u8]], now: u64) -> P
                 }
             }
         }
-        Xclaim | Xautoclaim if args.len() > 3 => {
-            if has_consumer(node, key, args[2], args[3], now) == Some(false) {
-                pre.no_consumer.push(key.to_vec());
-            }
+        Xclaim | Xautoclaim
+            if args.len() > 3 && has_consumer(node, key, args[2], args[3], now) == Some(false) =>
+        {
+            pre.no_consumer.push(key.to_vec());
         }
         Xgroup if args.len() > 4 && eq_ignore_case(args[1], b"delconsumer") => {
             pre.member = has_consumer(node, args[2], args[3], args[4], now) == Some(true);
