@@ -276,3 +276,21 @@ fn new_key_test() {
         &[("__keyevent@0__:new", "foo"), ("__keyevent@0__:new", "bar")],
     );
 }
+
+/// Not in pubsub.tcl: MIGRATE raises `del` on the source for each key it
+/// moved away, as Redis's cluster.c does.
+#[test]
+fn migrate_raises_del_on_the_source() {
+    let (_n, mut r, mut rd1) = setup("KEg");
+    let target = start_node(free_port());
+    r.call(&["SET", "foo", "bar"]);
+    let port = target.port.to_string();
+    r.check(
+        &["MIGRATE", "127.0.0.1", &port, "foo", "0", "5000"],
+        "+OK\r\n",
+    );
+    expect(
+        &mut rd1,
+        &[("__keyspace@0__:foo", "del"), ("__keyevent@0__:del", "foo")],
+    );
+}

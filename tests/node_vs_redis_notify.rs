@@ -250,6 +250,9 @@ const CORPUS: &[&str] = &[
     // RESTORE of a DUMP taken on the same server.
     "SET d1 hello",
     "@dump d1 d2",
+    "@dump d1 d3",
+    "@dump-past d1 d2",
+    "@dump-past d1 d4",
     // Transactions and scripts run their commands' events.
     "MULTI",
     "SET tx1 a",
@@ -289,6 +292,20 @@ fn transcript(port: u16, mask: &str) -> (Vec<String>, Vec<String>) {
             "@sleep" => sleep(Duration::from_millis(a[1].parse().unwrap())),
             "@block" => third.send(&a[1..].iter().map(|s| s.as_bytes()).collect::<Vec<_>>()),
             "@served" => replies.push(text(&third.reply())),
+            "@dump-past" => {
+                // RESTORE with an absolute TTL already past stores nothing.
+                let dump = cmd.call_bytes(&[b"DUMP", a[1].as_bytes()]);
+                let payload = bulk_body(&dump);
+                let args: [&[u8]; 6] = [
+                    b"RESTORE",
+                    a[2].as_bytes(),
+                    b"1",
+                    &payload,
+                    b"REPLACE",
+                    b"ABSTTL",
+                ];
+                replies.push(text(&cmd.call_bytes(&args)));
+            }
             "@dump" => {
                 let dump = cmd.call_bytes(&[b"DUMP", a[1].as_bytes()]);
                 let payload = bulk_body(&dump);

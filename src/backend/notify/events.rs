@@ -124,6 +124,8 @@ pub(crate) fn derive(
             out.push(ev(NEW, "new", args[2]));
             out.push(ev(GENERIC, "copy_to", args[2]));
         }
+        // A TTL already past stores nothing: `del` if REPLACE removed a key.
+        Restore if !exists(node, key, now) => store(&mut out, GENERIC, "del", key, false, pre),
         Restore => {
             out.push(ev(NEW, "new", key));
             out.push(ev(GENERIC, "restore", key));

@@ -133,8 +133,8 @@ pub(crate) fn capture(node: &Node, cmd: &Command, args: &[&[u8]], now: u64) -> P
                 pre.exists.push(exists(node, k, now));
             }
         }
-        Ltrim | Sinterstore | Sunionstore | Sdiffstore | Zunionstore | Zinterstore | Zdiffstore
-        | Zrangestore | Geosearchstore => dest(Some(key)),
+        Ltrim | Restore | Sinterstore | Sunionstore | Sdiffstore | Zunionstore | Zinterstore
+        | Zdiffstore | Zrangestore | Geosearchstore => dest(Some(key)),
         Bitop => dest(args.get(2).copied()),
         Sort => dest(store_dest(args, 2)),
         Georadius => dest(store_dest(args, 6)),
