@@ -31,6 +31,7 @@ mod config;
 mod error;
 mod keyspace;
 mod node;
+mod notify;
 mod pubsub;
 mod replication;
 mod scripting;

@@ -76,14 +76,18 @@ pub(crate) fn serve(
             reply_key_and_pairs(out, key, &p, proto);
         }
         Op::XRead(x) => {
+            let fresh = crate::backend::notify::lacks_consumer(node, x, key, now);
             let served = super::streams_read::serve_blocked(x, node, key, proto, now, out)?;
             if served {
                 crate::backend::replication::effects::served(node, op, key, now);
+                crate::backend::notify::consumer_created(node, fresh, x, key, now);
+                crate::backend::notify::after_served(node, op, key, now);
             }
             return Ok(served);
         }
     }
     crate::backend::replication::effects::served(node, op, key, now);
+    crate::backend::notify::after_served(node, op, key, now);
     Ok(true)
 }
 

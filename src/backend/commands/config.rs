@@ -44,6 +44,8 @@ pub(crate) fn config(ctx: &mut Ctx, args: &[&[u8]]) -> CmdResult {
             SetError::FailedOwned(name, why) => set_failed(&name, &why),
         })?;
         ctx.node.sync_lfu();
+        let notify = ctx.node.settings.notify_flags.load(Relaxed);
+        ctx.node.store.hooks.notices.set_flags(notify);
         ctx.node.repl.refresh(&ctx.node.settings);
         // Like Redis, lowering the limit evicts at once (best effort: a
         // policy that cannot evict leaves writes refused with OOM).

@@ -410,9 +410,12 @@ fn delete_if_unchanged(node: &Node, sent: &Sent) -> bool {
         let old = s.remove(sent.hash, &sent.key);
         // A replica learns of the move as a DEL.
         store.hooks.removed(&sent.key);
+        use crate::backend::keyspace::notices::GENERIC;
+        store.hooks.notices.raise(GENERIC, "del", &sent.key);
         drop(s);
         drop(old);
         crate::backend::replication::flush_removed(node);
+        crate::backend::notify::flush(node, now_ms());
     }
     current != Some(false)
 }

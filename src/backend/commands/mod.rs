@@ -41,6 +41,7 @@ mod streams_read;
 mod strings;
 mod table;
 pub(crate) mod timeout;
+mod touch;
 pub(crate) mod util;
 mod zrange;
 mod zsets;
@@ -48,7 +49,6 @@ mod zstore;
 
 use super::error::CmdError;
 use super::keyspace::clock::now_ms;
-use super::keyspace::store::Store;
 use super::node::Node;
 use super::replication;
 use crate::catalogue::Id;
@@ -58,6 +58,7 @@ use std::sync::atomic::Ordering::Relaxed;
 pub(crate) use table::{
     lookup, not_served, Command, Run, BLOCKING, COMMANDS, DENYOOM, FAST, READONLY, WRITE,
 };
+pub(crate) use touch::touch_written;
 
 /// Per-connection state.
 #[derive(Debug)]
@@ -402,6 +403,10 @@ pub(crate) fn run(
     now: u64,
 ) -> Next {
     client.last_cmd = cmd.name;
+    let (pre, start) = (
+        crate::backend::notify::before(node, cmd, args, now),
+        out.len(),
+    );
     let mut ctx = Ctx {
         node,
         client,
@@ -418,6 +423,9 @@ pub(crate) fn run(
         e.write(ctx.out);
         Next::Done
     });
+    if let Some(pre) = pre {
+        crate::backend::notify::after(node, cmd, args, &ctx.out[start..], pre, now);
+    }
     if cmd.flags & WRITE != 0 {
         touch_written(&node.store, cmd, args, now);
         if done && !matches!(cmd.name, "setbit" | "bitfield") {
@@ -455,44 +463,6 @@ pub(crate) fn parse_f64(b: &[u8]) -> Result<f64, CmdError> {
     match s.parse::<f64>() {
         Ok(v) if !v.is_nan() => Ok(v),
         _ => Err(CmdError::NotFloat),
-    }
-}
-
-/// Touches, for WATCH, every key a write command names (after it ran, so
-/// a watch taken before the change cannot miss it). Conservative: a write
-/// command that left its key unchanged (SADD of a present member, an error)
-/// touches it too. Removals and creations are also touched by the store.
-pub(crate) fn touch_written(store: &Store, cmd: &Command, args: &[&[u8]], now: u64) {
-    if store.counters.watching.load(Relaxed) == 0 {
-        return;
-    }
-    if cmd.name == "smove" {
-        // Touches what it changed itself: the destination only when the
-        // member was added there.
-        return;
-    }
-    if matches!(cmd.name, "lmpop" | "zmpop") {
-        // numkeys key [key ...] …
-        let n = args
-            .get(1)
-            .and_then(|a| crate::resp::parse_i64(a))
-            .unwrap_or(0)
-            .clamp(0, args.len() as i64) as usize;
-        for key in args.iter().skip(2).take(n) {
-            store.touch(key, now);
-        }
-        return;
-    }
-    let (first, last, step) = cmd.key_range();
-    if first <= 0 || step <= 0 {
-        return;
-    }
-    let n = args.len() as i32;
-    let last = if last < 0 { n + last } else { last.min(n - 1) };
-    let mut i = first;
-    while i <= last && i < n {
-        store.touch(args[i as usize], now);
-        i += step;
     }
 }
 

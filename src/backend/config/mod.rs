@@ -16,7 +16,7 @@ use crate::backend::keyspace::policy::{Policy, POLICY_NAMES};
 use crate::backend::pubsub::limits;
 use crate::backend::pubsub::mailbox::Limits;
 use memory::parse_memory;
-use std::sync::atomic::{AtomicU64, AtomicU8, Ordering::Relaxed};
+use std::sync::atomic::{AtomicU32, AtomicU64, AtomicU8, Ordering::Relaxed};
 use std::sync::Mutex;
 
 /// How a parameter's value is checked and normalised.
@@ -37,6 +37,8 @@ enum Kind {
     /// `client-output-buffer-limit`: class groups merged into the current
     /// value (`pubsub/limits.rs`).
     OutputBufferLimit,
+    /// `notify-keyspace-events`: Redis's class characters (`notify/`).
+    Notify,
 }
 
 struct Param {
@@ -106,6 +108,7 @@ static PARAMS: &[Param] = &[
         Kind::Int(0, INT_MAX),
         "10",
     ),
+    p("notify-keyspace-events", Kind::Notify, ""),
     // Read where they act: how long a script runs before other clients
     // are answered -BUSY.
     pa(
@@ -203,6 +206,7 @@ const LFU_DECAY: usize = 6;
 const OUTPUT_BUFFER: usize = 7;
 const MIN_REPLICAS: usize = 8;
 const MIN_REPLICAS_LAG: usize = 9;
+const NOTIFY: usize = 10;
 
 /// The node's parameters.
 pub(crate) struct Settings {
@@ -225,6 +229,8 @@ pub(crate) struct Settings {
     /// `min-replicas-to-write` and `min-replicas-max-lag` (seconds): read
     /// by every write, so kept out of the mutex.
     pub(crate) min_replicas: [AtomicU64; 2],
+    /// `notify-keyspace-events` as bits; the keyspace holds the live copy.
+    pub(crate) notify_flags: AtomicU32,
     /// Every parameter's current text, indexed like `PARAMS`. A std mutex:
     /// held only to read or replace strings, never across an `.await`.
     values: Mutex<Vec<String>>,
@@ -260,6 +266,7 @@ impl Settings {
             lfu_decay_time: AtomicU64::new(1),
             pubsub_limits: Default::default(),
             min_replicas: Default::default(),
+            notify_flags: AtomicU32::new(0),
             values: Mutex::new(Vec::new()),
         };
         for (i, v) in values.iter().enumerate() {
@@ -381,8 +388,12 @@ impl Settings {
             normalised.push(v);
         }
         let mut values = self.lock();
-        for (i, v) in found.into_iter().zip(normalised) {
+        for ((i, v), (_, raw)) in found.into_iter().zip(normalised).zip(pairs) {
             self.apply(i, &v);
+            if i == NOTIFY {
+                // CONFIG GET hides `n` behind `A`: the flags come from the value set.
+                self.apply(i, &String::from_utf8_lossy(raw));
+            }
             values[i] = v;
         }
         Ok(())
@@ -404,6 +415,10 @@ impl Settings {
             LFU_DECAY => self.lfu_decay_time.store(n(), Relaxed),
             MIN_REPLICAS => self.min_replicas[0].store(n(), Relaxed),
             MIN_REPLICAS_LAG => self.min_replicas[1].store(n(), Relaxed),
+            NOTIFY => {
+                let f = crate::backend::notify::parse_flags(v.as_bytes()).unwrap_or(0);
+                self.notify_flags.store(f, Relaxed);
+            }
             OUTPUT_BUFFER => {
                 let l = limits::pubsub(v);
                 for (a, v) in self.pubsub_limits.iter().zip([l.hard, l.soft, l.soft_secs]) {
@@ -476,6 +491,7 @@ fn normalise(kind: Kind, value: &[u8], current: &str) -> Result<String, String> 
         Kind::Text => Ok(text.into_owned()),
         Kind::Immutable => Err("can't set immutable config".into()),
         Kind::OutputBufferLimit => limits::merge(current, value),
+        Kind::Notify => crate::backend::notify::normalise(value),
     }
 }
 

@@ -180,6 +180,8 @@ impl Locked<'_> {
         };
         self.forget(&e);
         self.hooks.removed(e.key());
+        let n = &self.hooks.notices;
+        n.raise(super::notices::EVICTED, "evicted", e.key());
         let c = if e.is_expired(self.now) {
             &self.counters.expired_keys
         } else {
@@ -214,7 +216,7 @@ impl Locked<'_> {
                 // SAFETY: `b` is a full bucket of this table.
                 let (e, _) = unsafe { self.shard.table.remove(b) };
                 self.forget(&e);
-                self.hooks.removed(e.key());
+                self.hooks.expired(e.key());
                 self.counters.expired_keys.fetch_add(1, Relaxed);
                 removed += 1;
             }
@@ -235,7 +237,7 @@ impl Locked<'_> {
                 }
                 let (e, _) = unsafe { self.shard.table.remove(b) };
                 self.forget(&e);
-                self.hooks.removed(e.key());
+                self.hooks.expired(e.key());
                 self.counters.expired_keys.fetch_add(1, Relaxed);
                 continue;
             }

@@ -11,6 +11,7 @@ pub(crate) mod dump;
 pub(crate) mod entry;
 pub(crate) mod evict;
 pub(crate) mod lfu;
+pub(crate) mod notices;
 pub(crate) mod policy;
 pub(crate) mod rdb;
 pub(crate) mod ready;

@@ -33,6 +33,8 @@ pub(crate) struct Hooks {
     removed: Mutex<Vec<Box<[u8]>>>,
     /// The snapshot of a full sync in progress.
     pub(crate) snapshot: Snapshot,
+    /// Keyspace notifications the keyspace raises itself.
+    pub(crate) notices: super::notices::Notices,
 }
 
 /// A poisoned lock here only ever guards a plain list: carry on.
@@ -48,6 +50,7 @@ impl Hooks {
             hide_expired: AtomicBool::new(false),
             removed: Mutex::default(),
             snapshot: Snapshot::new(shards),
+            notices: Default::default(),
         }
     }
 
@@ -56,6 +59,12 @@ impl Hooks {
         if self.feeding.load(Ordering::Relaxed) {
             lock(&self.removed).push(key.into());
         }
+    }
+
+    /// A key removed because its TTL passed: logged, and `expired` raised.
+    pub(crate) fn expired(&self, key: &[u8]) {
+        self.removed(key);
+        self.notices.raise(super::notices::EXPIRED, "expired", key);
     }
 
     /// Takes the removals logged so far, oldest first.

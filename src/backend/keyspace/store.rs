@@ -253,7 +253,7 @@ impl Locked<'_> {
             // SAFETY: as above; the bucket is full.
             let (e, _) = unsafe { self.shard.table.remove(bucket) };
             self.forget(&e);
-            self.hooks.removed(e.key());
+            self.hooks.expired(e.key());
             self.counters.expired_keys.fetch_add(1, Relaxed);
             return None;
         }
@@ -339,12 +339,21 @@ impl Locked<'_> {
     /// with its key; returns the old one if it was live.
     pub(crate) fn insert(&mut self, hash: u64, entry: Entry) -> Option<Entry> {
         let old = self.remove(hash, entry.key());
-        self.insert_absent(hash, entry);
+        self.store_entry(hash, entry, old.is_none());
         old
     }
 
     /// Stores `entry`, whose key is known not to be in the table.
-    pub(crate) fn insert_absent(&mut self, hash: u64, mut entry: Entry) {
+    pub(crate) fn insert_absent(&mut self, hash: u64, entry: Entry) {
+        self.store_entry(hash, entry, true);
+    }
+
+    /// Stores `entry`, raising `new` when `is_new` (the key was not live).
+    pub(crate) fn store_entry(&mut self, hash: u64, mut entry: Entry, is_new: bool) {
+        if is_new {
+            let n = &self.hooks.notices;
+            n.raise(super::notices::NEW, "new", entry.key());
+        }
         if self.counters.lfu.is_on() {
             entry.lru = self.counters.lfu.initial(self.now);
         }
@@ -398,6 +407,8 @@ impl Locked<'_> {
             .remove_entry(table_hash(hash), same_key(key))?;
         self.forget(&e);
         if e.is_expired(self.now) {
+            let n = &self.hooks.notices;
+            n.raise(super::notices::EXPIRED, "expired", e.key());
             self.counters.expired_keys.fetch_add(1, Relaxed);
             return None;
         }

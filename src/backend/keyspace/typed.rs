@@ -70,12 +70,15 @@ impl Locked<'_> {
         create: bool,
         f: impl FnOnce(&mut T) -> R,
     ) -> Result<Option<R>, CmdError> {
+        let mut created = false;
         match self.kind_of(hash, key) {
             Some(k) if k != T::KIND => return Err(CmdError::WrongType),
             None if !create => return Ok(None),
             None => {
+                // `new` is raised below, only if `f` left something there.
                 let e = Entry::with_coll(key, T::empty(), 0, self.now);
-                self.insert_absent(hash, e);
+                self.store_entry(hash, e, false);
+                created = true;
             }
             Some(_) => {}
         }
@@ -88,6 +91,9 @@ impl Locked<'_> {
             Some((r, empty)) => {
                 if empty {
                     self.remove(hash, key);
+                } else if created {
+                    let n = &self.hooks.notices;
+                    n.raise(super::notices::NEW, "new", key);
                 }
                 Ok(Some(r))
             }
@@ -98,10 +104,10 @@ impl Locked<'_> {
     /// Stores `coll` at `key` (dropping any old value and TTL), or deletes
     /// the key if `coll` is empty (the STORE variants).
     pub(crate) fn put_coll(&mut self, hash: u64, key: &[u8], coll: Coll, expire_at: u64) {
-        self.remove(hash, key);
+        let old = self.remove(hash, key);
         if !coll.is_empty() {
             let e = Entry::with_coll(key, coll, expire_at, self.now);
-            self.insert_absent(hash, e);
+            self.store_entry(hash, e, old.is_none());
         }
     }
 }

@@ -112,7 +112,9 @@ async fn expire_loop(node: Arc<Node>, mut stop: watch::Receiver<bool>) {
                 {
                     // Not while a script holds the gate: the next tick sweeps.
                     let Some(_shared) = node.try_shared() else { continue };
-                    node.store.expire_tick(now_ms());
+                    let now = now_ms();
+                    node.store.expire_tick(now);
+                    crate::backend::notify::flush(&node, now);
                 }
                 replication::flush_removed(&node);
                 node.memory_peak.fetch_max(node.store.used_memory() as u64, Relaxed);
