@@ -113,10 +113,9 @@ pub(crate) async fn blocked(
     write: bool,
     timed: bool,
 ) -> Pending {
-    let Some(routing) =
-        topology::enter_for(&proxy.routing, || keys.iter(), || client.hung_up()).await
-    else {
-        return Pending::error(crate::proxy::conn::error::HUNG_UP_IN_CUTOVER);
+    let routing = match client.enter_for(&proxy.routing, || keys.iter()).await {
+        Ok(g) => g,
+        Err(p) => return p,
     };
     let node = routing.owner(&keys[0]).clone();
     if keys.iter().any(|k| !Arc::ptr_eq(routing.owner(k), &node)) {

@@ -6,6 +6,7 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
+use arc_swap::ArcSwap;
 use bytes::Bytes;
 use tokio::net::TcpStream;
 
@@ -13,8 +14,10 @@ use crate::proxy::commands::clients::entry::{ClientEntry, ReplyMode};
 use crate::proxy::commands::pubsub::subscriber::Subscriber;
 use crate::proxy::commands::transaction::state::TxState;
 use crate::proxy::conn::budget::ReplyBudget;
+use crate::proxy::conn::error::HUNG_UP_IN_CUTOVER;
+use crate::proxy::conn::pending::Pending;
 use crate::proxy::ops::metrics::ServedCell;
-use crate::proxy::upstream::topology::Node;
+use crate::proxy::upstream::topology::{self, Gate, Node, Routing};
 use crate::proxy::upstream::Upstream;
 use crate::proxy::Proxy;
 
@@ -128,6 +131,23 @@ impl ClientState {
                     std::io::Error::last_os_error().raw_os_error(),
                     Some(libc::ECONNRESET) | Some(libc::ENOTCONN) | Some(libc::EPIPE)
                 ))
+    }
+
+    /// Enters the epoch gate for a request on `keys` (see
+    /// [`topology::enter_for`]); a request that waited out a cutover is
+    /// not sent if the client hung up meanwhile, and is answered
+    /// [`HUNG_UP_IN_CUTOVER`] instead.
+    pub(crate) async fn enter_for<'k, I>(
+        &self,
+        current: &ArcSwap<Routing>,
+        keys: impl Fn() -> I,
+    ) -> Result<Gate, Pending>
+    where
+        I: Iterator<Item = &'k Bytes>,
+    {
+        topology::enter_for(current, keys, || self.hung_up())
+            .await
+            .ok_or_else(|| Pending::error(HUNG_UP_IN_CUTOVER))
     }
 
     /// The connection for a request of this client to `node`: its script

@@ -76,14 +76,12 @@ pub(crate) async fn keyed(
         Ok(p) => p,
         Err(e) => return Pending::error(&e),
     };
-    let Some(routing) = topology::enter_for(
-        &proxy.routing,
-        || positions.iter().map(|&p| &req.args[p]),
-        || client.hung_up(),
-    )
-    .await
-    else {
-        return Pending::error(crate::proxy::conn::error::HUNG_UP_IN_CUTOVER);
+    let routing = match client
+        .enter_for(&proxy.routing, || positions.iter().map(|&p| &req.args[p]))
+        .await
+    {
+        Ok(g) => g,
+        Err(p) => return p,
     };
     let first = routing.ring.locate(&req.args[positions[0]]);
     let node = routing.node(first).clone();
@@ -124,10 +122,12 @@ async fn single_key(
 ) -> Pending {
     let Request { raw, args } = req;
     let key = &args[1];
-    let Some(routing) =
-        topology::enter_for(&proxy.routing, || std::iter::once(key), || client.hung_up()).await
-    else {
-        return Pending::error(crate::proxy::conn::error::HUNG_UP_IN_CUTOVER);
+    let routing = match client
+        .enter_for(&proxy.routing, || std::iter::once(key))
+        .await
+    {
+        Ok(g) => g,
+        Err(p) => return p,
     };
     proxy.ops.hot_keys.sample(key);
     // One branch when the cache is off.

@@ -12,7 +12,7 @@ use crate::proxy::conn::pending::Pending;
 use crate::proxy::policy::Merge;
 use crate::proxy::route::merge::merge_fragments;
 use crate::proxy::route::send::{gather, invalidate_written, moving_writes, send_tracked};
-use crate::proxy::upstream::topology::{self, Node};
+use crate::proxy::upstream::topology::Node;
 use crate::proxy::Proxy;
 use crate::resp::{encode, Request};
 
@@ -30,14 +30,12 @@ pub(crate) async fn split(
     if merge == Merge::AllOk && req.args.len().is_multiple_of(2) {
         return Pending::error(&arity_error(spec));
     }
-    let Some(routing) = topology::enter_for(
-        &proxy.routing,
-        || positions.iter().map(|&p| &req.args[p]),
-        || client.hung_up(),
-    )
-    .await
-    else {
-        return Pending::error(crate::proxy::conn::error::HUNG_UP_IN_CUTOVER);
+    let routing = match client
+        .enter_for(&proxy.routing, || positions.iter().map(|&p| &req.args[p]))
+        .await
+    {
+        Ok(g) => g,
+        Err(p) => return p,
     };
     invalidate_written(proxy, spec, &req.args, &positions);
     // Group keys by owner node (not by ring point), keeping each key's position.

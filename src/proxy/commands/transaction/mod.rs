@@ -244,10 +244,9 @@ async fn exec(proxy: &Arc<Proxy>, client: &mut ClientState) -> Pending {
         return Pending::error(EXECABORT);
     }
     let keys = multi.keys;
-    let Some(routing) =
-        topology::enter_for(&proxy.routing, || keys.iter(), || client.hung_up()).await
-    else {
-        return Pending::error(crate::proxy::conn::error::HUNG_UP_IN_CUTOVER);
+    let routing = match client.enter_for(&proxy.routing, || keys.iter()).await {
+        Ok(g) => g,
+        Err(p) => return p,
     };
     let mut target: Option<Arc<Node>> = None;
     for k in &keys {
