@@ -81,7 +81,15 @@ fn kill_primary_under_writes(write_ack: &str) -> (Writes, Vec<usize>) {
         state_file: &dir.path().join("state.toml"),
         label: &format!("redis-server, write_ack={write_ack}"),
     };
-    shard.kill_under_writes(|| p.kill())
+    let out = shard.kill_under_writes(|| p.kill());
+    // The failover names how far the promoted replica was behind.
+    let last = info_field(&mut connect(proxy.port), "last_failover");
+    eprintln!("{last}");
+    assert!(
+        last.contains("bytes behind the primary's last polled offset"),
+        "{last}"
+    );
+    out
 }
 
 #[test]

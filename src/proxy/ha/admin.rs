@@ -178,6 +178,7 @@ pub(crate) async fn failover(
         }
         promote(proxy, shard, &old, Some(&target))
             .await
+            .map(|(new, _)| new)
             .map_err(|e| format!("ERR {shard} not failed over: {e}"))
     }
     .await;

@@ -71,10 +71,10 @@ pub(crate) async fn primary_down(proxy: &Arc<Proxy>, shard: &str, addr: &str) {
             }
             let t0 = Instant::now();
             match promote(proxy, shard, addr, None).await {
-                Ok(new) => {
+                Ok((new, behind)) => {
                     proxy.ha.failovers.fetch_add(1, Ordering::Relaxed);
                     proxy.ha.note(format!(
-                        "{shard}: primary {addr} down, {new} promoted in {} ms",
+                        "{shard}: primary {addr} down, {new} promoted in {} ms, {behind} bytes behind the primary's last polled offset",
                         t0.elapsed().as_millis()
                     ));
                 }
@@ -91,13 +91,15 @@ pub(crate) async fn primary_down(proxy: &Arc<Proxy>, shard: &str, addr: &str) {
 /// must say master before any request is routed there; the other replicas
 /// are repointed, `old` is kept as a replica (the probes resync it when it
 /// answers again), and the routing snapshot is swapped. Returns the new
-/// primary's address. The caller holds the shard's failover slot.
+/// primary's address and how many bytes of stream it was behind `old`'s
+/// offset as last polled (what an asynchronous write may have lost). The
+/// caller holds the shard's failover slot.
 pub(crate) async fn promote(
     proxy: &Arc<Proxy>,
     shard: &str,
     old: &str,
     only: Option<&str>,
-) -> Result<String, FailoverError> {
+) -> Result<(String, u64), FailoverError> {
     let timeout = Duration::from_millis(proxy.ha.config.probe_timeout_ms.max(200) * 2);
     let replicas = proxy.ha.replicas_of(shard);
     let mut best: Option<(String, u64)> = None;
@@ -120,7 +122,8 @@ pub(crate) async fn promote(
             best = Some((r.clone(), info.offset));
         }
     }
-    let (new, _) = best.ok_or(FailoverError::NoReplica)?;
+    let (new, offset) = best.ok_or(FailoverError::NoReplica)?;
+    let behind = proxy.ha.status(old).offset().saturating_sub(offset);
     let not_promoted = |why: String| FailoverError::NotPromoted {
         addr: new.clone(),
         why,
@@ -155,7 +158,7 @@ pub(crate) async fn promote(
     proxy.ha.set_replicas(shard, rest);
     proxy.ha.forget_node(&new);
     swap_primary(proxy, shard, &new).await?;
-    Ok(new)
+    Ok((new, behind))
 }
 
 /// Routes `shard` to its new primary `addr`: a new ring (the shard keeps its
