@@ -261,7 +261,7 @@ glance() {
         echo "| failover window, $b, kill -9 of a primary | ${w:-see section 11}; $(grep -m1 '^verdict' "$WORK/ha_$b.out" || echo "exit $(rc ha_$b)") | check --ha |"
         local s p
         s="$(grep -m1 '^| small max_lag_bytes' "$WORK/ha_$b.out" | awk -F'|' '{for (i = 2; i <= 14; i++) gsub(/^ +| +$/, "", $i); print "in sync, max_lag_bytes " $3 ": " $7 " stale of " $4 " reads (" $8 " %), at most " $9 " versions, " $10 " ms, " $11 " B (est.) behind"}')"
-        p="$(grep -m1 '^| replica paused' "$WORK/ha_$b.out" | awk -F'|' '{for (i = 2; i <= 14; i++) gsub(/^ +| +$/, "", $i); print "replica paused 1 s, max_lag_bytes " $3 ": " $7 " stale, at most " $9 " versions, " $10 " ms, " $11 " B (est.) behind; read after the bound: " $14}')"
+        p="$(grep -m1 '^| replica paused' "$WORK/ha_$b.out" | awk -F'|' '{for (i = 2; i <= 14; i++) gsub(/^ +| +$/, "", $i); print "replica paused past max_lag_bytes " $3 ": " $7 " stale, at most " $9 " versions, " $10 " ms, " $11 " B (est.) behind; read after the bound: " $14}')"
         echo "| stale reads, $b, read_from = replica | ${s:-see section 11}${p:+; $p} | check --ha |"
     done
     if [ -f "$WORK/fleet_check.rc" ]; then

@@ -9,33 +9,22 @@
 mod common;
 mod ha;
 
-use std::process::Command;
-
 use common::*;
 use ha::*;
 
+/// The failover scenarios (the stale reads have `ha_stale.rs`).
 fn check_ha(backend: &str) -> String {
-    let out = Command::new(BIN)
-        .args([
-            "check",
-            "--ha",
-            "--short",
-            "--runs",
-            "1",
-            "--backend",
-            backend,
-        ])
-        .args(["--max-secs", "300"])
-        .output_dying()
-        .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout).to_string();
-    let err = String::from_utf8_lossy(&out.stderr);
-    eprintln!("{text}");
-    assert!(
-        out.status.success() && text.contains("verdict: PASS"),
-        "{text}\n{err}"
-    );
-    text
+    check_ha_with(&[
+        "--short",
+        "--runs",
+        "1",
+        "--scenarios",
+        "failover",
+        "--backend",
+        backend,
+        "--max-secs",
+        "300",
+    ])
 }
 
 /// The table's row for `scenario`.

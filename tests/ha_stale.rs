@@ -9,32 +9,17 @@
 mod common;
 mod ha;
 
-use std::process::Command;
-
-use common::*;
 use ha::*;
 
 fn check_stale(backend: &str) -> String {
-    let out = Command::new(BIN)
-        .args([
-            "check",
-            "--ha",
-            "--scenarios",
-            "stale",
-            "--backend",
-            backend,
-        ])
-        .args(["--max-secs", "50"])
-        .output_dying()
-        .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout).to_string();
-    let err = String::from_utf8_lossy(&out.stderr);
-    eprintln!("{text}");
-    assert!(
-        out.status.success() && text.contains("verdict: PASS"),
-        "{text}\n{err}"
-    );
-    text
+    check_ha_with(&[
+        "--scenarios",
+        "stale",
+        "--backend",
+        backend,
+        "--max-secs",
+        "50",
+    ])
 }
 
 /// The cells of the table's row for `scenario`, by column name.

@@ -330,3 +330,21 @@ pub fn kill_9(pid: u32) {
         libc::kill(pid as libc::pid_t, libc::SIGKILL);
     }
 }
+
+/// Runs `shardis check --ha` with `args`, prints its table, and returns
+/// it once it exited 0 with a PASS verdict (else fails with its output).
+pub fn check_ha_with(args: &[&str]) -> String {
+    let out = Command::new(BIN)
+        .args(["check", "--ha"])
+        .args(args)
+        .output_dying()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    let err = String::from_utf8_lossy(&out.stderr);
+    eprintln!("{text}");
+    assert!(
+        out.status.success() && text.contains("verdict: PASS"),
+        "{text}\n{err}"
+    );
+    text
+}

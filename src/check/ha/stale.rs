@@ -4,8 +4,10 @@
 //!
 //! - **small `max_lag_bytes`**: the replica in sync, read from steadily;
 //!   the stale reads are those replication's asynchrony allows.
-//! - **replica paused**: node1's replica is stopped (SIGSTOP) for a second,
-//!   then continued. Its probe's `probe_timeout_ms` is set beyond the
+//! - **replica paused**: node1's replica is stopped (SIGSTOP) until its lag
+//!   has shown above the bound for half a second (at least a second, at
+//!   most five, so a slow machine's load still outgrows the bound), then
+//!   continued. Its probe's `probe_timeout_ms` is set beyond the
 //!   pause, so the failure detector keeps it up: only `max_lag_bytes`, on
 //!   the offsets the proxy polls every `probe_interval_ms`, can take it out
 //!   of reads. The checker watches `CLUSTER RING` for the moment its lag
@@ -17,6 +19,8 @@
 //! a key's versions go backwards (each client sticks to one replica).
 //! Called by `mod.rs`, which prints the lines.
 
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use super::cluster::{HaCluster, Shape};
@@ -35,6 +39,10 @@ const PAUSE_LAG: u64 = 16_384;
 const STEADY: Duration = Duration::from_millis(2_000);
 const BEFORE: Duration = Duration::from_millis(700);
 const PAUSE: Duration = Duration::from_millis(1_000);
+/// The pause lasts at least [`PAUSE`], until the lag has shown above the
+/// bound for [`HOLD`], and at most [`PAUSE_MAX`].
+const HOLD: Duration = Duration::from_millis(500);
+const PAUSE_MAX: Duration = Duration::from_millis(5_000);
 const AFTER: Duration = Duration::from_millis(1_000);
 /// While the replica is stopped, a read on a fresh connection this often.
 const SAMPLE_EVERY: Duration = Duration::from_millis(10);
@@ -168,25 +176,30 @@ fn lag_in(ring: &str, addr: &str) -> Option<u64> {
         .and_then(|n| n.parse().ok())
 }
 
-/// node1's replica stopped for [`PAUSE`] under the load, then continued.
+/// node1's replica stopped under the load (see [`HOLD`]), then continued.
 pub(super) async fn paused(kind: NodeKind) -> Result<StaleOut, String> {
     // The probe outwaits the pause: the detector never calls it suspect.
-    let probe_timeout = PAUSE.as_millis() as u64 * 3;
+    let probe_timeout = PAUSE_MAX.as_millis() as u64 * 2;
     let (c, load, keys) = loaded(kind, &config(PAUSE_LAG, Some(probe_timeout))).await?;
     tokio::time::sleep(BEFORE).await;
     let replica = c.replicas_of(0, 1)[0].clone();
     let stopped_at = load.now();
     c.signal(&replica, "-STOP")?;
     let guard = Continue(&c, &replica);
+    let sampling = Arc::new(AtomicBool::new(false));
     let samples = tokio::spawn(versions::sample(
         c.proxy_addr.clone(),
         keys[0].clone(),
         SAMPLE_EVERY,
-        stopped_at + PAUSE,
+        sampling.clone(),
         load.t0,
     ));
     let (mut shown, mut peak) = (None, 0);
-    while load.now() < stopped_at + PAUSE {
+    let held = |now: Duration, shown: Option<Duration>| {
+        now >= stopped_at + PAUSE_MAX
+            || (now >= stopped_at + PAUSE && shown.is_some_and(|s| now >= s + HOLD))
+    };
+    while !held(load.now(), shown) {
         let lag = lag_in(&c.ring().await?, &replica).unwrap_or(0);
         peak = peak.max(lag);
         if shown.is_none() && lag > PAUSE_LAG {
@@ -195,6 +208,7 @@ pub(super) async fn paused(kind: NodeKind) -> Result<StaleOut, String> {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     let continued_at = load.now();
+    sampling.store(true, Ordering::Relaxed);
     drop(guard);
     tokio::time::sleep(AFTER).await;
     let secs = load.now().as_secs_f64();
@@ -207,7 +221,7 @@ pub(super) async fn paused(kind: NodeKind) -> Result<StaleOut, String> {
     let ms = |d: Duration| format!("{:.0} ms", d.as_secs_f64() * 1000.0);
     let mut extra = format!(
         "SIGSTOP for {}, probe_timeout_ms = {probe_timeout}, {sampled} more reads on fresh connections (one every {}): ",
-        ms(PAUSE),
+        ms(continued_at - stopped_at),
         ms(SAMPLE_EVERY)
     );
     let mut out = StaleOut {

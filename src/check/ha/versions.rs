@@ -199,7 +199,7 @@ async fn reader(
 }
 
 /// Reads of `key` through `proxy`, one started every `every` until
-/// `until` (since `t0`), each on a connection of its own and waited for as
+/// `stop` is set, each on a connection of its own and waited for as
 /// long as it takes (at most 5 s): which reads the proxy refused is then
 /// known at every moment, whatever a stopped member holds up. One list a
 /// read: no two are one client's.
@@ -207,11 +207,11 @@ pub(crate) async fn sample(
     proxy: String,
     key: String,
     every: Duration,
-    until: Duration,
+    stop: Arc<AtomicBool>,
     t0: Instant,
 ) -> Vec<Vec<Read>> {
     let mut handles = Vec::new();
-    while t0.elapsed() < until {
+    while !stop.load(Ordering::Relaxed) {
         let (proxy, key) = (proxy.clone(), key.clone());
         handles.push(tokio::spawn(async move {
             let mut c = Client::new(&proxy, Duration::from_secs(5));
