@@ -95,6 +95,18 @@ impl Proc {
     pub(crate) fn pid(&self) -> u32 {
         self.child.id()
     }
+
+    /// Sends `sig` (`-STOP`, `-CONT`, …) with kill(1).
+    pub(crate) fn signal(&self, sig: &str) -> Result<(), String> {
+        let pid = self.pid();
+        let ok = Command::new("kill")
+            .args([sig, &pid.to_string()])
+            .status()
+            .map_err(|e| format!("kill {sig}: {e}"))?
+            .success();
+        ok.then_some(())
+            .ok_or_else(|| format!("kill {sig} {pid} failed"))
+    }
 }
 
 impl Drop for Proc {

@@ -118,26 +118,16 @@ impl CheckCluster {
 
     /// Sends `sig` (`-STOP`, `-CONT`) to a node (`None`: the proxy).
     pub(crate) fn signal(&self, node: Option<&str>, sig: &str) -> Result<(), String> {
-        let pid = match node {
-            None => self.proxy.as_ref().map(|p| p.pid()),
+        let p = match node {
+            None => self.proxy.as_ref(),
             Some(name) => self
                 .nodes
                 .iter()
                 .find(|n| n.name == name)
-                .and_then(|n| n.proc.as_ref())
-                .map(|p| p.pid()),
-        }
-        .ok_or_else(|| format!("no process to signal for {node:?}"))?;
-        let ok = std::process::Command::new("kill")
-            .args([sig, &pid.to_string()])
-            .status()
-            .map_err(|e| format!("kill {sig}: {e}"))?
-            .success();
-        if ok {
-            Ok(())
-        } else {
-            Err(format!("kill {sig} {pid} failed"))
-        }
+                .and_then(|n| n.proc.as_ref()),
+        };
+        p.ok_or_else(|| format!("no process to signal for {node:?}"))?
+            .signal(sig)
     }
 
     /// True while the node's process runs (not killed).

@@ -144,18 +144,6 @@ pub(crate) fn derive(
         }
         Hincrby => out.push(ev(HASH, "hincrby", key)),
         Hincrbyfloat => out.push(ev(HASH, "hincrbyfloat", key)),
-        // Redis 7.4's field TTLs, with its names.
-        Hexpire | Hpexpire | Hexpireat | Hpexpireat | Hpersist
-            if r.items().iter().any(|i| matches!(i, Reply::Int(1 | 2))) =>
-        {
-            let name = if cmd.id == Hpersist {
-                "hpersist"
-            } else {
-                "hexpire"
-            };
-            out.push(ev(HASH, name, key));
-            gone(&mut out, key);
-        }
         // Lists.
         Lpush | Lpushx if n > 0 => out.push(ev(LIST, "lpush", key)),
         Rpush | Rpushx if n > 0 => out.push(ev(LIST, "rpush", key)),

@@ -142,20 +142,11 @@ impl FleetCluster {
 
     /// Sends `sig` (`-STOP`, `-CONT`) to proxy `i`.
     pub(crate) fn signal_proxy(&self, i: usize, sig: &str) -> Result<(), String> {
-        let pid = self.members[i]
+        self.members[i]
             .proc
             .as_ref()
-            .map(|p| p.pid())
-            .ok_or_else(|| format!("proxy {i} is not running"))?;
-        let ok = std::process::Command::new("kill")
-            .args([sig, &pid.to_string()])
-            .status()
-            .map_err(|e| format!("kill {sig}: {e}"))?
-            .success();
-        match ok {
-            true => Ok(()),
-            false => Err(format!("kill {sig} {pid} failed")),
-        }
+            .ok_or_else(|| format!("proxy {i} is not running"))?
+            .signal(sig)
     }
 
     /// Starts one more node (not yet in the ring): its name and address.

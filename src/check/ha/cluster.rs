@@ -177,20 +177,12 @@ impl HaCluster {
 
     /// Sends `sig` (`-STOP`, `-CONT`) to the member at `addr` with kill(1).
     pub(crate) fn signal(&self, addr: &str, sig: &str) -> Result<(), String> {
-        let pid = self
-            .members
+        self.members
             .iter()
             .find(|m| m.addr == addr)
             .and_then(|m| m.proc.as_ref())
-            .map(Proc::pid)
-            .ok_or_else(|| format!("no running member {addr}"))?;
-        let ok = std::process::Command::new("kill")
-            .args([sig, &pid.to_string()])
-            .status()
-            .map_err(|e| format!("kill {sig}: {e}"))?
-            .success();
-        ok.then_some(())
-            .ok_or_else(|| format!("kill {sig} {pid} failed"))
+            .ok_or_else(|| format!("no running member {addr}"))?
+            .signal(sig)
     }
 
     /// Starts the killed member at `addr` again, at the same address (with
