@@ -63,7 +63,8 @@ fn ports_in(text: &str) -> Vec<u16> {
 
 #[test]
 fn demo_tours_join_and_leave_without_losing_keys() {
-    let json = std::env::temp_dir().join(format!("shardis-demo-test-{}.json", std::process::id()));
+    let json = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("shardis-demo-test-{}.json", std::process::id()));
     let (ok, out, err) = run_bounded(
         Command::new(BIN)
             .args(["demo", "--keys", "20000", "--nodes", "10", "--quick"])

@@ -356,7 +356,7 @@ proptest! {
     /// the file's path and names the field (or the line) at fault.
     #[test]
     fn config_errors_name_the_file_and_the_field(text in toml_ish()) {
-        let dir = std::env::temp_dir().join(format!("shardis-fuzz-{}", std::process::id()));
+        let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("shardis-fuzz-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join("fuzz.toml");
         std::fs::write(&path, &text).unwrap();

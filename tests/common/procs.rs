@@ -246,11 +246,11 @@ pub fn redis_args(port: u16) -> Vec<String> {
 
 /// Where a redis-server without persistence keeps what it still writes (a
 /// replica's full sync, a SAVE): a file of its own in the temp directory,
-/// removed first. A shared `dump.rdb` would be loaded by the next server
+/// removed first (under the checkout's `target/tmp`). A shared `dump.rdb` would be loaded by the next server
 /// started in that directory, which would then not start empty.
 pub fn redis_scratch(port: u16) -> Vec<String> {
     let name = format!("shardis-test-{}-{port}.rdb", std::process::id());
-    let dir = std::env::temp_dir();
+    let dir = super::tempdir::scratch();
     let _ = std::fs::remove_file(dir.join(&name));
     vec![
         "--dir".into(),
