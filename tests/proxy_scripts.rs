@@ -220,7 +220,105 @@ fn scripts_are_on_every_node_and_a_node_that_joins_gets_them_and_the_libraries(b
     c.proxy.assert_no_panic();
 }
 
+/// A keyless script runs where the keys its code names as literals live
+/// (`script_keys`), so `EVAL "return redis.call('GET','k')" 0` reads `k`
+/// wherever the ring put it, before and after a node joins; a function's
+/// literal keys are learnt from `FUNCTION LOAD`. Literals on several nodes
+/// are no `-CROSSSLOT`: such a script goes where its body would live.
+fn a_keyless_script_runs_where_its_literal_keys_live(b: Backend) {
+    if !b.is_available() {
+        return;
+    }
+    let c = b.cluster(4);
+    let port = c.proxy.port;
+    let mut conn = Raw::connect(port);
+    let mut admin = c.client();
+    let read = |k: &str| {
+        format!(
+            "if redis.call(\"EXISTS\", \"{k}\") == 1 then return redis.call(\"GET\", \"{k}\") else return 'missing' end"
+        )
+    };
+    let mut lib = String::from("#!lua name=lits\n");
+    for i in 0..40 {
+        let k = format!("key:{i}");
+        conn.check(&["SET", &k, &format!("v{i}"), "EX", "100"], "+OK\r\n");
+        let v = format!("v{i}");
+        let want = format!("${}\r\n{v}\r\n", v.len());
+        conn.check(&["EVAL", &read(&k), "0"], &want);
+        conn.check(&["EVAL_RO", &read(&k), "0"], &want);
+        // A write lands on the key's node: GET finds it there.
+        conn.check(
+            &[
+                "EVAL",
+                &format!("return redis.call('SET', 'w:{i}', 'x')"),
+                "0",
+            ],
+            "+OK\r\n",
+        );
+        conn.check(&["GET", &format!("w:{i}")], "$1\r\nx\r\n");
+        if i % 2 == 0 {
+            lib.push_str(&format!(
+                "redis.register_function{{function_name='f{i}', callback=function() return redis.call('GET', '{k}') end, flags={{'no-writes'}}}}\n"
+            ));
+        } else {
+            lib.push_str(&format!(
+                "redis.register_function('f{i}', function() return redis.call('GET', '{k}') end)\n"
+            ));
+        }
+    }
+    let nodes: std::collections::HashSet<String> = (0..40)
+        .map(|i| keynode(&mut admin, &format!("key:{i}")))
+        .collect();
+    assert_eq!(nodes.len(), 4, "the keys span every node");
+    conn.check(&["FUNCTION", "LOAD", &lib], "$4\r\nlits\r\n");
+    let check_functions = |conn: &mut Raw| {
+        for i in 0..40 {
+            let v = format!("v{i}");
+            let want = format!("${}\r\n{v}\r\n", v.len());
+            let f = format!("f{i}");
+            conn.check(&["FCALL", &f, "0"], &want);
+            if i % 2 == 0 {
+                conn.check(&["FCALL_RO", &f, "0"], &want);
+            }
+        }
+    };
+    check_functions(&mut conn);
+    // Literals on two nodes: the script still runs, on one node.
+    let other = (0..200)
+        .map(|i| format!("o{i}"))
+        .find(|k| keynode(&mut admin, k) != keynode(&mut admin, "key:0"))
+        .unwrap();
+    let two = format!("redis.call('GET', 'key:0'); return redis.call('EXISTS', '{other}')");
+    conn.check(&["EVAL", &two, "0"], ":0\r\n");
+    // Declared keys still decide.
+    let declared = conn.call(&["EVAL", "return redis.call('GET', 'key:0')", "1", &other]);
+    assert!(!declared.starts_with("-CROSSSLOT"), "{declared}");
+    // After a join, the same scripts follow their keys to their new nodes.
+    let extra = b.start();
+    add_node(&mut admin, &extra.addr(), "n5");
+    wait_state_ok(&mut admin, 60);
+    let moved = (0..40)
+        .filter(|i| keynode(&mut admin, &format!("key:{i}")) == "n5")
+        .count();
+    assert!(moved > 0, "some key moved to the new node");
+    for i in 0..40 {
+        let v = format!("v{i}");
+        conn.check(
+            &["EVAL", &read(&format!("key:{i}")), "0"],
+            &format!("${}\r\n{v}\r\n", v.len()),
+        );
+    }
+    check_functions(&mut conn);
+    // FUNCTION FLUSH forgets the functions' keys with the functions.
+    conn.check(&["FUNCTION", "FLUSH"], "+OK\r\n");
+    let again = "#!lua name=again\nredis.register_function('f0', function() return redis.call('GET', 'key:7') end)";
+    conn.check(&["FUNCTION", "LOAD", again], "$5\r\nagain\r\n");
+    conn.check(&["FCALL", "f0", "0"], "$2\r\nv7\r\n");
+    c.proxy.assert_no_panic();
+}
+
 crate::on_both_backends!(
+    a_keyless_script_runs_where_its_literal_keys_live,
     scripts_are_on_every_node_and_a_node_that_joins_gets_them_and_the_libraries,
     a_busy_script_leaves_others_answered_busy_until_script_kill,
     function_stats_names_the_running_function_and_function_kill_stops_it,

@@ -59,6 +59,11 @@ pub(crate) async fn fan_out(
     }
     let loaded = (script == Some(ScriptSub::Load) && req.args.len() == 3)
         .then(|| (proxy.clone(), req.args[2].clone()));
+    let library =
+        function_load(&req).then(|| (proxy.clone(), req.args[req.args.len() - 1].clone()));
+    if is_function_flush(&req) {
+        proxy.scripts.functions.clear();
+    }
     if is_load(&req) {
         for n in &nodes {
             client.lane.claim(n, client.proto);
@@ -91,6 +96,11 @@ pub(crate) async fn fan_out(
         if let Some((proxy, body)) = loaded {
             if replies.iter().all(|r| !is_error(r)) {
                 proxy.scripts.add(&body);
+            }
+        }
+        if let Some((proxy, code)) = library {
+            if replies.iter().all(|r| !is_error(r)) {
+                proxy.scripts.functions.learn(&code);
             }
         }
         if let (Some(routing), Aggregate::Concat) = (&filter, agg) {
@@ -141,6 +151,20 @@ fn is_load(req: &Request) -> bool {
         (script || function) && sub.eq_ignore_ascii_case(b"load")
             || function && sub.eq_ignore_ascii_case(b"restore")
     })
+}
+
+/// `FUNCTION LOAD [REPLACE] code`: its functions' literal keys are kept
+/// (`script_keys`).
+fn function_load(req: &Request) -> bool {
+    (3..=4).contains(&req.args.len())
+        && req.name().eq_ignore_ascii_case(b"function")
+        && req.args[1].eq_ignore_ascii_case(b"load")
+}
+
+fn is_function_flush(req: &Request) -> bool {
+    req.args.len() >= 2
+        && req.name().eq_ignore_ascii_case(b"function")
+        && req.args[1].eq_ignore_ascii_case(b"flush")
 }
 
 fn is_function_stats(req: &Request) -> bool {

@@ -15,8 +15,8 @@ use crate::proxy::conn::client::ClientState;
 use crate::proxy::conn::error::lost;
 use crate::proxy::conn::pending::Pending;
 use crate::proxy::route::hot_cache::{self, Lookup};
-use crate::proxy::route::scripts;
 use crate::proxy::route::send::{invalidate_written, moving_writes, send_tracked};
+use crate::proxy::route::{script_keys, scripts};
 use crate::proxy::upstream::topology::{self};
 use crate::proxy::Proxy;
 use crate::resp::Request;
@@ -50,65 +50,46 @@ pub(crate) async fn keyed(
         // reach a node (XREAD BLOCK would hold the shared upstream).
         Err(_) => matches!(spec.keys, KeySpec::NumKeys { .. }),
     };
-    if keyless {
-        // Any node answers it as Redis would. A keyless script (EVAL …
-        // 0, FCALL f 0) goes where its body, digest or function name would
-        // live as a key: always the same node for the same script, as a
-        // Redis Cluster client sends it to one node of its choice.
-        let by = if is_script(spec.id) && req.args.len() > 1 {
-            &req.args[1]
-        } else {
-            &req.args[0]
-        };
-        let routing = topology::enter(&proxy.routing, std::iter::empty).await;
-        client.served.on(routing.ring.locate(by));
-        let node = routing.owner(by);
-        if is_script(spec.id) {
-            client.lane.claim(node, client.proto);
-            if is_eval(spec.id) && req.args.len() > 1 {
-                scripts::spread_eval(&proxy.scripts, client, &routing, &req.args[1], node).await;
-            }
-        }
-        let rx = client.upstream_to(node).send(req.raw).await;
-        return Pending::One(rx);
-    }
-    let positions = match positions {
-        Ok(p) => p,
-        Err(e) => return Pending::error(&e),
+    // A keyless script runs where the keys its code names as literals
+    // live, when they all live on one node (`script_keys`).
+    let inferred = keyless && is_script(spec.id) && req.args.len() > 1 && positions.is_ok();
+    let keys: Vec<Bytes> = match &positions {
+        Ok(_) if inferred => literal_keys(proxy, spec.id, &req.args[1]),
+        Ok(p) => p.iter().map(|&p| req.args[p].clone()).collect(),
+        Err(e) if !keyless => return Pending::error(e),
+        Err(_) => Vec::new(),
     };
-    let routing = match client
-        .enter_for(&proxy.routing, || positions.iter().map(|&p| &req.args[p]))
-        .await
-    {
+    if keys.is_empty() {
+        let routing = topology::enter(&proxy.routing, std::iter::empty).await;
+        return keyless_send(proxy, client, spec, req, &routing).await;
+    }
+    let routing = match client.enter_for(&proxy.routing, || keys.iter()).await {
         Ok(g) => g,
         Err(p) => return p,
     };
-    let first = routing.ring.locate(&req.args[positions[0]]);
+    let first = routing.ring.locate(&keys[0]);
     let node = routing.node(first).clone();
-    client.served.on(first);
-    proxy.ops.hot_keys.sample(&req.args[positions[0]]);
-    for &p in &positions[1..] {
-        if !Arc::ptr_eq(routing.owner(&req.args[p]), &node) {
+    for k in &keys[1..] {
+        if !Arc::ptr_eq(routing.owner(k), &node) {
+            if inferred {
+                return keyless_send(proxy, client, spec, req, &routing).await;
+            }
             return Pending::error(crate::proxy::conn::error::CROSSSLOT);
         }
     }
+    client.served.on(first);
+    proxy.ops.hot_keys.sample(&keys[0]);
     if is_script(spec.id) {
         client.lane.claim(&node, client.proto);
         if is_eval(spec.id) {
             scripts::spread_eval(&proxy.scripts, client, &routing, &req.args[1], &node).await;
         }
     }
-    invalidate_written(proxy, spec, &req.args, &positions);
-    let track = moving_writes(
-        &routing,
-        spec,
-        positions.iter().map(|&p| req.args[p].clone()),
-    );
+    invalidate_written(proxy, spec, &keys);
+    let track = moving_writes(&routing, spec, keys.iter().cloned());
     let mut rx = send_tracked(proxy, spec, client, &routing, &node, req.raw, track).await;
     if spec.is_write() {
-        rx = proxy
-            .wake
-            .after_write(positions.iter().map(|&p| &req.args[p]), rx);
+        rx = proxy.wake.after_write(keys.iter(), rx);
     }
     Pending::Charged(rx)
 }
@@ -217,6 +198,45 @@ fn on_reply(
         }
         reply
     }))
+}
+
+/// A request with no key to route by: any node answers it as Redis would.
+/// A keyless script (EVAL … 0, FCALL f 0) whose code names no literal keys
+/// on one node goes where its body, digest or function name would live as
+/// a key: always the same node for the same script, as a Redis Cluster
+/// client sends it to one node of its choice.
+async fn keyless_send(
+    proxy: &Arc<Proxy>,
+    client: &mut ClientState,
+    spec: &'static Command,
+    req: Request,
+    routing: &topology::Routing,
+) -> Pending {
+    let by = if is_script(spec.id) && req.args.len() > 1 {
+        &req.args[1]
+    } else {
+        &req.args[0]
+    };
+    client.served.on(routing.ring.locate(by));
+    let node = routing.owner(by);
+    if is_script(spec.id) {
+        client.lane.claim(node, client.proto);
+        if is_eval(spec.id) && req.args.len() > 1 {
+            scripts::spread_eval(&proxy.scripts, client, routing, &req.args[1], node).await;
+        }
+    }
+    let rx = client.upstream_to(node).send(req.raw).await;
+    Pending::One(rx)
+}
+
+/// The keys a keyless script's code names as literals: an EVAL's body, a
+/// function's code as `FUNCTION LOAD` gave it; none for EVALSHA.
+fn literal_keys(proxy: &Proxy, id: Id, script: &[u8]) -> Vec<Bytes> {
+    match id {
+        Id::Eval | Id::EvalRo => script_keys::literal_keys(script),
+        Id::Fcall | Id::FcallRo => proxy.scripts.functions.keys(script),
+        _ => Vec::new(),
+    }
 }
 
 /// EVAL and EVAL_RO: their body is cached by the node that runs it.

@@ -14,6 +14,7 @@ pub(crate) mod hot_cache;
 pub(crate) mod keyed;
 pub mod merge;
 pub(crate) mod scan;
+pub(crate) mod script_keys;
 pub(crate) mod scripts;
 pub(crate) mod send;
 pub(crate) mod split;

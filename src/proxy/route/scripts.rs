@@ -35,6 +35,9 @@ pub(crate) struct ScriptCache {
     /// A std mutex: taken once per EVAL, SCRIPT LOAD or join, never
     /// across `.await`.
     inner: Mutex<Inner>,
+    /// The literal keys of functions loaded through this proxy, by name
+    /// (where a keyless `FCALL` runs: `script_keys`).
+    pub(crate) functions: crate::proxy::route::script_keys::FunctionKeys,
 }
 
 #[derive(Default)]

@@ -60,15 +60,14 @@ pub(crate) async fn send_tracked(
 }
 
 /// Forgets cached GETs of the keys a write is about to change.
-pub(crate) fn invalidate_written(
+pub(crate) fn invalidate_written<'a>(
     proxy: &Proxy,
     spec: &Command,
-    args: &[Bytes],
-    positions: &[usize],
+    keys: impl IntoIterator<Item = &'a Bytes>,
 ) {
     if let (Some(cache), true) = (&proxy.ops.hot_cache, spec.is_write()) {
-        for &p in positions {
-            cache.invalidate(&args[p]);
+        for k in keys {
+            cache.invalidate(k);
         }
     }
 }

@@ -37,7 +37,7 @@ pub(crate) async fn split(
         Ok(g) => g,
         Err(p) => return p,
     };
-    invalidate_written(proxy, spec, &req.args, &positions);
+    invalidate_written(proxy, spec, positions.iter().map(|&p| &req.args[p]));
     // Group keys by owner node (not by ring point), keeping each key's position.
     let mut groups: Vec<(Arc<Node>, Vec<usize>)> = Vec::new();
     for &p in &positions {
