@@ -24,6 +24,7 @@ pub mod procs;
 pub mod proxy;
 pub mod resp;
 pub mod ring;
+pub(crate) mod sha1;
 pub mod sim;
 #[cfg(test)]
 mod test_util;

@@ -222,7 +222,8 @@ fn scripts_are_on_every_node_and_a_node_that_joins_gets_them_and_the_libraries(b
 
 /// A keyless script runs where the keys its code names as literals live
 /// (`script_keys`), so `EVAL "return redis.call('GET','k')" 0` reads `k`
-/// wherever the ring put it, before and after a node joins; a function's
+/// wherever the ring put it, before and after a node joins, and so does
+/// the `EVALSHA` of a body the proxy has seen; a function's
 /// literal keys are learnt from `FUNCTION LOAD`. Literals on several nodes
 /// are no `-CROSSSLOT`: such a script goes where its body would live.
 fn a_keyless_script_runs_where_its_literal_keys_live(b: Backend) {
@@ -246,6 +247,16 @@ fn a_keyless_script_runs_where_its_literal_keys_live(b: Backend) {
         let want = format!("${}\r\n{v}\r\n", v.len());
         conn.check(&["EVAL", &read(&k), "0"], &want);
         conn.check(&["EVAL_RO", &read(&k), "0"], &want);
+        // EVALSHA of a body the proxy has seen runs where its EVAL runs.
+        let loaded = conn.call(&["SCRIPT", "LOAD", &read(&k)]);
+        let sha = loaded.trim_end().rsplit("\r\n").next().unwrap().to_string();
+        conn.check(&["EVALSHA", &sha, "0"], &want);
+        conn.check(&["EVALSHA_RO", &sha.to_uppercase(), "0"], &want);
+        let write = format!("return redis.call('SET', 's:{i}', 'y')");
+        let loaded = conn.call(&["SCRIPT", "LOAD", &write]);
+        let sha = loaded.trim_end().rsplit("\r\n").next().unwrap().to_string();
+        conn.check(&["EVALSHA", &sha, "0"], "+OK\r\n");
+        conn.check(&["GET", &format!("s:{i}")], "$1\r\ny\r\n");
         // A write lands on the key's node: GET finds it there.
         conn.check(
             &[

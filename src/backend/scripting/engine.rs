@@ -120,7 +120,7 @@ impl Engine {
         bridge.set(
             "sha1hex",
             lua.create_function(|lua, s: mlua::LuaString| {
-                lua.create_string(super::sha1::hex(&s.as_bytes()))
+                lua.create_string(crate::sha1::hex(&s.as_bytes()))
             })?,
         )?;
         bridge.set(

@@ -27,7 +27,6 @@ mod functions;
 mod library;
 mod libs;
 mod raising;
-pub(crate) mod sha1;
 pub(crate) mod stats;
 
 use std::sync::atomic::{AtomicU64, Ordering};

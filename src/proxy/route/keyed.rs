@@ -229,11 +229,13 @@ async fn keyless_send(
     Pending::One(rx)
 }
 
-/// The keys a keyless script's code names as literals: an EVAL's body, a
-/// function's code as `FUNCTION LOAD` gave it; none for EVALSHA.
+/// The keys a keyless script's code names as literals: an EVAL's body, the
+/// body of an EVALSHA's digest as this proxy saw it (`EVAL`, `SCRIPT
+/// LOAD`), a function's code as `FUNCTION LOAD` gave it.
 fn literal_keys(proxy: &Proxy, id: Id, script: &[u8]) -> Vec<Bytes> {
     match id {
         Id::Eval | Id::EvalRo => script_keys::literal_keys(script),
+        Id::Evalsha | Id::EvalshaRo => proxy.scripts.literal_keys_of(script),
         Id::Fcall | Id::FcallRo => proxy.scripts.functions.keys(script),
         _ => Vec::new(),
     }

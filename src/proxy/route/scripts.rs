@@ -45,6 +45,12 @@ struct Inner {
     bodies: HashMap<u64, Bytes>,
     order: VecDeque<u64>,
     bytes: usize,
+    /// By a body's digest: its SHA-1 (lower-case hex), for a body whose
+    /// code names literal keys (`script_keys`).
+    sha_of: HashMap<u64, String>,
+    /// By SHA-1: the literal keys of that body, so a keyless `EVALSHA`
+    /// runs where the same `EVAL` would.
+    literal: HashMap<String, Vec<Bytes>>,
 }
 
 impl ScriptCache {
@@ -59,6 +65,12 @@ impl ScriptCache {
         inner.bytes += body.len();
         inner.bodies.insert(id, body.clone());
         inner.order.push_back(id);
+        let keys = crate::proxy::route::script_keys::literal_keys(body);
+        if !keys.is_empty() {
+            let sha = crate::sha1::hex(body);
+            inner.sha_of.insert(id, sha.clone());
+            inner.literal.insert(sha, keys);
+        }
         while inner.bytes > MAX_SCRIPT_BYTES {
             let Some(old) = inner.order.pop_front() else {
                 break;
@@ -66,8 +78,22 @@ impl ScriptCache {
             if let Some(b) = inner.bodies.remove(&old) {
                 inner.bytes -= b.len();
             }
+            if let Some(sha) = inner.sha_of.remove(&old) {
+                inner.literal.remove(&sha);
+            }
         }
         true
+    }
+
+    /// The literal keys of the body whose SHA-1 is `sha` (any case), if
+    /// this proxy has seen it (`EVAL` or `SCRIPT LOAD`).
+    pub(crate) fn literal_keys_of(&self, sha: &[u8]) -> Vec<Bytes> {
+        if sha.len() != 40 {
+            return Vec::new();
+        }
+        let sha = String::from_utf8_lossy(sha).to_ascii_lowercase();
+        let inner = lock(&self.inner);
+        inner.literal.get(&sha).cloned().unwrap_or_default()
     }
 
     /// SCRIPT FLUSH.
@@ -171,6 +197,25 @@ mod tests {
         assert!(c.add(&a), "forgotten, so loaded everywhere again");
         c.clear();
         assert!(c.bodies().is_empty());
+    }
+
+    #[test]
+    fn a_bodys_literal_keys_are_found_by_its_sha_until_it_is_forgotten() {
+        let c = ScriptCache::default();
+        let body = Bytes::from_static(b"return redis.call('GET', 'user:1')");
+        let sha = crate::sha1::hex(&body);
+        assert!(c.literal_keys_of(sha.as_bytes()).is_empty());
+        c.add(&body);
+        let want = vec![Bytes::from_static(b"user:1")];
+        assert_eq!(c.literal_keys_of(sha.as_bytes()), want);
+        assert_eq!(c.literal_keys_of(sha.to_uppercase().as_bytes()), want);
+        assert!(c.literal_keys_of(b"short").is_empty());
+        // Pushed out by the byte bound: forgotten with its body.
+        c.add(&Bytes::from(vec![b'x'; MAX_SCRIPT_BYTES]));
+        assert!(c.literal_keys_of(sha.as_bytes()).is_empty());
+        c.add(&body);
+        c.clear();
+        assert!(c.literal_keys_of(sha.as_bytes()).is_empty());
     }
 
     #[test]

@@ -1,5 +1,6 @@
 //! SHA-1, for script names (`EVALSHA`, `SCRIPT LOAD`) and
-//! `redis.sha1hex`: the lower-case hex digest Redis prints.
+//! `redis.sha1hex`: the lower-case hex digest Redis prints. Shared by the
+//! node's scripting and the proxy's routing of keyless scripts.
 
 /// The 40-character lower-case hex SHA-1 of `data`.
 pub(crate) fn hex(data: &[u8]) -> String {
